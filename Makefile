@@ -1,0 +1,39 @@
+# relay: make help lists the targets.
+GO      ?= go
+PKGS    := ./...
+TIMEOUT ?= 15m
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build the relay binary into bin/
+	$(GO) build -o bin/relay ./cmd/relay
+
+.PHONY: test
+test: ## unit and integration tests, with the race detector (broker: AMQP_URL, else localhost, else testcontainers)
+	$(GO) test -race -count=1 -timeout $(TIMEOUT) -tags integration $(PKGS)
+
+.PHONY: test-unit
+test-unit: ## unit tests only: no broker needed
+	$(GO) test -race -count=1 $(PKGS)
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet -tags integration $(PKGS)
+
+.PHONY: bench
+bench: ## retry round trips through the stages next to a raw amqp091-go loop
+	$(GO) test -tags integration -run '^$$' -bench . -benchtime 2000x ./retry/
+
+.PHONY: diagram
+diagram: ## print the default topology as a Mermaid diagram (no broker needed)
+	@DELAY_BACKEND=plugin $(GO) run ./cmd/relay topology --no-declare --format mermaid
+
+.PHONY: docs
+docs: ## regenerate the generated docs (docs/topology.md)
+	$(GO) test ./services/topology -run TestDocIsCurrent -update

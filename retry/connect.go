@@ -1,0 +1,116 @@
+package retry
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Dial connects to url with a connection name that the management UI
+// shows, so each relay process is recognisable there.
+func Dial(url, name string) (*amqp.Connection, error) {
+	cfg := amqp.Config{Properties: amqp.NewConnectionProperties(), Heartbeat: 10 * time.Second}
+	cfg.Properties.SetClientConnectionName(name)
+	conn, err := amqp.DialConfig(url, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to broker as %q: %w", name, err)
+	}
+	return conn, nil
+}
+
+// Backoff is the capped, jittered wait before reconnect attempt n (from 1).
+func Backoff(n int) time.Duration {
+	base := 250 * time.Millisecond << min(max(n-1, 0), 6) // 250ms … 16s
+	return base/2 + time.Duration(mrand.Int64N(int64(base/2)+1))
+}
+
+// Supervise runs fn on a connection and, whenever the connection is lost,
+// dials again with Backoff and runs fn anew, until ctx is done. fn should
+// return when the connection closes (every consumer in this package does).
+// Supervise returns nil once ctx is done; it gives up only on errors that
+// another attempt cannot fix, such as refused credentials.
+func Supervise(ctx context.Context, url, name string, log *slog.Logger, fn func(context.Context, *amqp.Connection) error) error {
+	for attempt := 1; ; attempt++ {
+		conn, err := Dial(url, name)
+		if err == nil {
+			attempt = 0
+			err = runOnce(ctx, conn, fn)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if isFatal(err) {
+			return err
+		}
+		wait := Backoff(max(attempt, 1))
+		log.Warn("broker connection lost, reconnecting", "error", err, "wait_ms", wait.Milliseconds())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+func runOnce(ctx context.Context, conn *amqp.Connection, fn func(context.Context, *amqp.Connection) error) error {
+	defer conn.Close()
+	return fn(ctx, conn)
+}
+
+// isFatal tells errors that reconnecting cannot fix.
+func isFatal(err error) bool {
+	var aerr *amqp.Error
+	if errors.As(err, &aerr) {
+		return aerr.Code == amqp.AccessRefused || aerr.Code == amqp.NotAllowed
+	}
+	return errors.Is(err, ErrConflict) || errors.Is(err, amqp.ErrSASL) || errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost)
+}
+
+// DetectBackend resolves Auto by asking the broker whether it knows the
+// x-delayed-message exchange type. Declaring an unknown exchange type makes
+// the broker close the whole connection (503 command invalid), so the probe
+// runs on a throw-away connection of its own. Plugin and TTL are returned
+// unchanged.
+func DetectBackend(url string, b Backend) (Backend, error) {
+	if b != Auto {
+		return b, nil
+	}
+	conn, err := Dial(url, "relay probe")
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return "", fmt.Errorf("probe delay backend: %w", err)
+	}
+	name := "relay.probe." + randomSuffix()
+	err = ch.ExchangeDeclare(name, "x-delayed-message",
+		false, // durable
+		true,  // autoDelete
+		false, // internal
+		false, // noWait
+		amqp.Table{"x-delayed-type": amqp.ExchangeDirect})
+	if err == nil {
+		_ = ch.ExchangeDelete(name, false, false)
+		return Plugin, nil
+	}
+	var aerr *amqp.Error
+	if errors.As(err, &aerr) && (aerr.Code == amqp.CommandInvalid || aerr.Code == amqp.NotFound) {
+		return TTL, nil
+	}
+	return "", fmt.Errorf("probe delay backend: %w", err)
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

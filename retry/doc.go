@@ -1,0 +1,74 @@
+// Package retry moves failed RabbitMQ messages through a delay and back,
+// and parks them, with their history, when retrying is over.
+//
+// # The pipeline
+//
+//	producer ──► ingress exchange ──► work queue ──► Consumer(Handler)
+//	                                      │ nack (requeue=false): the queue's dead-letter exchange
+//	                                      ▼
+//	                  error-exchange ──► error-queue ──► error stage
+//	     retries < max: wait-exchange ─(delay)─► requeue-queue ──► requeue stage ──► work queue
+//	    retries = max, or permanent: dead-letter-exchange (headers) ──► dead-letter-queue
+//
+// A Consumer runs a Handler on a work queue. A nil error acks the message.
+// Any other error nacks it without requeue, and the broker dead-letters it
+// to error-exchange: the consumer needs no knowledge of delays. An error
+// wrapped by Permanent is parked at once; one wrapped by After is handed to
+// the error exchange by the consumer itself, since a nack cannot carry the
+// downstream's "come back in N seconds".
+//
+// Stages runs the two consumers of the pipeline. The error stage counts the
+// attempt, picks the delay from the Policy, and publishes the message to
+// the wait exchange; past the last retry it parks the message through the
+// dead-letter exchange with x-dead-source and x-dead-reason, which a
+// headers exchange can route on: bind your own dead-letter queues by source
+// queue or by business headers. The requeue stage publishes each message
+// whose wait is over back to its work queue through the default exchange.
+//
+// # Delivery guarantees
+//
+// Every hand-off publishes a copy, waits for the broker's publisher confirm,
+// and only then acks the original. A crash between the two leaves both
+// copies, never neither: the pipeline is at-least-once, and downstreams
+// deduplicate on the message id. A negative confirm or a returned
+// (unroutable) message counts as a failed hand-off: the original goes back
+// to its queue. Nothing is dropped.
+//
+// The broker's own dead-lettering, from a work queue to error-exchange, is
+// the one step the client does not confirm. For classic queues it is
+// at-most-once: if the target is missing or refuses the message, it is
+// gone. Quorum queues with x-dead-letter-strategy at-least-once (and
+// x-overflow reject-publish, which that strategy needs) keep the message
+// until the target has it; Topology declares them that way when QueueType
+// is Quorum. Use quorum queues in production.
+//
+// # Why the count is not read from x-death
+//
+// The broker records each dead-lettering in the x-death header, and older
+// articles count retries with it. Since RabbitMQ 3.13 the broker no longer
+// interprets an x-death header that a client publishes: every time the
+// error stage republishes a message, the broker's count would start again
+// at 1. relay keeps its own count in x-retry-count, written by the error
+// stage, and strips x-death (and the delay plugin's x-delay) whenever it
+// republishes. x-death is only read to find the queue a message first
+// failed on, and to show history.
+//
+// # Delay backends
+//
+// With the Plugin backend, wait-exchange is an x-delayed-message exchange
+// (rabbitmq_delayed_message_exchange) and the delay travels per message in
+// the x-delay header, in milliseconds, clamped to 1..2^32-1. The plugin keeps
+// waiting messages outside any queue on a single node and cannot return
+// unroutable messages, so it is never published to with mandatory.
+//
+// With the TTL backend, wait-exchange is a direct exchange routing to one
+// queue per distinct delay (wait.500ms, wait.5s, ...) whose x-message-ttl
+// expires messages into requeue-queue. A queue per step avoids the head-of-
+// line blocking of per-message TTLs, where a message with a short TTL waits
+// behind one with a long TTL. It runs on any broker, clusters and quorum
+// queues included, but cannot jitter; a wait longer than the longest step
+// (a downstream's Retry-After) is served by waiting again, guided by the
+// x-retry-not-before header.
+//
+// Auto picks the plugin when the broker has it; see DetectBackend.
+package retry

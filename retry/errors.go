@@ -1,0 +1,58 @@
+package retry
+
+import (
+	"errors"
+	"time"
+)
+
+// permanentError marks a failure that no retry can fix.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err so the consumer parks the message at once instead of
+// retrying it: a malformed payload, an address the mail server refuses for
+// good, a webhook endpoint that answers 410 Gone. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err, or any error it wraps, was made by
+// Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// afterError carries a downstream's request to wait before the next attempt.
+type afterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e afterError) Error() string { return e.err.Error() }
+func (e afterError) Unwrap() error { return e.err }
+
+// After wraps a transient err with the shortest wait the downstream asked
+// for (an HTTP Retry-After, say). The retry pipeline then schedules the next
+// attempt no sooner than that, even if the policy's own delay is shorter.
+// After(nil, d) is nil; a d of zero or less leaves err as it is.
+func After(err error, d time.Duration) error {
+	if err == nil || d <= 0 {
+		return err
+	}
+	return afterError{err: err, after: d}
+}
+
+// RetryAfter returns the wait that After attached to err, if any.
+func RetryAfter(err error) (time.Duration, bool) {
+	var a afterError
+	if errors.As(err, &a) {
+		return a.after, true
+	}
+	return 0, false
+}

@@ -1,0 +1,191 @@
+package retry
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Headers relay sets on the messages it moves through the pipeline. They are
+// relay's own: the count is never read from x-death (see the package doc).
+const (
+	// HeaderRetryCount is how many retries the message has had so far.
+	HeaderRetryCount = "x-retry-count"
+	// HeaderOriginalQueue is the work queue the message failed on and goes
+	// back to.
+	HeaderOriginalQueue = "x-original-queue"
+	// HeaderFirstFailedAt is when the message first failed (RFC 3339).
+	HeaderFirstFailedAt = "x-first-failed-at"
+	// HeaderLastError is the error text of the latest failure, where known.
+	HeaderLastError = "x-last-error"
+	// HeaderRetryAfter is the least delay, in milliseconds, a downstream
+	// asked for before the next attempt.
+	HeaderRetryAfter = "x-retry-after-ms"
+	// HeaderNotBefore is the earliest time (Unix milliseconds) the message
+	// may go back to its queue: set when the TTL backend's longest step is
+	// shorter than the wait a downstream asked for, so the message waits
+	// again until then.
+	HeaderNotBefore = "x-retry-not-before"
+	// HeaderDeadSource is the work queue a parked message came from; the
+	// dead-letter exchange routes on it.
+	HeaderDeadSource = "x-dead-source"
+	// HeaderDeadReason says why a message was parked: ReasonMaxRetries,
+	// ReasonPermanent or ReasonUnroutable.
+	HeaderDeadReason = "x-dead-reason"
+	// HeaderParkedAt is when the message was parked (RFC 3339).
+	HeaderParkedAt = "x-parked-at"
+	// HeaderDelay is the delayed-message plugin's delay in milliseconds.
+	HeaderDelay = "x-delay"
+)
+
+// Reasons a message is parked, the values of HeaderDeadReason.
+const (
+	ReasonMaxRetries = "max-retries"
+	ReasonPermanent  = "permanent"
+	ReasonNoSource   = "unknown-source"
+	ReasonNoQueue    = "queue-missing"
+)
+
+// maxHeaderError bounds the error text carried in a header.
+const maxHeaderError = 512
+
+// headerInt reads an integer header in whichever AMQP integer type the
+// publisher chose (or a decimal string). ok is false when the header is
+// absent or not a number.
+func headerInt(h amqp.Table, key string) (int64, bool) {
+	switch v := h[key].(type) {
+	case int8:
+		return int64(v), true
+	case int16:
+		return int64(v), true
+	case int32:
+		return int64(v), true
+	case int64:
+		return v, true
+	case int:
+		return int64(v), true
+	case uint8:
+		return int64(v), true
+	case uint16:
+		return int64(v), true
+	case uint32:
+		return int64(v), true
+	case uint64:
+		if v > 1<<62 {
+			return 0, false
+		}
+		return int64(v), true
+	case float32:
+		return int64(v), true
+	case float64:
+		return int64(v), true
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		return n, err == nil
+	default:
+		return 0, false
+	}
+}
+
+func headerString(h amqp.Table, key string) string {
+	switch v := h[key].(type) {
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	default:
+		return ""
+	}
+}
+
+// RetryCount reads HeaderRetryCount; a missing, garbled or negative header
+// counts as zero retries.
+func RetryCount(h amqp.Table) int {
+	n, ok := headerInt(h, HeaderRetryCount)
+	if !ok || n < 0 {
+		return 0
+	}
+	return int(min(n, 1<<30))
+}
+
+// OriginalQueue finds the work queue a failed message came from: relay's
+// own HeaderOriginalQueue once set, else what the broker recorded when it
+// dead-lettered the message (x-last-death-queue on RabbitMQ 3.13+, the
+// newest x-death entry, then x-first-death-queue).
+func OriginalQueue(h amqp.Table) string {
+	if q := headerString(h, HeaderOriginalQueue); q != "" {
+		return q
+	}
+	if q := headerString(h, "x-last-death-queue"); q != "" {
+		return q
+	}
+	if deaths, ok := h["x-death"].([]any); ok {
+		for _, d := range deaths {
+			if t, ok := d.(amqp.Table); ok {
+				if q := headerString(t, "queue"); q != "" {
+					return q
+				}
+			}
+		}
+	}
+	return headerString(h, "x-first-death-queue")
+}
+
+// DeathCount sums the counts in x-death. It is for showing history only:
+// RabbitMQ 3.13+ ignores x-death set by a publisher, so a message that a
+// client republished starts counting again from 1.
+func DeathCount(h amqp.Table) int {
+	deaths, _ := h["x-death"].([]any)
+	total := 0
+	for _, d := range deaths {
+		if t, ok := d.(amqp.Table); ok {
+			if n, ok := headerInt(t, "count"); ok && n > 0 {
+				total += int(n)
+			}
+		}
+	}
+	return total
+}
+
+// brokerHeaders are set by the broker or the delay plugin for one hop and
+// must not travel on when the message is published again.
+var brokerHeaders = []string{
+	"x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",
+	"x-last-death-queue", "x-last-death-reason", "x-last-death-exchange",
+	HeaderDelay, HeaderRetryAfter,
+}
+
+// forward copies h without the broker's per-hop headers, with room for the
+// few relay adds.
+func forward(h amqp.Table) amqp.Table {
+	out := make(amqp.Table, len(h)+4)
+	for k, v := range h {
+		out[k] = v
+	}
+	for _, k := range brokerHeaders {
+		delete(out, k)
+	}
+	return out
+}
+
+// clampDelay fits d into the plugin's x-delay range of 1..2^32-1 ms; the
+// plugin treats 0 or a negative value as "deliver now" and rejects larger.
+func clampDelay(d time.Duration) int64 {
+	ms := d.Milliseconds()
+	return min(max(ms, 1), 1<<32-1)
+}
+
+// truncate shortens s to at most n bytes without splitting a UTF-8 rune.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

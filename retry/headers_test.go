@@ -1,0 +1,138 @@
+package retry
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+func TestRetryCount(t *testing.T) {
+	tests := []struct {
+		name string
+		h    amqp.Table
+		want int
+	}{
+		{"absent", amqp.Table{}, 0},
+		{"nil table", nil, 0},
+		{"int8", amqp.Table{HeaderRetryCount: int8(2)}, 2},
+		{"int16", amqp.Table{HeaderRetryCount: int16(3)}, 3},
+		{"int32", amqp.Table{HeaderRetryCount: int32(4)}, 4},
+		{"int64", amqp.Table{HeaderRetryCount: int64(5)}, 5},
+		{"uint8", amqp.Table{HeaderRetryCount: uint8(6)}, 6},
+		{"uint16", amqp.Table{HeaderRetryCount: uint16(7)}, 7},
+		{"uint32", amqp.Table{HeaderRetryCount: uint32(8)}, 8},
+		{"float64", amqp.Table{HeaderRetryCount: float64(9)}, 9},
+		{"decimal string", amqp.Table{HeaderRetryCount: " 10 "}, 10},
+		{"garbled string", amqp.Table{HeaderRetryCount: "ten"}, 0},
+		{"negative", amqp.Table{HeaderRetryCount: int32(-3)}, 0},
+		{"wrong type", amqp.Table{HeaderRetryCount: []byte{1}}, 0},
+		{"boolean", amqp.Table{HeaderRetryCount: true}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := RetryCount(tt.h); got != tt.want {
+				t.Errorf("RetryCount = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func death(queue string, count any) amqp.Table {
+	return amqp.Table{"queue": queue, "reason": "rejected", "count": count, "exchange": ""}
+}
+
+func TestOriginalQueueAndDeathCount(t *testing.T) {
+	tests := []struct {
+		name      string
+		h         amqp.Table
+		wantQueue string
+		wantCount int
+	}{
+		{"relay's own header wins", amqp.Table{HeaderOriginalQueue: "email-queue", "x-last-death-queue": "other",
+			"x-death": []any{death("other", int64(1))}}, "email-queue", 1},
+		{"x-last-death-queue (3.13+)", amqp.Table{"x-last-death-queue": "webhook-queue"}, "webhook-queue", 0},
+		{"x-death newest first", amqp.Table{"x-death": []any{death("webhook-queue", int32(2)), death("email-queue", int64(3))}}, "webhook-queue", 5},
+		{"x-death count as int16", amqp.Table{"x-death": []any{death("q", int16(4))}}, "q", 4},
+		{"x-death count as uint8", amqp.Table{"x-death": []any{death("q", uint8(4))}}, "q", 4},
+		{"x-death garbled entries are skipped", amqp.Table{"x-death": []any{"junk", death("q", "x")}}, "q", 0},
+		{"x-death not a list", amqp.Table{"x-death": "junk", "x-first-death-queue": "first"}, "first", 0},
+		{"nothing", amqp.Table{}, "", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := OriginalQueue(tt.h); got != tt.wantQueue {
+				t.Errorf("OriginalQueue = %q, want %q", got, tt.wantQueue)
+			}
+			if got := DeathCount(tt.h); got != tt.wantCount {
+				t.Errorf("DeathCount = %d, want %d", got, tt.wantCount)
+			}
+		})
+	}
+}
+
+func TestForwardStripsBrokerHeaders(t *testing.T) {
+	in := amqp.Table{
+		"x-death": []any{death("q", int64(1))}, "x-first-death-queue": "q", "x-last-death-reason": "rejected",
+		HeaderDelay: int64(-500), HeaderRetryAfter: int64(3000), HeaderRetryCount: int32(1), "priority": "high",
+	}
+	got := forward(in)
+	want := amqp.Table{HeaderRetryCount: int32(1), "priority": "high"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("forward (-want +got):\n%s", diff)
+	}
+	if _, ok := in["x-death"]; !ok {
+		t.Error("forward changed its input")
+	}
+}
+
+func TestClampDelay(t *testing.T) {
+	tests := []struct {
+		in   time.Duration
+		want int64
+	}{
+		{-time.Second, 1},
+		{0, 1},
+		{500 * time.Microsecond, 1},
+		{1500 * time.Millisecond, 1500},
+		{100 * 24 * time.Hour, 1<<32 - 1},
+	}
+	for _, tt := range tests {
+		if got := clampDelay(tt.in); got != tt.want {
+			t.Errorf("clampDelay(%s) = %d, want %d", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	if got := truncate("short", 10); got != "short" {
+		t.Errorf("truncate short = %q", got)
+	}
+	got := truncate(strings.Repeat("é", 10), 5) // 2 bytes a rune: cut at 4
+	if got != "éé…" {
+		t.Errorf("truncate mid-rune = %q, want %q", got, "éé…")
+	}
+}
+
+func TestErrors(t *testing.T) {
+	base := errors.New("boom")
+	if Permanent(nil) != nil || After(nil, time.Second) != nil {
+		t.Error("wrapping nil must stay nil")
+	}
+	if !IsPermanent(Permanent(base)) || IsPermanent(base) {
+		t.Error("IsPermanent misreads")
+	}
+	wrapped := errors.Join(errors.New("outer"), Permanent(base))
+	if !IsPermanent(wrapped) || !errors.Is(wrapped, base) {
+		t.Error("Permanent must survive wrapping and unwrap to its cause")
+	}
+	if d, ok := RetryAfter(After(base, 3*time.Second)); !ok || d != 3*time.Second {
+		t.Errorf("RetryAfter = %s %v", d, ok)
+	}
+	if _, ok := RetryAfter(After(base, 0)); ok {
+		t.Error("a zero wait must not count as a hint")
+	}
+}

@@ -1,0 +1,101 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// ErrConnectionLost is returned by a consumer whose channel or connection
+// closed under it; Supervise reconnects on it.
+var ErrConnectionLost = errors.New("broker channel closed")
+
+// worker handles one delivery with the publisher it owns.
+type worker func(ctx context.Context, pub *publisher, d *amqp.Delivery) error
+
+// serve consumes queue with manual acks and the given prefetch, runs n
+// workers over the deliveries, and returns when ctx is done (after every
+// worker has finished the delivery in its hands) or the channel closes.
+//
+// A worker acks or nacks its delivery itself. Workers run under a context
+// that shutdown does not cancel, so a send in flight completes and its
+// outcome is recorded instead of being cut off halfway.
+func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, n int, tag string, w worker) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open consume channel: %w", err)
+	}
+	defer ch.Close()
+	if err := ch.Qos(prefetch, 0, false /* global */); err != nil {
+		return fmt.Errorf("set prefetch %d: %w", prefetch, err)
+	}
+	deliveries, err := ch.Consume(queue, tag,
+		false, // autoAck: acks are manual, after the work is done
+		false, // exclusive
+		false, // noLocal
+		false, // noWait
+		nil)
+	if err != nil {
+		return fmt.Errorf("consume %q: %w", queue, err)
+	}
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	work := context.WithoutCancel(ctx)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var pub *publisher
+			defer func() { pub.close() }()
+			for d := range deliveries {
+				if ctx.Err() != nil {
+					// Shutting down: hand back what was prefetched but
+					// not started rather than begin new work.
+					_ = d.Nack(false, true /* requeue */)
+					continue
+				}
+				if pub == nil {
+					if pub, err = newPublisher(conn); err != nil {
+						_ = d.Nack(false, true /* requeue */)
+						errs <- err
+						return
+					}
+				}
+				if err := w(work, pub, &d); err != nil && pub.broken(err) {
+					pub.close()
+					pub = nil
+				}
+			}
+		}()
+	}
+
+	var result error
+	select {
+	case <-ctx.Done():
+		// Stop the flow; deliveries already prefetched but not started go
+		// back to the queue when the channel closes.
+		_ = ch.Cancel(tag, false /* noWait */)
+	case e := <-closed:
+		result = fmt.Errorf("%w: consuming %q: %v", ErrConnectionLost, queue, e)
+	case result = <-errs:
+	}
+	wg.Wait()
+	return result
+}
+
+// pause waits d or until ctx is done: a failed hand-off backs off before
+// its delivery goes back to the queue, so a broken route is not hammered.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,449 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// QueueType is the RabbitMQ queue type relay declares its queues with.
+type QueueType string
+
+// The queue types. Quorum queues are replicated and, with the at-least-once
+// dead-letter strategy, never lose a message between a queue and its
+// dead-letter target; classic queues are the broker's default.
+const (
+	Classic QueueType = "classic"
+	Quorum  QueueType = "quorum"
+)
+
+// Backend is how the pipeline makes a message wait before its next attempt.
+type Backend string
+
+// The delay backends.
+const (
+	// Plugin waits in an x-delayed-message exchange, from the
+	// rabbitmq_delayed_message_exchange plugin: any delay, per message.
+	Plugin Backend = "plugin"
+	// TTL waits in one queue per delay step whose x-message-ttl expires
+	// the message into requeue-queue: no plugin, any broker, clusters.
+	TTL Backend = "ttl"
+	// Auto picks Plugin when the broker has the exchange type, else TTL.
+	Auto Backend = "auto"
+)
+
+// Default names, as the pipeline's diagram shows them.
+const (
+	DefaultExchange = "notification-exchange"
+	ErrorExchange   = "error-exchange"
+	ErrorQueue      = "error-queue"
+	WaitExchange    = "wait-exchange"
+	RequeueQueue    = "requeue-queue"
+	DeadExchange    = "dead-letter-exchange"
+	DeadQueue       = "dead-letter-queue"
+	// requeueKey routes from the delayed exchange to requeue-queue.
+	requeueKey = "requeue"
+)
+
+// Route is a work queue and the routing key that binds it to the ingress
+// exchange.
+type Route struct {
+	Queue string
+	Key   string
+}
+
+// DefaultRoutes are relay's two channels.
+var DefaultRoutes = []Route{{Queue: "email-queue", Key: "email"}, {Queue: "webhook-queue", Key: "webhook"}}
+
+// Topology names and shapes everything the pipeline needs on the broker.
+// Its zero value, with a Backend chosen, is relay's default topology.
+type Topology struct {
+	// Prefix namespaces every exchange and queue (e.g. "test-42."), so
+	// tests and workshop runs share one broker without meeting.
+	Prefix string
+	// Exchange is the ingress exchange; empty means DefaultExchange.
+	Exchange string
+	// Routes are the work queues; empty means DefaultRoutes.
+	Routes []Route
+	// QueueType is Classic (the zero value) or Quorum.
+	QueueType QueueType
+	// Backend is Plugin or TTL; resolve Auto with DetectBackend first.
+	Backend Backend
+	// Policy gives the TTL backend its delay steps.
+	Policy Policy
+}
+
+// Name returns base with the topology's prefix.
+func (t Topology) Name(base string) string { return t.Prefix + base }
+
+// Ingress is the prefixed ingress exchange.
+func (t Topology) Ingress() string {
+	if t.Exchange == "" {
+		return t.Name(DefaultExchange)
+	}
+	return t.Name(t.Exchange)
+}
+
+// WorkRoutes are the prefixed work queues and their routing keys.
+func (t Topology) WorkRoutes() []Route {
+	routes := t.Routes
+	if len(routes) == 0 {
+		routes = DefaultRoutes
+	}
+	out := make([]Route, len(routes))
+	for i, r := range routes {
+		out[i] = Route{Queue: t.Name(r.Queue), Key: r.Key}
+	}
+	return out
+}
+
+// WaitQueue is the TTL backend's queue for one delay step.
+func (t Topology) WaitQueue(step time.Duration) string {
+	return t.Name("wait." + StepName(step))
+}
+
+// StepName writes a delay the way a wait queue is named: 500ms, 5s, 1m, 2h.
+func StepName(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d >= time.Second && d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	default:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	}
+}
+
+// step picks the TTL wait queue for a wanted delay: the shortest step that
+// waits at least that long, else the longest step there is.
+func step(steps []time.Duration, want time.Duration) time.Duration {
+	for _, s := range steps {
+		if s >= want {
+			return s
+		}
+	}
+	return steps[len(steps)-1]
+}
+
+// Exchange is one exchange of a Plan.
+type Exchange struct {
+	Name string
+	Kind string
+	Args amqp.Table
+}
+
+// Queue is one queue of a Plan.
+type Queue struct {
+	Name string
+	Args amqp.Table
+}
+
+// Binding binds Queue to Exchange with Key (and Args for headers exchanges).
+type Binding struct {
+	Exchange string
+	Queue    string
+	Key      string
+	Args     amqp.Table
+}
+
+// Plan is the full declaration of a topology: what Declare creates, what
+// Delete removes, what the topology command prints and draws.
+type Plan struct {
+	Exchanges []Exchange
+	Queues    []Queue
+	Bindings  []Binding
+	// Hops are the republishes relay's own consumers make: not broker
+	// objects, but drawn so the diagram shows the whole path.
+	Hops []Hop
+}
+
+// Hop is a republish by a consumer of From (a queue) to To (an exchange
+// or, through the default exchange, a queue).
+type Hop struct {
+	From, To, Label string
+}
+
+// queueArgs are the arguments every queue of the given type shares. A
+// quorum queue that dead-letters uses the at-least-once strategy, which
+// needs reject-publish overflow: the source keeps the message until its
+// dead-letter target has confirmed it.
+func (t Topology) queueArgs(deadLetters bool) amqp.Table {
+	args := amqp.Table{}
+	if t.QueueType == Quorum {
+		args["x-queue-type"] = string(Quorum)
+		if deadLetters {
+			args["x-dead-letter-strategy"] = "at-least-once"
+			args["x-overflow"] = "reject-publish"
+		}
+	}
+	return args
+}
+
+// Plan lists the exchanges, queues and bindings of the topology.
+func (t Topology) Plan() Plan {
+	var p Plan
+	ingress := t.Ingress()
+	p.Exchanges = append(p.Exchanges,
+		Exchange{Name: ingress, Kind: amqp.ExchangeDirect},
+		Exchange{Name: t.Name(ErrorExchange), Kind: amqp.ExchangeFanout},
+	)
+	if t.Backend == Plugin {
+		p.Exchanges = append(p.Exchanges, Exchange{Name: t.Name(WaitExchange), Kind: "x-delayed-message",
+			Args: amqp.Table{"x-delayed-type": amqp.ExchangeDirect}})
+	} else {
+		p.Exchanges = append(p.Exchanges, Exchange{Name: t.Name(WaitExchange), Kind: amqp.ExchangeDirect})
+	}
+	p.Exchanges = append(p.Exchanges, Exchange{Name: t.Name(DeadExchange), Kind: amqp.ExchangeHeaders})
+
+	for _, r := range t.WorkRoutes() {
+		args := t.queueArgs(true)
+		args["x-dead-letter-exchange"] = t.Name(ErrorExchange)
+		p.Queues = append(p.Queues, Queue{Name: r.Queue, Args: args})
+		p.Bindings = append(p.Bindings, Binding{Exchange: ingress, Queue: r.Queue, Key: r.Key})
+	}
+	p.Queues = append(p.Queues,
+		Queue{Name: t.Name(ErrorQueue), Args: t.queueArgs(false)},
+		Queue{Name: t.Name(RequeueQueue), Args: t.queueArgs(false)},
+	)
+	p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(ErrorExchange), Queue: t.Name(ErrorQueue)})
+	if t.Backend == Plugin {
+		p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(WaitExchange), Queue: t.Name(RequeueQueue), Key: requeueKey})
+	} else {
+		for _, s := range t.Policy.Steps() {
+			args := t.queueArgs(true)
+			args["x-message-ttl"] = s.Milliseconds()
+			args["x-dead-letter-exchange"] = "" // the default exchange,
+			args["x-dead-letter-routing-key"] = t.Name(RequeueQueue)
+			p.Queues = append(p.Queues, Queue{Name: t.WaitQueue(s), Args: args})
+			p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(WaitExchange), Queue: t.WaitQueue(s), Key: StepName(s)})
+		}
+	}
+	p.Queues = append(p.Queues, Queue{Name: t.Name(DeadQueue), Args: t.queueArgs(false)})
+	p.Hops = append(p.Hops,
+		Hop{From: t.Name(ErrorQueue), To: t.Name(WaitExchange), Label: "error stage: retry"},
+		Hop{From: t.Name(ErrorQueue), To: t.Name(DeadExchange), Label: "error stage: park"},
+	)
+	for _, r := range t.WorkRoutes() {
+		p.Hops = append(p.Hops,
+			Hop{From: t.Name(RequeueQueue), To: r.Queue, Label: "requeue stage"},
+			Hop{From: r.Queue, To: t.Name(DeadExchange), Label: "permanent"})
+	}
+	// x-match all with no other arguments matches every message: the
+	// catch-all park. Users add their own bindings on x-dead-source.
+	p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(DeadExchange), Queue: t.Name(DeadQueue),
+		Args: amqp.Table{"x-match": "all"}})
+	return p
+}
+
+// Validate reports a topology that cannot be declared.
+func (t Topology) Validate() error {
+	switch t.QueueType {
+	case "", Classic, Quorum:
+	default:
+		return fmt.Errorf("queue type %q: want classic or quorum", t.QueueType)
+	}
+	switch t.Backend {
+	case Plugin, TTL:
+	case Auto:
+		return errors.New("delay backend auto must be resolved with DetectBackend before declaring")
+	default:
+		return fmt.Errorf("delay backend %q: want plugin or ttl", t.Backend)
+	}
+	if err := t.Policy.Validate(); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, r := range t.WorkRoutes() {
+		if r.Queue == t.Prefix || r.Key == "" {
+			return fmt.Errorf("route %+v: a work queue needs a name and a routing key", r)
+		}
+		if seen[r.Queue] {
+			return fmt.Errorf("work queue %q listed twice", r.Queue)
+		}
+		seen[r.Queue] = true
+	}
+	return nil
+}
+
+// ErrConflict means an exchange or queue already exists on the broker with
+// other arguments than the topology asks for. Reconnecting cannot fix it:
+// delete the old entity or change the configuration.
+var ErrConflict = errors.New("topology conflicts with what the broker has")
+
+// conflict marks a PRECONDITION_FAILED declare error as ErrConflict.
+func conflict(err error) error {
+	var aerr *amqp.Error
+	if errors.As(err, &aerr) && aerr.Code == amqp.PreconditionFailed {
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return err
+}
+
+// Declare creates the topology on the broker. Declaring is idempotent: it
+// succeeds when everything already exists with the same arguments, and
+// fails with PRECONDITION_FAILED, naming the entity, when something exists
+// with different ones (say, a classic queue where a quorum one is wanted).
+func (t Topology) Declare(ctx context.Context, conn *amqp.Connection) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open channel: %w", err)
+	}
+	defer ch.Close()
+	p := t.Plan()
+	for _, e := range p.Exchanges {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := ch.ExchangeDeclare(e.Name, e.Kind,
+			true,  // durable
+			false, // autoDelete
+			false, // internal
+			false, // noWait
+			e.Args); err != nil {
+			return fmt.Errorf("declare exchange %q (%s): %w", e.Name, e.Kind, conflict(err))
+		}
+	}
+	for _, q := range p.Queues {
+		if _, err := ch.QueueDeclare(q.Name,
+			true,  // durable
+			false, // autoDelete
+			false, // exclusive
+			false, // noWait
+			q.Args); err != nil {
+			return fmt.Errorf("declare queue %q: %w", q.Name, conflict(err))
+		}
+	}
+	for _, b := range p.Bindings {
+		if err := ch.QueueBind(b.Queue, b.Key, b.Exchange, false /* noWait */, b.Args); err != nil {
+			return fmt.Errorf("bind queue %q to %q: %w", b.Queue, b.Exchange, err)
+		}
+	}
+	return nil
+}
+
+// Delete removes every queue and exchange of the topology, messages and
+// all. Tests and workshop runs use it to clean up; it keeps going past
+// entities that are already gone and returns the first other error.
+func (t Topology) Delete(conn *amqp.Connection) error {
+	p := t.Plan()
+	var first error
+	for _, q := range p.Queues {
+		if err := deleteOne(conn, func(ch *amqp.Channel) error {
+			_, err := ch.QueueDelete(q.Name, false, false, false)
+			return err
+		}); err != nil && first == nil {
+			first = fmt.Errorf("delete queue %q: %w", q.Name, err)
+		}
+	}
+	for _, e := range p.Exchanges {
+		if err := deleteOne(conn, func(ch *amqp.Channel) error {
+			return ch.ExchangeDelete(e.Name, false, false)
+		}); err != nil && first == nil {
+			first = fmt.Errorf("delete exchange %q: %w", e.Name, err)
+		}
+	}
+	return first
+}
+
+// deleteOne runs one deletion on its own channel, since a failed command
+// closes the channel it ran on.
+func deleteOne(conn *amqp.Connection, del func(*amqp.Channel) error) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	err = del(ch)
+	var aerr *amqp.Error
+	if errors.As(err, &aerr) && aerr.Code == amqp.NotFound {
+		return nil
+	}
+	return err
+}
+
+// Mermaid draws the plan as a Mermaid flowchart.
+func (p Plan) Mermaid() string {
+	var b strings.Builder
+	b.WriteString("flowchart LR\n")
+	id := func(name string) string {
+		return strings.NewReplacer(".", "_", "-", "_", ":", "_").Replace(name)
+	}
+	for _, e := range p.Exchanges {
+		fmt.Fprintf(&b, "  %s{{\"%s<br/>%s\"}}\n", id(e.Name), e.Name, e.Kind)
+	}
+	for _, q := range p.Queues {
+		label := q.Name
+		if ttl, ok := q.Args["x-message-ttl"]; ok {
+			label += fmt.Sprintf("<br/>ttl %vms", ttl)
+		}
+		fmt.Fprintf(&b, "  %s[(\"%s\")]\n", id(q.Name), label)
+	}
+	for _, bd := range p.Bindings {
+		label := bd.Key
+		if label == "" {
+			label = "all"
+		}
+		fmt.Fprintf(&b, "  %s -->|%s| %s\n", id(bd.Exchange), label, id(bd.Queue))
+	}
+	for _, q := range p.Queues {
+		dlx, ok := q.Args["x-dead-letter-exchange"].(string)
+		if !ok {
+			continue
+		}
+		if dlx == "" {
+			if key, ok := q.Args["x-dead-letter-routing-key"].(string); ok {
+				fmt.Fprintf(&b, "  %s -.->|expired| %s\n", id(q.Name), id(key))
+			}
+			continue
+		}
+		fmt.Fprintf(&b, "  %s -.->|dead-letter| %s\n", id(q.Name), id(dlx))
+	}
+	for _, h := range p.Hops {
+		fmt.Fprintf(&b, "  %s ==>|%s| %s\n", id(h.From), h.Label, id(h.To))
+	}
+	return b.String()
+}
+
+// String lists the plan one entity a line, for the topology command.
+func (p Plan) String() string {
+	var b strings.Builder
+	for _, e := range p.Exchanges {
+		fmt.Fprintf(&b, "exchange %-28s %s%s\n", e.Name, e.Kind, argString(e.Args))
+	}
+	for _, q := range p.Queues {
+		fmt.Fprintf(&b, "queue    %-28s%s\n", q.Name, argString(q.Args))
+	}
+	for _, bd := range p.Bindings {
+		fmt.Fprintf(&b, "bind     %s -> %s key=%q%s\n", bd.Exchange, bd.Queue, bd.Key, argString(bd.Args))
+	}
+	for _, h := range p.Hops {
+		fmt.Fprintf(&b, "hop      %s => %s (%s)\n", h.From, h.To, h.Label)
+	}
+	return b.String()
+}
+
+func argString(args amqp.Table) string {
+	if len(args) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(args))
+	for k := range args {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%v", k, args[k])
+	}
+	return " [" + strings.Join(parts, " ") + "]"
+}

@@ -1,0 +1,150 @@
+package retry
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestStepName(t *testing.T) {
+	tests := map[time.Duration]string{
+		500 * time.Millisecond: "500ms", 5 * time.Second: "5s", time.Minute: "1m", 90 * time.Second: "90s",
+		2 * time.Hour: "2h", 1500 * time.Millisecond: "1500ms",
+	}
+	for d, want := range tests {
+		if got := StepName(d); got != want {
+			t.Errorf("StepName(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestStep(t *testing.T) {
+	steps := []time.Duration{time.Second, 5 * time.Second, time.Minute}
+	tests := []struct{ want, got time.Duration }{
+		{500 * time.Millisecond, time.Second},
+		{time.Second, time.Second},
+		{2 * time.Second, 5 * time.Second},
+		{time.Hour, time.Minute},
+	}
+	for _, tt := range tests {
+		if got := step(steps, tt.want); got != tt.got {
+			t.Errorf("step(%s) = %s, want %s", tt.want, got, tt.got)
+		}
+	}
+}
+
+func names(p Plan) (exchanges, queues []string) {
+	for _, e := range p.Exchanges {
+		exchanges = append(exchanges, e.Name+":"+e.Kind)
+	}
+	for _, q := range p.Queues {
+		queues = append(queues, q.Name)
+	}
+	return
+}
+
+func TestPlan(t *testing.T) {
+	policy := Policy{Delays: []time.Duration{500 * time.Millisecond, 5 * time.Second}}
+	tests := []struct {
+		name          string
+		topo          Topology
+		wantExchanges []string
+		wantQueues    []string
+	}{
+		{"plugin", Topology{Backend: Plugin, Policy: policy},
+			[]string{"notification-exchange:direct", "error-exchange:fanout", "wait-exchange:x-delayed-message", "dead-letter-exchange:headers"},
+			[]string{"email-queue", "webhook-queue", "error-queue", "requeue-queue", "dead-letter-queue"}},
+		{"ttl with prefix", Topology{Prefix: "t.", Backend: TTL, Policy: policy},
+			[]string{"t.notification-exchange:direct", "t.error-exchange:fanout", "t.wait-exchange:direct", "t.dead-letter-exchange:headers"},
+			[]string{"t.email-queue", "t.webhook-queue", "t.error-queue", "t.requeue-queue", "t.wait.500ms", "t.wait.5s", "t.dead-letter-queue"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ex, qs := names(tt.topo.Plan())
+			if diff := cmp.Diff(tt.wantExchanges, ex); diff != "" {
+				t.Errorf("exchanges (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantQueues, qs); diff != "" {
+				t.Errorf("queues (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPlanArguments(t *testing.T) {
+	topo := Topology{Backend: TTL, QueueType: Quorum, Policy: Policy{Delays: []time.Duration{time.Second}}}
+	args := map[string]map[string]any{}
+	for _, q := range topo.Plan().Queues {
+		args[q.Name] = q.Args
+	}
+	want := map[string]any{"x-queue-type": "quorum", "x-dead-letter-strategy": "at-least-once",
+		"x-overflow": "reject-publish", "x-dead-letter-exchange": "error-exchange"}
+	if diff := cmp.Diff(want, args["email-queue"]); diff != "" {
+		t.Errorf("email-queue args (-want +got):\n%s", diff)
+	}
+	wantWait := map[string]any{"x-queue-type": "quorum", "x-dead-letter-strategy": "at-least-once",
+		"x-overflow": "reject-publish", "x-message-ttl": int64(1000), "x-dead-letter-exchange": "",
+		"x-dead-letter-routing-key": "requeue-queue"}
+	if diff := cmp.Diff(wantWait, args["wait.1s"]); diff != "" {
+		t.Errorf("wait.1s args (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]any{"x-queue-type": "quorum"}, args["error-queue"]); diff != "" {
+		t.Errorf("error-queue args (-want +got):\n%s", diff)
+	}
+	classic := Topology{Backend: Plugin}
+	for _, q := range classic.Plan().Queues {
+		if _, ok := q.Args["x-dead-letter-strategy"]; ok {
+			t.Errorf("classic queue %s has a dead-letter strategy", q.Name)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		topo    Topology
+		wantErr string
+	}{
+		{"ok", Topology{Backend: TTL}, ""},
+		{"auto unresolved", Topology{Backend: Auto}, "resolved"},
+		{"unknown backend", Topology{Backend: "redis"}, "want plugin or ttl"},
+		{"unknown queue type", Topology{Backend: TTL, QueueType: "stream"}, "want classic or quorum"},
+		{"duplicate route", Topology{Backend: TTL, Routes: []Route{{"a", "a"}, {"a", "b"}}}, "twice"},
+		{"route without key", Topology{Backend: TTL, Routes: []Route{{"a", ""}}}, "routing key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.topo.Validate()
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Validate() = %v, want error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestMermaidFollowsPlan(t *testing.T) {
+	topo := Topology{Backend: TTL, Policy: Policy{Delays: []time.Duration{time.Second}}}
+	m := topo.Plan().Mermaid()
+	for _, want := range []string{
+		"flowchart LR",
+		"notification_exchange -->|email| email_queue",
+		"email_queue -.->|dead-letter| error_exchange",
+		"wait_exchange -->|1s| wait_1s",
+		"wait_1s -.->|expired| requeue_queue",
+		"dead_letter_exchange -->|all| dead_letter_queue",
+		"error_queue ==>|error stage: retry| wait_exchange",
+		"requeue_queue ==>|requeue stage| webhook_queue",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("mermaid lacks %q:\n%s", want, m)
+		}
+	}
+}

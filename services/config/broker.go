@@ -1,0 +1,95 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/relay-demo/relay/retry"
+)
+
+// Broker is the configuration every process that touches the pipeline
+// shares: where the broker is, how the topology is named and shaped, and
+// the retry policy.
+type Broker struct {
+	AMQPURL      string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/" help:"an amqp:// or amqps:// URL"`
+	Prefix       string `env:"TOPOLOGY_PREFIX" help:"a name prefix such as test-42."`
+	QueueType    string `env:"QUEUE_TYPE" envDefault:"classic" help:"classic or quorum"`
+	DelayBackend string `env:"DELAY_BACKEND" envDefault:"auto" help:"auto, plugin or ttl"`
+
+	RetryDelays     string        `env:"RETRY_DELAYS" help:"a comma-separated list of durations such as 500ms,5s,1m,5m"`
+	RetryMax        int           `env:"RETRY_MAX" help:"a whole number of retries, 0 for the schedule's length"`
+	RetryInitial    time.Duration `env:"RETRY_INITIAL" help:"a duration such as 1s (enables exponential backoff)"`
+	RetryMultiplier float64       `env:"RETRY_MULTIPLIER" help:"a number of 1 or more, such as 2"`
+	RetryCap        time.Duration `env:"RETRY_CAP" help:"a duration such as 10m"`
+	RetryJitter     float64       `env:"RETRY_JITTER" help:"a fraction between 0 and 1, such as 0.2"`
+}
+
+// Policy builds the retry policy, naming the variable at fault.
+func (b Broker) Policy() (retry.Policy, error) {
+	p := retry.Policy{MaxRetries: b.RetryMax, Initial: b.RetryInitial, Multiplier: b.RetryMultiplier, Cap: b.RetryCap, Jitter: b.RetryJitter}
+	if b.RetryDelays != "" {
+		d, err := retry.ParseDelays(b.RetryDelays)
+		if err != nil {
+			return p, Invalid("RETRY_DELAYS", b.RetryDelays, "a comma-separated list of positive durations such as 500ms,5s,1m,5m ("+err.Error()+")")
+		}
+		p.Delays = d
+	}
+	switch {
+	case b.RetryMax < 0:
+		return p, Invalid("RETRY_MAX", fmt.Sprint(b.RetryMax), "0 or more")
+	case b.RetryInitial < 0:
+		return p, Invalid("RETRY_INITIAL", b.RetryInitial.String(), "a positive duration")
+	case b.RetryCap < 0:
+		return p, Invalid("RETRY_CAP", b.RetryCap.String(), "a positive duration")
+	case b.RetryMultiplier != 0 && b.RetryMultiplier < 1:
+		return p, Invalid("RETRY_MULTIPLIER", fmt.Sprint(b.RetryMultiplier), "a number of 1 or more")
+	case b.RetryJitter < 0 || b.RetryJitter > 1:
+		return p, Invalid("RETRY_JITTER", fmt.Sprint(b.RetryJitter), "a fraction between 0 and 1")
+	}
+	return p, p.Validate()
+}
+
+// Topology builds the topology with the backend still as configured (Auto
+// is resolved against the broker by the caller).
+func (b Broker) Topology() (retry.Topology, error) {
+	p, err := b.Policy()
+	if err != nil {
+		return retry.Topology{}, err
+	}
+	t := retry.Topology{Prefix: b.Prefix, QueueType: retry.QueueType(b.QueueType), Backend: retry.Backend(b.DelayBackend), Policy: p}
+	switch t.QueueType {
+	case retry.Classic, retry.Quorum:
+	default:
+		return t, Invalid("QUEUE_TYPE", b.QueueType, "classic or quorum")
+	}
+	switch t.Backend {
+	case retry.Auto, retry.Plugin, retry.TTL:
+	default:
+		return t, Invalid("DELAY_BACKEND", b.DelayBackend, "auto, plugin or ttl")
+	}
+	return t, nil
+}
+
+// Pipeline builds the topology and resolves DELAY_BACKEND=auto against the
+// broker, saying loudly which backend it chose: the two behave differently
+// (the TTL backend cannot jitter and rounds delays up to its steps).
+func (b Broker) Pipeline(log *slog.Logger) (retry.Topology, error) {
+	t, err := b.Topology()
+	if err != nil {
+		return t, err
+	}
+	if t.Backend == retry.Auto {
+		backend, err := retry.DetectBackend(b.AMQPURL, retry.Auto)
+		if err != nil {
+			return t, fmt.Errorf("DELAY_BACKEND=auto: %w", err)
+		}
+		t.Backend = backend
+		msg := "delayed-message plugin found: using the plugin delay backend"
+		if backend == retry.TTL {
+			msg = "no delayed-message plugin on the broker: using TTL wait queues, one per delay step"
+		}
+		log.Warn(msg, "delay_backend", string(backend), "policy", t.Policy.String())
+	}
+	return t, nil
+}

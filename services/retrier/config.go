@@ -1,0 +1,20 @@
+package retrier
+
+import "github.com/relay-demo/relay/services/config"
+
+// Config is the retrier's environment.
+type Config struct {
+	config.Broker
+	Prefetch    int `env:"PREFETCH" envDefault:"32" help:"a whole number of unacknowledged messages per stage, 1 or more"`
+	Concurrency int `env:"CONCURRENCY" envDefault:"8" help:"a whole number of workers per stage, 1 or more"`
+}
+
+func (c Config) validate() error {
+	if c.Prefetch < 1 {
+		return config.Invalid("PREFETCH", itoa(c.Prefetch), "1 or more")
+	}
+	if c.Concurrency < 1 {
+		return config.Invalid("CONCURRENCY", itoa(c.Concurrency), "1 or more")
+	}
+	return nil
+}

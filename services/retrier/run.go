@@ -1,0 +1,47 @@
+// Package retrier is the process that runs the retry pipeline's error and
+// requeue stages (`relay retrier`).
+package retrier
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/config"
+)
+
+// Run declares the topology and runs both stages until ctx is done,
+// reconnecting whenever the broker connection is lost.
+func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	var cfg Config
+	if err := config.Parse(getenv, &cfg); err != nil {
+		return err
+	}
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	log := config.Logger(stdout, "retrier")
+	log.Info("starting", config.Masked(cfg)...)
+	topo, err := cfg.Pipeline(log)
+	if err != nil {
+		return err
+	}
+	stages := &retry.Stages{
+		Topology: topo, Policy: topo.Policy,
+		Prefetch: cfg.Prefetch, Concurrency: cfg.Concurrency, Logger: log,
+	}
+	err = retry.Supervise(ctx, cfg.AMQPURL, "relay retrier", log, func(ctx context.Context, conn *amqp.Connection) error {
+		if err := topo.Declare(ctx, conn); err != nil {
+			return err
+		}
+		log.Info("consuming", "error_queue", topo.Name(retry.ErrorQueue), "requeue_queue", topo.Name(retry.RequeueQueue))
+		return stages.Run(ctx, conn)
+	})
+	log.Info("stopped")
+	return err
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }
