@@ -30,4 +30,3 @@ broker's own dead-lettering, thick arrows are relay's consumers republishing (co
 		policy, retry.Topology{Backend: retry.TTL, Policy: policy}.Plan().Mermaid())
 	return err
 }
-
