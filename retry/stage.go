@@ -29,9 +29,11 @@ type Stages struct {
 	Topology Topology
 	// Policy decides the delays and when to park.
 	Policy Policy
-	// Prefetch is each stage's unacked window; zero means 32.
+	// Prefetch is each stage's unacked window; zero means 64.
 	Prefetch int
-	// Concurrency is the number of workers per stage; zero means 8.
+	// Concurrency is the number of workers per stage; zero means 32. Each
+	// worker waits for its own publisher confirms, so this is also the
+	// number of hand-offs in flight: the main lever on throughput.
 	Concurrency int
 	// Logger receives one line per decision; nil discards.
 	Logger *slog.Logger
@@ -62,10 +64,10 @@ type Event struct {
 
 func (s *Stages) defaults() {
 	if s.Prefetch <= 0 {
-		s.Prefetch = 32
+		s.Prefetch = 64
 	}
 	if s.Concurrency <= 0 {
-		s.Concurrency = 8
+		s.Concurrency = 32
 	}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)

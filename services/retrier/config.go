@@ -5,8 +5,8 @@ import "github.com/relay-demo/relay/services/config"
 // Config is the retrier's environment.
 type Config struct {
 	config.Broker
-	Prefetch    int `env:"PREFETCH" envDefault:"32" help:"a whole number of unacknowledged messages per stage, 1 or more"`
-	Concurrency int `env:"CONCURRENCY" envDefault:"8" help:"a whole number of workers per stage, 1 or more"`
+	Prefetch    int `env:"PREFETCH" envDefault:"64" help:"a whole number of unacknowledged messages per stage, 1 or more"`
+	Concurrency int `env:"CONCURRENCY" envDefault:"32" help:"a whole number of workers per stage, 1 or more"`
 }
 
 func (c Config) validate() error {
