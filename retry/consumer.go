@@ -55,6 +55,10 @@ type Consumer struct {
 	// Policy, if set, is only used to show the expected next delay in logs
 	// and events; the error stage decides the real one.
 	Policy Policy
+	// ShutdownTimeout bounds how long handlers in flight may go on once
+	// ctx is done, before their context is cancelled; zero means
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
 	// Logger receives one line per attempt; nil discards.
 	Logger *slog.Logger
 	// Observe, if set, is told every outcome.
@@ -76,7 +80,10 @@ func (c *Consumer) Run(ctx context.Context, conn *amqp.Connection) error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return serve(ctx, conn, c.Queue, c.Prefetch, c.Concurrency, "relay-"+c.Queue, c.handle)
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	return serve(ctx, conn, c.Queue, c.Prefetch, c.Concurrency, "relay-"+c.Queue, c.ShutdownTimeout, c.handle)
 }
 
 func (c *Consumer) handle(ctx context.Context, pub *publisher, d *amqp.Delivery) error {
@@ -86,7 +93,7 @@ func (c *Consumer) handle(ctx context.Context, pub *publisher, d *amqp.Delivery)
 	}
 	start := time.Now()
 	err := call(ctx, c.Handler, m)
-	e := Event{MessageID: m.ID, Queue: c.Queue, Attempt: m.Attempt, At: time.Now()}
+	e := Event{MessageID: m.ID, Queue: c.Queue, Attempt: m.Attempt, At: time.Now(), Published: d.Timestamp}
 	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt,
 		"duration_ms", time.Since(start).Milliseconds())
 

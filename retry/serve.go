@@ -22,9 +22,9 @@ type worker func(ctx context.Context, pub *publisher, d *amqp.Delivery) error
 // worker has finished the delivery in its hands) or the channel closes.
 //
 // A worker acks or nacks its delivery itself. Workers run under a context
-// that shutdown does not cancel, so a send in flight completes and its
-// outcome is recorded instead of being cut off halfway.
-func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, n int, tag string, w worker) error {
+// that shutdown does not cancel at once: a send in flight gets up to grace
+// to complete and record its outcome instead of being cut off halfway.
+func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, n int, tag string, grace time.Duration, w worker) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("open consume channel: %w", err)
@@ -43,7 +43,10 @@ func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, n
 		return fmt.Errorf("consume %q: %w", queue, err)
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	work := context.WithoutCancel(ctx)
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancelWork) })
+	defer stopGrace()
 
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -88,6 +91,10 @@ func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, n
 	wg.Wait()
 	return result
 }
+
+// DefaultShutdownTimeout is how long work in flight may go on after
+// shutdown begins, when nothing else is configured.
+const DefaultShutdownTimeout = 30 * time.Second
 
 // pause waits d or until ctx is done: a failed hand-off backs off before
 // its delivery goes back to the queue, so a broken route is not hammered.

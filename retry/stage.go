@@ -35,6 +35,9 @@ type Stages struct {
 	// worker waits for its own publisher confirms, so this is also the
 	// number of hand-offs in flight: the main lever on throughput.
 	Concurrency int
+	// ShutdownTimeout bounds how long hand-offs in flight may go on once
+	// ctx is done; zero means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
 	// Logger receives one line per decision; nil discards.
 	Logger *slog.Logger
 	// Observe, if set, is told every decision, for events and metrics.
@@ -59,7 +62,11 @@ type Event struct {
 	Reason string
 	// Err is the failure's text, where known.
 	Err string
-	At  time.Time
+	// At is when the decision was made.
+	At time.Time
+	// Published is the message's AMQP timestamp, set by its producer:
+	// At minus Published is the message's age.
+	Published time.Time
 }
 
 func (s *Stages) defaults() {
@@ -71,6 +78,9 @@ func (s *Stages) defaults() {
 	}
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.ShutdownTimeout <= 0 {
+		s.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	if s.Now == nil {
 		s.Now = time.Now
@@ -93,10 +103,10 @@ func (s *Stages) Run(ctx context.Context, conn *amqp.Connection) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return serve(gctx, conn, s.Topology.Name(ErrorQueue), s.Prefetch, s.Concurrency, "relay-error-stage", s.handleError)
+		return serve(gctx, conn, s.Topology.Name(ErrorQueue), s.Prefetch, s.Concurrency, "relay-error-stage", s.ShutdownTimeout, s.handleError)
 	})
 	g.Go(func() error {
-		return serve(gctx, conn, s.Topology.Name(RequeueQueue), s.Prefetch, s.Concurrency, "relay-requeue-stage", s.handleRequeue)
+		return serve(gctx, conn, s.Topology.Name(RequeueQueue), s.Prefetch, s.Concurrency, "relay-requeue-stage", s.ShutdownTimeout, s.handleRequeue)
 	})
 	return g.Wait()
 }
@@ -181,6 +191,7 @@ func (s *Stages) wait(ctx context.Context, pub *publisher, d *amqp.Delivery, h a
 // settle acks d once its hand-off was confirmed, or backs off and nacks it
 // back to its queue when the hand-off failed: never both, never neither.
 func (s *Stages) settle(ctx context.Context, d *amqp.Delivery, err error, e Event) error {
+	e.Published = d.Timestamp
 	log := s.Logger.With("message_id", e.MessageID, "queue", e.Queue, "attempt", e.Attempt)
 	if err != nil {
 		log.Error("hand-off failed, message returns to its queue", "outcome", e.Outcome, "error", err)

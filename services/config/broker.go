@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/notification"
 )
 
 // Broker is the configuration every process that touches the pipeline
@@ -57,7 +58,7 @@ func (b Broker) Topology() (retry.Topology, error) {
 	if err != nil {
 		return retry.Topology{}, err
 	}
-	t := retry.Topology{Prefix: b.Prefix, QueueType: retry.QueueType(b.QueueType), Backend: retry.Backend(b.DelayBackend), Policy: p}
+	t := retry.Topology{Prefix: b.Prefix, Routes: notification.Routes(), QueueType: retry.QueueType(b.QueueType), Backend: retry.Backend(b.DelayBackend), Policy: p}
 	switch t.QueueType {
 	case retry.Classic, retry.Quorum:
 	default:

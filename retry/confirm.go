@@ -1,0 +1,121 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// ErrClosed means the Publisher's channel is gone; make a new one on a
+// live connection.
+var ErrClosed = errors.New("publisher closed")
+
+// Publisher publishes messages with publisher confirms, safe for
+// concurrent use, with many confirms in flight on one channel: a producer
+// such as an HTTP API calls Publish from every request and each call
+// returns once the broker has the message (or has refused it).
+//
+// Every publish is mandatory, so a message no queue would take comes back
+// as ErrUnroutable instead of vanishing. The broker sends a basic.return
+// before the confirm of the same publish, and the client queues it before
+// it resolves the confirm; Publish therefore finds a return, matched by
+// message id and routing key, by the time its confirm arrives. Message ids
+// must be unique among publishes in flight for that match to hold.
+type Publisher struct {
+	ch    *amqp.Channel
+	slots chan struct{}
+
+	mu       sync.Mutex
+	returns  chan amqp.Return
+	returned map[string]amqp.Return
+}
+
+// NewPublisher opens a confirm-mode channel on conn. inFlight bounds the
+// publishes awaiting a confirm at once (zero means 256); more callers wait.
+func NewPublisher(conn *amqp.Connection, inFlight int) (*Publisher, error) {
+	if inFlight <= 0 {
+		inFlight = 256
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("open publish channel: %w", err)
+	}
+	if err := ch.Confirm(false /* noWait */); err != nil {
+		ch.Close()
+		return nil, fmt.Errorf("enable publisher confirms: %w", err)
+	}
+	return &Publisher{
+		ch:    ch,
+		slots: make(chan struct{}, inFlight),
+		// Room for a return per publish in flight, so the connection's
+		// reader never blocks on a full channel.
+		returns:  ch.NotifyReturn(make(chan amqp.Return, inFlight+1)),
+		returned: map[string]amqp.Return{},
+	}, nil
+}
+
+func returnKey(id, key string) string { return id + "\x00" + key }
+
+// Publish sends msg to exchange with routing key and waits for the
+// broker's confirm. It returns nil only when the broker took the message.
+func (p *Publisher) Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.slots }()
+	if p.ch.IsClosed() {
+		return ErrClosed
+	}
+	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true /* mandatory */, false /* immediate */, msg)
+	if err != nil {
+		if p.ch.IsClosed() {
+			return fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		return fmt.Errorf("publish to exchange %q key %q: %w", exchange, key, err)
+	}
+	acked, err := dc.WaitContext(ctx)
+	if err != nil {
+		return fmt.Errorf("wait for confirm from exchange %q: %w", exchange, err)
+	}
+	if r, ok := p.takeReturn(msg.MessageId, key); ok {
+		return fmt.Errorf("publish to exchange %q key %q: %w (%d %s)", exchange, key, ErrUnroutable, r.ReplyCode, r.ReplyText)
+	}
+	if !acked {
+		if p.ch.IsClosed() {
+			return fmt.Errorf("publish to exchange %q key %q: %w before the confirm", exchange, key, ErrClosed)
+		}
+		return fmt.Errorf("publish to exchange %q key %q: %w", exchange, key, ErrNacked)
+	}
+	return nil
+}
+
+// takeReturn moves the queued returns into the map and takes the one for
+// this publish, if any.
+func (p *Publisher) takeReturn(id, key string) (amqp.Return, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+drain:
+	for {
+		select {
+		case r := <-p.returns:
+			p.returned[returnKey(r.MessageId, r.RoutingKey)] = r
+		default:
+			break drain
+		}
+	}
+	k := returnKey(id, key)
+	r, ok := p.returned[k]
+	delete(p.returned, k)
+	return r, ok
+}
+
+// Closed reports whether the channel is gone.
+func (p *Publisher) Closed() bool { return p.ch.IsClosed() }
+
+// Close closes the channel; publishes in flight fail.
+func (p *Publisher) Close() error { return p.ch.Close() }

@@ -1,0 +1,187 @@
+// Package notification is the message relay carries: one JSON schema,
+// versioned, produced by the ingest API and consumed by the workers.
+//
+// A notification may have an email part, a webhook part, or both. The API
+// publishes one copy per channel to notification-exchange, with the
+// channel as routing key and only that channel's part in the body, so each
+// channel retries on its own: a failed email never re-sends the webhook.
+package notification
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/mail"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Version is the schema version this code reads and writes.
+const Version = 1
+
+// ContentType is the content type of every notification message.
+const ContentType = "application/json"
+
+// Limits on what a notification may hold.
+const (
+	MaxRecipients  = 50
+	MaxSubject     = 998 // RFC 5322's line limit
+	MaxBody        = 256 << 10
+	MaxPayload     = 256 << 10
+	MaxURL         = 2048
+	MaxIDLength    = 128
+	ChannelEmail   = "email"
+	ChannelWebhook = "webhook"
+)
+
+// Notification is one notification, or one channel's copy of it.
+type Notification struct {
+	V         int       `json:"v"`
+	ID        string    `json:"id"`
+	Channel   string    `json:"channel,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	Email     *Email    `json:"email,omitempty"`
+	Webhook   *Webhook  `json:"webhook,omitempty"`
+}
+
+// Email is the email part.
+type Email struct {
+	To      []string `json:"to"`
+	Subject string   `json:"subject"`
+	Text    string   `json:"text,omitempty"`
+	HTML    string   `json:"html,omitempty"`
+}
+
+// Webhook is the webhook part: the payload is posted to URL as is.
+type Webhook struct {
+	URL     string          `json:"url"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// Channels lists the channels the notification has a part for.
+func (n *Notification) Channels() []string {
+	var out []string
+	if n.Email != nil {
+		out = append(out, ChannelEmail)
+	}
+	if n.Webhook != nil {
+		out = append(out, ChannelWebhook)
+	}
+	return out
+}
+
+// For returns the copy of n that goes to one channel: the same id and
+// time, only that channel's part.
+func (n *Notification) For(channel string) *Notification {
+	c := &Notification{V: Version, ID: n.ID, Channel: channel, CreatedAt: n.CreatedAt}
+	switch channel {
+	case ChannelEmail:
+		c.Email = n.Email
+	case ChannelWebhook:
+		c.Webhook = n.Webhook
+	}
+	return c
+}
+
+// FieldError is one invalid field, named by its JSON path.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// Invalid lists every invalid field of a notification.
+type Invalid []FieldError
+
+func (e Invalid) Error() string {
+	parts := make([]string, len(e))
+	for i, f := range e {
+		parts[i] = f.Error()
+	}
+	return "invalid notification: " + strings.Join(parts, "; ")
+}
+
+// Validate checks the parts the notification has; it needs at least one.
+// The id and version are checked by Decode, since the API assigns them.
+func (n *Notification) Validate() error {
+	var errs Invalid
+	add := func(field, format string, args ...any) {
+		errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if n.Email == nil && n.Webhook == nil {
+		add("email", "a notification needs an email part, a webhook part, or both")
+	}
+	if e := n.Email; e != nil {
+		switch {
+		case len(e.To) == 0:
+			add("email.to", "at least one recipient is required")
+		case len(e.To) > MaxRecipients:
+			add("email.to", "at most %d recipients, got %d", MaxRecipients, len(e.To))
+		}
+		for i, to := range e.To {
+			if a, err := mail.ParseAddress(to); err != nil || a.Name != "" {
+				add(fmt.Sprintf("email.to[%d]", i), "%q is not a plain email address such as ada@example.com", to)
+			}
+		}
+		if strings.TrimSpace(e.Subject) == "" {
+			add("email.subject", "a subject is required")
+		} else if len(e.Subject) > MaxSubject || strings.ContainsAny(e.Subject, "\r\n") {
+			add("email.subject", "must be one line of at most %d bytes", MaxSubject)
+		}
+		if e.Text == "" && e.HTML == "" {
+			add("email.text", "a text or an html body is required")
+		}
+		if len(e.Text) > MaxBody || len(e.HTML) > MaxBody {
+			add("email.text", "each body may hold at most %d bytes", MaxBody)
+		}
+	}
+	if w := n.Webhook; w != nil {
+		u, err := url.Parse(w.URL)
+		switch {
+		case w.URL == "":
+			add("webhook.url", "a URL is required")
+		case len(w.URL) > MaxURL:
+			add("webhook.url", "at most %d bytes", MaxURL)
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			add("webhook.url", "%q is not an absolute http or https URL", w.URL)
+		case u.User != nil:
+			add("webhook.url", "credentials in the URL are not allowed")
+		}
+		switch {
+		case len(bytes.TrimSpace(w.Payload)) == 0:
+			add("webhook.payload", "a JSON payload is required")
+		case len(w.Payload) > MaxPayload:
+			add("webhook.payload", "at most %d bytes", MaxPayload)
+		case !json.Valid(w.Payload):
+			add("webhook.payload", "is not valid JSON")
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// ErrVersion means a message of a schema version this code cannot read.
+var ErrVersion = errors.New("unsupported notification version")
+
+// Decode reads one channel's copy from a message body and validates it.
+func Decode(body []byte) (*Notification, error) {
+	var n Notification
+	if err := json.Unmarshal(body, &n); err != nil {
+		return nil, fmt.Errorf("decode notification: %w", err)
+	}
+	if n.V != Version {
+		return nil, fmt.Errorf("%w: v=%d, want %d", ErrVersion, n.V, Version)
+	}
+	if n.ID == "" || len(n.ID) > MaxIDLength {
+		return nil, Invalid{{Field: "id", Message: fmt.Sprintf("an id of 1 to %d bytes is required", MaxIDLength)}}
+	}
+	if err := n.Validate(); err != nil {
+		return nil, err
+	}
+	return &n, nil
+}
