@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
+	"github.com/relay-demo/relay/services/dead"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/topology"
 )
@@ -29,9 +31,19 @@ func service(run func(context.Context, func(string) string, io.Writer) error) fu
 	}
 }
 
+// deadVerb runs one verb of `relay dead`, answering its questions from stdin.
+func deadVerb(verb string, stdin io.Reader) func(context.Context, []string, func(string) string, io.Writer) error {
+	return func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+		return dead.Run(ctx, append([]string{verb}, args...), getenv, stdin, stdout)
+	}
+}
+
 func commands() []command {
 	return []command{
 		{"retrier", "run the error and requeue stages of the retry pipeline", service(retrier.Run)},
+		{"dead list", "list parked messages (--source Q, --id ID, --limit N, --json)", deadVerb("list", os.Stdin)},
+		{"dead replay", "send parked messages back with a fresh retry count (--id ID | --source Q | --all)", deadVerb("replay", os.Stdin)},
+		{"dead purge", "delete parked messages for good (--id ID | --source Q | --all) [--yes]", deadVerb("purge", os.Stdin)},
 		{"topology", "declare the exchanges and queues and print them (--format mermaid, --no-declare)", topology.Run},
 	}
 }
@@ -58,6 +70,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if c.name == name {
 			return c.run(ctx, rest, getenv, stdout)
 		}
+	}
+	var verbs []string
+	for _, c := range commands() {
+		if v, ok := strings.CutPrefix(c.name, name+" "); ok {
+			verbs = append(verbs, v)
+		}
+	}
+	if len(verbs) > 0 {
+		return fmt.Errorf("%w: relay %s needs one of: %s", errUsage, name, strings.Join(verbs, ", "))
 	}
 	usage(stderr)
 	return fmt.Errorf("%w: unknown command %q", errUsage, strings.Join(args, " "))

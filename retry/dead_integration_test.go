@@ -1,0 +1,135 @@
+//go:build integration
+
+package retry_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/retry/retrytest"
+)
+
+func TestDeadLetters(t *testing.T) {
+	conn := retrytest.Conn(t)
+	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL})
+	email, webhook := topo.WorkRoutes()[0].Queue, topo.WorkRoutes()[1].Queue
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	parkedAt := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, m := range []struct{ id, source string }{{"a", email}, {"b", webhook}, {"c", email}} {
+		if err := ch.Publish(topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{
+			MessageId: m.id, Body: []byte(`{"v":1}`), DeliveryMode: amqp.Persistent,
+			Headers: amqp.Table{retry.HeaderDeadSource: m.source, retry.HeaderDeadReason: retry.ReasonMaxRetries,
+				retry.HeaderRetryCount: int32(4), retry.HeaderParkedAt: parkedAt.Format(time.RFC3339Nano),
+				retry.HeaderLastError: "503", "priority": "high"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dl := retry.DeadLetters{Conn: conn, Topology: topo}
+	ctx := context.Background()
+	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == 3 }, "not parked")
+
+	ids := func(f retry.Filter, limit int) []string {
+		t.Helper()
+		list, err := dl.List(ctx, f, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range list {
+			out = append(out, p.ID)
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		f     retry.Filter
+		limit int
+		want  []string
+	}{
+		{"all", retry.Filter{}, 0, []string{"a", "b", "c"}},
+		{"limit", retry.Filter{}, 2, []string{"a", "b"}},
+		{"by source", retry.Filter{Source: email}, 0, []string{"a", "c"}},
+		{"by id", retry.Filter{ID: "b"}, 0, []string{"b"}},
+		{"no match", retry.Filter{ID: "zzz"}, 0, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, ids(tt.f, tt.limit)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	// Listing leaves everything in place.
+	if got := depth(t, conn, topo.Name(retry.DeadQueue)); got != 3 {
+		t.Fatalf("after listing, dead-letter queue holds %d", got)
+	}
+	list, _ := dl.List(ctx, retry.Filter{ID: "a"}, 0)
+	want := retry.Parked{ID: "a", Source: email, Reason: retry.ReasonMaxRetries, Retries: 4, ParkedAt: parkedAt, LastError: "503"}
+	if diff := cmp.Diff(want, list[0], cmp.FilterPath(func(p cmp.Path) bool {
+		return p.Last().String() == ".Headers" || p.Last().String() == ".Body"
+	}, cmp.Ignore())); diff != "" {
+		t.Errorf("parked a (-want +got):\n%s", diff)
+	}
+
+	n, err := dl.Replay(ctx, retry.Filter{ID: "b"})
+	if err != nil || n != 1 {
+		t.Fatalf("Replay = %d, %v", n, err)
+	}
+	var back amqp.Delivery
+	retrytest.Eventually(t, 5*time.Second, func() bool {
+		d, ok, err := ch.Get(webhook, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back = d
+		return ok
+	}, "replayed message not in %s", webhook)
+	if back.MessageId != "b" || back.Headers["priority"] != "high" {
+		t.Errorf("replayed message lost its id or business headers: %v", back.Headers)
+	}
+	for _, h := range []string{retry.HeaderRetryCount, retry.HeaderDeadSource, retry.HeaderDeadReason, retry.HeaderLastError} {
+		if _, ok := back.Headers[h]; ok {
+			t.Errorf("replayed message still has %s: a fresh cycle must start clean", h)
+		}
+	}
+
+	n, err = dl.Purge(ctx, retry.Filter{Source: email})
+	if err != nil || n != 2 {
+		t.Fatalf("Purge = %d, %v", n, err)
+	}
+	if got := ids(retry.Filter{}, 0); len(got) != 0 {
+		t.Errorf("after replay and purge, still parked: %v", got)
+	}
+}
+
+// TestReplayToMissingQueueKeepsMessage: a parked message whose source queue
+// is gone stays parked, and the error says why.
+func TestReplayToMissingQueueKeepsMessage(t *testing.T) {
+	conn := retrytest.Conn(t)
+	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL})
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if err := ch.Publish(topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{MessageId: "x",
+		Headers: amqp.Table{retry.HeaderDeadSource: topo.Name("gone-queue")}}); err != nil {
+		t.Fatal(err)
+	}
+	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == 1 }, "not parked")
+	n, err := (retry.DeadLetters{Conn: conn, Topology: topo}).Replay(context.Background(), retry.Filter{})
+	if n != 0 || err == nil {
+		t.Fatalf("Replay = %d, %v; want 0 and an error", n, err)
+	}
+	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == 1 }, "parked copy lost")
+}
