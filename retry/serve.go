@@ -64,11 +64,13 @@ func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, n
 					continue
 				}
 				if pub == nil {
-					if pub, err = newPublisher(conn); err != nil {
+					p, err := newPublisher(conn)
+					if err != nil {
 						_ = d.Nack(false, true /* requeue */)
 						errs <- err
 						return
 					}
+					pub = p
 				}
 				if err := w(work, pub, &d); err != nil && pub.broken(err) {
 					pub.close()

@@ -1,0 +1,20 @@
+// Package webhooks delivers relay's webhook notifications over HTTP.
+//
+// Every delivery is signed as the Standard Webhooks specification describes
+// (https://www.standardwebhooks.com/): a webhook-id, a webhook-timestamp,
+// and a webhook-signature holding an HMAC-SHA256 of id, timestamp and body
+// under a shared "whsec_" secret. Signer also verifies, for receivers and
+// tests written in Go.
+//
+// Webhook URLs come from outside, so a Sender refuses, at dial time and on
+// the resolved IP, to connect into the service's own network: loopback,
+// private, link-local, shared (CGNAT), multicast, reserved and unspecified
+// addresses, in IPv4, IPv6 and IPv4-mapped form. It uses no proxy and
+// follows no redirects, which would let a receiver steer it past that check.
+//
+// Send's error is ready for the retry package: nil for a 2xx answer;
+// plain, or wrapped by retry.After when the receiver sent Retry-After, for
+// 408, 429, 5xx, timeouts and connection failures; wrapped by
+// retry.Permanent for any other status, a redirect, a forbidden address or
+// a malformed request.
+package webhooks
