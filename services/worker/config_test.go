@@ -1,0 +1,36 @@
+package worker_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/relay-demo/relay/services/worker"
+)
+
+func TestWorkerRejectsBadConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		channel string
+		env     map[string]string
+		want    string
+	}{
+		{"unknown channel", "pigeon", nil, "unknown channel"},
+		{"webhook without secret", "webhook", nil, "WEBHOOK_SECRET"},
+		{"webhook secret not base64", "webhook", map[string]string{"WEBHOOK_SECRET": "whsec_???"}, "WEBHOOK_SECRET"},
+		{"bad tls mode", "email", map[string]string{"SMTP_TLS": "maybe"}, "SMTP_TLS"},
+		{"bad port", "email", map[string]string{"SMTP_PORT": "smtp"}, "SMTP_PORT"},
+		{"bad concurrency", "email", map[string]string{"CONCURRENCY": "0"}, "CONCURRENCY"},
+		{"bad timeout", "webhook", map[string]string{"WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "WEBHOOK_TIMEOUT": "soon"}, "WEBHOOK_TIMEOUT"},
+		{"bad schedule", "email", map[string]string{"RETRY_DELAYS": "1s,later"}, "RETRY_DELAYS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := worker.Run(context.Background(), tt.channel, func(k string) string { return tt.env[k] }, &bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Run = %v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,63 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/config"
+)
+
+// Run is `relay worker <channel>`: it consumes the channel's queue until
+// ctx is done, finishing the sends in flight before it returns, and
+// reconnects whenever the broker connection is lost.
+func Run(ctx context.Context, channel string, getenv func(string) string, stdout io.Writer) error {
+	ch, err := Lookup(channel)
+	if err != nil {
+		return err
+	}
+	var cfg Config
+	if err := config.Parse(getenv, &cfg); err != nil {
+		return err
+	}
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	sender, closeSender, err := ch.Open(getenv)
+	if err != nil {
+		return err
+	}
+	defer closeSender()
+	log := config.Logger(stdout, "worker-"+channel)
+	log.Info("starting", config.Masked(cfg)...)
+	topo, err := cfg.Pipeline(log)
+	if err != nil {
+		return err
+	}
+	queue := ""
+	for _, r := range topo.WorkRoutes() {
+		if r.Key == channel {
+			queue = r.Queue
+		}
+	}
+	if queue == "" {
+		return fmt.Errorf("channel %q has no work queue in the topology", channel)
+	}
+	consumer := &retry.Consumer{
+		Topology: topo, Queue: queue, Handler: Handler(channel, sender),
+		Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, Policy: topo.Policy, Logger: log,
+		ShutdownTimeout: cfg.ShutdownTimeout,
+	}
+	err = retry.Supervise(ctx, cfg.AMQPURL, "relay worker "+channel, log, func(ctx context.Context, conn *amqp.Connection) error {
+		if err := topo.Declare(ctx, conn); err != nil {
+			return err
+		}
+		log.Info("consuming", "queue", queue, "concurrency", cfg.Concurrency)
+		return consumer.Run(ctx, conn)
+	})
+	log.Info("stopped")
+	return err
+}
