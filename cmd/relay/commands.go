@@ -9,8 +9,12 @@ import (
 	"strings"
 
 	"github.com/relay-demo/relay/services/dead"
+	"github.com/relay-demo/relay/services/flaky"
+	"github.com/relay-demo/relay/services/ingest"
 	"github.com/relay-demo/relay/services/retrier"
+	"github.com/relay-demo/relay/services/send"
 	"github.com/relay-demo/relay/services/topology"
+	"github.com/relay-demo/relay/services/worker"
 )
 
 var errUsage = errors.New("usage: relay <command> [arguments]; `relay help` lists the commands")
@@ -31,6 +35,13 @@ func service(run func(context.Context, func(string) string, io.Writer) error) fu
 	}
 }
 
+// workerFor runs the worker of one channel.
+func workerFor(channel string) func(context.Context, func(string) string, io.Writer) error {
+	return func(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+		return worker.Run(ctx, channel, getenv, stdout)
+	}
+}
+
 // deadVerb runs one verb of `relay dead`, answering its questions from stdin.
 func deadVerb(verb string, stdin io.Reader) func(context.Context, []string, func(string) string, io.Writer) error {
 	return func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
@@ -40,7 +51,12 @@ func deadVerb(verb string, stdin io.Reader) func(context.Context, []string, func
 
 func commands() []command {
 	return []command{
+		{"api", "run the ingest HTTP API (POST /v1/notifications) and the dashboard", service(ingest.Run)},
+		{"worker email", "deliver the email queue over SMTP", service(workerFor("email"))},
+		{"worker webhook", "deliver the webhook queue over signed HTTP", service(workerFor("webhook"))},
 		{"retrier", "run the error and requeue stages of the retry pipeline", service(retrier.Run)},
+		{"flaky", "run the fake, deliberately unreliable SMTP server and webhook receiver", service(flaky.Run)},
+		{"send", "post demo notifications to the API (--n N, --watch)", send.Run},
 		{"dead list", "list parked messages (--source Q, --id ID, --limit N, --json)", deadVerb("list", os.Stdin)},
 		{"dead replay", "send parked messages back with a fresh retry count (--id ID | --source Q | --all)", deadVerb("replay", os.Stdin)},
 		{"dead purge", "delete parked messages for good (--id ID | --source Q | --all) [--yes]", deadVerb("purge", os.Stdin)},

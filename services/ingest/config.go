@@ -1,0 +1,83 @@
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/relay-demo/relay/services/config"
+)
+
+// MinTokenLength is the shortest bearer token API_TOKENS accepts.
+const MinTokenLength = 16
+
+// Config is the environment of `relay api`.
+type Config struct {
+	config.Broker
+	// HTTPAddr is where the API listens.
+	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080" help:"a listen address such as :8080"`
+	// Tokens are the bearer tokens a client may present.
+	Tokens []string `env:"API_TOKENS" secret:"true" help:"a comma-separated list of bearer tokens of 16 characters or more"`
+	// Auth is "on" (the default) or "off"; off leaves the API open.
+	Auth string `env:"API_AUTH" envDefault:"on" help:"on or off"`
+	// MaxBodyBytes bounds the size of a request body.
+	MaxBodyBytes int64 `env:"MAX_BODY_BYTES" envDefault:"1048576" help:"a whole number of bytes, 1 or more"`
+	// ShutdownTimeout bounds how long a graceful shutdown waits for the
+	// requests in flight.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"a positive duration such as 15s"`
+}
+
+// LoadConfig reads and checks the configuration from getenv. An error
+// names the variable at fault and the form it accepts.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	var cfg Config
+	if err := config.Parse(getenv, &cfg); err != nil {
+		return Config{}, err
+	}
+	cfg.Tokens = cleanTokens(cfg.Tokens)
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// cleanTokens trims the tokens and drops empty ones, so "a, b," is two.
+func cleanTokens(tokens []string) []string {
+	var out []string
+	for _, t := range tokens {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// AuthOff reports whether API_AUTH turns authentication off.
+func (c Config) AuthOff() bool { return c.Auth == "off" }
+
+// Validate checks values the variables' types alone do not rule out. No
+// message quotes a token.
+func (c Config) Validate() error {
+	if _, err := c.Broker.Topology(); err != nil {
+		return err
+	}
+	switch {
+	case c.Auth != "on" && c.Auth != "off":
+		return config.Invalid("API_AUTH", c.Auth, "on or off")
+	case c.MaxBodyBytes < 1:
+		return config.Invalid("MAX_BODY_BYTES", fmt.Sprint(c.MaxBodyBytes), "a whole number of bytes, 1 or more")
+	case c.ShutdownTimeout <= 0:
+		return config.Invalid("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration such as 15s")
+	}
+	for i, t := range c.Tokens {
+		if len(t) < MinTokenLength {
+			return fmt.Errorf("configuration: API_TOKENS is not valid: token %d of %d has %d characters, want %d or more",
+				i+1, len(c.Tokens), len(t), MinTokenLength)
+		}
+	}
+	if len(c.Tokens) == 0 && !c.AuthOff() {
+		return errors.New("configuration: API_TOKENS is empty while API_AUTH is on: set API_TOKENS to one or more bearer tokens, or API_AUTH=off to run the API without authentication")
+	}
+	return nil
+}

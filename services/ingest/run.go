@@ -1,0 +1,222 @@
+// Package ingest is relay's HTTP ingest API (`relay api`). It takes a
+// notification on POST /v1/notifications, publishes one copy per channel
+// to the ingress exchange, and answers 202 only once the broker has
+// confirmed every copy: a 202 means the broker holds the notification.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/config"
+)
+
+// errNotConnected is why the API is not ready before the broker is there.
+var errNotConnected = errors.New("not connected to the broker")
+
+// Run reads the configuration from getenv, logs JSON to stdout and serves
+// the API until ctx is done, then shuts it down gracefully.
+func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log := config.Logger(stdout, "api")
+	log.Info("starting", config.Masked(cfg)...)
+	srv, err := Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return srv.Wait()
+}
+
+// Server is a running API: its HTTP server and its broker connection.
+type Server struct {
+	log  *slog.Logger
+	ln   net.Listener
+	http *http.Server
+	done chan struct{}
+	err  error
+}
+
+// Start resolves the topology, listens on cfg.HTTPAddr and serves the API
+// in the background until ctx is done. It connects to the broker in the
+// background too, and keeps reconnecting: until it is connected, /readyz
+// and POST /v1/notifications answer 503. cfg is expected to be valid (see
+// Config.Validate).
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	topo, err := cfg.Pipeline(log)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.AuthOff() {
+		log.Warn("API_AUTH=off: the API is open, anyone who reaches it can send notifications")
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+	}
+
+	var current atomic.Pointer[retry.Publisher]
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	handler := NewServer(Deps{
+		Log: log,
+		Publisher: func() Publisher {
+			if p := current.Load(); p != nil && !p.Closed() {
+				return p
+			}
+			return nil
+		},
+		Topology: topo,
+		Tokens:   cfg.Tokens,
+		AuthOff:  cfg.AuthOff(),
+		MaxBody:  cfg.MaxBodyBytes,
+		Registry: reg,
+		Ready: func() error {
+			p := current.Load()
+			switch {
+			case p == nil:
+				return errNotConnected
+			case p.Closed():
+				return errors.New("the publish channel to the broker is closed; reconnecting")
+			}
+			return nil
+		},
+	})
+	s := &Server{
+		log: log,
+		ln:  ln,
+		http: &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			WriteTimeout:      DefaultPublishTimeout + 20*time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+		done: make(chan struct{}),
+	}
+
+	served := make(chan error, 1)
+	go func() {
+		err := s.http.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		} else if err != nil {
+			err = fmt.Errorf("serve http %s: %w", s.Addr(), err)
+		}
+		served <- err
+	}()
+	// The broker connection outlives the HTTP server on shutdown, so the
+	// requests still in flight can have their publishes confirmed.
+	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
+	brokered := make(chan error, 1)
+	go func() {
+		brokered <- retry.Supervise(brokerCtx, cfg.AMQPURL, "relay api", log, connect(topo, &current, log))
+	}()
+	go s.supervise(ctx, cfg.ShutdownTimeout, stopBroker, served, brokered)
+
+	log.Info("listening", "addr", s.Addr(), "exchange", topo.Ingress(), "auth", cfg.Auth)
+	return s, nil
+}
+
+// connect is the work of one broker connection: declare the topology, open
+// a confirming publisher, offer it to the handlers until the connection or
+// the publisher's channel closes, then withdraw it so Supervise reconnects.
+func connect(topo retry.Topology, current *atomic.Pointer[retry.Publisher], log *slog.Logger) func(context.Context, *amqp.Connection) error {
+	return func(ctx context.Context, conn *amqp.Connection) error {
+		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+		if err := topo.Declare(ctx, conn); err != nil {
+			return err
+		}
+		p, err := retry.NewPublisher(conn, 0)
+		if err != nil {
+			return err
+		}
+		current.Store(p)
+		defer current.CompareAndSwap(p, nil)
+		log.Info("broker connected", "exchange", topo.Ingress())
+
+		// A channel error (say, the exchange was deleted) closes the
+		// publisher's channel but not the connection; a new connection
+		// declares the topology again.
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case err := <-closed:
+				if err == nil {
+					return errors.New("broker connection closed")
+				}
+				return fmt.Errorf("broker connection closed: %w", err)
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+				if p.Closed() {
+					return errors.New("publish channel closed by the broker")
+				}
+			}
+		}
+	}
+}
+
+// supervise waits for ctx to end, or for the HTTP server or the broker
+// supervisor to stop by themselves, then shuts the HTTP server down
+// gracefully and, after it, the broker connection.
+func (s *Server) supervise(ctx context.Context, timeout time.Duration, stopBroker context.CancelFunc, served, brokered <-chan error) {
+	defer close(s.done)
+	serving, brokering := true, true
+	var errs []error
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		serving = false
+		errs = append(errs, err)
+	case err := <-brokered:
+		brokering = false
+		if err != nil {
+			s.log.Error("giving up on the broker", "error", err.Error())
+			errs = append(errs, err)
+		}
+	}
+	s.log.Info("shutting down", "timeout", timeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := s.http.Shutdown(sctx); err != nil {
+		s.http.Close()
+		s.log.Warn("closed requests still open after the shutdown timeout", "timeout", timeout.String(), "error", err.Error())
+	}
+	if serving {
+		errs = append(errs, <-served)
+	}
+	stopBroker()
+	if brokering {
+		errs = append(errs, <-brokered)
+	}
+	s.err = errors.Join(errs...)
+	s.log.Info("stopped")
+}
+
+// Addr is the address the API listens on, with the port the system chose
+// for an address such as 127.0.0.1:0.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Wait blocks until the server has shut down. It returns nil when the
+// shutdown was asked for through ctx, and otherwise why it stopped.
+func (s *Server) Wait() error {
+	<-s.done
+	return s.err
+}

@@ -1,0 +1,124 @@
+package ingest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+)
+
+// DefaultMaxBody is the body limit when Deps.MaxBody is zero: 1 MiB.
+const DefaultMaxBody = 1 << 20
+
+// DefaultPublishTimeout bounds a request's publishes when
+// Deps.PublishTimeout is zero.
+const DefaultPublishTimeout = 10 * time.Second
+
+// Publisher publishes one message and returns once the broker has
+// confirmed it, or with the reason it did not. *retry.Publisher is one.
+type Publisher interface {
+	Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error
+}
+
+// Deps is everything the API's handlers use. The zero value of each
+// optional field gets a working default from NewServer.
+type Deps struct {
+	// Log receives the API's JSON log; nil discards it.
+	Log *slog.Logger
+	// Publisher returns the current publisher, or nil while the broker is
+	// disconnected (the API then answers 503).
+	Publisher func() Publisher
+	// Topology names the ingress exchange notifications go to.
+	Topology retry.Topology
+	// Tokens are the bearer tokens accepted on /v1/.
+	Tokens []string
+	// AuthOff serves /v1/ without authentication.
+	AuthOff bool
+	// MaxBody bounds a request body in bytes; zero means DefaultMaxBody.
+	MaxBody int64
+	// PublishTimeout bounds the confirmed publishes of one request; zero
+	// means DefaultPublishTimeout.
+	PublishTimeout time.Duration
+	// Registry receives the API's metrics and is what /metrics serves;
+	// nil means a registry of the server's own.
+	Registry *prometheus.Registry
+	// Ready reports why the API cannot take notifications, or nil when it
+	// can. nil means ready whenever Publisher returns one.
+	Ready func() error
+	// Dashboard, when set, serves "/" and every path no route matches,
+	// without authentication.
+	Dashboard http.Handler
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// NewID makes the id of a notification sent without an
+	// Idempotency-Key; nil means NewID.
+	NewID func() string
+}
+
+// NewServer builds the API's handler: every route of routes.go behind the
+// metrics and panic-recovery middleware.
+func NewServer(deps Deps) http.Handler {
+	deps = deps.withDefaults()
+	m := newMetrics(deps.Registry)
+	r := chi.NewRouter()
+	r.Use(m.middleware, recoverer(deps.Log))
+	routes(r, deps, m)
+	return r
+}
+
+func (d Deps) withDefaults() Deps {
+	if d.Log == nil {
+		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if d.Publisher == nil {
+		d.Publisher = func() Publisher { return nil }
+	}
+	if d.MaxBody <= 0 {
+		d.MaxBody = DefaultMaxBody
+	}
+	if d.PublishTimeout <= 0 {
+		d.PublishTimeout = DefaultPublishTimeout
+	}
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+	}
+	if d.Ready == nil {
+		publisher := d.Publisher
+		d.Ready = func() error {
+			if publisher() == nil {
+				return errNotConnected
+			}
+			return nil
+		}
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.NewID == nil {
+		d.NewID = NewID
+	}
+	return d
+}
+
+// IDPrefix starts every notification id.
+const IDPrefix = "ntf_"
+
+var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// NewID returns a random notification id: IDPrefix and 26 lowercase
+// base32 characters holding 128 random bits.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return IDPrefix + strings.ToLower(idEncoding.EncodeToString(b[:]))
+}
