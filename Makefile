@@ -21,6 +21,10 @@ test: ## unit and integration tests, with the race detector (broker: AMQP_URL, e
 test-unit: ## unit tests only: no broker needed
 	$(GO) test -race -count=1 $(PKGS)
 
+.PHONY: demo
+demo: build ## run every service against the local broker, send a burst and follow it (dashboard on :8080)
+	@deploy/demo.sh
+
 .PHONY: lint
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

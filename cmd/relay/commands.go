@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/relay-demo/relay/services/all"
 	"github.com/relay-demo/relay/services/dead"
 	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/ingest"
@@ -55,6 +56,7 @@ func commands() []command {
 		{"worker email", "deliver the email queue over SMTP", service(workerFor("email"))},
 		{"worker webhook", "deliver the webhook queue over signed HTTP", service(workerFor("webhook"))},
 		{"retrier", "run the error and requeue stages of the retry pipeline", service(retrier.Run)},
+		{"all", "run every service in one process, wired together for the local demo", service(all.Run)},
 		{"flaky", "run the fake, deliberately unreliable SMTP server and webhook receiver", service(flaky.Run)},
 		{"send", "post demo notifications to the API (--n N, --watch)", send.Run},
 		{"dead list", "list parked messages (--source Q, --id ID, --limit N, --json)", deadVerb("list", os.Stdin)},

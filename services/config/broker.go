@@ -17,6 +17,7 @@ type Broker struct {
 	Prefix       string `env:"TOPOLOGY_PREFIX" help:"a name prefix such as test-42."`
 	QueueType    string `env:"QUEUE_TYPE" envDefault:"classic" help:"classic or quorum"`
 	DelayBackend string `env:"DELAY_BACKEND" envDefault:"auto" help:"auto, plugin or ttl"`
+	MetricsAddr  string `env:"METRICS_ADDR" help:"a host:port such as :9100 to serve /metrics on (empty: none)"`
 
 	RetryDelays     string        `env:"RETRY_DELAYS" help:"a comma-separated list of durations such as 500ms,5s,1m,5m"`
 	RetryMax        int           `env:"RETRY_MAX" help:"a whole number of retries, 0 for the schedule's length"`

@@ -108,7 +108,7 @@ func (s Scenario) Decide(id string, attempt int, target string, now time.Time) O
 	ok := s.accept()
 	switch s.Name {
 	case Flaky:
-		if draw(s.Seed, id, attempt) < s.Rate {
+		if draw(s.Seed, string(s.Channel)+"\x00"+id, attempt) < s.Rate {
 			return s.transient(fmt.Sprintf("simulated transient failure (attempt %d)", attempt))
 		}
 	case Outage:

@@ -15,12 +15,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/config"
+	"github.com/relay-demo/relay/services/dashboard"
+	"github.com/relay-demo/relay/services/events"
 )
 
 // errNotConnected is why the API is not ready before the broker is there.
@@ -47,6 +47,7 @@ type Server struct {
 	log  *slog.Logger
 	ln   net.Listener
 	http *http.Server
+	hub  *dashboard.Hub
 	done chan struct{}
 	err  error
 }
@@ -70,8 +71,20 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	}
 
 	var current atomic.Pointer[retry.Publisher]
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The dashboard follows the events exchange and reads queue depths
+	// over the connection of the moment.
+	var live atomic.Pointer[amqp.Connection]
+	hub := dashboard.NewHub(0)
+	dash := dashboard.New(dashboard.Deps{Hub: hub, Log: log, Queues: func(ctx context.Context) (map[string]int, error) {
+		conn := live.Load()
+		if conn == nil || conn.IsClosed() {
+			return nil, errNotConnected
+		}
+		return dashboard.QueueDepths(conn, topo)(ctx)
+	}})
+	// Inside relay all, the registry is shared: /metrics shows every
+	// service's metrics.
+	reg := config.TelemetryFrom(ctx).Registry
 	handler := NewServer(Deps{
 		Log: log,
 		Publisher: func() Publisher {
@@ -80,11 +93,18 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			}
 			return nil
 		},
-		Topology: topo,
-		Tokens:   cfg.Tokens,
-		AuthOff:  cfg.AuthOff(),
-		MaxBody:  cfg.MaxBodyBytes,
-		Registry: reg,
+		Topology:  topo,
+		Tokens:    cfg.Tokens,
+		AuthOff:   cfg.AuthOff(),
+		MaxBody:   cfg.MaxBodyBytes,
+		Registry:  reg,
+		Dashboard: dash,
+		DeadLetters: func() DeadLetterStore {
+			if conn := live.Load(); conn != nil && !conn.IsClosed() {
+				return retry.DeadLetters{Conn: conn, Topology: topo}
+			}
+			return nil
+		},
 		Ready: func() error {
 			p := current.Load()
 			switch {
@@ -97,6 +117,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		},
 	})
 	s := &Server{
+		hub: hub,
 		log: log,
 		ln:  ln,
 		http: &http.Server{
@@ -125,7 +146,16 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
 	brokered := make(chan error, 1)
 	go func() {
-		brokered <- retry.Supervise(brokerCtx, cfg.AMQPURL, "relay api", log, connect(topo, &current, log))
+		brokered <- retry.Supervise(brokerCtx, cfg.AMQPURL, "relay api", log, connect(topo, &current, log,
+			func(ctx context.Context, conn *amqp.Connection) error {
+				live.Store(conn)
+				in, err := events.Subscribe(ctx, conn, topo)
+				if err != nil {
+					return err
+				}
+				go hub.Run(ctx, in)
+				return nil
+			}))
 	}()
 	go s.supervise(ctx, cfg.ShutdownTimeout, stopBroker, served, brokered)
 
@@ -136,10 +166,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 // connect is the work of one broker connection: declare the topology, open
 // a confirming publisher, offer it to the handlers until the connection or
 // the publisher's channel closes, then withdraw it so Supervise reconnects.
-func connect(topo retry.Topology, current *atomic.Pointer[retry.Publisher], log *slog.Logger) func(context.Context, *amqp.Connection) error {
+func connect(topo retry.Topology, current *atomic.Pointer[retry.Publisher], log *slog.Logger,
+	also func(context.Context, *amqp.Connection) error) func(context.Context, *amqp.Connection) error {
 	return func(ctx context.Context, conn *amqp.Connection) error {
 		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 		if err := topo.Declare(ctx, conn); err != nil {
+			return err
+		}
+		if err := also(ctx, conn); err != nil {
 			return err
 		}
 		p, err := retry.NewPublisher(conn, 0)
@@ -195,6 +229,9 @@ func (s *Server) supervise(ctx context.Context, timeout time.Duration, stopBroke
 	s.log.Info("shutting down", "timeout", timeout.String())
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	// Event streams never end by themselves: close them so Shutdown does
+	// not wait for dashboards left open.
+	s.hub.Close()
 	if err := s.http.Shutdown(sctx); err != nil {
 		s.http.Close()
 		s.log.Warn("closed requests still open after the shutdown timeout", "timeout", timeout.String(), "error", err.Error())

@@ -55,6 +55,10 @@ type Deps struct {
 	// Ready reports why the API cannot take notifications, or nil when it
 	// can. nil means ready whenever Publisher returns one.
 	Ready func() error
+	// DeadLetters returns the dead-letter store of the moment, or nil while
+	// the broker is disconnected; nil means the dead-letter routes answer
+	// 503.
+	DeadLetters func() DeadLetterStore
 	// Dashboard, when set, serves "/" and every path no route matches,
 	// without authentication.
 	Dashboard http.Handler

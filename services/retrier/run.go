@@ -11,6 +11,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/config"
+	"github.com/relay-demo/relay/services/events"
 )
 
 // Run declares the topology and runs both stages until ctx is done,
@@ -29,16 +30,22 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	tel := config.TelemetryFrom(ctx)
+	if err := tel.ServeMetrics(ctx, cfg.MetricsAddr); err != nil {
+		return err
+	}
+	emitter := events.NewEmitter(topo, "retrier", log)
 	stages := &retry.Stages{
 		Topology: topo, Policy: topo.Policy,
 		Prefetch: cfg.Prefetch, Concurrency: cfg.Concurrency, Logger: log,
+		Observe: events.Fanout(emitter.Observe, tel.Metrics(topo).Observe),
 	}
 	err = retry.Supervise(ctx, cfg.AMQPURL, "relay retrier", log, func(ctx context.Context, conn *amqp.Connection) error {
 		if err := topo.Declare(ctx, conn); err != nil {
 			return err
 		}
 		log.Info("consuming", "error_queue", topo.Name(retry.ErrorQueue), "requeue_queue", topo.Name(retry.RequeueQueue))
-		return stages.Run(ctx, conn)
+		return config.WithEvents(ctx, conn, emitter, stages.Run)
 	})
 	log.Info("stopped")
 	return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/config"
+	"github.com/relay-demo/relay/services/events"
 )
 
 // Run is `relay worker <channel>`: it consumes the channel's queue until
@@ -46,7 +47,13 @@ func Run(ctx context.Context, channel string, getenv func(string) string, stdout
 	if queue == "" {
 		return fmt.Errorf("channel %q has no work queue in the topology", channel)
 	}
+	tel := config.TelemetryFrom(ctx)
+	if err := tel.ServeMetrics(ctx, cfg.MetricsAddr); err != nil {
+		return err
+	}
+	emitter := events.NewEmitter(topo, "worker-"+channel, log)
 	consumer := &retry.Consumer{
+		Observe:  events.Fanout(emitter.Observe, tel.Metrics(topo).Observe),
 		Topology: topo, Queue: queue, Handler: Handler(channel, sender),
 		Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, Policy: topo.Policy, Logger: log,
 		ShutdownTimeout: cfg.ShutdownTimeout,
@@ -56,7 +63,7 @@ func Run(ctx context.Context, channel string, getenv func(string) string, stdout
 			return err
 		}
 		log.Info("consuming", "queue", queue, "concurrency", cfg.Concurrency)
-		return consumer.Run(ctx, conn)
+		return config.WithEvents(ctx, conn, emitter, consumer.Run)
 	})
 	log.Info("stopped")
 	return err

@@ -1,0 +1,94 @@
+package events
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/relay-demo/relay/retry"
+)
+
+// DelayBuckets are the buckets of relay_retry_delay_seconds: 100ms to 1h.
+var DelayBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
+
+// EndToEndBuckets are the buckets of relay_end_to_end_seconds: from a
+// quick first-time delivery to a message parked after hours of retries.
+var EndToEndBuckets = []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 21600}
+
+// Metrics counts pipeline decisions for Prometheus:
+//
+//   - relay_deliveries_total{channel,outcome}: every decision;
+//   - relay_retries_total{queue,attempt}: retries scheduled, by the
+//     attempt that failed;
+//   - relay_parked_total{queue,reason}: messages parked;
+//   - relay_retry_delay_seconds: the waits scheduled before retries;
+//   - relay_end_to_end_seconds{channel,outcome}: the age of messages when
+//     delivered or parked (only for messages whose producer set the AMQP
+//     timestamp).
+//
+// The queue labels carry the queue as the event names it, with the
+// topology's prefix: a prefixed run (tests, workshops) shows up apart from
+// the default one. A parked message that no queue claims has queue="".
+type Metrics struct {
+	channels   channels
+	deliveries *prometheus.CounterVec
+	retries    *prometheus.CounterVec
+	parked     *prometheus.CounterVec
+	delay      prometheus.Histogram
+	endToEnd   *prometheus.HistogramVec
+}
+
+// NewMetrics creates the metrics for topology t and registers them with
+// reg (when reg is not nil). It panics if they are already registered
+// there, as prometheus.MustRegister does.
+func NewMetrics(reg prometheus.Registerer, t retry.Topology) *Metrics {
+	m := &Metrics{
+		channels: channelsOf(t),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_deliveries_total",
+			Help: "Pipeline decisions about notification attempts, by channel and outcome.",
+		}, []string{"channel", "outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_retries_total",
+			Help: "Retries scheduled, by work queue and the attempt that failed.",
+		}, []string{"queue", "attempt"}),
+		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_parked_total",
+			Help: "Messages parked in the dead-letter queue, by work queue and reason.",
+		}, []string{"queue", "reason"}),
+		delay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "relay_retry_delay_seconds",
+			Help:    "Wait scheduled before a retry.",
+			Buckets: DelayBuckets,
+		}),
+		endToEnd: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "relay_end_to_end_seconds",
+			Help:    "Time from publishing a notification to its delivery or parking.",
+			Buckets: EndToEndBuckets,
+		}, []string{"channel", "outcome"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.deliveries, m.retries, m.parked, m.delay, m.endToEnd)
+	}
+	return m
+}
+
+// Observe counts one decision. It suits the Observe fields of retry.Stages
+// and retry.Consumer, directly or through Fanout.
+func (m *Metrics) Observe(ev retry.Event) {
+	channel := m.channels[ev.Queue]
+	m.deliveries.WithLabelValues(channel, ev.Outcome).Inc()
+	switch ev.Outcome {
+	case "retrying":
+		m.retries.WithLabelValues(ev.Queue, strconv.Itoa(ev.Attempt)).Inc()
+		m.delay.Observe(ev.Delay.Seconds())
+	case "parked":
+		m.parked.WithLabelValues(ev.Queue, ev.Reason).Inc()
+	}
+	switch ev.Outcome {
+	case "delivered", "parked":
+		if a, ok := age(ev); ok {
+			m.endToEnd.WithLabelValues(channel, ev.Outcome).Observe(a.Seconds())
+		}
+	}
+}
