@@ -55,6 +55,7 @@ func commands() []command {
 		{"api", "run the ingest HTTP API (POST /v1/notifications) and the dashboard", service(ingest.Run)},
 		{"worker email", "deliver the email queue over SMTP", service(workerFor("email"))},
 		{"worker webhook", "deliver the webhook queue over signed HTTP", service(workerFor("webhook"))},
+		{"worker sms", "deliver the sms queue to an HTTP SMS gateway", service(workerFor("sms"))},
 		{"retrier", "run the error and requeue stages of the retry pipeline", service(retrier.Run)},
 		{"all", "run every service in one process, wired together for the local demo", service(all.Run)},
 		{"flaky", "run the fake, deliberately unreliable SMTP server and webhook receiver", service(flaky.Run)},

@@ -39,6 +39,7 @@ func Demo(getenv func(string) string) (func(string) string, string) {
 		"FLAKY_EMAIL_SCENARIO":   "flaky",
 		"FLAKY_WEBHOOK_SCENARIO": "flaky",
 		"DEMO_WEBHOOK_URL":       "http://127.0.0.1:" + httpPort + "/webhooks/demo",
+		"SMS_URL":                "http://127.0.0.1:" + httpPort + "/webhooks/sms",
 	}
 	token := ""
 	if getenv("API_TOKENS") == "" && getenv("API_AUTH") != "off" {
@@ -77,9 +78,16 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	for name, run := range map[string]func(context.Context, func(string) string, io.Writer) error{
 		"flaky":   flaky.Run,
 		"retrier": retrier.Run,
-		"email":   func(ctx context.Context, g func(string) string, w io.Writer) error { return worker.Run(ctx, "email", g, w) },
-		"webhook": func(ctx context.Context, g func(string) string, w io.Writer) error { return worker.Run(ctx, "webhook", g, w) },
-		"api":     ingest.Run,
+		"email": func(ctx context.Context, g func(string) string, w io.Writer) error {
+			return worker.Run(ctx, "email", g, w)
+		},
+		"webhook": func(ctx context.Context, g func(string) string, w io.Writer) error {
+			return worker.Run(ctx, "webhook", g, w)
+		},
+		"sms": func(ctx context.Context, g func(string) string, w io.Writer) error {
+			return worker.Run(ctx, "sms", g, w)
+		},
+		"api": ingest.Run,
 	} {
 		g.Go(func() error {
 			if err := run(ctx, getenv, out); err != nil {

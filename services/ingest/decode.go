@@ -17,6 +17,7 @@ import (
 type request struct {
 	Email   *notification.Email   `json:"email"`
 	Webhook *notification.Webhook `json:"webhook"`
+	SMS     *notification.SMS     `json:"sms"`
 }
 
 // decodeRequest reads exactly one JSON object from body and validates it
@@ -38,7 +39,7 @@ func decodeRequest(body io.Reader) (*notification.Notification, error) {
 		}
 		return nil, malformed(fmt.Sprintf("unexpected data after the JSON object, at byte offset %d", dec.InputOffset()))
 	}
-	n := &notification.Notification{V: notification.Version, Email: req.Email, Webhook: req.Webhook}
+	n := &notification.Notification{V: notification.Version, Email: req.Email, Webhook: req.Webhook, SMS: req.SMS}
 	if err := n.Validate(); err != nil {
 		var inv notification.Invalid
 		if errors.As(err, &inv) {
@@ -76,7 +77,7 @@ func decodeProblem(err error, offset int64) *Problem {
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
-		return unknownField(fmt.Sprintf("unknown field %s before byte offset %d: a request holds email {to, subject, text, html} and webhook {url, payload}", name, offset))
+		return unknownField(fmt.Sprintf("unknown field %s before byte offset %d: a request holds email {to, subject, text, html} webhook {url, payload} and sms {to, text}", name, offset))
 	}
 	return malformed(msg)
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net/mail"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -34,6 +35,8 @@ const (
 	MaxIDLength    = 128
 	ChannelEmail   = "email"
 	ChannelWebhook = "webhook"
+	ChannelSMS     = "sms"
+	MaxSMSText     = 1600 // ten concatenated segments
 )
 
 // Notification is one notification, or one channel's copy of it.
@@ -44,7 +47,17 @@ type Notification struct {
 	CreatedAt time.Time `json:"created_at"`
 	Email     *Email    `json:"email,omitempty"`
 	Webhook   *Webhook  `json:"webhook,omitempty"`
+	SMS       *SMS      `json:"sms,omitempty"`
 }
+
+// SMS is the text-message part: To in E.164 form, such as +15551234567.
+type SMS struct {
+	To   string `json:"to"`
+	Text string `json:"text"`
+}
+
+// e164 is an international phone number: a plus, then up to 15 digits.
+var e164 = regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
 
 // Email is the email part.
 type Email struct {
@@ -69,6 +82,9 @@ func (n *Notification) Channels() []string {
 	if n.Webhook != nil {
 		out = append(out, ChannelWebhook)
 	}
+	if n.SMS != nil {
+		out = append(out, ChannelSMS)
+	}
 	return out
 }
 
@@ -81,6 +97,8 @@ func (n *Notification) For(channel string) *Notification {
 		c.Email = n.Email
 	case ChannelWebhook:
 		c.Webhook = n.Webhook
+	case ChannelSMS:
+		c.SMS = n.SMS
 	}
 	return c
 }
@@ -111,8 +129,16 @@ func (n *Notification) Validate() error {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	if n.Email == nil && n.Webhook == nil {
-		add("email", "a notification needs an email part, a webhook part, or both")
+	if n.Email == nil && n.Webhook == nil && n.SMS == nil {
+		add("email", "a notification needs at least one part: email, webhook or sms")
+	}
+	if s := n.SMS; s != nil {
+		if !e164.MatchString(s.To) {
+			add("sms.to", "%q is not an E.164 number such as +15551234567", s.To)
+		}
+		if s.Text == "" || len(s.Text) > MaxSMSText {
+			add("sms.text", "a text of 1 to %d bytes is required", MaxSMSText)
+		}
 	}
 	if e := n.Email; e != nil {
 		switch {

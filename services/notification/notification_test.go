@@ -35,6 +35,11 @@ func TestValidate(t *testing.T) {
 		{"url with credentials", func(n *Notification) { n.Webhook.URL = "https://u:p@example.com/" }, []string{"webhook.url"}},
 		{"bad payload", func(n *Notification) { n.Webhook.Payload = json.RawMessage(`{`) }, []string{"webhook.payload"}},
 		{"empty payload", func(n *Notification) { n.Webhook.Payload = nil }, []string{"webhook.payload"}},
+		{"sms ok", func(n *Notification) { n.SMS = &SMS{To: "+15551234567", Text: "hi"} }, nil},
+		{"sms not e164", func(n *Notification) { n.SMS = &SMS{To: "555-1234", Text: "hi"} }, []string{"sms.to"}},
+		{"sms leading zero", func(n *Notification) { n.SMS = &SMS{To: "+0123", Text: "hi"} }, []string{"sms.to"}},
+		{"sms empty text", func(n *Notification) { n.SMS = &SMS{To: "+15551234567"} }, []string{"sms.text"}},
+		{"sms only", func(n *Notification) { n.Email, n.Webhook, n.SMS = nil, nil, &SMS{To: "+447700900123", Text: "hi"} }, nil},
 		{"huge body", func(n *Notification) { n.Email.Text = strings.Repeat("x", MaxBody+1) }, []string{"email.text"}},
 	}
 	for _, tt := range tests {

@@ -8,5 +8,6 @@ func Routes() []retry.Route {
 	return []retry.Route{
 		{Queue: "email-queue", Key: ChannelEmail},
 		{Queue: "webhook-queue", Key: ChannelWebhook},
+		{Queue: "sms-queue", Key: ChannelSMS},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/notification"
 )
 
 // WriteDoc writes docs/topology.md: the default topology under both delay
@@ -26,7 +27,7 @@ broker's own dead-lettering, thick arrows are relay's consumers republishing (co
 
 `+"```mermaid"+`
 %s`+"```"+`
-`, retry.Topology{Backend: retry.Plugin, Policy: policy}.Plan().Mermaid(),
-		policy, retry.Topology{Backend: retry.TTL, Policy: policy}.Plan().Mermaid())
+`, retry.Topology{Routes: notification.Routes(), Backend: retry.Plugin, Policy: policy}.Plan().Mermaid(),
+		policy, retry.Topology{Routes: notification.Routes(), Backend: retry.TTL, Policy: policy}.Plan().Mermaid())
 	return err
 }

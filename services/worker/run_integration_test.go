@@ -65,6 +65,7 @@ func start(t *testing.T, env map[string]string) *stack {
 	}
 	_, port, _ := cutPort(srv.SMTPAddr())
 	base["SMTP_PORT"] = port
+	base["SMS_URL"] = "http://" + srv.HTTPAddr() + "/webhooks/sms" + base["SMS_PATH"]
 
 	conn := retrytest.Conn(t)
 	topo := retry.Topology{Prefix: prefix, Routes: notification.Routes(), Backend: retry.TTL,
@@ -91,7 +92,7 @@ func start(t *testing.T, env map[string]string) *stack {
 		}()
 	}
 	run("retrier", retrier.Run)
-	for _, ch := range []string{"email", "webhook"} {
+	for _, ch := range []string{"email", "webhook", "sms"} {
 		run("worker "+ch, func(ctx context.Context, getenv func(string) string, w io.Writer) error {
 			return worker.Run(ctx, ch, getenv, w)
 		})
@@ -222,7 +223,7 @@ func TestPoisonMessagesParkOnce(t *testing.T) {
 			}
 		}
 	}
-	want := 2 * len(poison)
+	want := len(s.topo.WorkRoutes()) * len(poison)
 	retrytest.Eventually(t, 10*time.Second, func() bool { return len(s.parked(t)) >= want }, "poison not parked")
 	// Parking is once per copy: give a wrongly retried copy time to show.
 	retrytest.Eventually(t, 5*time.Second, func() bool {
@@ -250,4 +251,52 @@ func depthOf(t *testing.T, s *stack, base string) int {
 		t.Fatal(err)
 	}
 	return q.Messages
+}
+
+// TestSMSChannel: the sms channel rides the same pipeline: transient
+// failures are retried until delivered, permanent ones parked once.
+func TestSMSChannel(t *testing.T) {
+	tests := []struct {
+		name       string
+		env        map[string]string
+		wantParked int
+	}{
+		{"flaky gateway", map[string]string{"FLAKY_WEBHOOK_SCENARIO": "flaky", "FLAKY_RATE": "0.5", "RETRY_MAX": "8"}, 0},
+		{"gateway refuses for good", map[string]string{"FLAKY_WEBHOOK_SCENARIO": "permanent", "SMS_PATH": "-fail"}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := start(t, tt.env)
+			pub, err := retry.NewPublisher(s.conn, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pub.Close()
+			const n = 3
+			for i := range n {
+				note := &notification.Notification{V: 1, ID: fmt.Sprintf("sms-%d", i), CreatedAt: time.Now().UTC(),
+					SMS: &notification.SMS{To: "+15551234567", Text: "your code is 1234"}}
+				body, _ := json.Marshal(note.For(notification.ChannelSMS))
+				if err := pub.Publish(context.Background(), s.topo.Ingress(), notification.ChannelSMS, amqp.Publishing{
+					MessageId: note.ID, ContentType: notification.ContentType, DeliveryMode: amqp.Persistent, Body: body}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			retrytest.Eventually(t, 20*time.Second, func() bool {
+				return s.flaky.Stats().Report().Webhook.Accepted+len(s.parked(t)) == n
+			}, "not every sms ended delivered or parked")
+			report := s.flaky.Stats().Report()
+			if got := len(s.parked(t)); got != tt.wantParked {
+				t.Errorf("parked %d, want %d", got, tt.wantParked)
+			}
+			if report.Webhook.Duplicates != 0 {
+				t.Errorf("%d duplicates at the gateway", report.Webhook.Duplicates)
+			}
+			for _, p := range s.parked(t) {
+				if p.Reason != retry.ReasonPermanent || len(report.Webhook.Attempts[p.ID]) != 1 {
+					t.Errorf("parked %+v after %d attempts, want permanent after one", p, len(report.Webhook.Attempts[p.ID]))
+				}
+			}
+		})
+	}
 }

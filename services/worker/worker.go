@@ -36,6 +36,7 @@ func Channels() []Channel {
 	return []Channel{
 		{Name: notification.ChannelEmail, Open: openEmail},
 		{Name: notification.ChannelWebhook, Open: openWebhook},
+		{Name: notification.ChannelSMS, Open: openSMS},
 	}
 }
 
@@ -63,6 +64,9 @@ func Handler(channel string, s Sender) retry.HandlerFunc {
 		}
 		if n.Channel != channel {
 			return retry.Permanent(fmt.Errorf("a %q copy reached the %s worker", n.Channel, channel))
+		}
+		if !slices.Contains(n.Channels(), channel) {
+			return retry.Permanent(fmt.Errorf("the %s copy has no %s part", channel, channel))
 		}
 		if m.ID != "" && m.ID != n.ID {
 			return retry.Permanent(fmt.Errorf("message-id %q does not match notification id %q", m.ID, n.ID))
