@@ -25,6 +25,18 @@ test-unit: ## unit tests only: no broker needed
 demo: build ## run every service against the local broker, send a burst and follow it (dashboard on :8080)
 	@deploy/demo.sh
 
+.PHONY: up
+up: ## the demo in containers: broker with the plugin, services, flaky downstreams, dashboard on :8080 (needs Docker)
+	docker compose up --build
+
+.PHONY: down
+down: ## stop the demo and delete its containers and broker data
+	docker compose --profile observability down --volumes --remove-orphans
+
+.PHONY: logs
+logs: ## follow the demo's logs
+	docker compose logs -f
+
 .PHONY: lint
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -30,11 +30,15 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	key := fs.String("idempotency-prefix", "", "send Idempotency-Key <prefix>-<n>, so a rerun yields the same ids")
 	watch := fs.Bool("watch", false, "follow each notification's attempts until it is delivered or parked")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up watching after this long")
+	interval := fs.Duration("interval", 0, "pause between two posts (0: post them all at once)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *n < 1 || *n > 100000 {
-		return fmt.Errorf("--n %d: want 1 to 100000", *n)
+	if *n < 1 || *n > 1000000 {
+		return fmt.Errorf("--n %d: want 1 to 1000000", *n)
+	}
+	if *interval < 0 {
+		return fmt.Errorf("--interval %s: want 0 or more", *interval)
 	}
 	body, err := notificationBody(*channels, *to, *hook)
 	if err != nil {
@@ -52,6 +56,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	pending := map[string]int{} // id → copies not yet finished
 	for i := range *n {
+		if i > 0 && *interval > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(*interval):
+			}
+		}
 		k := ""
 		if *key != "" {
 			k = fmt.Sprintf("%s-%d", *key, i)

@@ -1,0 +1,738 @@
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/distribution/reference"
+	"github.com/moby/buildkit/frontend/dockerfile/command"
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/relay-demo/relay/email"
+	"github.com/relay-demo/relay/services/config"
+	"github.com/relay-demo/relay/services/flaky"
+	"github.com/relay-demo/relay/services/ingest"
+	"github.com/relay-demo/relay/services/retrier"
+	"github.com/relay-demo/relay/services/worker"
+	"github.com/relay-demo/relay/webhooks"
+)
+
+const (
+	composeFile = "docker-compose.yml"
+	// relayDockerfile builds the one image every relay service runs.
+	relayDockerfile = "deploy/relay/Dockerfile"
+	// brokerContext builds the broker, with the delayed-message plugin.
+	brokerContext = "deploy/rabbitmq"
+	// defaultStopGrace is how long docker waits after SIGTERM before it
+	// kills a container whose stop_grace_period is unset.
+	defaultStopGrace = 10 * time.Second
+)
+
+// imagePorts lists the container ports the services that do not run relay
+// listen on, by image: the broker's AMQP, management UI and Prometheus
+// (rabbitmq_prometheus, on in the official image) ports, and Prometheus's.
+var imagePorts = map[string][]int{
+	brokerContext:     {5672, 15672, 15692},
+	"prom/prometheus": {9090},
+}
+
+// stack is docker-compose.yml as docker compose loads it (every profile
+// on, no variable set in the shell, so the file's defaults apply), with the
+// relay command each service of the relay image runs.
+type stack struct {
+	project *types.Project
+	// commands maps the services that run the relay image to their
+	// command ("worker email"), args to that command's arguments.
+	commands map[string]string
+	args     map[string][]string
+	relay    string // the relay image's name
+	binary   string // the relay binary, built from this tree
+}
+
+// loadStack loads the stack and splits each relay service's command
+// against the command table of the relay binary at path relay.
+func loadStack(t *testing.T, relay string) *stack {
+	t.Helper()
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(repoRoot, composeFile)},
+		cli.WithWorkingDirectory(repoRoot),
+		cli.WithProfiles([]string{"*"}),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	project, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatalf("load %s: %v", composeFile, err)
+	}
+	s := &stack{project: project, commands: map[string]string{}, args: map[string][]string{}, binary: relay}
+
+	var builders []string
+	for name, svc := range project.Services {
+		if svc.Build != nil && s.dockerfile(svc) == relayDockerfile {
+			builders = append(builders, name)
+			s.relay = svc.Image
+		}
+	}
+	if len(builders) != 1 || s.relay == "" {
+		t.Fatalf("want one service building %s with an image name, so every relay service shares it; got %q", relayDockerfile, builders)
+	}
+	table := relayCommands(t, relay)
+	for name, svc := range project.Services {
+		if svc.Image != s.relay {
+			continue
+		}
+		if svc.Build != nil && s.dockerfile(svc) != relayDockerfile {
+			t.Errorf("service %s: builds %s under the relay image's name %s", name, s.dockerfile(svc), s.relay)
+		}
+		cmd, rest, ok := splitCommand(table, svc.Command)
+		if !ok {
+			t.Errorf("service %s: command %q is no relay command; relay help lists %q", name, svc.Command, table)
+			continue
+		}
+		s.commands[name] = cmd
+		s.args[name] = rest
+	}
+	return s
+}
+
+// dockerfile returns the path, from the repository root, of the
+// Dockerfile svc builds.
+func (s *stack) dockerfile(svc types.ServiceConfig) string {
+	df := svc.Build.Dockerfile
+	if df == "" {
+		df = "Dockerfile"
+	}
+	if !filepath.IsAbs(df) {
+		df = filepath.Join(svc.Build.Context, df)
+	}
+	rel, err := filepath.Rel(s.project.WorkingDir, df)
+	if err != nil {
+		return df
+	}
+	return filepath.ToSlash(rel)
+}
+
+// context returns the build context of svc from the repository root, or
+// "" for a service that builds nothing.
+func (s *stack) context(svc types.ServiceConfig) string {
+	if svc.Build == nil {
+		return ""
+	}
+	rel, err := filepath.Rel(s.project.WorkingDir, svc.Build.Context)
+	if err != nil {
+		return svc.Build.Context
+	}
+	return filepath.ToSlash(rel)
+}
+
+// command returns the relay command a service runs, "" for none.
+func (s *stack) command(name string) string { return s.commands[name] }
+
+// running returns the one service that runs the relay command cmd.
+func (s *stack) running(t *testing.T, cmd string) string {
+	t.Helper()
+	var names []string
+	for name, c := range s.commands {
+		if c == cmd {
+			names = append(names, name)
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("want one service running relay %s, got %q", cmd, names)
+	}
+	return names[0]
+}
+
+// getenv returns a lookup in a service's environment, as the process in
+// its container would see it.
+func (s *stack) getenv(name string) func(string) string {
+	environment := s.project.Services[name].Environment
+	return func(key string) string {
+		if v := environment[key]; v != nil {
+			return *v
+		}
+		return ""
+	}
+}
+
+// broker returns the service built from brokerContext.
+func (s *stack) broker(t *testing.T) string {
+	t.Helper()
+	for name, svc := range s.project.Services {
+		if s.context(svc) == brokerContext {
+			return name
+		}
+	}
+	t.Fatalf("no service builds %s", brokerContext)
+	return ""
+}
+
+// listens returns the container ports a service listens on: a relay
+// service's from the configuration it parses, any other's from
+// imagePorts.
+func (s *stack) listens(t *testing.T, name string) []int {
+	t.Helper()
+	svc := s.project.Services[name]
+	getenv := s.getenv(name)
+	var addrs []string
+	switch s.command(name) {
+	case "api":
+		cfg, err := ingest.LoadConfig(getenv)
+		if err != nil {
+			t.Fatalf("service %s: %v", name, err)
+		}
+		addrs = append(addrs, cfg.HTTPAddr)
+	case "worker email", "worker webhook", "retrier":
+		var cfg config.Broker
+		if err := config.Parse(getenv, &cfg); err != nil {
+			t.Fatalf("service %s: %v", name, err)
+		}
+		addrs = append(addrs, cfg.MetricsAddr)
+	case "flaky":
+		cfg, err := flaky.LoadConfig(getenv)
+		if err != nil {
+			t.Fatalf("service %s: %v", name, err)
+		}
+		addrs = append(addrs, cfg.HTTPAddr, cfg.SMTPAddr)
+	case "":
+		key := s.context(svc)
+		if key == "" {
+			ref, err := reference.ParseNormalizedNamed(svc.Image)
+			if err != nil {
+				t.Fatalf("service %s: image %q: %v", name, svc.Image, err)
+			}
+			key = reference.FamiliarName(ref)
+		}
+		ports, ok := imagePorts[key]
+		if !ok {
+			t.Fatalf("service %s: no known ports for %s; add them to imagePorts", name, key)
+		}
+		return ports
+	}
+	var ports []int
+	for _, addr := range addrs {
+		if addr == "" {
+			continue
+		}
+		ports = append(ports, port(t, addr))
+	}
+	return ports
+}
+
+// port returns the port of a host:port address.
+func port(t *testing.T, addr string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("address %q: %v", addr, err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatalf("address %q: port: %v", addr, err)
+	}
+	return n
+}
+
+// flagValue returns the value of --name (or -name) in a command line.
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		a = "-" + strings.TrimLeft(a, "-")
+		if v, ok := strings.CutPrefix(a, "-"+name+"="); ok {
+			return v
+		}
+		if a == "-"+name && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// checkURL fails t unless raw names service, on a port it listens on.
+func (s *stack) checkURL(t *testing.T, where, raw, service string) {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		t.Errorf("%s: %q is not a URL", where, raw)
+		return
+	}
+	if u.Hostname() != service {
+		t.Errorf("%s: %q: host %q, want the %s service", where, raw, u.Hostname(), service)
+	}
+	p, err := strconv.Atoi(u.Port())
+	if err != nil {
+		t.Errorf("%s: %q: want an explicit port", where, raw)
+		return
+	}
+	if !slices.Contains(s.listens(t, service), p) {
+		t.Errorf("%s: %q: port %d, but %s listens on %v", where, raw, p, service, s.listens(t, service))
+	}
+}
+
+// TestCompose checks docker-compose.yml, as docker compose loads it,
+// against relay itself: the binary's command table, the configuration its
+// services parse, and the addresses they listen on.
+func TestCompose(t *testing.T) {
+	s := loadStack(t, buildRelay(t))
+	for _, c := range []struct {
+		name  string
+		check func(*testing.T, *stack)
+	}{
+		{"commands", checkCommands},
+		{"sender arguments", checkSenderArguments},
+		{"depends_on", checkDependsOn},
+		{"environment", checkEnvironment},
+		{"configuration accepted", checkConfigAccepted},
+		{"wiring", checkWiring},
+		{"ports", checkPorts},
+		{"shutdown", checkShutdown},
+		{"builds and images", checkBuilds},
+		{"prometheus targets", checkPrometheusTargets},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.check(t, s) })
+	}
+}
+
+func checkCommands(t *testing.T, s *stack) {
+	want := []string{"api", "flaky", "retrier", "send", "worker email", "worker webhook"}
+	var got []string
+	for name := range s.commands {
+		got = append(got, s.command(name))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("relay commands run = %q, want %q", got, want)
+	}
+	for name, rest := range s.args {
+		if s.command(name) != "send" && len(rest) > 0 {
+			t.Errorf("service %s: relay %s takes no arguments (it is configured by environment), got %q", name, s.command(name), rest)
+		}
+	}
+}
+
+// checkSenderArguments runs the sender's command line against a
+// stand-in API that answers 503, so relay send checks its flags and values
+// as it would in its container and stops at the first request.
+func checkSenderArguments(t *testing.T, s *stack) {
+	name := s.running(t, "send")
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "stand-in API", http.StatusServiceUnavailable)
+	}))
+	defer api.Close()
+
+	args := append(slices.Clone(s.project.Services[name].Command), "--api", api.URL)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.binary, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range s.project.Services[name].Environment {
+		if v != nil {
+			cmd.Env = append(cmd.Env, k+"="+*v)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("relay %q succeeded against an API that answers 503:\n%s", args, out)
+	}
+	if !strings.Contains(string(out), "503") {
+		t.Errorf("relay %q stopped before reaching the API:\n%s", args, out)
+	}
+}
+
+func checkDependsOn(t *testing.T, s *stack) {
+	broker := s.broker(t)
+	if hc := s.project.Services[broker].HealthCheck; hc == nil || hc.Disable || len(hc.Test) == 0 {
+		t.Errorf("service %s has no health check: nothing can wait for it to be healthy", broker)
+	}
+	for name, svc := range s.project.Services {
+		for dep := range svc.DependsOn {
+			if _, ok := s.project.Services[dep]; !ok {
+				t.Errorf("service %s depends on %s, which is not a service", name, dep)
+			}
+		}
+		switch s.command(name) {
+		case "api", "worker email", "worker webhook", "retrier":
+		default:
+			continue
+		}
+		// A process on the pipeline declares the topology at start.
+		if got := svc.DependsOn[broker].Condition; got != types.ServiceConditionHealthy {
+			t.Errorf("service %s: depends_on %s condition %q, want %q", name, broker, got, types.ServiceConditionHealthy)
+		}
+	}
+}
+
+func checkEnvironment(t *testing.T, s *stack) {
+	for name, svc := range s.project.Services {
+		run := s.command(name)
+		if run == "" {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			reads := readVariables(t, run)
+			for key := range svc.Environment {
+				if !reads[key] {
+					t.Errorf("sets %s, which relay %s does not read", key, run)
+				}
+			}
+		})
+	}
+}
+
+// checkConfigAccepted runs each service's environment through the parsers
+// and checks relay itself runs at start.
+func checkConfigAccepted(t *testing.T, s *stack) {
+	pipeline := func(getenv func(string) string) error {
+		var b config.Broker
+		if err := config.Parse(getenv, &b); err != nil {
+			return err
+		}
+		_, err := b.Topology()
+		return err
+	}
+	checks := map[string]func(getenv func(string) string) error{
+		"api": func(getenv func(string) string) error {
+			_, err := ingest.LoadConfig(getenv)
+			return err
+		},
+		"flaky": func(getenv func(string) string) error {
+			_, err := flaky.LoadConfig(getenv)
+			return err
+		},
+		"retrier": func(getenv func(string) string) error {
+			if err := config.Parse(getenv, &retrier.Config{}); err != nil {
+				return err
+			}
+			return pipeline(getenv)
+		},
+		"worker email": func(getenv func(string) string) error {
+			var cfg worker.EmailConfig
+			if err := config.Parse(getenv, &worker.Config{}); err != nil {
+				return err
+			}
+			if err := config.Parse(getenv, &cfg); err != nil {
+				return err
+			}
+			if _, err := email.ParseTLSPolicy(cfg.TLS); err != nil {
+				return err
+			}
+			return pipeline(getenv)
+		},
+		"worker webhook": func(getenv func(string) string) error {
+			var cfg worker.WebhookConfig
+			if err := config.Parse(getenv, &worker.Config{}); err != nil {
+				return err
+			}
+			if err := config.Parse(getenv, &cfg); err != nil {
+				return err
+			}
+			if _, err := webhooks.NewSigner(cfg.Secret); err != nil {
+				return fmt.Errorf("WEBHOOK_SECRET: %w", err)
+			}
+			return pipeline(getenv)
+		},
+		"send": nil, // checkSenderArguments runs it
+	}
+	for name := range s.commands {
+		run := s.command(name)
+		check, ok := checks[run]
+		if !ok {
+			t.Errorf("service %s: no check for relay %s", name, run)
+			continue
+		}
+		if check == nil {
+			continue
+		}
+		if err := check(s.getenv(name)); err != nil {
+			t.Errorf("service %s: relay %s refuses its environment: %v", name, run, err)
+		}
+	}
+}
+
+// checkWiring checks that the addresses, tokens and secrets one
+// service gives for another are the ones that other uses.
+func checkWiring(t *testing.T, s *stack) {
+	broker := s.broker(t)
+	api := s.running(t, "api")
+	downstream := s.running(t, "flaky")
+	flakyCfg, err := flaky.LoadConfig(s.getenv(downstream))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for name, svc := range s.project.Services {
+		if v := svc.Environment["AMQP_URL"]; v != nil {
+			s.checkURL(t, name+" AMQP_URL", *v, broker)
+		}
+	}
+
+	email := s.running(t, "worker email")
+	var smtp worker.EmailConfig
+	if err := config.Parse(s.getenv(email), &smtp); err != nil {
+		t.Fatal(err)
+	}
+	s.checkURL(t, email+" SMTP_HOST:SMTP_PORT", "smtp://"+net.JoinHostPort(smtp.Host, strconv.Itoa(smtp.Port)), downstream)
+	if want := port(t, flakyCfg.SMTPAddr); smtp.Port != want {
+		t.Errorf("%s: SMTP_PORT %d, but %s serves SMTP on %d", email, smtp.Port, downstream, want)
+	}
+
+	webhook := s.running(t, "worker webhook")
+	var hook worker.WebhookConfig
+	if err := config.Parse(s.getenv(webhook), &hook); err != nil {
+		t.Fatal(err)
+	}
+	if flakyCfg.WebhookSecret != "" && hook.Secret != flakyCfg.WebhookSecret {
+		t.Errorf("%s signs with a WEBHOOK_SECRET other than the one %s checks", webhook, downstream)
+	}
+	if !hook.AllowPrivate {
+		t.Errorf("%s: WEBHOOK_ALLOW_PRIVATE is off, but %s is on the compose network's private addresses", webhook, downstream)
+	}
+
+	sender := s.running(t, "send")
+	args := s.args[sender]
+	getenv := s.getenv(sender)
+	apiURL := flagValue(args, "api")
+	if apiURL == "" {
+		apiURL = getenv("RELAY_API")
+	}
+	s.checkURL(t, sender+" --api", apiURL, api)
+	token := flagValue(args, "token")
+	if token == "" {
+		token = getenv("API_TOKEN")
+	}
+	apiCfg, err := ingest.LoadConfig(s.getenv(api))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(apiCfg.Tokens, token) {
+		t.Errorf("%s: its token is not one of %s's API_TOKENS", sender, api)
+	}
+	hookURL := flagValue(args, "webhook-url")
+	if hookURL == "" {
+		hookURL = getenv("DEMO_WEBHOOK_URL")
+	}
+	s.checkURL(t, sender+" webhook URL", hookURL, downstream)
+	if u, err := url.Parse(hookURL); err == nil && !strings.HasPrefix(u.Path, "/webhooks/") {
+		t.Errorf("%s: webhook URL %q: the flaky receiver takes POST /webhooks/...", sender, hookURL)
+	}
+}
+
+func checkPorts(t *testing.T, s *stack) {
+	published := map[string]string{}
+	for name, svc := range s.project.Services {
+		if svc.ContainerName != "" {
+			t.Errorf("service %s: container_name %q stops it from scaling", name, svc.ContainerName)
+		}
+		for _, p := range svc.Ports {
+			if !slices.Contains(s.listens(t, name), int(p.Target)) {
+				t.Errorf("service %s: publishes container port %d, but listens on %v", name, p.Target, s.listens(t, name))
+			}
+			if p.Published == "" {
+				continue
+			}
+			key := p.HostIP + ":" + p.Published + "/" + p.Protocol
+			if other, dup := published[key]; dup {
+				t.Errorf("host port %s is published by both %s and %s", key, other, name)
+			}
+			published[key] = name
+		}
+		switch s.command(name) {
+		case "worker email", "worker webhook", "retrier":
+			// Competing consumers: `--scale` starts several, which a
+			// fixed host port would stop.
+			if len(svc.Ports) > 0 {
+				t.Errorf("service %s: publishes ports, so it cannot be scaled", name)
+			}
+		}
+	}
+	if len(published) == 0 {
+		t.Error("no service publishes a port")
+	}
+}
+
+// checkShutdown checks that a service's own shutdown timeout ends
+// before docker kills it, so `docker compose down` lets sends in flight
+// finish.
+func checkShutdown(t *testing.T, s *stack) {
+	for name, svc := range s.project.Services {
+		v := svc.Environment["SHUTDOWN_TIMEOUT"]
+		if v == nil {
+			continue
+		}
+		timeout, err := time.ParseDuration(*v)
+		if err != nil {
+			t.Errorf("service %s: SHUTDOWN_TIMEOUT=%q: %v", name, *v, err)
+			continue
+		}
+		grace := defaultStopGrace
+		if svc.StopGracePeriod != nil {
+			grace = time.Duration(*svc.StopGracePeriod)
+		}
+		if timeout >= grace {
+			t.Errorf("service %s: SHUTDOWN_TIMEOUT %s, but docker kills it %s after SIGTERM", name, timeout, grace)
+		}
+	}
+}
+
+func checkBuilds(t *testing.T, s *stack) {
+	dockerfiles := dockerfiles(t)
+	for name, svc := range s.project.Services {
+		if svc.Build != nil {
+			// Its base images are checked with the Dockerfiles.
+			df := s.dockerfile(svc)
+			if !slices.Contains(dockerfiles, df) {
+				t.Errorf("service %s builds %s, which is not one of %q", name, df, dockerfiles)
+				continue
+			}
+			checkCopySources(t, df, svc.Build.Context)
+			continue
+		}
+		if svc.Image == s.relay {
+			continue // built by another service
+		}
+		if err := pinned(svc.Image); err != nil {
+			t.Errorf("service %s: %v", name, err)
+		}
+	}
+}
+
+// checkCopySources checks that what the Dockerfile copies from its build
+// context is there.
+func checkCopySources(t *testing.T, dockerfile, context string) {
+	t.Helper()
+	for _, st := range parseDockerfile(t, dockerfile) {
+		for _, n := range append(st.instructions(command.Copy), st.instructions(command.Add)...) {
+			if slices.ContainsFunc(n.Flags, func(f string) bool { return strings.HasPrefix(f, "--from") }) {
+				continue
+			}
+			w := words(n)
+			for _, src := range w[:len(w)-1] {
+				if strings.Contains(src, "://") {
+					continue
+				}
+				if m, _ := filepath.Glob(filepath.Join(context, src)); len(m) == 0 {
+					t.Errorf("%s:%d: copies %s, which is not in the build context %s", dockerfile, n.StartLine, src, context)
+				}
+			}
+		}
+	}
+}
+
+// prometheusConfig is the part of prometheus.yml the test reads.
+type prometheusConfig struct {
+	ScrapeConfigs []struct {
+		JobName       string `yaml:"job_name"`
+		StaticConfigs []struct {
+			Targets []string `yaml:"targets"`
+		} `yaml:"static_configs"`
+		DNSSDConfigs []struct {
+			Names []string `yaml:"names"`
+			Type  string   `yaml:"type"`
+			Port  int      `yaml:"port"`
+		} `yaml:"dns_sd_configs"`
+	} `yaml:"scrape_configs"`
+}
+
+func checkPrometheusTargets(t *testing.T, s *stack) {
+	var prom string
+	for name, svc := range s.project.Services {
+		for _, v := range svc.Volumes {
+			if v.Target == "/etc/prometheus/prometheus.yml" {
+				prom = v.Source
+			}
+		}
+		if prom != "" && !slices.Contains(svc.Profiles, "observability") {
+			t.Errorf("service %s runs Prometheus outside the observability profile", name)
+		}
+		if prom != "" {
+			break
+		}
+	}
+	if prom == "" {
+		t.Fatal("no service mounts a prometheus.yml")
+	}
+	raw, err := os.ReadFile(prom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg prometheusConfig
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("%s: %v", prom, err)
+	}
+
+	scraped := map[string]bool{}
+	target := func(job, host string, p int) {
+		if _, ok := s.project.Services[host]; !ok {
+			t.Errorf("job %s: %s is not a service", job, host)
+			return
+		}
+		if !slices.Contains(s.listens(t, host), p) {
+			t.Errorf("job %s: %s:%d, but %s listens on %v", job, host, p, host, s.listens(t, host))
+		}
+		scraped[host] = true
+	}
+	for _, job := range cfg.ScrapeConfigs {
+		for _, sc := range job.StaticConfigs {
+			for _, tg := range sc.Targets {
+				host, _, err := net.SplitHostPort(tg)
+				if err != nil {
+					t.Errorf("job %s: target %q: %v", job.JobName, tg, err)
+					continue
+				}
+				target(job.JobName, host, port(t, tg))
+			}
+		}
+		for _, dns := range job.DNSSDConfigs {
+			if dns.Type != "A" {
+				t.Errorf("job %s: DNS discovery type %q, want A (compose's DNS answers every replica's address)", job.JobName, dns.Type)
+			}
+			for _, host := range dns.Names {
+				target(job.JobName, host, dns.Port)
+			}
+		}
+	}
+	for name := range s.commands {
+		switch s.command(name) {
+		case "api", "worker email", "worker webhook", "retrier":
+			if !scraped[name] {
+				t.Errorf("Prometheus does not scrape %s", name)
+			}
+		}
+	}
+}
+
+// pinned reports why image is not pinned to a version: it must name a tag
+// other than latest, or a digest.
+func pinned(image string) error {
+	if strings.Contains(image, "$") {
+		return fmt.Errorf("image %q: a variable hides its version", image)
+	}
+	ref, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return fmt.Errorf("image %q: %w", image, err)
+	}
+	if _, ok := ref.(reference.Digested); ok {
+		return nil
+	}
+	tagged, ok := ref.(reference.Tagged)
+	switch {
+	case !ok:
+		return fmt.Errorf("image %q: no tag, so latest", image)
+	case tagged.Tag() == "latest":
+		return fmt.Errorf("image %q: latest is no version", image)
+	}
+	return nil
+}
