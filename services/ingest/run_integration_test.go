@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +151,9 @@ func TestAPIProcess(t *testing.T) {
 	}
 	defer ch.Close()
 	for _, r := range topo.WorkRoutes() {
+		if !slices.Contains(got.Channels, r.Key) {
+			continue // a channel the notification does not use
+		}
 		// The 202 came after the confirm, so the copy is already there.
 		d, ok, err := ch.Get(r.Queue, true)
 		if err != nil {
