@@ -22,23 +22,6 @@ import (
 	"github.com/relay-demo/relay/services/notification"
 )
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func freePort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -83,7 +66,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs logBuffer
+	var logs retrytest.Buffer
 	done := make(chan error, 1)
 	go func() { done <- all.Run(ctx, func(k string) string { return env[k] }, &logs) }()
 	defer func() {

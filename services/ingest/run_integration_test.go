@@ -3,14 +3,12 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,24 +20,6 @@ import (
 	"github.com/relay-demo/relay/services/ingest"
 	"github.com/relay-demo/relay/services/notification"
 )
-
-// syncBuffer is a log sink safe for the service's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // poll checks cond every 20ms until it holds or timeout passes.
 func poll(timeout time.Duration, cond func() bool) bool {
@@ -74,7 +54,7 @@ func TestAPIProcess(t *testing.T) {
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs retrytest.Buffer
 	done := make(chan error, 1)
 	go func() { done <- ingest.Run(ctx, func(k string) string { return env[k] }, &logs) }()
 	stopped := false

@@ -3,10 +3,8 @@
 package retrier_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +14,6 @@ import (
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/retrier"
 )
-
-// syncBuffer is a log sink safe for the service's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRetrierProcess runs the real `relay retrier` in-process against a
 // consumer that nacks everything: four deliveries, then parked.
@@ -53,7 +33,7 @@ func TestRetrierProcess(t *testing.T) {
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs retrytest.Buffer
 	done := make(chan error, 1)
 	go func() { done <- retrier.Run(ctx, func(k string) string { return env[k] }, &logs) }()
 	defer func() {
