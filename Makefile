@@ -37,6 +37,10 @@ down: ## stop the demo and delete its containers and broker data
 logs: ## follow the demo's logs
 	docker compose logs -f
 
+.PHONY: workshop-docs
+workshop-docs: ## rerun every command in docs/workshop against the broker and write its output into the chapters
+	$(GO) run ./cmd/relay workshop docs --out docs/workshop
+
 .PHONY: lint
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -16,6 +16,7 @@ import (
 	"github.com/relay-demo/relay/services/send"
 	"github.com/relay-demo/relay/services/topology"
 	"github.com/relay-demo/relay/services/worker"
+	"github.com/relay-demo/relay/services/workshop"
 )
 
 var errUsage = errors.New("usage: relay <command> [arguments]; `relay help` lists the commands")
@@ -63,6 +64,7 @@ func commands() []command {
 		{"dead list", "list parked messages (--source Q, --id ID, --limit N, --json)", deadVerb("list", os.Stdin)},
 		{"dead replay", "send parked messages back with a fresh retry count (--id ID | --source Q | --all)", deadVerb("replay", os.Stdin)},
 		{"dead purge", "delete parked messages for good (--id ID | --source Q | --all) [--yes]", deadVerb("purge", os.Stdin)},
+		{"workshop", "run the retry strategies side by side (list, run, compare, topology, docs)", workshop.Run},
 		{"topology", "declare the exchanges and queues and print them (--format mermaid, --no-declare)", topology.Run},
 	}
 }

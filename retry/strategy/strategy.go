@@ -1,0 +1,205 @@
+package strategy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+)
+
+// Strategy is one retry design: the broker objects it needs and the
+// consumers that move a failed message on. Every strategy takes
+// notifications on the same ingress and parks (where it parks at all) in
+// the same dead-letter queue, so a runner can put them side by side.
+type Strategy interface {
+	// Name is the strategy's name, as the workshop selects it.
+	Name() string
+	// Describe says in a few lines where the design comes from and how it
+	// retries.
+	Describe() string
+	// Layout names the queues a runner publishes to and counts.
+	Layout() Layout
+	// Plan is the full declaration: what Declare creates and Delete
+	// removes, and what the diagrams draw.
+	Plan() retry.Plan
+	// Declare creates the strategy's exchanges and queues. It fails with
+	// ErrUnsupported when the broker lacks what the strategy needs.
+	Declare(ctx context.Context, conn *amqp.Connection) error
+	// Run consumes the work queue with h, and runs whatever retry
+	// machinery the strategy has, until ctx is done or the connection is
+	// lost. observe, if not nil, is told every decision the strategy's own
+	// consumers make.
+	Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error
+	// Delete removes everything Declare created, messages included.
+	Delete(conn *amqp.Connection) error
+}
+
+// ErrUnsupported means the broker cannot run the strategy (for example, it
+// has no delayed-message plugin). It is never worked around: the strategy
+// does not run.
+var ErrUnsupported = errors.New("the broker cannot run this strategy")
+
+// Layout is where a strategy's notifications enter and where they end.
+type Layout struct {
+	// Exchange and Key are where producers publish a notification.
+	Exchange, Key string
+	// WorkQueue is the queue the handler consumes.
+	WorkQueue string
+	// DeadQueue is the catch-all park: every message the strategy gives up
+	// on lands there. Empty when the strategy never parks.
+	DeadQueue string
+	// Copies are further dead-letter queues that receive copies of some
+	// parked messages (bound on business headers); a runner counts them
+	// but must not count them as in flight.
+	Copies []string
+}
+
+// Outcome is what a strategy decided for a failed delivery.
+type Outcome string
+
+// The outcomes a strategy reports.
+const (
+	// Retry: another attempt is scheduled after Event.Delay.
+	Retry Outcome = "retry"
+	// Park: the message was handed to the dead-letter queue.
+	Park Outcome = "park"
+	// Move: the message took a hop on its way back without a new decision
+	// (a requeue stage's republish, a wait repeated).
+	Move Outcome = "move"
+)
+
+// Event is one decision a strategy's consumers made about a message.
+type Event struct {
+	// ID is the message id.
+	ID string
+	// Outcome is what was decided.
+	Outcome Outcome
+	// Delay is the wait scheduled before the next attempt, for Retry.
+	Delay time.Duration
+	// Published counts the confirmed publishes the step made: zero when
+	// the broker itself moved the message (a requeue, a dead-lettering).
+	Published int
+	// Reason says why a message was parked.
+	Reason string
+}
+
+// Options configure a strategy for one run.
+type Options struct {
+	// Prefix namespaces every exchange and queue, so runs and tests share
+	// a broker without meeting.
+	Prefix string
+	// URL is the broker's address. Only the delayed-exchange strategy
+	// needs it, to probe for the plugin on a connection of its own.
+	URL string
+	// Policy gives the retry delays and how many retries a message gets.
+	// Strategies with one fixed delay use Policy.Delay(1); per-message-ttl
+	// waits Delay(1) × n before retry n.
+	Policy retry.Policy
+	// Concurrency is the number of messages each consumer handles at once;
+	// zero means 4.
+	Concurrency int
+	// Prefetch is each consumer's unacked window; zero means twice
+	// Concurrency.
+	Prefetch int
+}
+
+func (o Options) concurrency() int {
+	if o.Concurrency <= 0 {
+		return 4
+	}
+	return o.Concurrency
+}
+
+func (o Options) prefetch() int {
+	if o.Prefetch <= 0 {
+		return 2 * o.concurrency()
+	}
+	return o.Prefetch
+}
+
+// The names every strategy shares, before the prefix.
+const (
+	// IngressExchange is where notifications are published.
+	IngressExchange = retry.DefaultExchange
+	// RoutingKey routes a notification to the work queue.
+	RoutingKey = "webhook"
+	// WorkQueue is the queue the handler consumes.
+	WorkQueue = "webhook-queue"
+	// ErrorExchange receives what the work queue dead-letters.
+	ErrorExchange = retry.ErrorExchange
+	// ErrorQueue holds failed messages until a consumer decides.
+	ErrorQueue = retry.ErrorQueue
+	// RequeueQueue holds messages on their way back.
+	RequeueQueue = retry.RequeueQueue
+	// WaitExchange routes messages into a wait queue.
+	WaitExchange = retry.WaitExchange
+	// WaitQueue holds messages until their TTL expires.
+	WaitQueue = "wait-queue"
+	// RequeueExchange routes expired messages back to the queue named by
+	// their routing key.
+	RequeueExchange = "requeue-exchange"
+	// DeadExchange is the headers exchange parked messages go through.
+	DeadExchange = retry.DeadExchange
+	// DeadQueue is the catch-all park.
+	DeadQueue = retry.DeadQueue
+)
+
+// Names lists every strategy, in the order the workshop tells them: the
+// article's three options first, then the other designs.
+func Names() []string {
+	return []string{
+		"naive-requeue", "naive-requeue-once", "dlx-requeue", "delayed-exchange",
+		"ttl-wait-queue", "per-message-ttl", "ttl-tiers", "quorum-delivery-limit", "retry-aware-dlx",
+	}
+}
+
+// New returns the named strategy.
+func New(name string, o Options) (Strategy, error) {
+	if err := o.Policy.Validate(); err != nil {
+		return nil, err
+	}
+	switch name {
+	case "naive-requeue":
+		return &naive{o: o}, nil
+	case "naive-requeue-once":
+		return &naive{o: o, once: true}, nil
+	case "dlx-requeue":
+		return &dlxRequeue{o: o}, nil
+	case "delayed-exchange":
+		return &pipeline{o: o, backend: retry.Plugin}, nil
+	case "ttl-wait-queue":
+		return &waitQueue{o: o}, nil
+	case "per-message-ttl":
+		return &messageTTL{o: o}, nil
+	case "ttl-tiers":
+		return &pipeline{o: o, backend: retry.TTL}, nil
+	case "quorum-delivery-limit":
+		return &deliveryLimit{o: o}, nil
+	case "retry-aware-dlx":
+		return &retryAware{o: o}, nil
+	}
+	return nil, fmt.Errorf("unknown strategy %q: want one of %v", name, Names())
+}
+
+// Known reports whether name is a strategy New accepts.
+func Known(name string) bool { return slices.Contains(Names(), name) }
+
+// names is the prefixed naming every strategy shares.
+type names struct{ prefix string }
+
+func (n names) of(base string) string { return n.prefix + base }
+
+// layout is the shared layout; copies are added by the strategies that
+// have them.
+func (n names) layout(parks bool) Layout {
+	l := Layout{Exchange: n.of(IngressExchange), Key: RoutingKey, WorkQueue: n.of(WorkQueue)}
+	if parks {
+		l.DeadQueue = n.of(DeadQueue)
+	}
+	return l
+}
