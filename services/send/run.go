@@ -220,6 +220,9 @@ func follow(ctx context.Context, s *eventStream, pending map[string]int, timeout
 			if _, mine := pending[e.ID]; !mine {
 				continue
 			}
+			if len(e.Error) > 80 {
+				e.Error = e.Error[:79] + "…"
+			}
 			line := fmt.Sprintf("%s  %-26s %-8s attempt %d  %-9s", e.At.Format("15:04:05.000"), e.ID, e.Channel, e.Attempt, e.Outcome)
 			switch e.Outcome {
 			case "failed", "retrying":
