@@ -102,7 +102,12 @@ func (p *Publisher) takeReturn(id, key string) (amqp.Return, bool) {
 drain:
 	for {
 		select {
-		case r := <-p.returns:
+		case r, ok := <-p.returns:
+			if !ok {
+				// The channel closed: no return is coming, and a closed
+				// Go channel would read as an endless stream of zeros.
+				break drain
+			}
 			p.returned[returnKey(r.MessageId, r.RoutingKey)] = r
 		default:
 			break drain

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -66,5 +67,31 @@ func TestPublisherAfterClose(t *testing.T) {
 	err = pub.Publish(context.Background(), "", "x", amqp.Publishing{})
 	if !errors.Is(err, retry.ErrClosed) {
 		t.Fatalf("publish after close = %v, want ErrClosed", err)
+	}
+}
+
+// TestPublisherChannelClosedByBroker: a publish the broker answers by
+// closing the channel (here, to an exchange that does not exist) returns
+// an error instead of hanging.
+func TestPublisherChannelClosedByBroker(t *testing.T) {
+	conn := retrytest.Conn(t)
+	pub, err := retry.NewPublisher(conn, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- pub.Publish(context.Background(), "no-such-exchange-"+retrytest.Prefix(t), "k", amqp.Publishing{MessageId: "m1"})
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("publish to a missing exchange succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("publish hung after the broker closed the channel")
+	}
+	if !pub.Closed() {
+		t.Error("publisher does not report its closed channel")
 	}
 }

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -142,7 +143,8 @@ func DeathCount(h amqp.Table) int {
 	for _, d := range deaths {
 		if t, ok := d.(amqp.Table); ok {
 			if n, ok := headerInt(t, "count"); ok && n > 0 {
-				total += int(n)
+				total += int(min(n, int64(math.MaxInt32)))
+				total = min(total, math.MaxInt32)
 			}
 		}
 	}

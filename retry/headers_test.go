@@ -61,6 +61,7 @@ func TestOriginalQueueAndDeathCount(t *testing.T) {
 		{"x-death garbled entries are skipped", amqp.Table{"x-death": []any{"junk", death("q", "x")}}, "q", 0},
 		{"x-death not a list", amqp.Table{"x-death": "junk", "x-first-death-queue": "first"}, "first", 0},
 		{"nothing", amqp.Table{}, "", 0},
+		{"huge counts saturate", amqp.Table{"x-death": []any{death("q", int64(1<<62)), death("q", int64(1<<62))}}, "q", 1<<31 - 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

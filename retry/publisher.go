@@ -51,7 +51,10 @@ func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory
 	}
 	// The return, if any, was queued before the confirm was: look now.
 	select {
-	case r := <-p.returns:
+	case r, ok := <-p.returns:
+		if !ok {
+			return fmt.Errorf("publish to exchange %q key %q: %w before the confirm", exchange, key, ErrClosed)
+		}
 		return fmt.Errorf("publish to exchange %q key %q: %w (%d %s)", exchange, key, ErrUnroutable, r.ReplyCode, r.ReplyText)
 	default:
 	}

@@ -126,7 +126,8 @@ func (s *Stages) handleError(ctx context.Context, pub *publisher, d *amqp.Delive
 			Event{Outcome: "parked", MessageID: d.MessageId, Queue: queue, Attempt: attempt, Reason: ReasonMaxRetries, Err: lastErr})
 	}
 	delay := s.Policy.Jittered(s.Policy.Delay(attempt), rand.Float64())
-	if ms, ok := headerInt(d.Headers, HeaderRetryAfter); ok && time.Duration(ms)*time.Millisecond > delay {
+	if ms, ok := headerInt(d.Headers, HeaderRetryAfter); ok && ms > 0 && ms <= MaxRetryAfter.Milliseconds() &&
+		time.Duration(ms)*time.Millisecond > delay {
 		delay = time.Duration(ms) * time.Millisecond
 	}
 	h := forward(d.Headers)
@@ -160,7 +161,7 @@ func (s *Stages) handleRequeue(ctx context.Context, pub *publisher, d *amqp.Deli
 			Event{Outcome: "parked", MessageID: d.MessageId, Attempt: retries + 1, Reason: ReasonNoSource})
 	}
 	if nb, ok := headerInt(d.Headers, HeaderNotBefore); ok {
-		if left := time.UnixMilli(nb).Sub(s.Now()); left > notBeforeSlack {
+		if left := time.UnixMilli(nb).Sub(s.Now()); left > notBeforeSlack && left <= MaxRetryAfter {
 			// Not yet: a downstream asked for longer than any wait queue.
 			wait := step(s.Policy.Steps(), left)
 			err := s.wait(ctx, pub, d, forward(d.Headers), wait)
@@ -178,6 +179,11 @@ func (s *Stages) handleRequeue(ctx context.Context, pub *publisher, d *amqp.Deli
 	}
 	return s.settle(ctx, d, err, Event{Outcome: "requeued", MessageID: d.MessageId, Queue: queue, Attempt: retries + 1})
 }
+
+// MaxRetryAfter bounds the wait a downstream can ask for. A longer (or
+// garbled) hint is ignored and the policy's own delay applies, so a
+// message can never be held back indefinitely by one header.
+const MaxRetryAfter = 24 * time.Hour
 
 // notBeforeSlack lets a message whose not-before time is this close go back
 // already rather than wait one more round.

@@ -102,7 +102,8 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	d := t.Sub(now)
-	if d < 0 {
+	if d < 0 || !now.Add(d).Equal(t) {
+		// In the past, or too far ahead for a Duration (Sub saturates).
 		return 0, false
 	}
 	return d, true
