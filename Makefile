@@ -17,6 +17,19 @@ build: ## build the relay binary into bin/
 test: ## unit and integration tests, with the race detector (broker: AMQP_URL, else localhost, else testcontainers)
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) -tags integration $(PKGS)
 
+.PHONY: test-faults
+test-faults: ## fault tests: broker restarts, kill -9, connection cuts, poison messages (restarts the local broker with rabbitmqctl)
+	$(GO) test -race -count=1 -tags faults -timeout 15m -v -skip TestPoisonHeadersFillTheFrame ./services/faults/
+
+FUZZTIME ?= 60s
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each
+	@for t in FuzzRetryCount FuzzHeaders FuzzClampDelay; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./retry/ || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME) ./webhooks/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./services/notification/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./services/ingest/
+
 .PHONY: test-unit
 test-unit: ## unit tests only: no broker needed
 	$(GO) test -race -count=1 $(PKGS)
@@ -45,6 +58,7 @@ workshop-docs: ## rerun every command in docs/workshop against the broker and wr
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags integration $(PKGS)
+	$(GO) vet -tags faults ./services/faults/
 
 .PHONY: bench
 bench: ## retry round trips through the stages next to a raw amqp091-go loop
