@@ -61,7 +61,11 @@ lint: ## gofmt and go vet
 	$(GO) vet -tags faults ./services/faults/
 
 .PHONY: bench
-bench: ## retry round trips through the stages next to a raw amqp091-go loop
+bench: ## measure relay against raw amqp091-go on the local broker and regenerate docs/benchmarks.md (about 3 minutes)
+	$(GO) run ./cmd/relay bench --format markdown --out docs/benchmarks.md
+
+.PHONY: bench-retry
+bench-retry: ## go test -bench: retry round trips through the stages next to a raw DLX loop
 	$(GO) test -tags integration -run '^$$' -bench . -benchtime 2000x ./retry/
 
 .PHONY: diagram

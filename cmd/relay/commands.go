@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/relay-demo/relay/services/all"
+	"github.com/relay-demo/relay/services/bench"
 	"github.com/relay-demo/relay/services/dead"
 	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/ingest"
@@ -65,6 +66,7 @@ func commands() []command {
 		{"dead replay", "send parked messages back with a fresh retry count (--id ID | --source Q | --all)", deadVerb("replay", os.Stdin)},
 		{"dead purge", "delete parked messages for good (--id ID | --source Q | --all) [--yes]", deadVerb("purge", os.Stdin)},
 		{"workshop", "run the retry strategies side by side (list, run, compare, topology, docs)", workshop.Run},
+		{"bench", "measure relay's paths against raw amqp091-go on the broker (--format text|markdown|json, --quick, --out FILE)", bench.Run},
 		{"topology", "declare the exchanges and queues and print them (--format mermaid, --no-declare)", topology.Run},
 	}
 }

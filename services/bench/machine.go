@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Machine describes where the figures were measured.
+type Machine struct {
+	CPU   string `json:"cpu"`
+	Cores int    `json:"cores"`
+	Go    string `json:"go"`
+	OS    string `json:"os"`
+}
+
+// ThisMachine reads the CPU model from /proc/cpuinfo and the rest from
+// the runtime.
+func ThisMachine() Machine {
+	m := Machine{CPU: "unknown", Cores: runtime.NumCPU(), Go: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		if model := cpuModel(b); model != "" {
+			m.CPU = model
+		}
+	}
+	return m
+}
+
+// cpuModel finds the first "model name" line of a /proc/cpuinfo.
+func cpuModel(cpuinfo []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(cpuinfo))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// brokerVersion names the broker from the server properties it sent when
+// the connection opened, such as "RabbitMQ 3.10.8".
+func brokerVersion(conn *amqp.Connection) string {
+	product, _ := conn.Properties["product"].(string)
+	version, _ := conn.Properties["version"].(string)
+	if product == "" {
+		product = "AMQP broker"
+	}
+	if version == "" {
+		return product + " (version not announced)"
+	}
+	return product + " " + version
+}
+
+// statusKB reads one "kB" field of /proc/self/status, such as VmRSS or
+// VmHWM, in bytes.
+func statusKB(field string) (uint64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("read process status: %w", err)
+	}
+	return parseStatusKB(b, field)
+}
+
+func parseStatusKB(status []byte, field string) (uint64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || k != field {
+			continue
+		}
+		num, _, _ := strings.Cut(strings.TrimSpace(v), " ")
+		kb, err := strconv.ParseUint(num, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("process status %s %q: %w", field, v, err)
+		}
+		return kb << 10, nil
+	}
+	return 0, fmt.Errorf("process status has no %s", field)
+}
+
+// resetPeakRSS makes VmHWM start again from the current RSS (Linux 4.0 and
+// later); it reports whether the kernel took it.
+func resetPeakRSS() bool {
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+}
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat: fixed at 100 by
+// the kernel's user-space ABI on every architecture Go runs Linux on.
+const userHZ = 100
+
+// brokerPIDs finds the broker's processes on this machine: every process
+// named beam.smp (RabbitMQ's Erlang VM). A broker this process cannot see
+// (another PID namespace) yields none, and its CPU goes unreported.
+func brokerPIDs() []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if err == nil && strings.TrimSpace(string(comm)) == "beam.smp" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// processCPU sums the user and system CPU time of pids; ok is false when
+// any of them cannot be read.
+func processCPU(pids []int) (total time.Duration, ok bool) {
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return 0, false
+		}
+		ticks, err := statCPUTicks(b)
+		if err != nil {
+			return 0, false
+		}
+		total += time.Duration(ticks) * time.Second / userHZ
+	}
+	return total, len(pids) > 0
+}
+
+// statCPUTicks reads utime + stime from a /proc/<pid>/stat line. The
+// command name, in parentheses, may hold spaces: fields are counted from
+// the last ')'.
+func statCPUTicks(stat []byte) (uint64, error) {
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("process stat %q: no command name", s)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("process stat: %d fields after the command name, want 13 or more", len(f))
+	}
+	utime, err := strconv.ParseUint(f[11], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("process stat utime %q: %w", f[11], err)
+	}
+	stime, err := strconv.ParseUint(f[12], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("process stat stime %q: %w", f[12], err)
+	}
+	return utime + stime, nil
+}

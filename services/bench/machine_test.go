@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCPUModel(t *testing.T) {
+	cpuinfo := "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7B13 64-Core Processor\nflags\t\t: fpu\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 7B13 64-Core Processor\n"
+	if got, want := cpuModel([]byte(cpuinfo)), "AMD EPYC 7B13 64-Core Processor"; got != want {
+		t.Errorf("cpuModel = %q, want %q", got, want)
+	}
+	if got := cpuModel([]byte("processor\t: 0\nBogoMIPS\t: 50.00\n")); got != "" {
+		t.Errorf("cpuModel without a model name = %q, want empty", got)
+	}
+}
+
+func TestParseStatusKB(t *testing.T) {
+	status := []byte("Name:\tbench\nVmPeak:\t 1300000 kB\nVmHWM:\t   24576 kB\nVmRSS:\t   20480 kB\nThreads:\t8\n")
+	tests := []struct {
+		field   string
+		want    uint64
+		wantErr bool
+	}{
+		{"VmRSS", 20480 << 10, false},
+		{"VmHWM", 24576 << 10, false},
+		{"Threads", 8 << 10, false},
+		{"VmSwap", 0, true},
+		{"Name", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.field, func(t *testing.T) {
+			got, err := parseStatusKB(status, tt.field)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("parseStatusKB(%s) = %d, %v; want %d, error %v", tt.field, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestStatCPUTicks(t *testing.T) {
+	tests := []struct {
+		name    string
+		stat    string
+		want    uint64
+		wantErr bool
+	}{
+		{"beam", "2955 (beam.smp) S 1 2954 2954 0 -1 4194304 2652569 0 1 0 9971 5552 0 0 20 0 20 0 4268", 9971 + 5552, false},
+		{"a command with spaces and parentheses", "7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 3 4 0 0 20 0", 7, false},
+		{"cut short", "7 (x) R 1 7 7", 0, true},
+		{"no command", "7 x R", 0, true},
+		{"garbled utime", "7 (x) R 1 7 7 0 -1 0 0 0 0 0 u 4 0", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := statCPUTicks([]byte(tt.stat))
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("statCPUTicks = %d, %v; want %d, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCheckLoopback(t *testing.T) {
+	tests := []struct {
+		url string
+		ok  bool
+	}{
+		{"amqp://guest:guest@localhost:5672/", true},
+		{"amqp://guest:guest@127.0.0.1:5672/", true},
+		{"amqp://127.9.9.9/", true},
+		{"amqp://[::1]:5672/", true},
+		{"amqp://guest:guest@rabbit.example.com:5672/", false},
+		{"amqp://10.0.0.5:5672/", false},
+		{"amqps://192.168.1.2/", false},
+		{"amqp://%zz", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			err := checkLoopback(tt.url)
+			if (err == nil) != tt.ok {
+				t.Errorf("checkLoopback(%q) = %v, want ok %v", tt.url, err, tt.ok)
+			}
+			if err != nil && strings.Contains(err.Error(), "guest:guest") {
+				t.Errorf("checkLoopback(%q) = %q: the error shows the credentials", tt.url, err)
+			}
+		})
+	}
+}
+
+func TestShellJoin(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--format", "markdown", "--out", "docs/benchmarks.md"}, "--format markdown --out docs/benchmarks.md"},
+		{[]string{"--out", "my report.md"}, "--out 'my report.md'"},
+		{[]string{"--out", "it's.md"}, `--out 'it'\''s.md'`},
+		{[]string{""}, "''"},
+	}
+	for _, tt := range tests {
+		if got := shellJoin(tt.args); got != tt.want {
+			t.Errorf("shellJoin(%q) = %q, want %q", tt.args, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/relay-demo/relay/retry"
+)
+
+// Formats are the report formats --format accepts.
+var Formats = []string{"text", "markdown", "json"}
+
+// Options are the bench command's flags, after defaults and --quick.
+type Options struct {
+	// Format is text, markdown or json.
+	Format string `json:"format"`
+	// Out is the file the report is written to; empty means stdout.
+	Out string `json:"out"`
+	// Quick shrinks every count so the whole command takes seconds.
+	Quick bool `json:"quick"`
+	// Quiet drops the progress lines.
+	Quiet bool `json:"quiet"`
+	// QueueTypes are the queue types every figure is measured on.
+	QueueTypes []retry.QueueType `json:"queue_types"`
+	// Figures are the figures to measure, from AllFigures.
+	Figures []string `json:"figures"`
+	// Rounds is how many times each side of a figure is measured, in the
+	// order raw, relay, relay, raw, …; the best rate of each side counts.
+	Rounds int `json:"rounds"`
+	// Ingest is the number of requests (and raw publishes) per side.
+	Ingest int `json:"ingest"`
+	// Clients is the number of concurrent HTTP clients, and the raw
+	// publisher's confirms outstanding.
+	Clients int `json:"clients"`
+	// Consume is the number of messages each consumer drains.
+	Consume int `json:"consume"`
+	// Prefetch and Concurrency shape the work-queue consumers.
+	Prefetch    int `json:"prefetch"`
+	Concurrency int `json:"concurrency"`
+	// RoundTrips is the burst of retry round trips per side.
+	RoundTrips int `json:"round_trips"`
+	// Latency is the number of round trips timed for their extra latency, with Window
+	// of them in flight at once.
+	Latency int `json:"latency"`
+	Window  int `json:"window"`
+	// Delay is the scheduled wait of every retry.
+	Delay time.Duration `json:"delay_ns"`
+	// Delayed is the number of messages left waiting for the memory figure.
+	Delayed int `json:"delayed"`
+	// Timeout bounds each measured run.
+	Timeout time.Duration `json:"timeout_ns"`
+	// CPUProfile and MemProfile name pprof output files; empty means none.
+	CPUProfile string `json:"cpu_profile"`
+	MemProfile string `json:"mem_profile"`
+}
+
+// AllFigures are the groups of figures --figures chooses from.
+var AllFigures = []string{"ingest", "worker", "retry", "memory"}
+
+// errFlags marks an invalid combination of flags.
+var errFlags = errors.New("invalid flags")
+
+// ParseOptions parses the bench command's arguments. Counts left unset take
+// the full or the --quick size; an error names the flag at fault.
+func ParseOptions(args []string, output io.Writer) (Options, error) {
+	fs := flag.NewFlagSet("relay bench", flag.ContinueOnError)
+	fs.SetOutput(output)
+	var o Options
+	var queues, figures string
+	fs.StringVar(&o.Format, "format", "text", "report `format`: text, markdown or json")
+	fs.StringVar(&o.Out, "out", "", "write the report to this `file` instead of stdout")
+	fs.BoolVar(&o.Quick, "quick", false, "small counts: the whole run takes well under 30s")
+	fs.BoolVar(&o.Quiet, "quiet", false, "no progress lines (they start with \"# \")")
+	fs.StringVar(&queues, "queues", "classic,quorum", "queue `types` to measure: classic, quorum or both")
+	fs.StringVar(&figures, "figures", strings.Join(AllFigures, ","), "`figures` to measure: any of "+strings.Join(AllFigures, ", "))
+	fs.IntVar(&o.Rounds, "rounds", 0, "measure each side this many times, alternating which goes first; the best rate counts (default 2, --quick 1)")
+	fs.IntVar(&o.Ingest, "ingest", 0, "HTTP requests, and raw publishes, per side (default 20000, --quick 1000)")
+	fs.IntVar(&o.Clients, "clients", 64, "concurrent keep-alive HTTP clients, and raw confirms outstanding")
+	fs.IntVar(&o.Consume, "consume", 0, "messages each consumer drains (default 50000, --quick 3000)")
+	fs.IntVar(&o.Prefetch, "prefetch", 16, "prefetch of the work-queue consumers (relay worker: twice CONCURRENCY)")
+	fs.IntVar(&o.Concurrency, "concurrency", 8, "messages relay's consumer handles at once (relay worker's default)")
+	fs.IntVar(&o.RoundTrips, "roundtrips", 0, "retry round trips in the throughput burst (default 5000, --quick 300)")
+	fs.IntVar(&o.Latency, "latency", 0, "retry round trips timed for their extra latency (default 1000, --quick 100)")
+	fs.IntVar(&o.Window, "window", 16, "retry round trips in flight while latency is timed")
+	fs.DurationVar(&o.Delay, "delay", 50*time.Millisecond, "scheduled delay of every retry")
+	fs.IntVar(&o.Delayed, "delayed", 0, "messages left waiting in the delay stage for the memory figure (default 100000, --quick 5000)")
+	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "bound on each measured run")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file` (samples labelled bench=<figure>/<side>/<queue>)")
+	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile to `file` at the end")
+	if err := fs.Parse(args); err != nil {
+		return Options{}, err
+	}
+	if fs.NArg() > 0 {
+		return Options{}, fmt.Errorf("%w: unexpected argument %q", errFlags, fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// Counts left unset take the full size, or the --quick one.
+	for _, c := range []struct {
+		name        string
+		p           *int
+		full, quick int
+	}{
+		{"ingest", &o.Ingest, 20000, 1000},
+		{"consume", &o.Consume, 50000, 3000},
+		{"roundtrips", &o.RoundTrips, 5000, 300},
+		{"latency", &o.Latency, 1000, 100},
+		{"delayed", &o.Delayed, 100000, 5000},
+		{"rounds", &o.Rounds, 2, 1},
+	} {
+		switch {
+		case set[c.name]:
+		case o.Quick:
+			*c.p = c.quick
+		default:
+			*c.p = c.full
+		}
+	}
+	qts, err := parseQueueTypes(queues)
+	if err != nil {
+		return Options{}, err
+	}
+	o.QueueTypes = qts
+	if o.Figures, err = parseFigures(figures); err != nil {
+		return Options{}, err
+	}
+	return o, o.Validate()
+}
+
+func parseFigures(s string) ([]string, error) {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		f := strings.TrimSpace(part)
+		if !slices.Contains(AllFigures, f) {
+			return nil, fmt.Errorf("%w: --figures %q: want a comma-separated list of %s", errFlags, s, strings.Join(AllFigures, ", "))
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func parseQueueTypes(s string) ([]retry.QueueType, error) {
+	var out []retry.QueueType
+	for part := range strings.SplitSeq(s, ",") {
+		q := retry.QueueType(strings.TrimSpace(part))
+		switch q {
+		case retry.Classic, retry.Quorum:
+		default:
+			return nil, fmt.Errorf("%w: --queues %q: want classic, quorum or classic,quorum", errFlags, s)
+		}
+		if !slices.Contains(out, q) {
+			out = append(out, q)
+		}
+	}
+	return out, nil
+}
+
+// Validate reports the first option out of range, naming its flag.
+func (o Options) Validate() error {
+	bad := func(flag string, v any, want string) error {
+		return fmt.Errorf("%w: --%s %v: want %s", errFlags, flag, v, want)
+	}
+	switch {
+	case !slices.Contains(Formats, o.Format):
+		return bad("format", o.Format, "text, markdown or json")
+	case len(o.QueueTypes) == 0:
+		return bad("queues", "", "classic, quorum or classic,quorum")
+	case len(o.Figures) == 0:
+		return bad("figures", "", strings.Join(AllFigures, ", "))
+	case o.Rounds < 1 || o.Rounds > 10:
+		return bad("rounds", o.Rounds, "1 to 10")
+	case o.Ingest < 1 || o.Ingest > 1_000_000:
+		return bad("ingest", o.Ingest, "1 to 1000000")
+	case o.Clients < 1 || o.Clients > 1024:
+		return bad("clients", o.Clients, "1 to 1024")
+	case o.Consume < 1 || o.Consume > 1_000_000:
+		return bad("consume", o.Consume, "1 to 1000000")
+	case o.Prefetch < 1 || o.Prefetch > 65535:
+		return bad("prefetch", o.Prefetch, "1 to 65535")
+	case o.Concurrency < 1 || o.Concurrency > 1024:
+		return bad("concurrency", o.Concurrency, "1 to 1024")
+	case o.RoundTrips < 1 || o.RoundTrips > 1_000_000:
+		return bad("roundtrips", o.RoundTrips, "1 to 1000000")
+	case o.Latency < 1 || o.Latency > 1_000_000:
+		return bad("latency", o.Latency, "1 to 1000000")
+	case o.Window < 1 || o.Window > 1024:
+		return bad("window", o.Window, "1 to 1024")
+	case o.Delay < time.Millisecond || o.Delay > time.Minute:
+		return bad("delay", o.Delay, "1ms to 1m")
+	case o.Delayed < 1 || o.Delayed > 1_000_000:
+		return bad("delayed", o.Delayed, "1 to 1000000")
+	case o.Timeout < time.Second || o.Timeout > time.Hour:
+		return bad("timeout", o.Timeout, "1s to 1h")
+	}
+	return nil
+}
