@@ -50,6 +50,9 @@ func After(err error, d time.Duration) error {
 
 // RetryAfter returns the wait that After attached to err, if any.
 func RetryAfter(err error) (time.Duration, bool) {
+	if err == nil {
+		return 0, false
+	}
 	var a afterError
 	if errors.As(err, &a) {
 		return a.after, true

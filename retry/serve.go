@@ -56,7 +56,11 @@ func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, n
 			defer wg.Done()
 			var pub *publisher
 			defer func() { pub.close() }()
-			for d := range deliveries {
+			// One delivery variable per worker, not per message: the
+			// worker takes its address, which would move every copy to
+			// the heap.
+			var d amqp.Delivery
+			for d = range deliveries {
 				if ctx.Err() != nil {
 					// Shutting down: hand back what was prefetched but
 					// not started rather than begin new work.
