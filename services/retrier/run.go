@@ -37,7 +37,7 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	emitter := events.NewEmitter(topo, "retrier", log)
 	stages := &retry.Stages{
 		Topology: topo, Policy: topo.Policy,
-		Prefetch: cfg.Prefetch, Concurrency: cfg.Concurrency, Logger: log,
+		Prefetch: cfg.Prefetch, Concurrency: cfg.Concurrency, Logger: log, ShutdownTimeout: cfg.ShutdownTimeout,
 		Observe: events.Fanout(emitter.Observe, tel.Metrics(topo).Observe),
 	}
 	err = retry.Supervise(ctx, cfg.AMQPURL, "relay retrier", log, func(ctx context.Context, conn *amqp.Connection) error {
