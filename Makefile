@@ -19,7 +19,7 @@ test: ## unit and integration tests, with the race detector (broker: AMQP_URL, e
 
 .PHONY: test-faults
 test-faults: ## fault tests: broker restarts, kill -9, connection cuts, poison messages (restarts the local broker with rabbitmqctl)
-	$(GO) test -race -count=1 -tags faults -timeout 15m -v -skip TestPoisonHeadersFillTheFrame ./services/faults/
+	$(GO) test -race -count=1 -tags faults -timeout 15m -v ./services/faults/
 
 FUZZTIME ?= 60s
 

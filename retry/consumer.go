@@ -63,6 +63,8 @@ type Consumer struct {
 	Logger *slog.Logger
 	// Observe, if set, is told every outcome.
 	Observe func(Event)
+
+	frameSize int
 }
 
 // Run consumes the queue on conn until ctx is done (then finishes the
@@ -83,6 +85,7 @@ func (c *Consumer) Run(ctx context.Context, conn *amqp.Connection) error {
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	c.frameSize = conn.Config.FrameSize
 	return serve(ctx, conn, c.Queue, c.Prefetch, c.Concurrency, "relay-"+c.Queue, c.ShutdownTimeout, c.handle)
 }
 
@@ -92,7 +95,16 @@ func (c *Consumer) handle(ctx context.Context, pub *publisher, d *amqp.Delivery)
 		ContentType: d.ContentType, Headers: d.Headers, Body: d.Body, Redelivered: d.Redelivered,
 	}
 	start := time.Now()
-	err := call(ctx, c.Handler, m)
+	var err error
+	if c.frameSize > 0 && headerFrameSize(d) > c.frameSize-headroom {
+		// Its headers leave no room for relay's own or the broker's
+		// x-death: any hand-off would exceed the frame size and loop. Park
+		// it now, with its large headers dropped.
+		d.Headers = smallHeaders(d.Headers)
+		err = tooLarge{fmt.Errorf("message headers need %d bytes of a %d-byte frame", headerFrameSize(d), c.frameSize)}
+	} else {
+		err = call(ctx, c.Handler, m)
+	}
 	e := Event{MessageID: m.ID, Queue: c.Queue, Attempt: m.Attempt, At: time.Now(), Published: d.Timestamp}
 	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt,
 		"duration_ms", time.Since(start).Milliseconds())
@@ -105,7 +117,10 @@ func (c *Consumer) handle(ctx context.Context, pub *publisher, d *amqp.Delivery)
 		log.Info("delivered", "outcome", e.Outcome)
 	case IsPermanent(err):
 		e.Outcome, e.Reason, e.Err = "parked", ReasonPermanent, err.Error()
-		settleErr = c.park(ctx, pub, d, err, m.Attempt-1)
+		if _, big := err.(tooLarge); big {
+			e.Reason = ReasonTooLarge
+		}
+		settleErr = c.park(ctx, pub, d, err, m.Attempt-1, e.Reason)
 		log.Warn("permanent failure, parked", "outcome", e.Outcome, "reason", e.Reason, "error", err)
 	case hinted:
 		// The downstream said when to come back; a nack cannot carry that,
@@ -132,11 +147,11 @@ func (c *Consumer) handle(ctx context.Context, pub *publisher, d *amqp.Delivery)
 // park sends a permanent failure straight to the dead-letter exchange and
 // acks it after the confirm. If parking fails, the message is nacked so the
 // broker dead-letters it into the pipeline: retried, not lost.
-func (c *Consumer) park(ctx context.Context, pub *publisher, d *amqp.Delivery, cause error, retries int) error {
+func (c *Consumer) park(ctx context.Context, pub *publisher, d *amqp.Delivery, cause error, retries int, reason string) error {
 	h := d.Headers
 	d.Headers = forward(h)
 	d.Headers[HeaderLastError] = truncate(cause.Error(), maxHeaderError)
-	err := park(ctx, pub, c.Topology, d, c.Queue, ReasonPermanent, retries, time.Now())
+	err := park(ctx, pub, c.Topology, d, c.Queue, reason, retries, time.Now())
 	d.Headers = h
 	if err != nil {
 		c.Logger.Error("park permanent failure, sending it to the pipeline instead", "message_id", d.MessageId, "error", err)
@@ -161,6 +176,13 @@ func (c *Consumer) fail(ctx context.Context, pub *publisher, d *amqp.Delivery, c
 	}
 	return d.Ack(false)
 }
+
+// tooLarge is the permanent failure of a message whose headers fill the
+// frame.
+type tooLarge struct{ error }
+
+// Unwrap makes a tooLarge permanent.
+func (t tooLarge) Unwrap() error { return Permanent(t.error) }
 
 // call runs the handler, turning a panic into an ordinary, transient
 // failure: one bad message must not take the worker down.

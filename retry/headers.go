@@ -47,7 +47,58 @@ const (
 	ReasonPermanent  = "permanent"
 	ReasonNoSource   = "unknown-source"
 	ReasonNoQueue    = "queue-missing"
+	ReasonTooLarge   = "headers-too-large"
 )
+
+// headroom is the room a message's header frame must leave under the
+// connection's frame size for relay's own headers and the broker's x-death.
+const headroom = 4096
+
+// headerFrameSize estimates the encoded size of a delivery's properties:
+// the part of a message that must fit in one frame.
+func headerFrameSize(d *amqp.Delivery) int {
+	return 64 + len(d.ContentType) + len(d.ContentEncoding) + len(d.CorrelationId) + len(d.ReplyTo) +
+		len(d.Expiration) + len(d.MessageId) + len(d.Type) + len(d.UserId) + len(d.AppId) + tableSize(d.Headers)
+}
+
+func tableSize(t amqp.Table) int {
+	n := 4
+	for k, v := range t {
+		n += 2 + len(k) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v any) int {
+	switch x := v.(type) {
+	case string:
+		return 4 + len(x)
+	case []byte:
+		return 4 + len(x)
+	case amqp.Table:
+		return tableSize(x)
+	case []any:
+		n := 4
+		for _, e := range x {
+			n += 1 + valueSize(e)
+		}
+		return n
+	default:
+		return 9
+	}
+}
+
+// smallHeaders keeps the headers of h that encode in under 256 bytes: what
+// a message too large to carry relay's headers keeps when it is parked.
+func smallHeaders(h amqp.Table) amqp.Table {
+	out := amqp.Table{}
+	for k, v := range h {
+		if valueSize(v) < 256 {
+			out[k] = v
+		}
+	}
+	return out
+}
 
 // maxHeaderError bounds the error text carried in a header.
 const maxHeaderError = 512

@@ -103,9 +103,9 @@ func TestPoisonMessages(t *testing.T) {
 func TestPoisonHeadersFillTheFrame(t *testing.T) {
 	k := newPoisonKit(t)
 	k.run("poison headers", []poison{
-		{name: "headers fill the frame, permanent", queue: "email-queue", fill: 100, want: retry.ReasonPermanent, source: "email-queue"},
+		{name: "headers fill the frame, permanent", queue: "email-queue", fill: 100, want: retry.ReasonTooLarge, source: "email-queue"},
 		{name: "headers fill the frame, transient", queue: "webhook-queue", body: k.webhook("headers fill the frame, transient"), fill: 100,
-			want: retry.ReasonMaxRetries, source: "webhook-queue"},
+			want: retry.ReasonTooLarge, source: "webhook-queue"},
 	})
 }
 
