@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -392,5 +393,29 @@ func TestDeclareIsIdempotentAndNamesConflicts(t *testing.T) {
 	err := topo.Declare(context.Background(), conn)
 	if !errors.Is(err, retry.ErrConflict) {
 		t.Fatalf("declare over a different queue type = %v, want ErrConflict", err)
+	}
+}
+
+// TestStagesParkHeadersThatFillTheFrame: a message whose headers leave no
+// room for the stage's own, put straight into error-queue, is parked
+// instead of closing the connection on every hand-off.
+func TestStagesParkHeadersThatFillTheFrame(t *testing.T) {
+	conn, topo := pipeline(t, retry.Topology{Backend: retry.TTL, Policy: retry.Policy{Delays: []time.Duration{ms(50)}}})
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	pad := strings.Repeat("p", conn.Config.FrameSize-1000)
+	if err := ch.Publish(topo.Name(retry.ErrorExchange), "", false, false, amqp.Publishing{
+		MessageId: "big", Body: []byte(`{"v":1}`), ContentType: "application/json", DeliveryMode: amqp.Persistent,
+		Headers: amqp.Table{retry.HeaderOriginalQueue: topo.WorkRoutes()[0].Queue, "x-padding": pad},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d := parked(t, conn, topo, 5*time.Second)
+	assertParked(t, d, "big", topo.WorkRoutes()[0].Queue, retry.ReasonTooLarge, 0)
+	if _, ok := d.Headers["x-padding"]; ok {
+		t.Error("the oversized header was kept")
 	}
 }

@@ -44,6 +44,8 @@ type Stages struct {
 	Observe func(Event)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	frameSize int
 }
 
 // Event is one decision of the pipeline or a consumer, for observers.
@@ -101,6 +103,7 @@ func (s *Stages) Run(ctx context.Context, conn *amqp.Connection) error {
 	if err := s.Topology.Validate(); err != nil {
 		return err
 	}
+	s.frameSize = conn.Config.FrameSize
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return serve(gctx, conn, s.Topology.Name(ErrorQueue), s.Prefetch, s.Concurrency, "relay-error-stage", s.ShutdownTimeout, s.handleError)
@@ -117,6 +120,10 @@ func (s *Stages) handleError(ctx context.Context, pub *publisher, d *amqp.Delive
 	queue := OriginalQueue(d.Headers)
 	attempt := retries + 1 // the attempt that just failed
 	lastErr := headerString(d.Headers, HeaderLastError)
+	if s.tooLarge(d) {
+		return s.settle(ctx, d, park(ctx, pub, s.Topology, d, or(queue, s.Topology.Name(ErrorQueue)), ReasonTooLarge, retries, s.Now()),
+			Event{Outcome: "parked", MessageID: d.MessageId, Queue: queue, Attempt: attempt, Reason: ReasonTooLarge})
+	}
 	switch {
 	case queue == "":
 		return s.settle(ctx, d, park(ctx, pub, s.Topology, d, s.Topology.Name(ErrorQueue), ReasonNoSource, retries, s.Now()),
@@ -156,6 +163,10 @@ func (s *Stages) handleError(ctx context.Context, pub *publisher, d *amqp.Delive
 func (s *Stages) handleRequeue(ctx context.Context, pub *publisher, d *amqp.Delivery) error {
 	queue := headerString(d.Headers, HeaderOriginalQueue)
 	retries := RetryCount(d.Headers)
+	if s.tooLarge(d) {
+		return s.settle(ctx, d, park(ctx, pub, s.Topology, d, or(queue, s.Topology.Name(RequeueQueue)), ReasonTooLarge, retries, s.Now()),
+			Event{Outcome: "parked", MessageID: d.MessageId, Queue: queue, Attempt: retries + 1, Reason: ReasonTooLarge})
+	}
 	if queue == "" {
 		return s.settle(ctx, d, park(ctx, pub, s.Topology, d, s.Topology.Name(RequeueQueue), ReasonNoSource, retries, s.Now()),
 			Event{Outcome: "parked", MessageID: d.MessageId, Attempt: retries + 1, Reason: ReasonNoSource})
@@ -184,6 +195,23 @@ func (s *Stages) handleRequeue(ctx context.Context, pub *publisher, d *amqp.Deli
 // garbled) hint is ignored and the policy's own delay applies, so a
 // message can never be held back indefinitely by one header.
 const MaxRetryAfter = 24 * time.Hour
+
+// tooLarge reports whether d's headers leave no room for relay's own under
+// the frame size, and if so drops its large headers so it can be parked.
+func (s *Stages) tooLarge(d *amqp.Delivery) bool {
+	if s.frameSize <= 0 || headerFrameSize(d) <= s.frameSize-headroom {
+		return false
+	}
+	d.Headers = smallHeaders(d.Headers)
+	return true
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
 
 // notBeforeSlack lets a message whose not-before time is this close go back
 // already rather than wait one more round.
