@@ -294,12 +294,17 @@ func (t Topology) Declare(ctx context.Context, conn *amqp.Connection) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
+	return t.Plan().Declare(ctx, conn)
+}
+
+// Declare creates every exchange, queue and binding of the plan, durable.
+// A conflict with what the broker already has wraps ErrConflict.
+func (p Plan) Declare(ctx context.Context, conn *amqp.Connection) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("open channel: %w", err)
 	}
 	defer ch.Close()
-	p := t.Plan()
 	for _, e := range p.Exchanges {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -334,12 +339,18 @@ func (t Topology) Declare(ctx context.Context, conn *amqp.Connection) error {
 // Delete removes every queue and exchange of the topology, messages and
 // all. Tests and workshop runs use it to clean up; it keeps going past
 // entities that are already gone and returns the first other error.
-func (t Topology) Delete(conn *amqp.Connection) error {
-	p := t.Plan()
+func (t Topology) Delete(conn *amqp.Connection) error { return t.Plan().Delete(conn) }
+
+// Delete removes every queue and exchange of the plan, messages and all,
+// going on past what is already gone; it returns the first other error.
+func (p Plan) Delete(conn *amqp.Connection) error {
 	var first error
 	for _, q := range p.Queues {
 		if err := deleteOne(conn, func(ch *amqp.Channel) error {
-			_, err := ch.QueueDelete(q.Name, false, false, false)
+			_, err := ch.QueueDelete(q.Name,
+				false, // ifUnused: consumers may still be attached
+				false, // ifEmpty: messages go with the queue
+				false) // noWait
 			return err
 		}); err != nil && first == nil {
 			first = fmt.Errorf("delete queue %q: %w", q.Name, err)
@@ -347,7 +358,7 @@ func (t Topology) Delete(conn *amqp.Connection) error {
 	}
 	for _, e := range p.Exchanges {
 		if err := deleteOne(conn, func(ch *amqp.Channel) error {
-			return ch.ExchangeDelete(e.Name, false, false)
+			return ch.ExchangeDelete(e.Name, false /* ifUnused */, false /* noWait */)
 		}); err != nil && first == nil {
 			first = fmt.Errorf("delete exchange %q: %w", e.Name, err)
 		}

@@ -43,10 +43,10 @@ func (s *dlxRequeue) Plan() retry.Plan {
 }
 
 func (s *dlxRequeue) Declare(ctx context.Context, conn *amqp.Connection) error {
-	return declare(ctx, conn, s.Plan())
+	return s.Plan().Declare(ctx, conn)
 }
 
-func (s *dlxRequeue) Delete(conn *amqp.Connection) error { return remove(conn, s.Plan()) }
+func (s *dlxRequeue) Delete(conn *amqp.Connection) error { return s.Plan().Delete(conn) }
 
 func (s *dlxRequeue) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	n := s.names()

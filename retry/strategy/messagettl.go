@@ -46,10 +46,10 @@ func (s *messageTTL) Plan() retry.Plan {
 }
 
 func (s *messageTTL) Declare(ctx context.Context, conn *amqp.Connection) error {
-	return declare(ctx, conn, s.Plan())
+	return s.Plan().Declare(ctx, conn)
 }
 
-func (s *messageTTL) Delete(conn *amqp.Connection) error { return remove(conn, s.Plan()) }
+func (s *messageTTL) Delete(conn *amqp.Connection) error { return s.Plan().Delete(conn) }
 
 func (s *messageTTL) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	n := s.names()

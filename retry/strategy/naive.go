@@ -55,10 +55,10 @@ func (s *naive) Plan() retry.Plan {
 }
 
 func (s *naive) Declare(ctx context.Context, conn *amqp.Connection) error {
-	return declare(ctx, conn, s.Plan())
+	return s.Plan().Declare(ctx, conn)
 }
 
-func (s *naive) Delete(conn *amqp.Connection) error { return remove(conn, s.Plan()) }
+func (s *naive) Delete(conn *amqp.Connection) error { return s.Plan().Delete(conn) }
 
 func (s *naive) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	queue := s.names().of(WorkQueue)

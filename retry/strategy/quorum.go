@@ -51,10 +51,10 @@ func (s *deliveryLimit) Plan() retry.Plan {
 }
 
 func (s *deliveryLimit) Declare(ctx context.Context, conn *amqp.Connection) error {
-	return declare(ctx, conn, s.Plan())
+	return s.Plan().Declare(ctx, conn)
 }
 
-func (s *deliveryLimit) Delete(conn *amqp.Connection) error { return remove(conn, s.Plan()) }
+func (s *deliveryLimit) Delete(conn *amqp.Connection) error { return s.Plan().Delete(conn) }
 
 func (s *deliveryLimit) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	queue := s.names().of(WorkQueue)

@@ -75,10 +75,10 @@ func (s *retryAware) Plan() retry.Plan {
 }
 
 func (s *retryAware) Declare(ctx context.Context, conn *amqp.Connection) error {
-	return declare(ctx, conn, s.Plan())
+	return s.Plan().Declare(ctx, conn)
 }
 
-func (s *retryAware) Delete(conn *amqp.Connection) error { return remove(conn, s.Plan()) }
+func (s *retryAware) Delete(conn *amqp.Connection) error { return s.Plan().Delete(conn) }
 
 // total reads HeaderRetryTotal, zero when absent.
 func total(h amqp.Table) int {

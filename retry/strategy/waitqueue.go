@@ -48,10 +48,10 @@ func (s *waitQueue) Plan() retry.Plan {
 }
 
 func (s *waitQueue) Declare(ctx context.Context, conn *amqp.Connection) error {
-	return declare(ctx, conn, s.Plan())
+	return s.Plan().Declare(ctx, conn)
 }
 
-func (s *waitQueue) Delete(conn *amqp.Connection) error { return remove(conn, s.Plan()) }
+func (s *waitQueue) Delete(conn *amqp.Connection) error { return s.Plan().Delete(conn) }
 
 func (s *waitQueue) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	n := s.names()
