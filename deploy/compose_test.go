@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -28,7 +29,6 @@ import (
 	"github.com/relay-demo/relay/services/ingest"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
-	"github.com/relay-demo/relay/webhooks"
 )
 
 const (
@@ -384,6 +384,10 @@ func checkEnvironment(t *testing.T, s *stack) {
 		t.Run(name, func(t *testing.T) {
 			reads := readVariables(t, run)
 			for key := range svc.Environment {
+				if next, ok := retired[key]; ok {
+					t.Errorf("sets %s, which relay no longer reads and refuses to start with: use %s", key, next)
+					continue
+				}
 				if !reads[key] {
 					t.Errorf("sets %s, which relay %s does not read", key, run)
 				}
@@ -432,15 +436,21 @@ func checkConfigAccepted(t *testing.T, s *stack) {
 			return pipeline(getenv)
 		},
 		"worker webhook": func(getenv func(string) string) error {
-			var cfg worker.WebhookConfig
 			if err := config.Parse(getenv, &worker.Config{}); err != nil {
 				return err
 			}
-			if err := config.Parse(getenv, &cfg); err != nil {
+			// The channel's own constructor: the secret, the allow-list and
+			// the retired variables, checked as at start, without dialling.
+			ch, err := worker.Lookup("webhook")
+			if err != nil {
 				return err
 			}
-			if _, err := webhooks.NewSigner(cfg.Secret); err != nil {
-				return fmt.Errorf("WEBHOOK_SECRET: %w", err)
+			_, closeSender, err := ch.Open(getenv)
+			if err != nil {
+				return err
+			}
+			if err := closeSender(); err != nil {
+				return err
 			}
 			return pipeline(getenv)
 		},
@@ -497,8 +507,19 @@ func checkWiring(t *testing.T, s *stack) {
 	if flakyCfg.WebhookSecret != "" && hook.Secret != flakyCfg.WebhookSecret {
 		t.Errorf("%s signs with a WEBHOOK_SECRET other than the one %s checks", webhook, downstream)
 	}
-	if !hook.AllowPrivate {
-		t.Errorf("%s: WEBHOOK_ALLOW_PRIVATE is off, but %s is on the compose network's private addresses", webhook, downstream)
+	allow, err := worker.ParseAllowCIDRs(hook.AllowCIDRs)
+	if err != nil {
+		t.Errorf("%s: %v", webhook, err)
+	}
+	shared := s.sharedSubnets(t, webhook, downstream)
+	if len(shared) == 0 {
+		t.Errorf("%s and %s share no network with a fixed subnet, so WEBHOOK_ALLOW_CIDRS cannot name the receiver's addresses", webhook, downstream)
+	}
+	// Exactly the shared subnets: less and the demo's webhooks are refused,
+	// more and the demo teaches allowing networks nobody delivers to.
+	sortPrefixes(allow)
+	if !slices.Equal(allow, shared) {
+		t.Errorf("%s: WEBHOOK_ALLOW_CIDRS allows %v, want exactly %v, the subnet it shares with %s", webhook, allow, shared, downstream)
 	}
 
 	sender := s.running(t, "send")
@@ -528,6 +549,41 @@ func checkWiring(t *testing.T, s *stack) {
 	if u, err := url.Parse(hookURL); err == nil && !strings.HasPrefix(u.Path, "/webhooks/") {
 		t.Errorf("%s: webhook URL %q: the flaky receiver takes POST /webhooks/...", sender, hookURL)
 	}
+}
+
+// sharedSubnets returns the fixed subnets of the networks services a and b
+// are both attached to, sorted.
+func (s *stack) sharedSubnets(t *testing.T, a, b string) []netip.Prefix {
+	t.Helper()
+	var out []netip.Prefix
+	for name := range s.project.Services[a].Networks {
+		if _, ok := s.project.Services[b].Networks[name]; !ok {
+			continue
+		}
+		for _, pool := range s.project.Networks[name].Ipam.Config {
+			if pool == nil || pool.Subnet == "" {
+				continue
+			}
+			p, err := netip.ParsePrefix(pool.Subnet)
+			if err != nil {
+				t.Errorf("network %s: subnet %q: %v", name, pool.Subnet, err)
+				continue
+			}
+			out = append(out, p.Masked())
+		}
+	}
+	sortPrefixes(out)
+	return out
+}
+
+// sortPrefixes sorts prefixes by address, then length.
+func sortPrefixes(ps []netip.Prefix) {
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
 }
 
 func checkPorts(t *testing.T, s *stack) {

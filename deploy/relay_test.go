@@ -100,6 +100,10 @@ func configs() map[string][]any {
 	}
 }
 
+// retired maps variables relay no longer reads to their replacement. The
+// processes that read them once refuse to start while they are set.
+var retired = map[string]string{"WEBHOOK_ALLOW_PRIVATE": "WEBHOOK_ALLOW_CIDRS"}
+
 // directReads maps the commands that read variables with getenv rather
 // than through a Config struct to the package doing it: relay send takes
 // its flags' defaults from the environment.

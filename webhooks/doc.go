@@ -7,10 +7,14 @@
 // tests written in Go.
 //
 // Webhook URLs come from outside, so a Sender refuses, at dial time and on
-// the resolved IP, to connect into the service's own network: loopback,
-// private, link-local, shared (CGNAT), multicast, reserved and unspecified
-// addresses, in IPv4, IPv6 and IPv4-mapped form. It uses no proxy and
-// follows no redirects, which would let a receiver steer it past that check.
+// the resolved IP, to connect to any address that is not globally
+// reachable: every block of the IANA IPv4 and IPv6 special-purpose
+// registries that is not (loopback, private, link-local, shared CGNAT,
+// documentation, benchmarking, local-use NAT64, 6to4 and the rest; see
+// guard.go), multicast, and IPv6 outside global unicast, in IPv4, IPv6,
+// IPv4-mapped and NAT64 form. A Guard with an allow-list lets chosen
+// networks through as well. The Sender uses no proxy and follows no
+// redirects, which would let a receiver steer it past that check.
 //
 // Send's error is ready for the retry package: nil for a 2xx answer;
 // plain, or wrapped by retry.After when the receiver sent Retry-After, for

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,6 +54,40 @@ func FuzzParseRetryAfter(f *testing.F) {
 		}
 		if got := now.Add(d); !got.Equal(at) {
 			t.Fatalf("ParseRetryAfter(%q, %s) = %s: now plus that is %s, not the date %s", v, now, d, got, at)
+		}
+	})
+}
+
+// FuzzGuard checks that the guard judges an address the same in every
+// form that reaches the same host: IPv4 and IPv4-mapped IPv6, with and
+// without a zone; and that an address inside an allowed prefix always
+// passes.
+func FuzzGuard(f *testing.F) {
+	for _, seed := range []string{
+		"8.8.8.8", "127.0.0.1", "169.254.169.254", "192.0.0.9", "192.0.2.1", "255.255.255.255",
+		"::1", "fe80::1", "64:ff9b::a00:1", "64:ff9b:1::1", "2001:1::1", "2001:db8::1", "2002::1", "5f00::1",
+	} {
+		a := netip.MustParseAddr(seed).As16()
+		f.Add(a[:], uint8(8))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, bits uint8) {
+		if len(b) != 16 {
+			return
+		}
+		ip := netip.AddrFrom16([16]byte(b))
+		var zero Guard
+		if ip.Is4In6() && zero.Allowed(ip) != zero.Allowed(ip.Unmap()) {
+			t.Fatalf("%s and %s judged apart", ip, ip.Unmap())
+		}
+		if ip.Is6() && !ip.Is4In6() && zero.Allowed(ip) != zero.Allowed(ip.WithZone("eth0")) {
+			t.Fatalf("%s judged apart from its zoned form", ip)
+		}
+		p, err := ip.Unmap().Prefix(int(bits) % (ip.Unmap().BitLen() + 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !NewGuard([]netip.Prefix{p}).Allowed(ip) {
+			t.Fatalf("%s refused with %s allowed", ip, p)
 		}
 	})
 }

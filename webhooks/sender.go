@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"time"
@@ -33,10 +34,11 @@ type Config struct {
 	// Timeout bounds one delivery, from dial to the end of the response
 	// body. Zero or less means DefaultTimeout.
 	Timeout time.Duration
-	// AllowPrivate turns the address guard off, so webhooks may reach
-	// loopback and private networks. Meant for tests and for deployments
-	// whose receivers all live inside the network.
-	AllowPrivate bool
+	// Allow lists networks webhooks may reach even though the address
+	// guard refuses them, such as 10.1.0.0/16 for receivers inside the
+	// deployment's own network, or 127.0.0.0/8 and ::1/128 in tests.
+	// Empty means only globally reachable addresses.
+	Allow []netip.Prefix
 	// UserAgent is the User-Agent header; empty means DefaultUserAgent.
 	UserAgent string
 }
@@ -80,8 +82,9 @@ type Sender struct {
 // webhook-id and webhook-timestamp but no webhook-signature, for receivers
 // that do not verify.
 //
-// Unless cfg.AllowPrivate is set, every connection goes through
-// GuardControl. The client uses no proxy, since a proxy would be the only
+// Every connection goes through the Control of NewGuard(cfg.Allow), which
+// refuses addresses that are not globally reachable unless cfg.Allow lets
+// them through. The client uses no proxy, since a proxy would be the only
 // address the guard saw, and it follows no redirects: a redirect could
 // point anywhere, and a receiver that moved should be reconfigured.
 func NewSender(cfg Config, signer *Signer) *Sender {
@@ -91,10 +94,7 @@ func NewSender(cfg Config, signer *Signer) *Sender {
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = DefaultUserAgent
 	}
-	dialer := &net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}
-	if !cfg.AllowPrivate {
-		dialer.Control = GuardControl
-	}
+	dialer := &net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second, Control: NewGuard(cfg.Allow).Control}
 	transport := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           dialer.DialContext,

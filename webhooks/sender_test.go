@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,11 +52,14 @@ func newReceiver(t *testing.T) (*httptest.Server, func() []received) {
 	}
 }
 
+// loopback is the allow-list that lets a Sender reach httptest servers.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
 // newTestSender returns a Sender allowed to reach httptest servers, with
 // its clock fixed at fixedNow.
 func newTestSender(t *testing.T, cfg Config, signer *Signer) *Sender {
 	t.Helper()
-	cfg.AllowPrivate = true
+	cfg.Allow = loopback
 	s := NewSender(cfg, signer)
 	s.now = func() time.Time { return fixedNow() }
 	return s

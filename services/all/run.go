@@ -22,11 +22,15 @@ import (
 	"github.com/relay-demo/relay/services/worker"
 )
 
+// DemoAllowCIDRs is the demo's WEBHOOK_ALLOW_CIDRS: loopback, where the
+// flaky downstreams listen, and nothing else inside the network.
+const DemoAllowCIDRs = "127.0.0.0/8,::1/128"
+
 // Demo fills in what the environment leaves unset so the services find
-// each other: the workers deliver to the flaky downstreams (private
-// addresses allowed, for the demo only), one webhook secret is shared by
-// the sender and the receiver, and a fresh API token is made. It returns
-// the getenv the services read and the token, if one was made.
+// each other: the workers deliver to the flaky downstreams on loopback
+// (DemoAllowCIDRs, for the demo only), one webhook secret is shared by the
+// sender and the receiver, and a fresh API token is made. It returns the
+// getenv the services read and the token, if one was made.
 func Demo(getenv func(string) string) (func(string) string, string) {
 	smtpAddr := or(getenv("FLAKY_SMTP_ADDR"), ":2525")
 	_, smtpPort, _ := net.SplitHostPort(smtpAddr)
@@ -34,7 +38,7 @@ func Demo(getenv func(string) string) (func(string) string, string) {
 	_, httpPort, _ := net.SplitHostPort(httpAddr)
 	defaults := map[string]string{
 		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": smtpPort, "SMTP_TLS": "none", "EMAIL_FROM": "relay@relay.demo",
-		"WEBHOOK_ALLOW_PRIVATE":  "true",
+		"WEBHOOK_ALLOW_CIDRS":    DemoAllowCIDRs,
 		"WEBHOOK_SECRET":         "whsec_" + base64.StdEncoding.EncodeToString(random(32)),
 		"FLAKY_EMAIL_SCENARIO":   "flaky",
 		"FLAKY_WEBHOOK_SCENARIO": "flaky",
@@ -71,7 +75,12 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if token != "" {
 		log.Info("demo API token (set API_TOKENS to choose your own)", "token", token)
 	}
-	log.Warn("webhook targets on private and loopback addresses are allowed: this is the demo setting, never a production one")
+	if allow := getenv("WEBHOOK_ALLOW_CIDRS"); allow == DemoAllowCIDRs {
+		log.Warn("webhook targets on loopback are allowed, so the workers reach the flaky downstreams: this is the demo setting, never a production one",
+			"webhook_allow_cidrs", allow)
+	} else {
+		log.Warn("webhook targets inside WEBHOOK_ALLOW_CIDRS are allowed besides the public internet", "webhook_allow_cidrs", allow)
+	}
 	// One registry for every service: the API's /metrics serves it all.
 	ctx = config.WithTelemetry(ctx, config.NewTelemetry())
 	g, ctx := errgroup.WithContext(ctx)

@@ -47,6 +47,10 @@ type options struct {
 	rate float64
 	// emailScenario and webhookScenario default to flaky.
 	emailScenario, webhookScenario string
+	// retryAfter and rateLimitAttempts shape the rate-limited scenario;
+	// zero keeps flaky's defaults.
+	retryAfter        time.Duration
+	rateLimitAttempts int
 }
 
 // defaults are the options of the accounting tests: a short schedule and
@@ -93,6 +97,12 @@ func newRig(t *testing.T, o options) *rig {
 		"FLAKY_RATE": fmt.Sprint(o.rate), "FLAKY_SEED": "7", "FLAKY_OUTAGE": "1h",
 		"WEBHOOK_SECRET": secret,
 	}
+	if o.retryAfter > 0 {
+		denv["FLAKY_RETRY_AFTER"] = o.retryAfter.String()
+	}
+	if o.rateLimitAttempts > 0 {
+		denv["FLAKY_RATE_LIMIT_ATTEMPTS"] = fmt.Sprint(o.rateLimitAttempts)
+	}
 	dcfg, err := flaky.LoadConfig(func(k string) string { return denv[k] })
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +141,7 @@ func newRig(t *testing.T, o options) *rig {
 		"FLAKY_EMAIL_SCENARIO": flaky.Healthy, "FLAKY_WEBHOOK_SCENARIO": flaky.Healthy,
 		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": smtpPort, "SMTP_TLS": "none", "SMTP_TIMEOUT": "5s",
 		"EMAIL_FROM":     "relay@faults.test",
-		"WEBHOOK_SECRET": secret, "WEBHOOK_ALLOW_PRIVATE": "true", "WEBHOOK_TIMEOUT": "5s",
+		"WEBHOOK_SECRET": secret, "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8,::1/128", "WEBHOOK_TIMEOUT": "5s",
 	}
 	r.logs = filepath.Join(t.TempDir(), "relay.log")
 	t.Cleanup(func() {

@@ -190,6 +190,8 @@ func TestProblems(t *testing.T) {
 			body:   `{"email":{"to":["ada"],"subject":"","text":""},"webhook":{"url":"ftp://example.com/x"}}`,
 			status: 422, typ: ProblemInvalidFields,
 			fields: []string{"email.to[0]", "email.subject", "email.text", "webhook.url", "webhook.payload"}},
+		{name: "numeric webhook host", body: `{"webhook":{"url":"http://2130706433/hook","payload":{}}}`, status: 422, typ: ProblemInvalidFields,
+			fields: []string{"webhook.url"}},
 		{name: "no publisher", body: bothParts, change: func(d *Deps, _ *fakePublisher) { d.Publisher = func() Publisher { return nil } },
 			status: 503, typ: ProblemBrokerUnavailable, detail: "not connected", wantHeader: map[string]string{"Retry-After": "1"}},
 		{name: "closed", body: bothParts, change: func(_ *Deps, f *fakePublisher) { f.err = retry.ErrClosed },

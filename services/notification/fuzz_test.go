@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"testing"
 )
 
@@ -23,6 +24,11 @@ func FuzzDecode(f *testing.F) {
 		`{"v":1,"id":"x","webhook":{"url":"https://u:p@example.com","payload":{}}}`,
 		`{"v":1,"id":"x","email":{"to":["Ada <ada@example.com>"],"subject":"s\r\nBcc: x@y.z","text":"t"}}`,
 		`{"v":1,"id":"x","webhook":{"url":"https://example.com","payload":  {"spaced" : true}  }}`,
+		`{"v":1,"id":"x","webhook":{"url":"http://2130706433/hook","payload":{}}}`,
+		`{"v":1,"id":"x","webhook":{"url":"http://0x7f.1:8080/","payload":{}}}`,
+		`{"v":1,"id":"x","webhook":{"url":"http://127.0.0.1./","payload":{}}}`,
+		`{"v":1,"id":"x","webhook":{"url":"http://1.2.3.04/","payload":{}}}`,
+		`{"v":1,"id":"x","webhook":{"url":"https://1password.com/hook","payload":{}}}`,
 		`{"v":1,"id":"x","created_at":"not a time"}`,
 		"{\"v\":1,\"id\":\"\xff\",\"email\":{\"to\":[\"a@b.c\"],\"subject\":\"\xfe\",\"text\":\"t\"}}",
 		`{"v":1.0,"id":"x","email":null,"webhook":null}`,
@@ -47,6 +53,11 @@ func FuzzDecode(f *testing.F) {
 		}
 		if err := n.Validate(); err != nil {
 			t.Fatalf("Decode accepted a notification Validate refuses: %v", err)
+		}
+		if n.Webhook != nil {
+			if u, err := url.Parse(n.Webhook.URL); err != nil || checkHost(u.Host) != "" {
+				t.Fatalf("Decode accepted webhook URL %q, whose host is not canonical", n.Webhook.URL)
+			}
 		}
 		again, err := json.Marshal(n)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -175,6 +176,10 @@ func (n *Notification) Validate() error {
 			add("webhook.url", "%q is not an absolute http or https URL", w.URL)
 		case u.User != nil:
 			add("webhook.url", "credentials in the URL are not allowed")
+		default:
+			if problem := checkHost(u.Host); problem != "" {
+				add("webhook.url", "%s", problem)
+			}
 		}
 		switch {
 		case len(bytes.TrimSpace(w.Payload)) == 0:
@@ -189,6 +194,70 @@ func (n *Notification) Validate() error {
 		return errs
 	}
 	return nil
+}
+
+// checkHost says what is wrong with the host of a webhook URL (u.Host,
+// port and brackets included), or returns "" for an ordinary host name,
+// a canonical IPv4 address or a bracketed IPv6 literal; the sender's
+// dial-time guard judges where those lead.
+//
+// It refuses numbers that browsers (the WHATWG URL standard) and
+// inet_aton read as an IPv4 address but that are not a canonical dotted
+// quad, as netip.ParseAddr defines it: 2130706433, 0x7f000001,
+// 017700000001, 127.1, 0x7f.1, 0177.0.0.1, 1.2.3.04, 127.0.0.1. (with a
+// trailing dot), and the fullwidth forms browsers fold to those. Such a
+// host means different addresses to different parsers, and is how
+// address filters are usually slipped past; nobody registers a real
+// endpoint that way. A host name is numeric in that sense when its last
+// label is, as in the URL standard: all digits, or 0x and hex digits.
+func checkHost(hostport string) string {
+	host := (&url.URL{Host: hostport}).Hostname()
+	if strings.HasPrefix(hostport, "[") {
+		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
+			return fmt.Sprintf("host %q: brackets may hold only an IPv6 address", hostport)
+		}
+		return ""
+	}
+	if a, err := netip.ParseAddr(host); err == nil && a.Is4() {
+		return ""
+	}
+	// Browsers apply Unicode's width folding before parsing, so
+	// "１２７．０．０．１" is 127.0.0.1 to them.
+	folded := strings.Map(func(r rune) rune {
+		switch {
+		case r == '\u3002' || r == '\uff0e' || r == '\uff61': // ideographic and fullwidth full stops
+			return '.'
+		case r >= '\uff01' && r <= '\uff5e': // fullwidth ASCII
+			return r - 0xfee0
+		}
+		return r
+	}, host)
+	labels := strings.Split(folded, ".")
+	if len(labels) > 1 && labels[len(labels)-1] == "" {
+		labels = labels[:len(labels)-1]
+	}
+	if !isIPv4Number(labels[len(labels)-1]) {
+		return ""
+	}
+	return fmt.Sprintf("host %q reads as an IPv4 address in a non-standard form: write the address as four decimal numbers such as 192.0.2.1, or use a host name", host)
+}
+
+// isIPv4Number reports whether a host label is a number as the URL
+// standard's IPv4 parser reads one: decimal (octal with a leading 0), or
+// hexadecimal after 0x, where "0x" alone is 0.
+func isIPv4Number(label string) bool {
+	digits, base := label, "0123456789"
+	if len(label) >= 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X') {
+		digits, base = label[2:], "0123456789abcdefABCDEF"
+	} else if label == "" {
+		return false
+	}
+	for _, c := range digits {
+		if !strings.ContainsRune(base, c) {
+			return false
+		}
+	}
+	return true
 }
 
 // ErrVersion means a message of a schema version this code cannot read.

@@ -33,6 +33,11 @@ func TestValidate(t *testing.T) {
 		{"ftp url", func(n *Notification) { n.Webhook.URL = "ftp://example.com/x" }, []string{"webhook.url"}},
 		{"relative url", func(n *Notification) { n.Webhook.URL = "/hook" }, []string{"webhook.url"}},
 		{"url with credentials", func(n *Notification) { n.Webhook.URL = "https://u:p@example.com/" }, []string{"webhook.url"}},
+		{"decimal host", func(n *Notification) { n.Webhook.URL = "http://2130706433/hook" }, []string{"webhook.url"}},
+		{"short host with port", func(n *Notification) { n.Webhook.URL = "http://127.1:8080/hook" }, []string{"webhook.url"}},
+		{"canonical ipv4 host", func(n *Notification) { n.Webhook.URL = "https://192.0.2.1/hook" }, nil},
+		{"bracketed ipv6 host", func(n *Notification) { n.Webhook.URL = "https://[2001:db8::1]:8443/hook" }, nil},
+		{"host name with digits", func(n *Notification) { n.Webhook.URL = "https://1password.com/hook" }, nil},
 		{"bad payload", func(n *Notification) { n.Webhook.Payload = json.RawMessage(`{`) }, []string{"webhook.payload"}},
 		{"empty payload", func(n *Notification) { n.Webhook.Payload = nil }, []string{"webhook.payload"}},
 		{"sms ok", func(n *Notification) { n.SMS = &SMS{To: "+15551234567", Text: "hi"} }, nil},
@@ -100,6 +105,70 @@ func TestDecodeRejects(t *testing.T) {
 			_, err := Decode([]byte(tt.body))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Decode = %v, want error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckHost(t *testing.T) {
+	tests := []struct {
+		host string // as in URL.Host: port and brackets included
+		want bool   // refused
+	}{
+		// Numbers that parsers read as an IPv4 address, non-canonically.
+		{"2130706433", true},
+		{"0177.0.0.1", true},
+		{"0x7f.1", true},
+		{"127.1", true},
+		{"0x7f000001", true},
+		{"0X7F000001", true},
+		{"017700000001", true},
+		{"1.2.3.04", true},
+		{"127.0.0.1.", true},
+		{"127.0.0.1.:8080", true},
+		{"127.000.000.001", true},
+		{"0.0.0.0.", true},
+		{"0", true},
+		{"0x", true},
+		{"10.0.0.0x1", true},
+		{"1.2.3.4.5", true},
+		{"256.1.1.1", true},
+		{"example.com.123", true},
+		{"example.0x7f", true},
+		{"2130706433:80", true},
+		{"１２７．０．０．１", true},
+		{"127。0。0。1", true},
+		{"０ｘ７ｆ.1", true},
+		{"[127.0.0.1]", true},
+		{"[127.0.0.1]:80", true},
+		{"[example.com]", true},
+		// Canonical addresses: the dial-time guard judges them.
+		{"127.0.0.1", false},
+		{"192.0.2.1:8443", false},
+		{"8.8.8.8", false},
+		{"0.0.0.0", false},
+		{"[::1]", false},
+		{"[::1]:8080", false},
+		{"[2001:db8::1]", false},
+		{"[::ffff:127.0.0.1]", false},
+		{"[fe80::1%eth0]", false},
+		// Host names, digits and all.
+		{"example.com", false},
+		{"example.com.", false},
+		{"api2.example.com", false},
+		{"1password.com", false},
+		{"123.example", false},
+		{"3com.com:443", false},
+		{"0xdeadbeef.example", false},
+		{"example.0xg", false},
+		{"localhost", false},
+		{"xn--bcher-kva.example", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.host, func(t *testing.T) {
+			problem := checkHost(tt.host)
+			if got := problem != ""; got != tt.want {
+				t.Errorf("checkHost(%q) = %q, want refused %t", tt.host, problem, tt.want)
 			}
 		})
 	}

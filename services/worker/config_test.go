@@ -10,6 +10,7 @@ import (
 )
 
 func TestWorkerRejectsBadConfig(t *testing.T) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	tests := []struct {
 		name    string
 		channel string
@@ -22,8 +23,13 @@ func TestWorkerRejectsBadConfig(t *testing.T) {
 		{"bad tls mode", "email", map[string]string{"SMTP_TLS": "maybe"}, "SMTP_TLS"},
 		{"bad port", "email", map[string]string{"SMTP_PORT": "smtp"}, "SMTP_PORT"},
 		{"bad concurrency", "email", map[string]string{"CONCURRENCY": "0"}, "CONCURRENCY"},
-		{"bad timeout", "webhook", map[string]string{"WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "WEBHOOK_TIMEOUT": "soon"}, "WEBHOOK_TIMEOUT"},
+		{"bad timeout", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "WEBHOOK_TIMEOUT": "soon"}, "WEBHOOK_TIMEOUT"},
 		{"bad schedule", "email", map[string]string{"RETRY_DELAYS": "1s,later"}, "RETRY_DELAYS"},
+		{"webhook with the retired allow-private", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "WEBHOOK_ALLOW_PRIVATE": "true"}, "replaced by WEBHOOK_ALLOW_CIDRS"},
+		{"sms with the retired allow-private", "sms", map[string]string{"WEBHOOK_SECRET": secret, "SMS_URL": "https://sms.example.com/", "WEBHOOK_ALLOW_PRIVATE": "false"}, "replaced by WEBHOOK_ALLOW_CIDRS"},
+		{"webhook allow-list malformed", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8,loopback"}, "WEBHOOK_ALLOW_CIDRS"},
+		{"webhook allow-list with metadata", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "WEBHOOK_ALLOW_CIDRS": "169.254.169.254/32"}, "WEBHOOK_ALLOW_CIDRS"},
+		{"sms allow-list of everything", "sms", map[string]string{"WEBHOOK_SECRET": secret, "SMS_URL": "https://sms.example.com/", "WEBHOOK_ALLOW_CIDRS": "::/0"}, "WEBHOOK_ALLOW_CIDRS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

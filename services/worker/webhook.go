@@ -11,9 +11,9 @@ import (
 
 // WebhookConfig is the webhook channel's environment.
 type WebhookConfig struct {
-	Secret       string        `env:"WEBHOOK_SECRET,required" secret:"true" help:"a Standard Webhooks secret such as whsec_ followed by base64"`
-	Timeout      time.Duration `env:"WEBHOOK_TIMEOUT" envDefault:"10s" help:"a duration such as 10s"`
-	AllowPrivate bool          `env:"WEBHOOK_ALLOW_PRIVATE" envDefault:"false" help:"true or false"`
+	Secret  string        `env:"WEBHOOK_SECRET,required" secret:"true" help:"a Standard Webhooks secret such as whsec_ followed by base64"`
+	Timeout time.Duration `env:"WEBHOOK_TIMEOUT" envDefault:"10s" help:"a duration such as 10s"`
+	AllowConfig
 }
 
 type webhookSender struct{ s *webhooks.Sender }
@@ -23,11 +23,15 @@ func openWebhook(getenv func(string) string) (Sender, func() error, error) {
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return nil, nil, err
 	}
+	allow, err := allowList(getenv, cfg.AllowConfig)
+	if err != nil {
+		return nil, nil, err
+	}
 	signer, err := webhooks.NewSigner(cfg.Secret)
 	if err != nil {
 		return nil, nil, config.Invalid("WEBHOOK_SECRET", "***", "a Standard Webhooks secret: whsec_ followed by base64 ("+err.Error()+")")
 	}
-	return webhookSender{webhooks.NewSender(webhooks.Config{Timeout: cfg.Timeout, AllowPrivate: cfg.AllowPrivate}, signer)}, discard, nil
+	return webhookSender{webhooks.NewSender(webhooks.Config{Timeout: cfg.Timeout, Allow: allow}, signer)}, discard, nil
 }
 
 func (w webhookSender) Send(ctx context.Context, n *notification.Notification) error {
