@@ -14,13 +14,15 @@ import (
 )
 
 // Dial connects to url with a connection name that the management UI
-// shows, so each relay process is recognisable there.
+// shows, so each relay process is recognisable there. Its error names the
+// broker by RedactURL and never quotes the URL or its password:
+// amqp091-go's errors may quote both, and they end up in logs.
 func Dial(url, name string) (*amqp.Connection, error) {
 	cfg := amqp.Config{Properties: amqp.NewConnectionProperties(), Heartbeat: 10 * time.Second}
 	cfg.Properties.SetClientConnectionName(name)
 	conn, err := amqp.DialConfig(url, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to broker as %q: %w", name, err)
+		return nil, fmt.Errorf("connect to broker %s as %q: %w", RedactURL(url), name, RedactError(err, url))
 	}
 	return conn, nil
 }
@@ -77,7 +79,7 @@ func isFatal(err error) bool {
 // x-delayed-message exchange type. Declaring an unknown exchange type makes
 // the broker close the whole connection (503 command invalid), so the probe
 // runs on a throw-away connection of its own. Plugin and TTL are returned
-// unchanged.
+// unchanged. Its errors, like Dial's, never quote the URL.
 func DetectBackend(url string, b Backend) (Backend, error) {
 	if b != Auto {
 		return b, nil

@@ -10,11 +10,12 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"reflect"
 	"strings"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/relay-demo/relay/retry"
 )
 
 // Parse fills cfg (a pointer to a struct with `env` tags) from getenv. An
@@ -45,7 +46,7 @@ func Parse(getenv func(string) string, cfg any) error {
 		var pe env.ParseError
 		if errors.As(e, &pe) {
 			f := info[pe.Name]
-			msg := fmt.Sprintf("%s=%q is not valid", f.key, vars[f.key])
+			msg := fmt.Sprintf("%s=%q is not valid", f.key, mask(f.key, vars[f.key], f.secret))
 			if f.help != "" {
 				msg += ": want " + f.help
 			}
@@ -62,7 +63,10 @@ func Invalid(key, value, want string) error {
 	return fmt.Errorf("configuration: %s=%q is not valid: want %s", key, value, want)
 }
 
-type field struct{ key, help string }
+type field struct {
+	key, help string
+	secret    bool
+}
 
 // fieldInfo maps struct field names, embedded structs included, to their
 // variable and accepted form.
@@ -76,14 +80,16 @@ func fieldInfo(t reflect.Type) map[string]field {
 			}
 			continue
 		}
-		out[f.Name] = field{key: strings.Split(f.Tag.Get("env"), ",")[0], help: f.Tag.Get("help")}
+		out[f.Name] = field{key: strings.Split(f.Tag.Get("env"), ",")[0], help: f.Tag.Get("help"), secret: f.Tag.Get("secret") == "true"}
 	}
 	return out
 }
 
 // Masked returns the configuration as key, value pairs for a start-up log.
-// Fields tagged `secret:"true"` show as "***" when set; URLs lose their
-// password.
+// Fields tagged `secret:"true"` show as "***" when set; URLs, and every
+// variable named *_URL whatever it holds, are masked by retry.RedactURL:
+// a URL loses its password, and a value that does not parse as one shows
+// no more than its scheme.
 func Masked(cfg any) []any {
 	v := reflect.Indirect(reflect.ValueOf(cfg))
 	t := v.Type()
@@ -101,18 +107,22 @@ func Masked(cfg any) []any {
 			continue
 		}
 		val := fmt.Sprint(v.Field(i).Interface())
-		switch {
-		case f.Tag.Get("secret") == "true" && !v.Field(i).IsZero():
-			val = "***"
-		case strings.Contains(val, "://"):
-			if u, err := url.Parse(val); err == nil && u.User != nil {
-				if _, has := u.User.Password(); has {
-					u.User = url.UserPassword(u.User.Username(), "***")
-					val = u.Redacted()
-				}
-			}
-		}
-		out = append(out, key, val)
+		out = append(out, key, mask(key, val, f.Tag.Get("secret") == "true"))
 	}
 	return out
+}
+
+// mask renders the value of variable key for a log line or an error.
+func mask(key, val string, secret bool) string {
+	switch {
+	case val == "":
+		return ""
+	case secret:
+		return "***"
+	case strings.HasSuffix(key, "_URL") || strings.Contains(val, "://"):
+		// A malformed URL is masked too: it is the one a password is
+		// most likely to leak from, half-parsed.
+		return retry.RedactURL(val)
+	}
+	return val
 }
