@@ -118,7 +118,7 @@ func relayRoundTrips(b *testing.B, n int) float64 {
 		Policy: retry.Policy{Delays: []time.Duration{time.Millisecond}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st := &retry.Stages{Topology: topo, Policy: topo.Policy, Prefetch: benchPrefetch}
+	st := &retry.Stages{Topology: topo, Prefetch: benchPrefetch}
 	go func() { _ = st.Run(ctx, conn) }()
 	var done atomic.Int64
 	c := &retry.Consumer{Topology: topo, Queue: topo.WorkRoutes()[0].Queue, Prefetch: benchPrefetch, Concurrency: 8,

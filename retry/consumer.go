@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -41,8 +42,17 @@ type HandlerFunc func(ctx context.Context, m *Message) error
 func (f HandlerFunc) Handle(ctx context.Context, m *Message) error { return f(ctx, m) }
 
 // Consumer runs a Handler on one work queue.
+//
+// A failure is handed to the error exchange by the consumer itself, with
+// the error's text in x-last-error and the queue it was consumed from in
+// x-original-queue, and acked once the broker confirmed the copy; only if
+// that hand-off fails is the message nacked, for the queue's dead-letter
+// exchange to take it there. A message that arrived through the ingress
+// exchange is a producer's: the consumer ignores any relay header on it
+// (see pipelineHeaders), so a producer cannot set its own retry count.
 type Consumer struct {
-	// Topology names the pipeline the queue belongs to.
+	// Topology names the pipeline the queue belongs to and holds the retry
+	// policy.
 	Topology Topology
 	// Queue is the work queue, prefixed (see Topology.WorkRoutes).
 	Queue string
@@ -52,19 +62,20 @@ type Consumer struct {
 	Prefetch int
 	// Concurrency is the number of messages handled at once; zero means 4.
 	Concurrency int
-	// Policy, if set, is only used to show the expected next delay in logs
-	// and events; the error stage decides the real one.
-	Policy Policy
 	// ShutdownTimeout bounds how long handlers in flight may go on once
 	// ctx is done, before their context is cancelled; zero means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// Management, if set, lets the consumer move aside a message whose
+	// headers are too large to be delivered over AMQP (see quarantine.go).
+	Management *Management
 	// Logger receives one line per attempt; nil discards.
 	Logger *slog.Logger
 	// Observe, if set, is told every outcome.
 	Observe func(Event)
 
-	frameSize int
+	guard *quarantine
+	once  sync.Once
 }
 
 // Run consumes the queue on conn until ctx is done (then finishes the
@@ -73,67 +84,71 @@ func (c *Consumer) Run(ctx context.Context, conn *amqp.Connection) error {
 	if c.Handler == nil || c.Queue == "" {
 		return fmt.Errorf("consumer needs a queue and a handler")
 	}
-	if c.Concurrency <= 0 {
-		c.Concurrency = 4
-	}
-	if c.Prefetch <= 0 {
-		c.Prefetch = 2 * c.Concurrency
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	c.frameSize = conn.Config.FrameSize
-	return serve(ctx, conn, c.Queue, c.Prefetch, c.Concurrency, "relay-"+c.Queue, c.ShutdownTimeout, c.handle)
+	c.once.Do(func() {
+		if c.Concurrency <= 0 {
+			c.Concurrency = 4
+		}
+		if c.Prefetch <= 0 {
+			c.Prefetch = 2 * c.Concurrency
+		}
+		if c.Logger == nil {
+			c.Logger = slog.New(slog.DiscardHandler)
+		}
+		if c.ShutdownTimeout <= 0 {
+			c.ShutdownTimeout = DefaultShutdownTimeout
+		}
+		c.guard = newQuarantine(c.Management, c.Topology, c.Logger)
+	})
+	careful := c.guard.check(ctx, conn, c.Queue, c.Prefetch)
+	stillCareful, err := serve(ctx, conn, c.Queue, c.Prefetch, careful, c.Concurrency, "relay-"+c.Queue, c.ShutdownTimeout, c.handle)
+	c.guard.observe(c.Queue, err, stillCareful)
+	return err
 }
 
 func (c *Consumer) handle(ctx context.Context, pub *publisher, d *amqp.Delivery) error {
+	if d.Exchange != "" && d.Exchange == c.Topology.Ingress() && carriesAny(d.Headers, pipelineHeaders) {
+		// A producer's message: relay did not write these.
+		c.Logger.Warn("dropped relay headers a producer set", "message_id", d.MessageId, "queue", c.Queue)
+		d.Headers = without(d.Headers, pipelineHeaders)
+	}
 	m := &Message{
-		ID: d.MessageId, Queue: c.Queue, Attempt: RetryCount(d.Headers) + 1,
+		ID: d.MessageId, Queue: c.Queue, Attempt: min(RetryCount(d.Headers), c.Topology.Policy.Retries()) + 1,
 		ContentType: d.ContentType, Headers: d.Headers, Body: d.Body, Redelivered: d.Redelivered,
 	}
 	start := time.Now()
 	var err error
-	if c.frameSize > 0 && headerFrameSize(d) > c.frameSize-headroom {
+	if need := headerFrameSize(d); tooLarge(d, pub) {
 		// Its headers leave no room for relay's own or the broker's
 		// x-death: any hand-off would exceed the frame size and loop. Park
 		// it now, with its large headers dropped.
-		d.Headers = smallHeaders(d.Headers)
-		err = tooLarge{fmt.Errorf("message headers need %d bytes of a %d-byte frame", headerFrameSize(d), c.frameSize)}
+		err = oversized{fmt.Errorf("its headers need %d bytes of the %d-byte AMQP frame", need, pub.conn.Config.FrameSize)}
 	} else {
 		err = call(ctx, c.Handler, m)
 	}
-	e := Event{MessageID: m.ID, Queue: c.Queue, Attempt: m.Attempt, At: time.Now(), Published: d.Timestamp}
-	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt,
-		"duration_ms", time.Since(start).Milliseconds())
+	took := time.Since(start)
+	e := Event{MessageID: m.ID, Queue: c.Queue, Attempt: m.Attempt, At: time.Now(), Published: d.Timestamp, Duration: took}
+	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt, "duration_ms", took.Milliseconds())
 
 	var settleErr error
-	switch after, hinted := RetryAfter(err); {
+	switch {
 	case err == nil:
 		e.Outcome = "delivered"
 		settleErr = d.Ack(false)
 		log.Info("delivered", "outcome", e.Outcome)
 	case IsPermanent(err):
 		e.Outcome, e.Reason, e.Err = "parked", ReasonPermanent, err.Error()
-		if _, big := err.(tooLarge); big {
+		if _, big := err.(oversized); big {
 			e.Reason = ReasonTooLarge
 		}
 		settleErr = c.park(ctx, pub, d, err, m.Attempt-1, e.Reason)
 		log.Warn("permanent failure, parked", "outcome", e.Outcome, "reason", e.Reason, "error", err)
-	case hinted:
-		// The downstream said when to come back; a nack cannot carry that,
-		// so the consumer hands the message to the error exchange itself,
-		// with the hint, and acks once the broker has confirmed it.
-		e.Outcome, e.Err, e.Delay = "failed", err.Error(), max(after, c.Policy.Delay(m.Attempt))
-		settleErr = c.fail(ctx, pub, d, err, after)
-		log.Warn("failed, will retry", "outcome", e.Outcome, "delay_ms", e.Delay.Milliseconds(), "error", err)
 	default:
-		// The broker dead-letters the message into the pipeline.
-		e.Outcome, e.Err, e.Delay = "failed", err.Error(), c.Policy.Delay(m.Attempt)
-		settleErr = d.Nack(false, false /* requeue */)
-		log.Warn("failed, will retry", "outcome", e.Outcome, "delay_ms", e.Delay.Milliseconds(), "error", err)
+		// The error stage decides the delay; the failure goes to it with
+		// its text (and a downstream's Retry-After, if any).
+		after, _ := RetryAfter(err)
+		e.Outcome, e.Err = "failed", err.Error()
+		settleErr = c.fail(ctx, pub, d, err, after)
+		log.Warn("failed, handed to the retry stages", "outcome", e.Outcome, "error", err)
 	}
 	if settleErr != nil {
 		log.Error("settle delivery", "error", settleErr)
@@ -148,11 +163,7 @@ func (c *Consumer) handle(ctx context.Context, pub *publisher, d *amqp.Delivery)
 // acks it after the confirm. If parking fails, the message is nacked so the
 // broker dead-letters it into the pipeline: retried, not lost.
 func (c *Consumer) park(ctx context.Context, pub *publisher, d *amqp.Delivery, cause error, retries int, reason string) error {
-	h := d.Headers
-	d.Headers = forward(h)
-	d.Headers[HeaderLastError] = truncate(cause.Error(), maxHeaderError)
-	err := park(ctx, pub, c.Topology, d, c.Queue, reason, retries, time.Now())
-	d.Headers = h
+	err := park(ctx, pub, c.Topology, d, parking{source: c.Queue, reason: reason, retries: retries, lastErr: cause.Error()}, time.Now())
 	if err != nil {
 		c.Logger.Error("park permanent failure, sending it to the pipeline instead", "message_id", d.MessageId, "error", err)
 		_ = d.Nack(false, false /* requeue */)
@@ -161,13 +172,17 @@ func (c *Consumer) park(ctx context.Context, pub *publisher, d *amqp.Delivery, c
 	return d.Ack(false)
 }
 
-// fail publishes a failed message to the error exchange with the wait the
-// downstream asked for, then acks; on failure it falls back to a nack.
+// fail publishes a failed message to the error exchange with its error
+// text (and the wait a downstream asked for), then acks; if the hand-off
+// fails, it nacks instead and the queue's dead-letter exchange takes the
+// message to the same place, without the text.
 func (c *Consumer) fail(ctx context.Context, pub *publisher, d *amqp.Delivery, cause error, after time.Duration) error {
 	h := forward(d.Headers)
 	h[HeaderOriginalQueue] = c.Queue
 	h[HeaderLastError] = truncate(cause.Error(), maxHeaderError)
-	h[HeaderRetryAfter] = after.Milliseconds()
+	if after > 0 {
+		h[HeaderRetryAfter] = after.Milliseconds()
+	}
 	err := pub.publish(ctx, c.Topology.Name(ErrorExchange), c.Queue, true /* mandatory */, republish(d, h))
 	if err != nil {
 		c.Logger.Error("hand failure to error exchange, nacking instead", "message_id", d.MessageId, "error", err)
@@ -177,12 +192,12 @@ func (c *Consumer) fail(ctx context.Context, pub *publisher, d *amqp.Delivery, c
 	return d.Ack(false)
 }
 
-// tooLarge is the permanent failure of a message whose headers fill the
+// oversized is the permanent failure of a message whose headers fill the
 // frame.
-type tooLarge struct{ error }
+type oversized struct{ error }
 
-// Unwrap makes a tooLarge permanent.
-func (t tooLarge) Unwrap() error { return Permanent(t.error) }
+// Unwrap makes an oversized failure permanent.
+func (o oversized) Unwrap() error { return Permanent(o.error) }
 
 // call runs the handler, turning a panic into an ordinary, transient
 // failure: one bad message must not take the worker down.

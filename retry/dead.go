@@ -125,18 +125,17 @@ func (dl DeadLetters) List(ctx context.Context, f Filter, limit int) ([]Parked, 
 	return out, err
 }
 
-// replayHeaders are dropped when a message is replayed, so it starts a
-// fresh retry cycle.
-var replayHeaders = []string{
-	HeaderRetryCount, HeaderOriginalQueue, HeaderFirstFailedAt, HeaderLastError, HeaderNotBefore,
-	HeaderDeadSource, HeaderDeadReason, HeaderParkedAt,
-}
+// ErrNotDestination means a parked message names, as the queue it came
+// from, a queue that is not one of the topology's work queues: replay
+// leaves it parked rather than publish it there.
+var ErrNotDestination = errors.New("not one of the topology's work queues")
 
 // Replay publishes every parked message that matches f back to the queue
 // it was parked from, with a fresh retry count, and removes the parked
 // copy once the broker has confirmed the new one. It returns how many it
-// replayed; a message whose source queue no longer exists stays parked and
-// is reported in the error.
+// replayed. A message whose source is not one of the topology's work
+// queues (ErrNotDestination), or whose queue no longer exists
+// (ErrUnroutable), stays parked and is reported in the error.
 func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 	pub, err := newPublisher(dl.Conn)
 	if err != nil {
@@ -147,14 +146,11 @@ func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 	var failed []error
 	err = dl.walk(ctx, f, func(d *amqp.Delivery) (bool, error) {
 		source := headerString(d.Headers, HeaderDeadSource)
-		if source == "" {
-			failed = append(failed, fmt.Errorf("message %q has no %s", d.MessageId, HeaderDeadSource))
+		if !dl.Topology.Destination(source) {
+			failed = append(failed, fmt.Errorf("message %q: source %q is %w: it stays parked", d.MessageId, source, ErrNotDestination))
 			return false, nil
 		}
-		h := forward(d.Headers)
-		for _, k := range replayHeaders {
-			delete(h, k)
-		}
+		h := without(forward(d.Headers), pipelineHeaders)
 		if err := pub.publish(ctx, "", source, true /* mandatory */, republish(d, h)); err != nil {
 			if errors.Is(err, ErrUnroutable) {
 				failed = append(failed, fmt.Errorf("message %q: %w", d.MessageId, err))

@@ -4,6 +4,8 @@ package retry_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,24 +114,42 @@ func TestDeadLetters(t *testing.T) {
 	}
 }
 
-// TestReplayToMissingQueueKeepsMessage: a parked message whose source queue
-// is gone stays parked, and the error says why.
-func TestReplayToMissingQueueKeepsMessage(t *testing.T) {
+// TestReplayKeepsWhatItCannotSend: a parked message whose source is not a
+// work queue of the topology, or a work queue that is gone, stays parked,
+// nothing reaches the queue it names, and the error says why.
+func TestReplayKeepsWhatItCannotSend(t *testing.T) {
 	conn := retrytest.Conn(t)
 	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL})
+	target := victim(t, conn)
+	gone := topo.WorkRoutes()[1].Queue
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	if err := ch.Publish(topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{MessageId: "x",
-		Headers: amqp.Table{retry.HeaderDeadSource: topo.Name("gone-queue")}}); err != nil {
+	if _, err := ch.QueueDelete(gone, false, false, false); err != nil {
 		t.Fatal(err)
 	}
-	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == 1 }, "not parked")
-	n, err := (retry.DeadLetters{Conn: conn, Topology: topo}).Replay(context.Background(), retry.Filter{})
-	if n != 0 || err == nil {
-		t.Fatalf("Replay = %d, %v; want 0 and an error", n, err)
+	for id, source := range map[string]string{"to-victim": target, "to-error-queue": topo.Name(retry.ErrorQueue), "to-gone": gone} {
+		if err := ch.Publish(topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{MessageId: id,
+			Headers: amqp.Table{retry.HeaderDeadSource: source}}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == 1 }, "parked copy lost")
+	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == 3 }, "not parked")
+	dl := retry.DeadLetters{Conn: conn, Topology: topo}
+	n, err := dl.Replay(context.Background(), retry.Filter{ID: "to-victim"})
+	if n != 0 || !errors.Is(err, retry.ErrNotDestination) || !strings.Contains(err.Error(), target) {
+		t.Fatalf("Replay by id = %d, %v; want 0 and ErrNotDestination naming %s", n, err, target)
+	}
+	n, err = dl.Replay(context.Background(), retry.Filter{})
+	if n != 0 || !errors.Is(err, retry.ErrNotDestination) || !errors.Is(err, retry.ErrUnroutable) {
+		t.Fatalf("Replay all = %d, %v; want 0, ErrNotDestination and ErrUnroutable", n, err)
+	}
+	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == 3 }, "a parked copy was lost")
+	for _, q := range []string{target, topo.Name(retry.ErrorQueue)} {
+		if got := depth(t, conn, q); got != 0 {
+			t.Errorf("%s holds %d messages", q, got)
+		}
+	}
 }

@@ -11,11 +11,13 @@
 //	    retries = max, or permanent: dead-letter-exchange (headers) ──► dead-letter-queue
 //
 // A Consumer runs a Handler on a work queue. A nil error acks the message.
-// Any other error nacks it without requeue, and the broker dead-letters it
-// to error-exchange: the consumer needs no knowledge of delays. An error
-// wrapped by Permanent is parked at once; one wrapped by After is handed to
-// the error exchange by the consumer itself, since a nack cannot carry the
-// downstream's "come back in N seconds".
+// Any other error is handed to error-exchange by the consumer itself, with
+// its text in x-last-error (a nack cannot carry it) and, for an error
+// wrapped by After, the wait the downstream asked for; the message is
+// acked once the broker confirmed that copy. Only if the hand-off fails is
+// the message nacked without requeue, for the work queue's dead-letter
+// exchange to take it to the same place. An error wrapped by Permanent is
+// parked at once. The consumer needs no knowledge of delays.
 //
 // Stages runs the two consumers of the pipeline. The error stage counts the
 // attempt, picks the delay from the Policy, and publishes the message to
@@ -42,6 +44,37 @@
 // until the target has it; Topology declares them that way when QueueType
 // is Quorum. Use quorum queues in production.
 //
+// # What relay trusts
+//
+// AMQP 0-9-1 cannot tell who wrote a header, and any client allowed to
+// publish on the virtual host can set x-original-queue, x-retry-count or
+// x-death. relay therefore routes and counts only within bounds that no
+// header can move:
+//
+//   - The stages and replay publish a message only to one of the
+//     topology's work queues (Topology.Destination). A message that names
+//     another queue, relay's own internal ones included, or none, is
+//     parked once as unknown-source with the claim kept in
+//     x-claimed-source, and the stage logs the header and its value.
+//   - The error stage takes the source first from what the broker wrote
+//     when it dead-lettered the message (the newest x-death entry, then
+//     x-last-death-queue), then from x-original-queue, which the consumer
+//     writes from the queue it consumed. x-first-death-queue is never read.
+//   - On a message a producer published to the ingress exchange, relay's
+//     own headers were not written by relay: the consumer drops them, so
+//     the count starts at zero.
+//   - A count is clamped to 0..max retries: a forged one can only shorten
+//     its own message's retries. Only the error stage raises it, so a
+//     message passes the worker and each stage at most max retries + 1
+//     times; the TTL backend's extra waiting rounds for a long Retry-After
+//     are bounded by MaxWaits.
+//   - A message whose headers do not fit the connection's frame is parked
+//     as headers-too-large; one too large to be delivered at all is moved
+//     aside over the management API (see Management).
+//
+// To keep clients out of relay's internal exchanges and queues entirely,
+// give them RabbitMQ permissions that write only to the ingress exchange.
+//
 // # Why the count is not read from x-death
 //
 // The broker records each dead-lettering in the x-death header, and older
@@ -50,8 +83,8 @@
 // error stage republishes a message, the broker's count would start again
 // at 1. relay keeps its own count in x-retry-count, written by the error
 // stage, and strips x-death (and the delay plugin's x-delay) whenever it
-// republishes. x-death is only read to find the queue a message first
-// failed on, and to show history.
+// republishes. x-death is only read to find the queue a message was just
+// dead-lettered from, and to show history.
 //
 // # Delay backends
 //

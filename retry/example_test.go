@@ -52,7 +52,7 @@ func Example() {
 		if err := topo.Declare(ctx, conn); err != nil {
 			return err
 		}
-		stages := &retry.Stages{Topology: topo, Policy: policy, Logger: logger}
+		stages := &retry.Stages{Topology: topo, Logger: logger}
 		consumer := &retry.Consumer{Topology: topo, Queue: topo.WorkRoutes()[0].Queue, Handler: handle, Logger: logger}
 		errs := make(chan error, 2)
 		go func() { errs <- stages.Run(ctx, conn) }()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,8 +128,11 @@ func FuzzHeaders(f *testing.F) {
 		h := (&tableReader{b: data}).table(0)
 		before := cloneTable(h)
 
-		if q := OriginalQueue(h); q != "" && !slices.Contains(stringsIn(h), q) {
-			t.Fatalf("OriginalQueue = %q, which the headers do not hold: %#v", q, h)
+		if q, from := Claim(h); q != "" && !slices.Contains(stringsIn(h), q) || (q == "") != (from == "") {
+			t.Fatalf("Claim = %q from %q, which the headers do not hold: %#v", q, from, h)
+		}
+		if e := lastError(h); e != "" && !slices.Contains(stringsIn(h), e) && !strings.Contains(e, "not recorded") {
+			t.Fatalf("lastError = %q, which the headers do not hold: %#v", e, h)
 		}
 		if n := DeathCount(h); n < 0 {
 			t.Fatalf("DeathCount = %d: a sum of counts below zero: %#v", n, h)

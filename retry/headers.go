@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -32,22 +33,45 @@ const (
 	// HeaderDeadSource is the work queue a parked message came from; the
 	// dead-letter exchange routes on it.
 	HeaderDeadSource = "x-dead-source"
-	// HeaderDeadReason says why a message was parked: ReasonMaxRetries,
-	// ReasonPermanent or ReasonUnroutable.
+	// HeaderDeadReason says why a message was parked: one of the Reason
+	// constants.
 	HeaderDeadReason = "x-dead-reason"
 	// HeaderParkedAt is when the message was parked (RFC 3339).
 	HeaderParkedAt = "x-parked-at"
 	// HeaderDelay is the delayed-message plugin's delay in milliseconds.
 	HeaderDelay = "x-delay"
+	// HeaderClaimedSource keeps, on a message parked as ReasonNoSource, the
+	// queue it claimed to come from and the header that claimed it, for
+	// forensics. relay never routes on it.
+	HeaderClaimedSource = "x-claimed-source"
+	// HeaderWaits counts the extra rounds a message has waited in the TTL
+	// backend's longest wait queue because a downstream asked for a longer
+	// wait (HeaderNotBefore). It is bounded: see the requeue stage.
+	HeaderWaits = "x-retry-waits"
 )
+
+// pipelineHeaders are the headers relay writes to route, count and explain
+// a message. On a message that a producer published to the ingress
+// exchange, relay did not write them: the consumer drops them there, so no
+// producer can steer a message's count or destination.
+var pipelineHeaders = []string{
+	HeaderRetryCount, HeaderOriginalQueue, HeaderFirstFailedAt, HeaderLastError, HeaderRetryAfter,
+	HeaderNotBefore, HeaderWaits, HeaderDeadSource, HeaderDeadReason, HeaderParkedAt, HeaderClaimedSource,
+}
 
 // Reasons a message is parked, the values of HeaderDeadReason.
 const (
+	// ReasonMaxRetries: the last retry failed too.
 	ReasonMaxRetries = "max-retries"
-	ReasonPermanent  = "permanent"
-	ReasonNoSource   = "unknown-source"
-	ReasonNoQueue    = "queue-missing"
-	ReasonTooLarge   = "headers-too-large"
+	// ReasonPermanent: the handler said no retry can help.
+	ReasonPermanent = "permanent"
+	// ReasonNoSource: the message names no queue to go back to, or one
+	// that is not one of the topology's work queues.
+	ReasonNoSource = "unknown-source"
+	// ReasonNoQueue: the work queue it belongs to no longer exists.
+	ReasonNoQueue = "queue-missing"
+	// ReasonTooLarge: its headers leave no room for relay's in a frame.
+	ReasonTooLarge = "headers-too-large"
 )
 
 // headroom is the room a message's header frame must leave under the
@@ -162,27 +186,32 @@ func RetryCount(h amqp.Table) int {
 	return int(min(n, 1<<30))
 }
 
-// OriginalQueue finds the work queue a failed message came from: relay's
-// own HeaderOriginalQueue once set, else what the broker recorded when it
-// dead-lettered the message (x-last-death-queue on RabbitMQ 3.13+, the
-// newest x-death entry, then x-first-death-queue).
-func OriginalQueue(h amqp.Table) string {
-	if q := headerString(h, HeaderOriginalQueue); q != "" {
-		return q
-	}
-	if q := headerString(h, "x-last-death-queue"); q != "" {
-		return q
-	}
-	if deaths, ok := h["x-death"].([]any); ok {
-		for _, d := range deaths {
-			if t, ok := d.(amqp.Table); ok {
-				if q := headerString(t, "queue"); q != "" {
-					return q
-				}
+// Claim finds the work queue a failed message says it failed on, and the
+// header that says so. What the broker wrote when it dead-lettered the
+// message comes first: the newest x-death entry (the broker puts the entry
+// of the dead-lettering it just did at the head, on every version), then
+// x-last-death-queue (3.13+). Then relay's HeaderOriginalQueue, which the
+// consumer writes when it hands a failure over itself. x-first-death-queue
+// is never read: RabbitMQ before 3.13 keeps a producer's value of it.
+//
+// Any of these can be forged by a client that publishes straight into
+// error-queue or requeue-queue: the stages therefore send a message only to
+// a queue that Topology.Destination accepts, whatever it claims.
+func Claim(h amqp.Table) (queue, header string) {
+	if deaths, ok := h["x-death"].([]any); ok && len(deaths) > 0 {
+		if t, ok := deaths[0].(amqp.Table); ok {
+			if q := headerString(t, "queue"); q != "" {
+				return q, "x-death"
 			}
 		}
 	}
-	return headerString(h, "x-first-death-queue")
+	if q := headerString(h, "x-last-death-queue"); q != "" {
+		return q, "x-last-death-queue"
+	}
+	if q := headerString(h, HeaderOriginalQueue); q != "" {
+		return q, HeaderOriginalQueue
+	}
+	return "", ""
 }
 
 // DeathCount sums the counts in x-death. It is for showing history only:
@@ -213,14 +242,46 @@ var brokerHeaders = []string{
 // forward copies h without the broker's per-hop headers, with room for the
 // few relay adds.
 func forward(h amqp.Table) amqp.Table {
+	return without(h, brokerHeaders)
+}
+
+// without copies h without keys, with room for a few more.
+func without(h amqp.Table, keys []string) amqp.Table {
 	out := make(amqp.Table, len(h)+4)
 	for k, v := range h {
 		out[k] = v
 	}
-	for _, k := range brokerHeaders {
+	for _, k := range keys {
 		delete(out, k)
 	}
 	return out
+}
+
+// carriesAny reports whether h has any of keys.
+func carriesAny(h amqp.Table, keys []string) bool {
+	for _, k := range keys {
+		if _, ok := h[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// lastError is the failure text a message carries: relay's
+// HeaderLastError, else, for a message the broker dead-lettered without
+// one, what the broker recorded.
+func lastError(h amqp.Table) string {
+	if e := headerString(h, HeaderLastError); e != "" {
+		return e
+	}
+	if deaths, ok := h["x-death"].([]any); ok && len(deaths) > 0 {
+		if t, ok := deaths[0].(amqp.Table); ok {
+			if r := headerString(t, "reason"); r != "" {
+				return fmt.Sprintf("%s by %s (the error text was not recorded)", r, headerString(t, "queue"))
+			}
+		}
+	}
+	return ""
 }
 
 // clampDelay fits d into the plugin's x-delay range of 1..2^32-1 ms; the

@@ -45,31 +45,77 @@ func death(queue string, count any) amqp.Table {
 	return amqp.Table{"queue": queue, "reason": "rejected", "count": count, "exchange": ""}
 }
 
-func TestOriginalQueueAndDeathCount(t *testing.T) {
+func TestClaimAndDeathCount(t *testing.T) {
 	tests := []struct {
-		name      string
-		h         amqp.Table
-		wantQueue string
-		wantCount int
+		name       string
+		h          amqp.Table
+		wantQueue  string
+		wantHeader string
+		wantCount  int
 	}{
-		{"relay's own header wins", amqp.Table{HeaderOriginalQueue: "email-queue", "x-last-death-queue": "other",
-			"x-death": []any{death("other", int64(1))}}, "email-queue", 1},
-		{"x-last-death-queue (3.13+)", amqp.Table{"x-last-death-queue": "webhook-queue"}, "webhook-queue", 0},
-		{"x-death newest first", amqp.Table{"x-death": []any{death("webhook-queue", int32(2)), death("email-queue", int64(3))}}, "webhook-queue", 5},
-		{"x-death count as int16", amqp.Table{"x-death": []any{death("q", int16(4))}}, "q", 4},
-		{"x-death count as uint8", amqp.Table{"x-death": []any{death("q", uint8(4))}}, "q", 4},
-		{"x-death garbled entries are skipped", amqp.Table{"x-death": []any{"junk", death("q", "x")}}, "q", 0},
-		{"x-death not a list", amqp.Table{"x-death": "junk", "x-first-death-queue": "first"}, "first", 0},
-		{"nothing", amqp.Table{}, "", 0},
-		{"huge counts saturate", amqp.Table{"x-death": []any{death("q", int64(1<<62)), death("q", int64(1<<62))}}, "q", 1<<31 - 1},
+		{"the broker's newest x-death entry wins", amqp.Table{HeaderOriginalQueue: "victim", "x-last-death-queue": "other",
+			"x-death": []any{death("email-queue", int64(1))}}, "email-queue", "x-death", 1},
+		{"x-last-death-queue (3.13+)", amqp.Table{"x-last-death-queue": "webhook-queue", HeaderOriginalQueue: "victim"}, "webhook-queue", "x-last-death-queue", 0},
+		{"relay's own header when the broker wrote nothing", amqp.Table{HeaderOriginalQueue: "email-queue"}, "email-queue", HeaderOriginalQueue, 0},
+		{"x-death newest first", amqp.Table{"x-death": []any{death("webhook-queue", int32(2)), death("email-queue", int64(3))}}, "webhook-queue", "x-death", 5},
+		{"x-death count as int16", amqp.Table{"x-death": []any{death("q", int16(4))}}, "q", "x-death", 4},
+		{"x-death count as uint8", amqp.Table{"x-death": []any{death("q", uint8(4))}}, "q", "x-death", 4},
+		{"a garbled newest entry is not skipped over", amqp.Table{"x-death": []any{"junk", death("q", "x")}}, "", "", 0},
+		{"x-first-death-queue is never read", amqp.Table{"x-death": "junk", "x-first-death-queue": "first"}, "", "", 0},
+		{"a number is not a queue", amqp.Table{HeaderOriginalQueue: int32(42)}, "", "", 0},
+		{"nothing", amqp.Table{}, "", "", 0},
+		{"huge counts saturate", amqp.Table{"x-death": []any{death("q", int64(1<<62)), death("q", int64(1<<62))}}, "q", "x-death", 1<<31 - 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := OriginalQueue(tt.h); got != tt.wantQueue {
-				t.Errorf("OriginalQueue = %q, want %q", got, tt.wantQueue)
+			if q, h := Claim(tt.h); q != tt.wantQueue || h != tt.wantHeader {
+				t.Errorf("Claim = %q from %q, want %q from %q", q, h, tt.wantQueue, tt.wantHeader)
 			}
 			if got := DeathCount(tt.h); got != tt.wantCount {
 				t.Errorf("DeathCount = %d, want %d", got, tt.wantCount)
+			}
+		})
+	}
+}
+
+func TestLastError(t *testing.T) {
+	tests := []struct {
+		name string
+		h    amqp.Table
+		want string
+	}{
+		{"relay's header", amqp.Table{HeaderLastError: "452 mailbox full", "x-death": []any{death("q", int64(1))}}, "452 mailbox full"},
+		{"the broker's reason", amqp.Table{"x-death": []any{death("email-queue", int64(1))}}, "rejected by email-queue (the error text was not recorded)"},
+		{"nothing", amqp.Table{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := lastError(tt.h); got != tt.want {
+				t.Errorf("lastError = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDestination(t *testing.T) {
+	topo := Topology{Prefix: "p.", Routes: []Route{{Queue: "email-queue", Key: "email"}}, Backend: TTL}
+	tests := []struct {
+		queue string
+		want  bool
+	}{
+		{"p.email-queue", true},
+		{"email-queue", false}, // unprefixed: another application's
+		{"p.error-queue", false},
+		{"p.requeue-queue", false},
+		{"p.wait.1s", false},
+		{"p.dead-letter-queue", false},
+		{"", false},
+		{"victim", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.queue, func(t *testing.T) {
+			if got := topo.Destination(tt.queue); got != tt.want {
+				t.Errorf("Destination(%q) = %t, want %t", tt.queue, got, tt.want)
 			}
 		})
 	}

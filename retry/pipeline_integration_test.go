@@ -31,7 +31,7 @@ func runStages(t *testing.T, conn *amqp.Connection, topo retry.Topology) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	st := &retry.Stages{Topology: topo, Policy: topo.Policy}
+	st := &retry.Stages{Topology: topo}
 	go func() { done <- st.Run(ctx, conn) }()
 	t.Cleanup(func() {
 		cancel()
@@ -39,6 +39,26 @@ func runStages(t *testing.T, conn *amqp.Connection, topo retry.Topology) {
 			t.Errorf("stages: %v", err)
 		}
 	})
+	// The stages declare their topology before they consume: wait until
+	// both consume, so a test that changes the topology races nothing.
+	retrytest.Eventually(t, 10*time.Second, func() bool {
+		return consumers(t, conn, topo.Name(retry.ErrorQueue)) > 0 && consumers(t, conn, topo.Name(retry.RequeueQueue)) > 0
+	}, "the stages never started consuming")
+}
+
+// consumers returns the number of consumers of a queue.
+func consumers(t *testing.T, conn *amqp.Connection, queue string) int {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Consumers
 }
 
 func publish(t *testing.T, conn *amqp.Connection, topo retry.Topology, key, id string, headers amqp.Table) {
@@ -272,8 +292,9 @@ func TestConsumerOutcomes(t *testing.T) {
 			if tt.wantParked != "" {
 				d := parked(t, conn, topo, 5*time.Second)
 				assertParked(t, d, "n-2", topo.WorkRoutes()[0].Queue, tt.wantParked, tt.wantAttempts-1)
-				if tt.wantParked == retry.ReasonPermanent && d.Headers[retry.HeaderLastError] != "550 no such user" {
-					t.Errorf("%s = %v", retry.HeaderLastError, d.Headers[retry.HeaderLastError])
+				// Every parked copy carries the error that ended it.
+				if want := tt.fail(tt.wantAttempts).Error(); d.Headers[retry.HeaderLastError] != want {
+					t.Errorf("%s = %v, want %q", retry.HeaderLastError, d.Headers[retry.HeaderLastError], want)
 				}
 			} else {
 				retrytest.Eventually(t, 5*time.Second, func() bool { return seen.count() >= tt.wantAttempts },
@@ -321,7 +342,7 @@ func TestRetryAfterOutlastsLongestStep(t *testing.T) {
 	}
 }
 
-// TestRequeueToMissingQueueParks: a message whose original queue is gone is
+// TestRequeueToMissingQueueParks: a message whose work queue is gone is
 // parked with the reason, not dropped by the default exchange.
 func TestRequeueToMissingQueueParks(t *testing.T) {
 	conn, topo := pipeline(t, retry.Topology{Backend: retry.TTL, Policy: retry.Policy{Delays: []time.Duration{ms(50)}}})
@@ -330,7 +351,10 @@ func TestRequeueToMissingQueueParks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	missing := topo.Name("no-such-queue")
+	missing := topo.WorkRoutes()[1].Queue
+	if _, err := ch.QueueDelete(missing, false, false, false); err != nil {
+		t.Fatal(err)
+	}
 	if err := ch.Publish("", topo.Name(retry.RequeueQueue), false, false, amqp.Publishing{
 		MessageId: "n-4", Body: []byte(`{"v":1}`), ContentType: "application/json", DeliveryMode: amqp.Persistent,
 		Headers: amqp.Table{retry.HeaderOriginalQueue: missing, retry.HeaderRetryCount: int32(1)},
@@ -339,6 +363,9 @@ func TestRequeueToMissingQueueParks(t *testing.T) {
 	}
 	d := parked(t, conn, topo, 5*time.Second)
 	assertParked(t, d, "n-4", missing, retry.ReasonNoQueue, 1)
+	if e, _ := d.Headers[retry.HeaderLastError].(string); !strings.Contains(e, "no longer exists") {
+		t.Errorf("%s = %q", retry.HeaderLastError, e)
+	}
 }
 
 // TestErrorWithoutSourceParks: a message in error-queue that nobody can

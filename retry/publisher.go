@@ -22,6 +22,7 @@ var ErrUnroutable = errors.New("message unroutable")
 // broker sends the return before the confirm, on the same channel. Callers
 // get parallelism by running several publishers (one per stage worker).
 type publisher struct {
+	conn    *amqp.Connection
 	ch      *amqp.Channel
 	returns chan amqp.Return
 }
@@ -35,7 +36,7 @@ func newPublisher(conn *amqp.Connection) (*publisher, error) {
 		ch.Close()
 		return nil, fmt.Errorf("enable publisher confirms: %w", err)
 	}
-	return &publisher{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 1))}, nil
+	return &publisher{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 1))}, nil
 }
 
 // publish sends msg and waits for the broker's confirm. It returns nil only

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -24,15 +25,29 @@ type worker func(ctx context.Context, pub *publisher, d *amqp.Delivery) error
 // A worker acks or nacks its delivery itself. Workers run under a context
 // that shutdown does not cancel at once: a send in flight gets up to grace
 // to complete and record its outcome instead of being cut off halfway.
-func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, n int, tag string, grace time.Duration, w worker) error {
+//
+// With careful above zero, the first careful deliveries are taken one at a
+// time (prefetch 1) before the window widens to prefetch: after a message
+// too large for the frame closed the connection, that brings it to the
+// head of the queue, where the quarantine can reach it, before it strikes
+// again. stillCareful reports whether serve ended before the window
+// widened.
+func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, careful, n int, tag string, grace time.Duration, w worker) (stillCareful bool, err error) {
+	var taken atomic.Int64
+	defer func() { stillCareful = careful > 0 && taken.Load() < int64(careful) }()
 	ch, err := conn.Channel()
 	if err != nil {
-		return fmt.Errorf("open consume channel: %w", err)
+		return false, fmt.Errorf("open consume channel: %w", err)
 	}
 	defer ch.Close()
-	if err := ch.Qos(prefetch, 0, false /* global */); err != nil {
-		return fmt.Errorf("set prefetch %d: %w", prefetch, err)
+	window := prefetch
+	if careful > 0 {
+		window = 1
 	}
+	if err := ch.Qos(window, 0, false /* global */); err != nil {
+		return false, fmt.Errorf("set prefetch %d: %w", window, err)
+	}
+	var widen sync.Once
 	deliveries, err := ch.Consume(queue, tag,
 		false, // autoAck: acks are manual, after the work is done
 		false, // exclusive
@@ -40,7 +55,7 @@ func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, n
 		false, // noWait
 		nil)
 	if err != nil {
-		return fmt.Errorf("consume %q: %w", queue, err)
+		return false, fmt.Errorf("consume %q: %w", queue, err)
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -80,6 +95,9 @@ func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, n
 					pub.close()
 					pub = nil
 				}
+				if careful > 0 && taken.Add(1) >= int64(careful) {
+					widen.Do(func() { _ = ch.Qos(prefetch, 0, false /* global */) })
+				}
 			}
 		}()
 	}
@@ -91,11 +109,15 @@ func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, n
 		// back to the queue when the channel closes.
 		_ = ch.Cancel(tag, false /* noWait */)
 	case e := <-closed:
-		result = fmt.Errorf("%w: consuming %q: %v", ErrConnectionLost, queue, e)
+		if e == nil {
+			result = fmt.Errorf("%w: consuming %q", ErrConnectionLost, queue)
+		} else {
+			result = fmt.Errorf("%w: consuming %q: %w", ErrConnectionLost, queue, e)
+		}
 	case result = <-errs:
 	}
 	wg.Wait()
-	return result
+	return false, result
 }
 
 // DefaultShutdownTimeout is how long work in flight may go on after

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -24,11 +25,15 @@ import (
 // Each stage acks a message only after the broker confirmed the copy it
 // published, so a crash at any point leaves the message in one queue or
 // the other (or briefly in both: the pipeline is at-least-once).
+//
+// Both stages send a message only to one of the topology's work queues
+// (Topology.Destination): a message that names any other queue, or none,
+// is parked once as ReasonNoSource. The delay schedule is the topology's
+// Policy: there is no other.
 type Stages struct {
-	// Topology names the queues; its Backend must be Plugin or TTL.
+	// Topology names the queues and holds the retry policy; its Backend
+	// must be Plugin or TTL.
 	Topology Topology
-	// Policy decides the delays and when to park.
-	Policy Policy
 	// Prefetch is each stage's unacked window; zero means 64.
 	Prefetch int
 	// Concurrency is the number of workers per stage; zero means 32. Each
@@ -38,6 +43,9 @@ type Stages struct {
 	// ShutdownTimeout bounds how long hand-offs in flight may go on once
 	// ctx is done; zero means DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+	// Management, if set, lets the stages move aside a message whose
+	// headers are too large to be delivered over AMQP (see quarantine.go).
+	Management *Management
 	// Logger receives one line per decision; nil discards.
 	Logger *slog.Logger
 	// Observe, if set, is told every decision, for events and metrics.
@@ -45,7 +53,8 @@ type Stages struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
-	frameSize int
+	guard *quarantine
+	once  sync.Once
 }
 
 // Event is one decision of the pipeline or a consumer, for observers.
@@ -66,27 +75,32 @@ type Event struct {
 	Err string
 	// At is when the decision was made.
 	At time.Time
+	// Duration is how long the attempt took, for a consumer's outcome.
+	Duration time.Duration
 	// Published is the message's AMQP timestamp, set by its producer:
 	// At minus Published is the message's age.
 	Published time.Time
 }
 
 func (s *Stages) defaults() {
-	if s.Prefetch <= 0 {
-		s.Prefetch = 64
-	}
-	if s.Concurrency <= 0 {
-		s.Concurrency = 32
-	}
-	if s.Logger == nil {
-		s.Logger = slog.New(slog.DiscardHandler)
-	}
-	if s.ShutdownTimeout <= 0 {
-		s.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if s.Now == nil {
-		s.Now = time.Now
-	}
+	s.once.Do(func() {
+		if s.Prefetch <= 0 {
+			s.Prefetch = 64
+		}
+		if s.Concurrency <= 0 {
+			s.Concurrency = 32
+		}
+		if s.Logger == nil {
+			s.Logger = slog.New(slog.DiscardHandler)
+		}
+		if s.ShutdownTimeout <= 0 {
+			s.ShutdownTimeout = DefaultShutdownTimeout
+		}
+		if s.Now == nil {
+			s.Now = time.Now
+		}
+		s.guard = newQuarantine(s.Management, s.Topology, s.Logger)
+	})
 }
 
 func (s *Stages) observe(e Event) {
@@ -96,50 +110,89 @@ func (s *Stages) observe(e Event) {
 	}
 }
 
-// Run consumes error-queue and requeue-queue on conn until ctx is done or
-// the connection is lost. It does not declare the topology.
+// Run declares the topology (idempotent: so the wait queues of its own
+// schedule exist) and consumes error-queue and requeue-queue on conn until
+// ctx is done or the connection is lost.
+//
+// Both stages share conn. A message too large for the frame closes the
+// whole connection, and the quarantine cannot tell which stage's queue
+// holds it, so it looks at both; RunErrorStage and RunRequeueStage, each
+// on a connection of its own, keep the two apart.
 func (s *Stages) Run(ctx context.Context, conn *amqp.Connection) error {
 	s.defaults()
-	if err := s.Topology.Validate(); err != nil {
+	if err := s.Topology.Declare(ctx, conn); err != nil {
 		return err
 	}
-	s.frameSize = conn.Config.FrameSize
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		return serve(gctx, conn, s.Topology.Name(ErrorQueue), s.Prefetch, s.Concurrency, "relay-error-stage", s.ShutdownTimeout, s.handleError)
-	})
-	g.Go(func() error {
-		return serve(gctx, conn, s.Topology.Name(RequeueQueue), s.Prefetch, s.Concurrency, "relay-requeue-stage", s.ShutdownTimeout, s.handleRequeue)
-	})
+	g.Go(func() error { return s.stage(gctx, conn, ErrorQueue) })
+	g.Go(func() error { return s.stage(gctx, conn, RequeueQueue) })
 	return g.Wait()
+}
+
+// RunErrorStage is Run for the error stage alone.
+func (s *Stages) RunErrorStage(ctx context.Context, conn *amqp.Connection) error {
+	s.defaults()
+	if err := s.Topology.Declare(ctx, conn); err != nil {
+		return err
+	}
+	return s.stage(ctx, conn, ErrorQueue)
+}
+
+// RunRequeueStage is Run for the requeue stage alone.
+func (s *Stages) RunRequeueStage(ctx context.Context, conn *amqp.Connection) error {
+	s.defaults()
+	if err := s.Topology.Declare(ctx, conn); err != nil {
+		return err
+	}
+	return s.stage(ctx, conn, RequeueQueue)
+}
+
+// stage consumes one stage's queue.
+func (s *Stages) stage(ctx context.Context, conn *amqp.Connection, base string) error {
+	queue := s.Topology.Name(base)
+	w, tag := s.handleError, "relay-error-stage"
+	if base == RequeueQueue {
+		w, tag = s.handleRequeue, "relay-requeue-stage"
+	}
+	careful := s.guard.check(ctx, conn, queue, s.Prefetch)
+	stillCareful, err := serve(ctx, conn, queue, s.Prefetch, careful, s.Concurrency, tag, s.ShutdownTimeout, w)
+	s.guard.observe(queue, err, stillCareful)
+	return err
 }
 
 // handleError decides what happens to one failed message.
 func (s *Stages) handleError(ctx context.Context, pub *publisher, d *amqp.Delivery) error {
-	retries := RetryCount(d.Headers)
-	queue := OriginalQueue(d.Headers)
+	policy := s.Topology.Policy
+	retries := min(RetryCount(d.Headers), policy.Retries())
 	attempt := retries + 1 // the attempt that just failed
-	lastErr := headerString(d.Headers, HeaderLastError)
-	if s.tooLarge(d) {
-		return s.settle(ctx, d, park(ctx, pub, s.Topology, d, or(queue, s.Topology.Name(ErrorQueue)), ReasonTooLarge, retries, s.Now()),
-			Event{Outcome: "parked", MessageID: d.MessageId, Queue: queue, Attempt: attempt, Reason: ReasonTooLarge})
+	claim, header := Claim(d.Headers)
+	lastErr := lastError(d.Headers)
+	ev := Event{MessageID: d.MessageId, Queue: claim, Attempt: attempt, Err: lastErr}
+	if tooLarge(d, pub) {
+		source := claim
+		if !s.Topology.Destination(source) {
+			source = s.Topology.Name(ErrorQueue)
+		}
+		return s.park(ctx, pub, d, ev, parking{source: source, reason: ReasonTooLarge, retries: retries, lastErr: tooLargeError(pub)})
 	}
-	switch {
-	case queue == "":
-		return s.settle(ctx, d, park(ctx, pub, s.Topology, d, s.Topology.Name(ErrorQueue), ReasonNoSource, retries, s.Now()),
-			Event{Outcome: "parked", MessageID: d.MessageId, Attempt: attempt, Reason: ReasonNoSource})
-	case retries >= s.Policy.Retries():
-		return s.settle(ctx, d, park(ctx, pub, s.Topology, d, queue, ReasonMaxRetries, retries, s.Now()),
-			Event{Outcome: "parked", MessageID: d.MessageId, Queue: queue, Attempt: attempt, Reason: ReasonMaxRetries, Err: lastErr})
+	if !s.Topology.Destination(claim) {
+		return s.refuse(ctx, pub, d, ev, ErrorQueue, claim, header, retries)
 	}
-	delay := s.Policy.Jittered(s.Policy.Delay(attempt), rand.Float64())
+	if retries >= policy.Retries() {
+		return s.park(ctx, pub, d, ev, parking{source: claim, reason: ReasonMaxRetries, retries: retries, lastErr: lastErr})
+	}
+	delay := policy.Jittered(policy.Delay(attempt), rand.Float64())
 	if ms, ok := headerInt(d.Headers, HeaderRetryAfter); ok && ms > 0 && ms <= MaxRetryAfter.Milliseconds() &&
 		time.Duration(ms)*time.Millisecond > delay {
 		delay = time.Duration(ms) * time.Millisecond
 	}
 	h := forward(d.Headers)
+	delete(h, HeaderNotBefore)
 	h[HeaderRetryCount] = int32(attempt)
-	h[HeaderOriginalQueue] = queue
+	h[HeaderOriginalQueue] = claim
+	if lastErr != "" {
+		h[HeaderLastError] = truncate(lastErr, maxHeaderError)
+	}
 	if _, ok := h[HeaderFirstFailedAt]; !ok {
 		h[HeaderFirstFailedAt] = s.Now().UTC().Format(time.RFC3339Nano)
 	}
@@ -150,46 +203,100 @@ func (s *Stages) handleError(ctx context.Context, pub *publisher, d *amqp.Delive
 		// not support mandatory: a return would never come.
 		err = pub.publish(ctx, s.Topology.Name(WaitExchange), requeueKey, false, republish(d, h))
 	} else {
-		wait := step(s.Policy.Steps(), delay)
+		wait := step(policy.Steps(), delay)
 		if delay > wait {
 			h[HeaderNotBefore] = s.Now().Add(delay).UnixMilli()
 		}
 		err = s.wait(ctx, pub, d, h, wait)
 	}
-	return s.settle(ctx, d, err, Event{Outcome: "retrying", MessageID: d.MessageId, Queue: queue, Attempt: attempt, Delay: delay, Err: lastErr})
+	if errors.Is(err, errWaitQueueMissing) {
+		return s.park(ctx, pub, d, ev, parking{source: claim, reason: ReasonNoQueue, retries: retries, lastErr: err.Error()})
+	}
+	ev.Outcome, ev.Delay = "retrying", delay
+	return s.settle(ctx, d, err, ev)
 }
 
 // handleRequeue sends one message whose wait is over back to its queue.
 func (s *Stages) handleRequeue(ctx context.Context, pub *publisher, d *amqp.Delivery) error {
 	queue := headerString(d.Headers, HeaderOriginalQueue)
-	retries := RetryCount(d.Headers)
-	if s.tooLarge(d) {
-		return s.settle(ctx, d, park(ctx, pub, s.Topology, d, or(queue, s.Topology.Name(RequeueQueue)), ReasonTooLarge, retries, s.Now()),
-			Event{Outcome: "parked", MessageID: d.MessageId, Queue: queue, Attempt: retries + 1, Reason: ReasonTooLarge})
+	retries := min(RetryCount(d.Headers), s.Topology.Policy.Retries())
+	ev := Event{MessageID: d.MessageId, Queue: queue, Attempt: retries + 1, Err: lastError(d.Headers)}
+	if tooLarge(d, pub) {
+		source := queue
+		if !s.Topology.Destination(source) {
+			source = s.Topology.Name(RequeueQueue)
+		}
+		return s.park(ctx, pub, d, ev, parking{source: source, reason: ReasonTooLarge, retries: retries, lastErr: tooLargeError(pub)})
 	}
-	if queue == "" {
-		return s.settle(ctx, d, park(ctx, pub, s.Topology, d, s.Topology.Name(RequeueQueue), ReasonNoSource, retries, s.Now()),
-			Event{Outcome: "parked", MessageID: d.MessageId, Attempt: retries + 1, Reason: ReasonNoSource})
+	if !s.Topology.Destination(queue) {
+		return s.refuse(ctx, pub, d, ev, RequeueQueue, queue, HeaderOriginalQueue, retries)
 	}
 	if nb, ok := headerInt(d.Headers, HeaderNotBefore); ok {
-		if left := time.UnixMilli(nb).Sub(s.Now()); left > notBeforeSlack && left <= MaxRetryAfter {
+		left := time.UnixMilli(nb).Sub(s.Now())
+		waits, _ := headerInt(d.Headers, HeaderWaits)
+		// The budget of extra rounds bounds how often a message can pass
+		// this stage without an attempt in between, whatever its headers
+		// say: a forged not-before cannot keep it circling. Past it, the
+		// message goes back early.
+		if left > notBeforeSlack && left <= MaxRetryAfter && waits >= 0 && waits < MaxWaits {
 			// Not yet: a downstream asked for longer than any wait queue.
-			wait := step(s.Policy.Steps(), left)
-			err := s.wait(ctx, pub, d, forward(d.Headers), wait)
-			return s.settle(ctx, d, err, Event{Outcome: "waiting", MessageID: d.MessageId, Queue: queue, Attempt: retries, Delay: wait})
+			wait := step(s.Topology.Policy.Steps(), left)
+			h := forward(d.Headers)
+			h[HeaderWaits] = int32(waits + 1)
+			err := s.wait(ctx, pub, d, h, wait)
+			if errors.Is(err, errWaitQueueMissing) {
+				err = nil // go back now rather than not at all
+			} else {
+				ev.Outcome, ev.Attempt, ev.Delay = "waiting", retries, wait
+				return s.settle(ctx, d, err, ev)
+			}
 		}
 	}
 	h := forward(d.Headers)
 	delete(h, HeaderNotBefore)
+	delete(h, HeaderWaits)
 	// The default exchange routes straight to the queue of that name;
 	// mandatory turns a queue that no longer exists into a return.
 	err := pub.publish(ctx, "", queue, true /* mandatory */, republish(d, h))
 	if errors.Is(err, ErrUnroutable) {
-		err = park(ctx, pub, s.Topology, d, queue, ReasonNoQueue, retries, s.Now())
-		return s.settle(ctx, d, err, Event{Outcome: "parked", MessageID: d.MessageId, Queue: queue, Attempt: retries + 1, Reason: ReasonNoQueue})
+		return s.park(ctx, pub, d, ev, parking{source: queue, reason: ReasonNoQueue, retries: retries,
+			lastErr: fmt.Sprintf("work queue %q no longer exists: the requeue came back unroutable", queue)})
 	}
-	return s.settle(ctx, d, err, Event{Outcome: "requeued", MessageID: d.MessageId, Queue: queue, Attempt: retries + 1})
+	ev.Outcome = "requeued"
+	return s.settle(ctx, d, err, ev)
 }
+
+// refuse parks a message that names a queue relay must not send it to, once,
+// keeping the claim for forensics, and says so in the log.
+func (s *Stages) refuse(ctx context.Context, pub *publisher, d *amqp.Delivery, ev Event, stage, claim, header string, retries int) error {
+	why := "names no work queue to go back to"
+	if claim != "" {
+		why = fmt.Sprintf("names %q in %s, which is not one of the topology's work queues", claim, header)
+	}
+	s.Logger.Warn("message names a queue relay does not send to: parked", "message_id", d.MessageId,
+		"stage", s.Topology.Name(stage), "header", header, "value", claim)
+	p := parking{source: s.Topology.Name(stage), reason: ReasonNoSource, retries: retries, lastErr: ev.Err, claimed: claim}
+	if p.lastErr == "" {
+		p.lastErr = "the message " + why
+	}
+	if claim != "" {
+		p.claimed = header + ": " + claim
+	}
+	ev.Queue = ""
+	return s.park(ctx, pub, d, ev, p)
+}
+
+// park parks d with p and settles it.
+func (s *Stages) park(ctx context.Context, pub *publisher, d *amqp.Delivery, ev Event, p parking) error {
+	ev.Outcome, ev.Reason, ev.Err = "parked", p.reason, p.lastErr
+	return s.settle(ctx, d, park(ctx, pub, s.Topology, d, p, s.Now()), ev)
+}
+
+// MaxWaits bounds the extra rounds the TTL backend's longest wait queue
+// serves one message when a downstream asked for a wait longer than any
+// step: over a message's whole life, the requeue stage sends it to wait
+// again at most this often. The plugin backend waits any time at once.
+const MaxWaits = 64
 
 // MaxRetryAfter bounds the wait a downstream can ask for. A longer (or
 // garbled) hint is ignored and the policy's own delay applies, so a
@@ -197,29 +304,48 @@ func (s *Stages) handleRequeue(ctx context.Context, pub *publisher, d *amqp.Deli
 const MaxRetryAfter = 24 * time.Hour
 
 // tooLarge reports whether d's headers leave no room for relay's own under
-// the frame size, and if so drops its large headers so it can be parked.
-func (s *Stages) tooLarge(d *amqp.Delivery) bool {
-	if s.frameSize <= 0 || headerFrameSize(d) <= s.frameSize-headroom {
+// the frame size of pub's connection, and if so drops its large headers so
+// it can be parked.
+func tooLarge(d *amqp.Delivery, pub *publisher) bool {
+	frame := pub.conn.Config.FrameSize
+	if frame <= 0 || headerFrameSize(d) <= frame-headroom {
 		return false
 	}
 	d.Headers = smallHeaders(d.Headers)
 	return true
 }
 
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
+// tooLargeError explains a headers-too-large park.
+func tooLargeError(pub *publisher) string {
+	return fmt.Sprintf("its headers leave less than %d bytes of the %d-byte AMQP frame for relay's own", headroom, pub.conn.Config.FrameSize)
 }
 
 // notBeforeSlack lets a message whose not-before time is this close go back
 // already rather than wait one more round.
 const notBeforeSlack = 20 * time.Millisecond
 
-// wait publishes to the TTL wait queue of the given step.
+// errWaitQueueMissing means the wait queue of a step is gone and could not
+// be declared again.
+var errWaitQueueMissing = errors.New("wait queue missing")
+
+// wait publishes to the TTL wait queue of the given step. A wait queue
+// deleted while relay runs is declared again, once, rather than letting
+// every retry come back unroutable.
 func (s *Stages) wait(ctx context.Context, pub *publisher, d *amqp.Delivery, h amqp.Table, step time.Duration) error {
-	return pub.publish(ctx, s.Topology.Name(WaitExchange), StepName(step), true /* mandatory */, republish(d, h))
+	msg := republish(d, h)
+	err := pub.publish(ctx, s.Topology.Name(WaitExchange), StepName(step), true /* mandatory */, msg)
+	if !errors.Is(err, ErrUnroutable) {
+		return err
+	}
+	s.Logger.Warn("wait queue missing, declaring it again", "queue", s.Topology.WaitQueue(step))
+	if derr := s.Topology.Plan().Declare(ctx, pub.conn); derr != nil {
+		return fmt.Errorf("%w: %s: %w", errWaitQueueMissing, s.Topology.WaitQueue(step), derr)
+	}
+	err = pub.publish(ctx, s.Topology.Name(WaitExchange), StepName(step), true /* mandatory */, msg)
+	if errors.Is(err, ErrUnroutable) {
+		return fmt.Errorf("%w: %s is still not bound to %s", errWaitQueueMissing, s.Topology.WaitQueue(step), s.Topology.Name(WaitExchange))
+	}
+	return err
 }
 
 // settle acks d once its hand-off was confirmed, or backs off and nacks it
@@ -250,18 +376,44 @@ func (s *Stages) settle(ctx context.Context, d *amqp.Delivery, err error, e Even
 	return nil
 }
 
+// parking says where and why a message is parked.
+type parking struct {
+	// source is the work queue it belongs to (or the stage that caught
+	// it): x-dead-source, which the dead-letter exchange routes on.
+	source, reason string
+	retries        int
+	// lastErr is the failure that ended its retries; every parked copy
+	// carries one.
+	lastErr string
+	// claimed is the queue a ReasonNoSource message claimed, if any.
+	claimed string
+}
+
 // park publishes d to the dead-letter exchange with the reason and its
 // history, and waits for the confirm.
-func park(ctx context.Context, pub *publisher, t Topology, d *amqp.Delivery, source, reason string, retries int, now time.Time) error {
+func park(ctx context.Context, pub *publisher, t Topology, d *amqp.Delivery, p parking, now time.Time) error {
 	h := forward(d.Headers)
-	h[HeaderDeadSource] = source
-	h[HeaderDeadReason] = reason
-	h[HeaderRetryCount] = int32(retries)
+	delete(h, HeaderNotBefore)
+	delete(h, HeaderWaits)
+	h[HeaderDeadSource] = p.source
+	h[HeaderDeadReason] = p.reason
+	h[HeaderRetryCount] = int32(p.retries)
 	h[HeaderParkedAt] = now.UTC().Format(time.RFC3339Nano)
 	if _, ok := h[HeaderFirstFailedAt]; !ok {
 		h[HeaderFirstFailedAt] = h[HeaderParkedAt]
 	}
-	if err := pub.publish(ctx, t.Name(DeadExchange), source, true /* mandatory */, republish(d, h)); err != nil {
+	lastErr := p.lastErr
+	if lastErr == "" {
+		lastErr = lastError(d.Headers)
+	}
+	if lastErr == "" {
+		lastErr = "parked as " + p.reason + " (no error text was recorded)"
+	}
+	h[HeaderLastError] = truncate(lastErr, maxHeaderError)
+	if p.claimed != "" {
+		h[HeaderClaimedSource] = truncate(p.claimed, maxHeaderError)
+	}
+	if err := pub.publish(ctx, t.Name(DeadExchange), p.source, true /* mandatory */, republish(d, h)); err != nil {
 		return fmt.Errorf("park message %q: %w", d.MessageId, err)
 	}
 	return nil

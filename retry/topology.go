@@ -102,6 +102,24 @@ func (t Topology) WorkRoutes() []Route {
 	return out
 }
 
+// Destination reports whether q (prefixed) is one of the topology's work
+// queues: the only queues the stages and replay ever publish a message to.
+// relay's own queues (error-queue, requeue-queue, the wait queues,
+// dead-letter-queue) are not destinations, whatever a message claims, so
+// no header can send a message into another application's queue or round
+// a loop inside the pipeline.
+func (t Topology) Destination(q string) bool {
+	if q == "" {
+		return false
+	}
+	for _, r := range t.WorkRoutes() {
+		if r.Queue == q {
+			return true
+		}
+	}
+	return false
+}
+
 // WaitQueue is the TTL backend's queue for one delay step.
 func (t Topology) WaitQueue(step time.Duration) string {
 	return t.Name("wait." + StepName(step))
@@ -263,6 +281,10 @@ func (t Topology) Validate() error {
 	for _, r := range t.WorkRoutes() {
 		if r.Queue == t.Prefix || r.Key == "" {
 			return fmt.Errorf("route %+v: a work queue needs a name and a routing key", r)
+		}
+		base := strings.TrimPrefix(r.Queue, t.Prefix)
+		if slices.Contains([]string{ErrorQueue, RequeueQueue, DeadQueue}, base) || strings.HasPrefix(base, "wait.") {
+			return fmt.Errorf("work queue %q has the name of one of relay's own queues", r.Queue)
 		}
 		if seen[r.Queue] {
 			return fmt.Errorf("work queue %q listed twice", r.Queue)

@@ -13,9 +13,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	neturl "net/url"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -55,7 +58,7 @@ func URL(tb testing.TB) string {
 func find() (string, string) {
 	if u := os.Getenv("AMQP_URL"); u != "" {
 		if err := ping(u); err != nil {
-			return "", fmt.Sprintf("AMQP_URL=%s is set but unreachable: %v", redact(u), err)
+			return "", fmt.Sprintf("AMQP_URL=%s is set but unreachable: %v", retry.RedactURL(u), retry.RedactError(err, u))
 		}
 		return u, ""
 	}
@@ -94,10 +97,6 @@ func container() (u string, err error) {
 		return "", err
 	}
 	return c.AmqpURL(ctx)
-}
-
-func redact(u string) string {
-	return regexp.MustCompile(`//[^@/]*@`).ReplaceAllString(u, "//***@")
 }
 
 // Conn opens a connection to the test broker, closed when the test ends.
@@ -176,4 +175,92 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+var (
+	mgmtOnce   sync.Once
+	mgmt       *retry.Management
+	mgmtReason string
+)
+
+// Management returns a client of the test broker's management HTTP API
+// (MANAGEMENT_URL if set, else derived from the broker's URL), or ends the
+// test like URL does when the API does not answer: skipped, except under
+// CI=true, where CI enables the plugin and its absence is a failure.
+func Management(tb testing.TB) *retry.Management {
+	tb.Helper()
+	u := URL(tb)
+	mgmtOnce.Do(func() {
+		m, err := retry.ManagementFor(u)
+		if v := os.Getenv("MANAGEMENT_URL"); v != "" {
+			m, err = &retry.Management{URL: v, Vhost: "/"}, nil
+		}
+		if err != nil {
+			mgmtReason = err.Error()
+			return
+		}
+		if err := mgmtCall(m, http.MethodGet, "/api/overview", nil); err != nil {
+			mgmtReason = err.Error()
+			return
+		}
+		mgmt = m
+	})
+	if mgmt == nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("no RabbitMQ management API for integration tests in CI: %s", mgmtReason)
+		}
+		tb.Skipf("no RabbitMQ management API (rabbitmq-plugins enable rabbitmq_management, or set MANAGEMENT_URL): %s", mgmtReason)
+	}
+	return mgmt
+}
+
+// PublishHTTP puts a message into queue through the management API's
+// default exchange: the way to make a message whose headers exceed the
+// AMQP frame, which no AMQP 0-9-1 client can publish.
+func PublishHTTP(tb testing.TB, m *retry.Management, queue, id string, headers map[string]any, body string) {
+	tb.Helper()
+	req := map[string]any{
+		"properties":       map[string]any{"message_id": id, "delivery_mode": 2, "content_type": "application/json", "headers": headers},
+		"routing_key":      queue,
+		"payload":          body,
+		"payload_encoding": "string",
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := mgmtCall(m, http.MethodPost, "/api/exchanges/"+neturl.PathEscape(m.Vhost)+"/amq.default/publish", b); err != nil {
+		tb.Fatalf("publish %q to %q over the management API: %v", id, queue, err)
+	}
+}
+
+func mgmtCall(m *retry.Management, method, path string, body []byte) error {
+	base, err := neturl.Parse(m.URL)
+	if err != nil {
+		return err
+	}
+	user := base.User
+	base.User = nil
+	req, err := http.NewRequest(method, strings.TrimSuffix(base.String(), "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	if user != nil {
+		pass, _ := user.Password()
+		req.SetBasicAuth(user.Username(), pass)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s %s", method, path, resp.Status, out)
+	}
+	if strings.Contains(string(out), `"routed":false`) {
+		return fmt.Errorf("%s %s: not routed", method, path)
+	}
+	return nil
 }

@@ -61,6 +61,16 @@ func consume(ctx context.Context, conn *amqp.Connection, queue string, o Options
 	return err
 }
 
+// sourceOf is the queue a failed message goes back to: the strategy's own
+// work queue when the message claims it, else "" — a message that names
+// any other queue is parked as unknown-source, never sent there.
+func sourceOf(h amqp.Table, work string) string {
+	if q, _ := retry.Claim(h); q == work {
+		return q
+	}
+	return ""
+}
+
 // message is the handler's view of a delivery on the work queue.
 func message(queue string, d *amqp.Delivery, attempt int) *retry.Message {
 	return &retry.Message{

@@ -89,7 +89,7 @@ func (s *pipeline) Delete(conn *amqp.Connection) error { return s.topology().Del
 func (s *pipeline) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	t := s.topology()
 	stages := &retry.Stages{
-		Topology: t, Policy: s.o.Policy, Prefetch: s.o.prefetch(), Concurrency: s.o.concurrency(),
+		Topology: t, Prefetch: s.o.prefetch(), Concurrency: s.o.concurrency(),
 		Observe: func(e retry.Event) {
 			// Each decision the stages report went with one confirmed publish.
 			switch e.Outcome {
@@ -103,7 +103,7 @@ func (s *pipeline) Run(ctx context.Context, conn *amqp.Connection, h retry.Handl
 		},
 	}
 	work := &retry.Consumer{
-		Topology: t, Queue: t.Name(WorkQueue), Handler: h, Policy: s.o.Policy,
+		Topology: t, Queue: t.Name(WorkQueue), Handler: h,
 		Prefetch: s.o.prefetch(), Concurrency: s.o.concurrency(),
 		Observe: func(e retry.Event) {
 			// A permanent failure is parked by the consumer itself.

@@ -105,7 +105,7 @@ func (s *retryAware) Run(ctx context.Context, conn *amqp.Connection, h retry.Han
 	g.Go(func() error { return nackWork(gctx, conn, n.of(WorkQueue), s.o, h, total) })
 	g.Go(func() error {
 		return consume(gctx, conn, n.of(ErrorQueue), s.o, func(ctx context.Context, d *amqp.Delivery) {
-			source := retry.OriginalQueue(d.Headers)
+			source := sourceOf(d.Headers, n.of(WorkQueue))
 			count := total(d.Headers) + 1
 			hd := carry(d.Headers)
 			hd[HeaderRetryTotal] = int32(count)

@@ -64,7 +64,7 @@ func (s *waitQueue) Run(ctx context.Context, conn *amqp.Connection, h retry.Hand
 	g.Go(func() error { return nackWork(gctx, conn, n.of(WorkQueue), s.o, h, retry.RetryCount) })
 	g.Go(func() error {
 		return consume(gctx, conn, n.of(ErrorQueue), s.o, func(ctx context.Context, d *amqp.Delivery) {
-			source, retries := retry.OriginalQueue(d.Headers), retry.RetryCount(d.Headers)
+			source, retries := sourceOf(d.Headers, n.of(WorkQueue)), retry.RetryCount(d.Headers)
 			if source == "" || retries >= s.o.Policy.Retries() {
 				reason := retry.ReasonMaxRetries
 				if source == "" {

@@ -75,7 +75,7 @@ func (b *bench) delayed(ctx context.Context, qt retry.QueueType) (baseline, wait
 	}()
 	queue := queueFor(topo, notification.ChannelWebhook)
 	r.start(func() error {
-		stages := &retry.Stages{Topology: topo, Policy: topo.Policy}
+		stages := &retry.Stages{Topology: topo}
 		return stages.Run(runCtx, conn)
 	})
 	r.start(func() error {

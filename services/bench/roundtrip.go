@@ -231,7 +231,7 @@ func (b *bench) relayLoop(ctx context.Context, conn *amqp.Connection, qt retry.Q
 		return loop{}, err
 	}
 	consumer := &retry.Consumer{Topology: topo, Queue: queueFor(topo, notification.ChannelWebhook),
-		Concurrency: b.opts.Concurrency, Prefetch: b.opts.Prefetch, Policy: topo.Policy,
+		Concurrency: b.opts.Concurrency, Prefetch: b.opts.Prefetch,
 		Handler: retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
 			t := cur.Load()
 			if m.Attempt == 1 {
@@ -250,7 +250,7 @@ func (b *bench) relayLoop(ctx context.Context, conn *amqp.Connection, qt retry.Q
 				return err
 			}
 			defer sconn.Close()
-			stages := &retry.Stages{Topology: topo, Policy: topo.Policy}
+			stages := &retry.Stages{Topology: topo}
 			return stages.Run(ctx, sconn)
 		})
 		r.start(func() error { return consumer.Run(ctx, conn) })

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/relay-demo/relay/retry"
@@ -18,6 +20,9 @@ type Broker struct {
 	QueueType    string `env:"QUEUE_TYPE" envDefault:"classic" help:"classic or quorum"`
 	DelayBackend string `env:"DELAY_BACKEND" envDefault:"auto" help:"auto, plugin or ttl"`
 	MetricsAddr  string `env:"METRICS_ADDR" help:"a host:port such as :9100 to serve /metrics on (empty: none)"`
+	// ManagementURL reaches the broker's management HTTP API, which lets
+	// relay move aside a message too large for an AMQP frame.
+	ManagementURL string `env:"MANAGEMENT_URL" help:"an http:// or https:// URL with credentials, such as http://guest:guest@localhost:15672, or off"`
 
 	RetryDelays     string        `env:"RETRY_DELAYS" help:"a comma-separated list of durations such as 500ms,5s,1m,5m"`
 	RetryMax        int           `env:"RETRY_MAX" help:"a whole number of retries, 0 for the schedule's length"`
@@ -71,6 +76,32 @@ func (b Broker) Topology() (retry.Topology, error) {
 		return t, Invalid("DELAY_BACKEND", b.DelayBackend, "auto, plugin or ttl")
 	}
 	return t, nil
+}
+
+// Management returns the client of the broker's management API: the one
+// MANAGEMENT_URL names, else one derived from AMQP_URL (same host and
+// credentials, port 15672); nil when MANAGEMENT_URL is off.
+func (b Broker) Management() (*retry.Management, error) {
+	switch v := strings.TrimSpace(b.ManagementURL); {
+	case v == "off":
+		return nil, nil
+	case v != "":
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, Invalid("MANAGEMENT_URL", "(not shown: it may hold a password)", "an http:// or https:// URL such as http://guest:guest@localhost:15672, or off")
+		}
+		m, err := retry.ManagementFor(b.AMQPURL)
+		if err != nil {
+			m = &retry.Management{Vhost: "/"}
+		}
+		m.URL = v
+		return m, nil
+	}
+	m, err := retry.ManagementFor(b.AMQPURL)
+	if err != nil {
+		return nil, Invalid("MANAGEMENT_URL", "", "an http(s) URL, or off: it cannot be derived from AMQP_URL ("+err.Error()+")")
+	}
+	return m, nil
 }
 
 // Pipeline builds the topology and resolves DELAY_BACKEND=auto against the

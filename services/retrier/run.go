@@ -8,6 +8,7 @@ import (
 	"io"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/config"
@@ -34,19 +35,38 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err := tel.ServeMetrics(ctx, cfg.MetricsAddr); err != nil {
 		return err
 	}
+	mgmt, err := cfg.Management()
+	if err != nil {
+		return err
+	}
 	emitter := events.NewEmitter(topo, "retrier", log)
 	stages := &retry.Stages{
-		Topology: topo, Policy: topo.Policy,
+		Topology: topo, Management: mgmt,
 		Prefetch: cfg.Prefetch, Concurrency: cfg.Concurrency, Logger: log, ShutdownTimeout: cfg.ShutdownTimeout,
 		Observe: events.Fanout(emitter.Observe, tel.Metrics(topo).Observe),
 	}
-	err = retry.Supervise(ctx, cfg.AMQPURL, "relay retrier", log, func(ctx context.Context, conn *amqp.Connection) error {
-		if err := topo.Declare(ctx, conn); err != nil {
-			return err
-		}
-		log.Info("consuming", "error_queue", topo.Name(retry.ErrorQueue), "requeue_queue", topo.Name(retry.RequeueQueue))
-		return config.WithEvents(ctx, conn, emitter, stages.Run)
-	})
+	// Each stage has a connection of its own: a message too large for the
+	// frame, which closes the connection it is delivered on, then points
+	// at one queue.
+	g, gctx := errgroup.WithContext(ctx)
+	for _, st := range []struct {
+		name, queue string
+		run         func(context.Context, *amqp.Connection) error
+	}{
+		{"error", topo.Name(retry.ErrorQueue), stages.RunErrorStage},
+		{"requeue", topo.Name(retry.RequeueQueue), stages.RunRequeueStage},
+	} {
+		g.Go(func() error {
+			return retry.Supervise(gctx, cfg.AMQPURL, "relay retrier "+st.name+" stage", log, func(ctx context.Context, conn *amqp.Connection) error {
+				if err := topo.Declare(ctx, conn); err != nil {
+					return err
+				}
+				log.Info("consuming", "stage", st.name, "queue", st.queue)
+				return config.WithEvents(ctx, conn, emitter, st.run)
+			})
+		})
+	}
+	err = g.Wait()
 	log.Info("stopped")
 	return err
 }

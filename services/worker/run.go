@@ -51,11 +51,16 @@ func Run(ctx context.Context, channel string, getenv func(string) string, stdout
 	if err := tel.ServeMetrics(ctx, cfg.MetricsAddr); err != nil {
 		return err
 	}
+	mgmt, err := cfg.Management()
+	if err != nil {
+		return err
+	}
 	emitter := events.NewEmitter(topo, "worker-"+channel, log)
 	consumer := &retry.Consumer{
-		Observe:  events.Fanout(emitter.Observe, tel.Metrics(topo).Observe),
-		Topology: topo, Queue: queue, Handler: Handler(channel, sender),
-		Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, Policy: topo.Policy, Logger: log,
+		Management: mgmt,
+		Observe:    events.Fanout(emitter.Observe, tel.Metrics(topo).Observe),
+		Topology:   topo, Queue: queue, Handler: Handler(channel, sender),
+		Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, Logger: log,
 		ShutdownTimeout: cfg.ShutdownTimeout,
 	}
 	err = retry.Supervise(ctx, cfg.AMQPURL, "relay worker "+channel, log, func(ctx context.Context, conn *amqp.Connection) error {
