@@ -77,6 +77,54 @@ func TestDeadCommands(t *testing.T) {
 	}
 }
 
+// TestReplayRefusesForeignSources: a parked message whose x-dead-source
+// names a queue that is not relay's (forged, or another application's) is
+// never replayed there: the command fails naming the queue, by id and with
+// --all, and the message stays parked.
+func TestReplayRefusesForeignSources(t *testing.T) {
+	conn := retrytest.Conn(t)
+	topo := retrytest.Declare(t, conn, retry.Topology{Routes: notification.Routes(), Backend: retry.TTL})
+	env := map[string]string{"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": topo.Prefix, "DELAY_BACKEND": "ttl"}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	victim := topo.Prefix + "victim"
+	if _, err := ch.QueueDeclare(victim, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer ch.QueueDelete(victim, false, false, false)
+	if err := ch.Publish(topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{MessageId: "planted",
+		Headers: amqp.Table{retry.HeaderDeadSource: victim, retry.HeaderDeadReason: "permanent"}}); err != nil {
+		t.Fatal(err)
+	}
+	depth := func(q string) int {
+		d, err := ch.QueueDeclarePassive(q, q != victim, q == victim, false, false, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Messages
+	}
+	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(topo.Name(retry.DeadQueue)) == 1 }, "not parked")
+	for _, args := range [][]string{{"replay", "--id", "planted"}, {"replay", "--all"}} {
+		var out bytes.Buffer
+		err := dead.Run(context.Background(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out)
+		if err == nil || !strings.Contains(err.Error(), victim) {
+			t.Errorf("%v = %v, want an error naming %s", args, err, victim)
+		}
+		if !strings.Contains(out.String(), "replayed 0") {
+			t.Errorf("%v printed %q", args, out.String())
+		}
+	}
+	if n := depth(victim); n != 0 {
+		t.Errorf("the victim queue holds %d", n)
+	}
+	if n := depth(topo.Name(retry.DeadQueue)); n != 1 {
+		t.Errorf("dead-letter-queue holds %d, want the planted message still parked", n)
+	}
+}
+
 func TestDeadUsageErrors(t *testing.T) {
 	tests := []struct {
 		args []string

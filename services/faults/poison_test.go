@@ -37,14 +37,6 @@ type poison struct {
 	// want is "delivered" or the reason it must be parked with; source,
 	// if set, the queue it must be parked from (unprefixed).
 	want, source string
-	// brokerDeadLetters marks a message whose bad x-death the broker
-	// itself reads when it dead-letters it. RabbitMQ before 3.13 reads a
-	// client's x-death and crashes on a malformed one: in a quorum queue
-	// with at-least-once dead-lettering, the crashes stop that
-	// dead-lettering for every quorum queue of the node until the broker
-	// restarts. Such a message is published only to a broker that ignores
-	// a client's x-death.
-	brokerDeadLetters bool
 }
 
 // TestPoisonMessages publishes bad messages straight into the work queues,
@@ -69,7 +61,10 @@ func TestPoisonMessages(t *testing.T) {
 		{name: "retry count huge string", queue: emailQ, headers: amqp.Table{retry.HeaderRetryCount: "99999999999999999999999"}, want: retry.ReasonPermanent, source: emailQ},
 		{name: "retry count negative", queue: emailQ, headers: amqp.Table{retry.HeaderRetryCount: int32(-7)}, want: retry.ReasonPermanent, source: emailQ},
 		{name: "x-death a string", queue: emailQ, headers: amqp.Table{"x-death": "garbage"}, want: retry.ReasonPermanent, source: emailQ},
-		{name: "x-death garbage, transient", brokerDeadLetters: true, queue: webhookQ, body: k.webhook("x-death garbage, transient"),
+		// The consumer hands a failure to the error exchange itself, without
+		// x-death: the broker never reads this one (RabbitMQ before 3.13
+		// would, and could crash its quorum dead-lettering on it).
+		{name: "x-death garbage, transient", queue: webhookQ, body: k.webhook("x-death garbage, transient"),
 			headers: amqp.Table{"x-death": []any{"junk", int32(5), amqp.Table{"count": "many", "queue": int32(3)}}}, want: retry.ReasonMaxRetries, source: webhookQ},
 		{name: "retry count negative string, transient", queue: webhookQ, body: k.webhook("retry count negative string, transient"),
 			headers: amqp.Table{retry.HeaderRetryCount: "-5"}, want: retry.ReasonMaxRetries, source: webhookQ},
@@ -78,16 +73,18 @@ func TestPoisonMessages(t *testing.T) {
 		// error-queue: the error stage decides.
 		{name: "error, no source", queue: retry.ErrorQueue, want: retry.ReasonNoSource, source: retry.ErrorQueue},
 		{name: "error, x-death a string", queue: retry.ErrorQueue, headers: amqp.Table{"x-death": "garbage"}, want: retry.ReasonNoSource, source: retry.ErrorQueue},
-		{name: "error, missing queue", queue: retry.ErrorQueue, headers: amqp.Table{retry.HeaderOriginalQueue: nowhere}, want: retry.ReasonNoQueue},
+		{name: "error, names no work queue", queue: retry.ErrorQueue, headers: amqp.Table{retry.HeaderOriginalQueue: nowhere}, want: retry.ReasonNoSource, source: retry.ErrorQueue},
 		{name: "error, count garbage", queue: retry.ErrorQueue, headers: amqp.Table{retry.HeaderOriginalQueue: toEmail, retry.HeaderRetryCount: "lots"},
 			want: retry.ReasonPermanent, source: emailQ},
+		// x-first-death-queue is never read: RabbitMQ before 3.13 keeps a
+		// producer's value of it.
 		{name: "error, source a number", queue: retry.ErrorQueue, headers: amqp.Table{retry.HeaderOriginalQueue: int32(42), "x-first-death-queue": toEmail},
-			want: retry.ReasonPermanent, source: emailQ},
+			want: retry.ReasonNoSource, source: retry.ErrorQueue},
 		{name: "error, retry-after absurd", queue: retry.ErrorQueue, headers: amqp.Table{retry.HeaderOriginalQueue: toEmail, retry.HeaderRetryAfter: int64(1e15)},
 			want: retry.ReasonPermanent, source: emailQ},
 		// requeue-queue: the requeue stage decides.
 		{name: "requeue, no source", queue: retry.RequeueQueue, want: retry.ReasonNoSource, source: retry.RequeueQueue},
-		{name: "requeue, missing queue", queue: retry.RequeueQueue, headers: amqp.Table{retry.HeaderOriginalQueue: nowhere}, want: retry.ReasonNoQueue},
+		{name: "requeue, names no work queue", queue: retry.RequeueQueue, headers: amqp.Table{retry.HeaderOriginalQueue: nowhere}, want: retry.ReasonNoSource, source: retry.RequeueQueue},
 		{name: "requeue, not-before garbage", queue: retry.RequeueQueue, headers: amqp.Table{retry.HeaderOriginalQueue: toEmail, retry.HeaderNotBefore: "soon"},
 			want: retry.ReasonPermanent, source: emailQ},
 		{name: "requeue, not-before far future", queue: retry.RequeueQueue, headers: amqp.Table{retry.HeaderOriginalQueue: toEmail, retry.HeaderNotBefore: int64(1) << 50},
@@ -168,17 +165,7 @@ func (c poison) publishing() amqp.Publishing {
 // drained, and checks each case, then prints the summary line.
 func (k *poisonKit) run(name string, cases []poison) {
 	t, r := k.t, k.r
-	version, _ := k.conn.Properties["version"].(string)
-	var live []poison
-	for _, c := range cases {
-		if c.brokerDeadLetters && readsClientDeaths(version) {
-			t.Run(c.name, func(t *testing.T) {
-				t.Skipf("RabbitMQ %s reads a client's x-death when it dead-letters, and a malformed one crashes its dead-lettering (3.13 ignores it)", version)
-			})
-			continue
-		}
-		live = append(live, c)
-	}
+	live := cases
 	k.publish(live)
 
 	rep := func() flaky.StatsReport { return r.down.Stats().Report() }
@@ -301,17 +288,6 @@ func (k *poisonKit) publish(cases []poison) {
 			t.Logf("%s: negative confirm, publishing again", c.name)
 		}
 	}
-}
-
-// readsClientDeaths reports whether a broker of this version reads the
-// x-death header a client published (RabbitMQ before 3.13 does). An
-// unknown version counts as one that does.
-func readsClientDeaths(version string) bool {
-	var major, minor int
-	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err != nil {
-		return true
-	}
-	return major < 3 || major == 3 && minor < 13
 }
 
 // tooLargeForTheBroker checks that a message with a 1 MiB header never

@@ -22,6 +22,30 @@ type DeadLetterStore interface {
 	Replay(ctx context.Context, f retry.Filter) (int, error)
 }
 
+// dialedDeadLetters runs each operation on a connection of its own.
+type dialedDeadLetters struct {
+	url  string
+	topo retry.Topology
+}
+
+func (d dialedDeadLetters) List(ctx context.Context, f retry.Filter, limit int) ([]retry.Parked, error) {
+	conn, err := retry.Dial(d.url, "relay api dead letters")
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return retry.DeadLetters{Conn: conn, Topology: d.topo}.List(ctx, f, limit)
+}
+
+func (d dialedDeadLetters) Replay(ctx context.Context, f retry.Filter) (int, error) {
+	conn, err := retry.Dial(d.url, "relay api dead letters")
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	return retry.DeadLetters{Conn: conn, Topology: d.topo}.Replay(ctx, f)
+}
+
 // maxDeadLetterList bounds one listing.
 const maxDeadLetterList = 1000
 
@@ -112,6 +136,16 @@ func replay(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter, o
 		return
 	}
 	n, err := store.Replay(r.Context(), f)
+	if errors.Is(err, retry.ErrNotDestination) {
+		// A parked message that names a queue relay does not deliver to
+		// stays parked: the client learns which, and that nothing moved.
+		deps.Log.Warn("replay refused", "replayed", n, "error", err)
+		p := newProblem(ProblemNotDestination, http.StatusConflict, "Not one of relay's work queues",
+			"replayed "+strconv.Itoa(n)+"; these stay parked: "+err.Error())
+		p.Replayed = &n
+		writeProblem(w, p)
+		return
+	}
 	if err != nil {
 		deps.Log.Error("replay dead letters", "replayed", n, "error", err)
 		writeProblem(w, unavailable("replayed "+strconv.Itoa(n)+" before an error: "+err.Error()))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -65,6 +66,8 @@ func TestDeadLetterRoutes(t *testing.T) {
 		{"replay by source", "POST", "/v1/dead-letters/replay", `{"source":"email-queue"}`, false, nil, 200, `{"replayed":1}`, &retry.Filter{Source: "p.email-queue"}},
 		{"replay all", "POST", "/v1/dead-letters/replay", `{"all":true}`, false, nil, 200, `{"replayed":2}`, &retry.Filter{}},
 		{"replay needs a filter", "POST", "/v1/dead-letters/replay", `{}`, false, nil, 422, `"field":"source"`, nil},
+		{"replay into a queue that is not relay's", "POST", "/v1/dead-letters/a/replay", "", false,
+			fmt.Errorf("message %q: source %q is %w: it stays parked", "a", "victim", retry.ErrNotDestination), 409, `"victim`, nil},
 		{"replay bad body", "POST", "/v1/dead-letters/replay", `{"everything":1}`, false, nil, 400, "everything", nil},
 	}
 	for _, tt := range tests {

@@ -26,6 +26,7 @@ const (
 	ProblemBrokerUnavailable    = ProblemBase + "broker-unavailable"
 	ProblemNotReady             = ProblemBase + "not-ready"
 	ProblemInternal             = ProblemBase + "internal-error"
+	ProblemNotDestination       = ProblemBase + "not-a-work-queue"
 )
 
 // ProblemContentType is the media type of every error answer (RFC 9457).
@@ -39,6 +40,8 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 	// Errors lists every invalid field of a 422 answer.
 	Errors []notification.FieldError `json:"errors,omitempty"`
+	// Replayed is how many parked messages a refused replay did move.
+	Replayed *int `json:"replayed,omitempty"`
 
 	// retryAfter, in seconds, becomes a Retry-After header when set.
 	retryAfter int

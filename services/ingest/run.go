@@ -99,12 +99,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		MaxBody:   cfg.MaxBodyBytes,
 		Registry:  reg,
 		Dashboard: dash,
-		DeadLetters: func() DeadLetterStore {
-			if conn := live.Load(); conn != nil && !conn.IsClosed() {
-				return retry.DeadLetters{Conn: conn, Topology: topo}
-			}
-			return nil
-		},
+		// Each dead-letter operation dials a connection of its own: a
+		// parked message the client cannot read (headers over frame_max)
+		// closes that connection, not the one the API publishes on.
+		DeadLetters: func() DeadLetterStore { return dialedDeadLetters{url: cfg.AMQPURL, topo: topo} },
 		Ready: func() error {
 			p := current.Load()
 			switch {
@@ -146,16 +144,24 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
 	brokered := make(chan error, 1)
 	go func() {
-		brokered <- retry.Supervise(brokerCtx, cfg.AMQPURL, "relay api", log, connect(topo, &current, log,
-			func(ctx context.Context, conn *amqp.Connection) error {
-				live.Store(conn)
-				in, err := events.Subscribe(ctx, conn, topo)
-				if err != nil {
-					return err
-				}
-				go hub.Run(ctx, in)
+		brokered <- retry.Supervise(brokerCtx, cfg.AMQPURL, "relay api", log, connect(topo, &current, log))
+	}()
+	// The dashboard's event stream and queue depths have a connection of
+	// their own: whatever arrives on the events exchange cannot take the
+	// publishing connection down with it.
+	go func() {
+		_ = retry.Supervise(brokerCtx, cfg.AMQPURL, "relay api events", log, func(ctx context.Context, conn *amqp.Connection) error {
+			live.Store(conn)
+			in, err := events.Subscribe(ctx, conn, topo)
+			if err != nil {
+				return err
+			}
+			hub.Run(ctx, in)
+			if ctx.Err() != nil {
 				return nil
-			}))
+			}
+			return retry.ErrConnectionLost
+		})
 	}()
 	go s.supervise(ctx, cfg.ShutdownTimeout, stopBroker, served, brokered)
 
@@ -166,14 +172,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 // connect is the work of one broker connection: declare the topology, open
 // a confirming publisher, offer it to the handlers until the connection or
 // the publisher's channel closes, then withdraw it so Supervise reconnects.
-func connect(topo retry.Topology, current *atomic.Pointer[retry.Publisher], log *slog.Logger,
-	also func(context.Context, *amqp.Connection) error) func(context.Context, *amqp.Connection) error {
+func connect(topo retry.Topology, current *atomic.Pointer[retry.Publisher], log *slog.Logger) func(context.Context, *amqp.Connection) error {
 	return func(ctx context.Context, conn *amqp.Connection) error {
 		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 		if err := topo.Declare(ctx, conn); err != nil {
-			return err
-		}
-		if err := also(ctx, conn); err != nil {
 			return err
 		}
 		p, err := retry.NewPublisher(conn, 0)

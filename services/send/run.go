@@ -225,8 +225,10 @@ func follow(ctx context.Context, s *eventStream, pending map[string]int, timeout
 			}
 			line := fmt.Sprintf("%s  %-26s %-8s attempt %d  %-9s", e.At.Format("15:04:05.000"), e.ID, e.Channel, e.Attempt, e.Outcome)
 			switch e.Outcome {
-			case "failed", "retrying":
-				line += fmt.Sprintf(" next in %s  %s", time.Duration(e.DelayMS)*time.Millisecond, e.Error)
+			case "failed":
+				line += " " + e.Error
+			case "retrying":
+				line += fmt.Sprintf(" next in %s", time.Duration(e.DelayMS)*time.Millisecond)
 			case "parked":
 				line += " reason " + e.Reason + "  " + e.Error
 			}

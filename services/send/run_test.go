@@ -42,7 +42,9 @@ func fakeAPI(t *testing.T) (*httptest.Server, *[]string) {
 				return
 			case id := <-ids:
 				for _, ch := range []string{"email", "webhook"} {
-					fmt.Fprintf(w, "event: attempt\ndata: {\"outcome\":\"failed\",\"id\":%q,\"channel\":%q,\"attempt\":1,\"delay_ms\":1000,\"error\":\"503\"}\n\n", id, ch)
+					// The worker reports the failure, the retrier the delay it chose.
+					fmt.Fprintf(w, "event: attempt\ndata: {\"outcome\":\"failed\",\"id\":%q,\"channel\":%q,\"attempt\":1,\"error\":\"503\"}\n\n", id, ch)
+					fmt.Fprintf(w, "event: attempt\ndata: {\"outcome\":\"retrying\",\"id\":%q,\"channel\":%q,\"attempt\":1,\"delay_ms\":1000,\"error\":\"503\"}\n\n", id, ch)
 					fmt.Fprintf(w, "event: attempt\ndata: {\"outcome\":\"delivered\",\"id\":%q,\"channel\":%q,\"attempt\":2}\n\n", id, ch)
 				}
 				w.(http.Flusher).Flush()
