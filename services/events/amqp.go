@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,8 +19,19 @@ import (
 const Exchange = "notification-events"
 
 // BufferSize is how many events an Emitter holds while it waits for the
-// broker; beyond that, new events are dropped.
-const BufferSize = 4096
+// broker. When it is full, Observe waits up to ObserveWait for room before
+// it drops an event.
+const BufferSize = 16384
+
+// ObserveWait bounds how long Observe waits for room in a full buffer.
+const ObserveWait = 5 * time.Second
+
+// inFlight bounds the events published and not yet confirmed.
+const inFlight = 512
+
+// drainTimeout bounds how long Run, once its context is done, goes on
+// publishing what is buffered and waiting for the confirms.
+const drainTimeout = 5 * time.Second
 
 // subscriberMaxLength bounds a subscriber's queue on the broker, so a
 // stalled reader costs the broker a bounded amount of memory.
@@ -48,11 +60,15 @@ func RoutingKey(ev Event) string { return ev.Outcome + "." + ev.Channel }
 // Emitter publishes pipeline decisions to the events exchange.
 //
 // Observe queues an event and returns at once; Run, on each broker
-// connection, publishes what is queued. Events are best-effort telemetry:
-// they are published transient, without publisher confirms, and an event
-// that finds the buffer full, or is in hand when the connection drops, is
-// lost (Dropped counts the first kind). The pipeline itself never waits for
-// them.
+// connection, publishes what is queued, persistent and with publisher
+// confirms, up to 512 unconfirmed at a time. An event the broker did not
+// confirm (a negative confirm, or a connection lost first) is published
+// again on the next connection, so the history, which records events
+// idempotently, misses none while the process lives. The pipeline never
+// waits for a confirm: an event is confirmed asynchronously, long after
+// the message it describes was acked. Only a full buffer slows Observe
+// (ObserveWait at most; Dropped counts what it then gives up on), and a
+// process that dies loses what it had not published yet.
 type Emitter struct {
 	topo     retry.Topology
 	exchange string
@@ -61,6 +77,10 @@ type Emitter struct {
 	log      *slog.Logger
 	queue    chan Event
 	dropped  atomic.Uint64
+	wait     time.Duration // ObserveWait, shorter in tests
+
+	mu    sync.Mutex
+	retry []Event // unconfirmed on a lost connection: published first
 }
 
 // NewEmitter returns an Emitter for topology t whose events name service
@@ -76,29 +96,56 @@ func NewEmitter(t retry.Topology, service string, log *slog.Logger) *Emitter {
 		channels: channelsOf(t),
 		log:      log,
 		queue:    make(chan Event, BufferSize),
+		wait:     ObserveWait,
 	}
 }
 
-// Observe queues ev for publishing. It never blocks: when the buffer is
-// full the event is dropped and counted.
+// Observe queues ev for publishing. When the buffer is full it waits up to
+// ObserveWait for room, then drops the event and counts it.
 func (e *Emitter) Observe(ev retry.Event) {
+	out := e.channels.event(e.service, ev)
 	select {
-	case e.queue <- e.channels.event(e.service, ev):
+	case e.queue <- out:
+		return
 	default:
+	}
+	t := time.NewTimer(e.wait)
+	defer t.Stop()
+	select {
+	case e.queue <- out:
+	case <-t.C:
 		e.dropped.Add(1)
 	}
 }
 
-// Dropped is the number of events dropped because the buffer was full.
+// Dropped is the number of events dropped because the buffer stayed full.
 func (e *Emitter) Dropped() uint64 { return e.dropped.Load() }
 
 // dropReport is how often Run logs events dropped since its last report.
 const dropReport = 10 * time.Second
 
+// again keeps events to publish first on the next connection.
+func (e *Emitter) again(evs ...Event) {
+	e.mu.Lock()
+	e.retry = append(e.retry, evs...)
+	e.mu.Unlock()
+}
+
+// takeRetries returns the events to publish again, and forgets them.
+func (e *Emitter) takeRetries() []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.retry
+	e.retry = nil
+	return out
+}
+
 // Run declares the events exchange on conn and publishes queued events to
-// it until ctx is done (it returns nil then) or its channel closes, as it
-// does when the connection is lost (it returns the error then). Call it
-// once per connection, for instance inside retry.Supervise.
+// it until ctx is done or its channel closes, as it does when the
+// connection is lost (it returns the error then). Once ctx is done it goes
+// on for up to 5s, publishing what is buffered and waiting for the
+// confirms, then returns nil. Call it once per connection, for instance
+// inside retry.Supervise.
 func (e *Emitter) Run(ctx context.Context, conn *amqp.Connection) error {
 	ch, err := conn.Channel()
 	if err != nil {
@@ -109,35 +156,89 @@ func (e *Emitter) Run(ctx context.Context, conn *amqp.Connection) error {
 	if err := Declare(ch, e.topo); err != nil {
 		return err
 	}
+	if err := ch.Confirm(false /* noWait */); err != nil {
+		return fmt.Errorf("events channel: enable publisher confirms: %w", err)
+	}
+	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, inFlight+1))
+	pending := map[uint64]Event{}
+	// Whatever is still unconfirmed when Run returns is published again
+	// on the next connection.
+	defer func() {
+		for _, ev := range pending {
+			e.again(ev)
+		}
+	}()
+	publish := func(ev Event) error {
+		tag := ch.GetNextPublishSeqNo()
+		if err := e.publish(ch, ev); err != nil {
+			e.again(ev)
+			return err
+		}
+		pending[tag] = ev
+		return nil
+	}
+	for _, ev := range e.takeRetries() {
+		if err := publish(ev); err != nil {
+			return err
+		}
+	}
 	tick := time.NewTicker(dropReport)
 	defer tick.Stop()
 	reported := e.Dropped()
+	var drain <-chan time.Time
 	for {
+		// Take new events only while fewer than inFlight are unconfirmed,
+		// and, once draining, until the buffer is empty.
+		next := e.queue
+		if len(pending) >= inFlight {
+			next = nil
+		}
+		if drain != nil && len(e.queue) == 0 {
+			next = nil
+			if len(pending) == 0 {
+				return nil
+			}
+		}
 		select {
 		case <-ctx.Done():
+			if drain == nil {
+				t := time.NewTimer(drainTimeout)
+				defer t.Stop()
+				drain = t.C
+			}
+			ctx = context.Background() // this case fires once
+		case <-drain:
+			if n := len(pending) + len(e.queue); n > 0 {
+				e.log.Warn("stopping with events not yet confirmed", "events", n)
+			}
 			return nil
 		case aerr, ok := <-closed:
 			if !ok || aerr == nil {
 				return errors.New("events channel closed")
 			}
 			return fmt.Errorf("events channel closed: %w", aerr)
+		case c := <-confirms:
+			ev, known := pending[c.DeliveryTag]
+			delete(pending, c.DeliveryTag)
+			if known && !c.Ack {
+				if err := publish(ev); err != nil {
+					return err
+				}
+			}
 		case <-tick.C:
 			if n := e.Dropped(); n != reported {
 				e.log.Warn("events dropped, buffer full", "dropped", n-reported, "dropped_total", n)
 				reported = n
 			}
-		case ev := <-e.queue:
-			if err := e.publish(ctx, ch, ev); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
+		case ev := <-next:
+			if err := publish(ev); err != nil {
 				return err
 			}
 		}
 	}
 }
 
-func (e *Emitter) publish(ctx context.Context, ch *amqp.Channel, ev Event) error {
+func (e *Emitter) publish(ch *amqp.Channel, ev Event) error {
 	body, err := json.Marshal(ev)
 	if err != nil {
 		// An Event holds only strings, numbers and a time: this cannot
@@ -145,12 +246,12 @@ func (e *Emitter) publish(ctx context.Context, ch *amqp.Channel, ev Event) error
 		e.log.Error("encode event", "message_id", ev.ID, "error", err)
 		return nil
 	}
-	err = ch.PublishWithContext(ctx, e.exchange, RoutingKey(ev),
+	err = ch.Publish(e.exchange, RoutingKey(ev),
 		false, // mandatory
 		false, // immediate
 		amqp.Publishing{
 			ContentType:  "application/json",
-			DeliveryMode: amqp.Transient,
+			DeliveryMode: amqp.Persistent,
 			Type:         ev.Type,
 			AppId:        ev.Service,
 			Timestamp:    ev.At,

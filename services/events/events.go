@@ -4,8 +4,10 @@
 //
 // Every relay process that observes the pipeline (workers, the retrier)
 // hands its retry.Event values to an Emitter and a Metrics through Fanout.
-// Events are best-effort: they are published without confirms, in
-// transient mode, and dropped rather than allowed to slow the pipeline.
+// The notification history is built from these events, so they are
+// published persistent and confirmed, and published again when a
+// connection is lost before the confirm; the pipeline itself never waits
+// for them (see Emitter).
 package events
 
 import (

@@ -5,6 +5,7 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -172,5 +173,38 @@ func TestRunReturnsWhenConnectionCloses(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("Run did not return after the connection closed")
+	}
+}
+
+// TestRunDrainsOnShutdown: events observed just before shutdown, such as a
+// worker's last outcomes, are still published and confirmed.
+func TestRunDrainsOnShutdown(t *testing.T) {
+	topo := retry.Topology{Prefix: retrytest.Prefix(t), Backend: retry.TTL}
+	cleanupExchange(t, topo)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sub, err := Subscribe(ctx, retrytest.Conn(t), topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	em := NewEmitter(topo, "worker", nil)
+	const n = 2000
+	for i := range n {
+		em.Observe(retry.Event{Outcome: "delivered", MessageID: fmt.Sprint(i), At: time.Now()})
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	stop() // shut down before Run even starts
+	if err := em.Run(runCtx, retrytest.Conn(t)); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if left := len(em.queue) + len(em.takeRetries()); left != 0 {
+		t.Errorf("%d events left unpublished", left)
+	}
+	for got := 0; got < n; got++ {
+		select {
+		case <-sub:
+		case <-ctx.Done():
+			t.Fatalf("received %d of %d events", got, n)
+		}
 	}
 }

@@ -120,6 +120,7 @@ func TestFanout(t *testing.T) {
 
 func TestEmitterDropsWhenFull(t *testing.T) {
 	e := NewEmitter(testTopo, "worker", nil)
+	e.wait = 10 * time.Millisecond
 	const extra = 10
 	done := make(chan struct{})
 	go func() {
@@ -131,7 +132,7 @@ func TestEmitterDropsWhenFull(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("Observe blocked with nothing draining the buffer")
+		t.Fatal("Observe blocked for good with nothing draining the buffer")
 	}
 	if got := e.Dropped(); got != extra {
 		t.Errorf("Dropped = %d, want %d", got, extra)
