@@ -1,0 +1,88 @@
+package history
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+const (
+	getNotification = `SELECT created_at, accepted, channels, recipients, payload FROM notifications WHERE id = $1`
+	// getCopies reads copies and timelines in one statement, so that they
+	// agree with each other even while events are being recorded.
+	getCopies = `
+		SELECT c.channel, c.status, c.reason, c.round, c.attempts, c.last_error, c.next_attempt_at, c.updated_at,
+			a.round, a.attempt, a.at, a.outcome, a.error, a.reason, a.service, a.delay_ms, a.waited_ms, a.duration_ms
+		FROM copies c LEFT JOIN attempts a ON a.notification_id = c.notification_id AND a.channel = c.channel
+		WHERE c.notification_id = $1
+		ORDER BY c.channel, a.round, a.attempt`
+)
+
+// Get returns the notification id with its copies and their timelines, or
+// an error wrapping ErrNotFound.
+func (s *Store) Get(ctx context.Context, id string) (*Notification, error) {
+	n := &Notification{ID: id}
+	var channels, recipients, payload []byte
+	err := s.read.QueryRowContext(ctx, s.d.q(getNotification), id).
+		Scan(timeCol{&n.CreatedAt}, &n.Accepted, &channels, &recipients, &payload)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("notification %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read notification %q: %w", id, err)
+	}
+	if err := unmarshalStrings(channels, &n.Channels); err != nil {
+		return nil, fmt.Errorf("read notification %q channels: %w", id, err)
+	}
+	if err := unmarshalStrings(recipients, &n.Recipients); err != nil {
+		return nil, fmt.Errorf("read notification %q recipients: %w", id, err)
+	}
+	if len(payload) > 0 {
+		n.Payload = json.RawMessage(payload)
+	}
+	rows, err := s.read.QueryContext(ctx, s.d.q(getCopies), id)
+	if err != nil {
+		return nil, fmt.Errorf("read copies of %q: %w", id, err)
+	}
+	err = each(rows, func() error {
+		var (
+			c                          Copy
+			round, attempt             sql.NullInt64
+			at                         *time.Time
+			outcome, aerr, reason, svc sql.NullString
+			delay, waited, duration    sql.NullInt64
+		)
+		if err := rows.Scan(&c.Channel, &c.Status, &c.Reason, &c.Round, &c.Attempts, &c.LastError,
+			nullTimeCol{&c.NextAttemptAt}, timeCol{&c.UpdatedAt},
+			&round, &attempt, nullTimeCol{&at}, &outcome, &aerr, &reason, &svc, &delay, &waited, &duration); err != nil {
+			return err
+		}
+		if k := len(n.Copies); k == 0 || n.Copies[k-1].Channel != c.Channel {
+			n.Copies = append(n.Copies, c)
+		}
+		if !round.Valid {
+			return nil // a copy with no attempt yet
+		}
+		last := &n.Copies[len(n.Copies)-1]
+		last.Timeline = append(last.Timeline, Attempt{
+			Round: int(round.Int64), Attempt: int(attempt.Int64), At: *at, Outcome: outcome.String,
+			Error: aerr.String, Reason: reason.String, Service: svc.String,
+			DelayMS: ptrInt(delay), WaitedMS: ptrInt(waited), DurationMS: ptrInt(duration),
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read copies of %q: %w", id, err)
+	}
+	return n, nil
+}
+
+func unmarshalStrings(b []byte, dst *[]string) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return json.Unmarshal(b, dst)
+}

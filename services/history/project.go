@@ -1,0 +1,189 @@
+package history
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// copyKey names one channel copy.
+type copyKey struct{ id, channel string }
+
+// eventKey is what makes two events the same event: replaying one changes
+// nothing.
+type eventKey struct {
+	id, channel    string
+	round, attempt int
+	outcome        string
+}
+
+func (e Event) key() eventKey {
+	return eventKey{e.ID, e.Channel, e.Round, e.Attempt, e.Outcome}
+}
+
+// compareEvents orders the events of one copy: by round, attempt and the
+// rank of the outcome, then by every other field so that the order, and
+// everything derived from it, never depends on arrival.
+func compareEvents(a, b Event) int {
+	return cmp.Or(
+		cmp.Compare(a.Round, b.Round),
+		cmp.Compare(a.Attempt, b.Attempt),
+		cmp.Compare(rank(a.Outcome), rank(b.Outcome)),
+		a.At.Compare(b.At),
+		cmp.Compare(a.Outcome, b.Outcome),
+		cmp.Compare(a.Error, b.Error),
+		cmp.Compare(a.Reason, b.Reason),
+		cmp.Compare(a.DelayMS, b.DelayMS),
+		cmp.Compare(a.DurationMS, b.DurationMS),
+		cmp.Compare(a.Service, b.Service),
+	)
+}
+
+// duplicateWins reports whether b replaces a, two events with the same
+// key: the smaller in compareEvents order is kept, in the database as
+// here, so which copy of an event arrived first does not matter.
+func duplicateWins(a, b Event) bool { return compareEvents(b, a) < 0 }
+
+// project derives the state of a copy from its events, one per key. Its
+// status comes from the greatest event: the highest (round, attempt) and,
+// within an attempt, the highest-ranked outcome.
+func project(events []Event) Copy {
+	evs := slices.Clone(events)
+	slices.SortFunc(evs, compareEvents)
+	c := Copy{Status: StatusQueued}
+	if len(evs) == 0 {
+		return c
+	}
+	top := evs[len(evs)-1]
+	c.Round = top.Round
+	switch top.Outcome {
+	case OutcomeReplayed:
+		c.Status = StatusQueued
+	case OutcomeDelivered:
+		c.Status = StatusDelivered
+	case OutcomeParked:
+		c.Status, c.Reason = StatusParked, top.Reason
+	default:
+		c.Status = StatusRetrying
+	}
+	for _, e := range evs {
+		if e.At.After(c.UpdatedAt) {
+			c.UpdatedAt = e.At
+		}
+		if e.Error != "" {
+			c.LastError = e.Error
+		}
+	}
+	// Group by (round, attempt); the events are sorted, so groups are runs.
+	for i := 0; i < len(evs); {
+		j := i + 1
+		for j < len(evs) && evs[j].Round == evs[i].Round && evs[j].Attempt == evs[i].Attempt {
+			j++
+		}
+		if a, ok := attemptOf(evs[i:j]); ok {
+			c.Timeline = append(c.Timeline, a)
+		}
+		i = j
+	}
+	for k := range c.Timeline {
+		a := &c.Timeline[k]
+		if a.Outcome != OutcomeReplayed {
+			c.Attempts++
+		}
+		if k == 0 {
+			continue
+		}
+		prev := c.Timeline[k-1]
+		if prev.Round != a.Round || prev.Attempt != a.Attempt-1 || prev.Outcome != OutcomeFailed || a.Attempt < 2 {
+			continue
+		}
+		start := a.At
+		if a.DurationMS != nil {
+			start = start.Add(-time.Duration(*a.DurationMS) * time.Millisecond)
+		}
+		w := start.Sub(prev.At).Milliseconds()
+		a.WaitedMS = &w
+	}
+	if c.Status == StatusRetrying {
+		// The next attempt is due the latest failure's delay after it.
+		for k := len(c.Timeline) - 1; k >= 0; k-- {
+			a := c.Timeline[k]
+			if a.Round != c.Round {
+				break
+			}
+			if a.Outcome == OutcomeFailed {
+				next := a.At
+				if a.DelayMS != nil {
+					next = next.Add(time.Duration(*a.DelayMS) * time.Millisecond)
+				}
+				c.NextAttemptAt = &next
+				break
+			}
+		}
+	}
+	return c
+}
+
+// attemptOf derives the timeline row of one (round, attempt) from its
+// events, sorted. An attempt that only has a "requeued" event has not run
+// yet and has no row.
+func attemptOf(evs []Event) (Attempt, bool) {
+	byOutcome := map[string]*Event{}
+	for i := range evs {
+		byOutcome[evs[i].Outcome] = &evs[i]
+	}
+	first := evs[0]
+	a := Attempt{Round: first.Round, Attempt: first.Attempt}
+	if r := byOutcome[OutcomeReplayed]; r != nil {
+		a.Attempt, a.At, a.Outcome, a.Service = 0, r.At, OutcomeReplayed, r.Service
+		return a, true
+	}
+	// When the attempt ended: the earliest of its decisions, which is the
+	// worker's own when that arrived. "requeued" is about the attempt
+	// before it starts, so it does not count.
+	var at *Event
+	for i := range evs {
+		if evs[i].Outcome != OutcomeRequeued && (at == nil || evs[i].At.Before(at.At)) {
+			at = &evs[i]
+		}
+	}
+	if at == nil {
+		return Attempt{}, false
+	}
+	a.At, a.Service = at.At, at.Service
+	top := evs[len(evs)-1]
+	switch top.Outcome {
+	case OutcomeDelivered, OutcomeParked:
+		a.Outcome = top.Outcome
+	default:
+		a.Outcome = OutcomeFailed
+	}
+	if p := byOutcome[OutcomeParked]; p != nil && a.Outcome == OutcomeParked {
+		a.Reason = p.Reason
+	}
+	for _, o := range []string{OutcomeFailed, OutcomeParked, OutcomeRetrying, OutcomeWaiting, OutcomeDelivered} {
+		if e := byOutcome[o]; e != nil && e.Error != "" {
+			a.Error = e.Error
+			break
+		}
+	}
+	if a.Outcome == OutcomeFailed {
+		// The retrier's delay is the one it scheduled (jittered, or as the
+		// downstream asked); the worker's is the policy's, a fallback.
+		if e := byOutcome[OutcomeRetrying]; e != nil {
+			d := e.DelayMS
+			a.DelayMS = &d
+		} else if e := byOutcome[OutcomeFailed]; e != nil {
+			d := e.DelayMS
+			a.DelayMS = &d
+		}
+	}
+	for _, o := range []string{OutcomeDelivered, OutcomeFailed, OutcomeParked} {
+		if e := byOutcome[o]; e != nil && e.DurationMS > 0 {
+			d := e.DurationMS
+			a.DurationMS = &d
+			break
+		}
+	}
+	return a, true
+}
