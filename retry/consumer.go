@@ -126,7 +126,7 @@ func (c *Consumer) handle(ctx context.Context, pub *publisher, d *amqp.Delivery)
 		err = call(ctx, c.Handler, m)
 	}
 	took := time.Since(start)
-	e := Event{MessageID: m.ID, Queue: c.Queue, Attempt: m.Attempt, At: time.Now(), Published: d.Timestamp, Duration: took}
+	e := Event{MessageID: m.ID, Queue: c.Queue, Attempt: m.Attempt, Round: replays(d.Headers), At: time.Now(), Published: d.Timestamp, Duration: took}
 	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt, "duration_ms", took.Milliseconds())
 
 	var settleErr error

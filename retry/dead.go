@@ -61,6 +61,9 @@ func parkedFrom(d *amqp.Delivery) Parked {
 type DeadLetters struct {
 	Conn     *amqp.Connection
 	Topology Topology
+	// Observe, if set, is told of every replay, as an Event with outcome
+	// "replayed" and the round the message starts.
+	Observe func(Event)
 }
 
 // walk takes up to the queue's current depth and calls fn for each
@@ -132,7 +135,9 @@ var ErrNotDestination = errors.New("not one of the topology's work queues")
 
 // Replay publishes every parked message that matches f back to the queue
 // it was parked from, with a fresh retry count, and removes the parked
-// copy once the broker has confirmed the new one. It returns how many it
+// copy once the broker has confirmed the new one. The message keeps its
+// first failure time and starts its next round (HeaderReplays), so its
+// history runs on instead of starting over. It returns how many it
 // replayed. A message whose source is not one of the topology's work
 // queues (ErrNotDestination), or whose queue no longer exists
 // (ErrUnroutable), stays parked and is reported in the error.
@@ -151,6 +156,11 @@ func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 			return false, nil
 		}
 		h := without(forward(d.Headers), pipelineHeaders)
+		round := replays(d.Headers) + 1
+		h[HeaderReplays] = int32(round)
+		if first := headerString(d.Headers, HeaderFirstFailedAt); first != "" {
+			h[HeaderFirstFailedAt] = first
+		}
 		if err := pub.publish(ctx, "", source, true /* mandatory */, republish(d, h)); err != nil {
 			if errors.Is(err, ErrUnroutable) {
 				failed = append(failed, fmt.Errorf("message %q: %w", d.MessageId, err))
@@ -159,6 +169,9 @@ func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 			return false, err
 		}
 		n++
+		if dl.Observe != nil {
+			dl.Observe(Event{Outcome: "replayed", MessageID: d.MessageId, Queue: source, Round: round, At: time.Now(), Published: d.Timestamp})
+		}
 		return true, nil
 	})
 	return n, errors.Join(append([]error{err}, failed...)...)

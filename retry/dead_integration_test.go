@@ -31,12 +31,14 @@ func TestDeadLetters(t *testing.T) {
 			MessageId: m.id, Body: []byte(`{"v":1}`), DeliveryMode: amqp.Persistent,
 			Headers: amqp.Table{retry.HeaderDeadSource: m.source, retry.HeaderDeadReason: retry.ReasonMaxRetries,
 				retry.HeaderRetryCount: int32(4), retry.HeaderParkedAt: parkedAt.Format(time.RFC3339Nano),
+				retry.HeaderFirstFailedAt: parkedAt.Add(-time.Minute).Format(time.RFC3339Nano),
 				retry.HeaderLastError: "503", "priority": "high"},
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	dl := retry.DeadLetters{Conn: conn, Topology: topo}
+	var replayed []retry.Event
+	dl := retry.DeadLetters{Conn: conn, Topology: topo, Observe: func(e retry.Event) { replayed = append(replayed, e) }}
 	ctx := context.Background()
 	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == 3 }, "not parked")
 
@@ -76,7 +78,8 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatalf("after listing, dead-letter queue holds %d", got)
 	}
 	list, _ := dl.List(ctx, retry.Filter{ID: "a"}, 0)
-	want := retry.Parked{ID: "a", Source: email, Reason: retry.ReasonMaxRetries, Retries: 4, ParkedAt: parkedAt, LastError: "503"}
+	want := retry.Parked{ID: "a", Source: email, Reason: retry.ReasonMaxRetries, Retries: 4, ParkedAt: parkedAt, LastError: "503",
+		FirstFailedAt: parkedAt.Add(-time.Minute)}
 	if diff := cmp.Diff(want, list[0], cmp.FilterPath(func(p cmp.Path) bool {
 		return p.Last().String() == ".Headers" || p.Last().String() == ".Body"
 	}, cmp.Ignore())); diff != "" {
@@ -103,6 +106,13 @@ func TestDeadLetters(t *testing.T) {
 		if _, ok := back.Headers[h]; ok {
 			t.Errorf("replayed message still has %s: a fresh cycle must start clean", h)
 		}
+	}
+	// Its history runs on: the first failure stays, the round advances.
+	if back.Headers[retry.HeaderFirstFailedAt] != parkedAt.Add(-time.Minute).Format(time.RFC3339Nano) || back.Headers[retry.HeaderReplays] != int32(1) {
+		t.Errorf("replayed headers = %v, want the first failure kept and %s = 1", back.Headers, retry.HeaderReplays)
+	}
+	if len(replayed) != 1 || replayed[0].Outcome != "replayed" || replayed[0].MessageID != "b" || replayed[0].Round != 1 || replayed[0].Queue != webhook {
+		t.Errorf("observed %+v, want one replayed event for b in round 1", replayed)
 	}
 
 	n, err = dl.Purge(ctx, retry.Filter{Source: email})

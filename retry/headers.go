@@ -44,6 +44,9 @@ const (
 	// queue it claimed to come from and the header that claimed it, for
 	// forensics. relay never routes on it.
 	HeaderClaimedSource = "x-claimed-source"
+	// HeaderReplays counts how often a parked message was replayed: the
+	// round of retries it is in, 0 for the first.
+	HeaderReplays = "x-replays"
 	// HeaderWaits counts the extra rounds a message has waited in the TTL
 	// backend's longest wait queue because a downstream asked for a longer
 	// wait (HeaderNotBefore). It is bounded: see the requeue stage.
@@ -57,6 +60,16 @@ const (
 var pipelineHeaders = []string{
 	HeaderRetryCount, HeaderOriginalQueue, HeaderFirstFailedAt, HeaderLastError, HeaderRetryAfter,
 	HeaderNotBefore, HeaderWaits, HeaderDeadSource, HeaderDeadReason, HeaderParkedAt, HeaderClaimedSource,
+	HeaderReplays,
+}
+
+// replays reads HeaderReplays; garbage counts as 0.
+func replays(h amqp.Table) int {
+	n, ok := headerInt(h, HeaderReplays)
+	if !ok || n < 0 {
+		return 0
+	}
+	return int(min(n, 1<<30))
 }
 
 // Reasons a message is parked, the values of HeaderDeadReason.

@@ -67,6 +67,9 @@ type Event struct {
 	Queue string
 	// Attempt is the attempt that just ended (1 for the first delivery).
 	Attempt int
+	// Round is how often the message was replayed from the dead-letter
+	// queue: attempts count from 1 again in each round.
+	Round int
 	// Delay is the wait scheduled before the next attempt.
 	Delay time.Duration
 	// Reason is why a message was parked.
@@ -167,7 +170,7 @@ func (s *Stages) handleError(ctx context.Context, pub *publisher, d *amqp.Delive
 	attempt := retries + 1 // the attempt that just failed
 	claim, header := Claim(d.Headers)
 	lastErr := lastError(d.Headers)
-	ev := Event{MessageID: d.MessageId, Queue: claim, Attempt: attempt, Err: lastErr}
+	ev := Event{MessageID: d.MessageId, Queue: claim, Attempt: attempt, Round: replays(d.Headers), Err: lastErr}
 	if tooLarge(d, pub) {
 		source := claim
 		if !s.Topology.Destination(source) {
@@ -220,7 +223,7 @@ func (s *Stages) handleError(ctx context.Context, pub *publisher, d *amqp.Delive
 func (s *Stages) handleRequeue(ctx context.Context, pub *publisher, d *amqp.Delivery) error {
 	queue := headerString(d.Headers, HeaderOriginalQueue)
 	retries := min(RetryCount(d.Headers), s.Topology.Policy.Retries())
-	ev := Event{MessageID: d.MessageId, Queue: queue, Attempt: retries + 1, Err: lastError(d.Headers)}
+	ev := Event{MessageID: d.MessageId, Queue: queue, Attempt: retries + 1, Round: replays(d.Headers), Err: lastError(d.Headers)}
 	if tooLarge(d, pub) {
 		source := queue
 		if !s.Topology.Destination(source) {

@@ -23,8 +23,8 @@ const TypeAttempt = "attempt"
 type Event struct {
 	// Type is always TypeAttempt.
 	Type string `json:"type"`
-	// Outcome is "delivered", "failed", "retrying", "waiting", "requeued"
-	// or "parked".
+	// Outcome is "delivered", "failed", "retrying", "waiting", "requeued",
+	// "parked" or "replayed".
 	Outcome string `json:"outcome"`
 	// ID is the notification id (the AMQP message-id).
 	ID string `json:"id"`
@@ -33,8 +33,14 @@ type Event struct {
 	Channel string `json:"channel"`
 	// Queue is the work queue, prefixed as on the broker.
 	Queue string `json:"queue"`
-	// Attempt is the attempt the decision is about (1 for the first).
+	// Attempt is the attempt the decision is about (1 for the first of its
+	// round).
 	Attempt int `json:"attempt"`
+	// Round is how often the copy was replayed from the dead-letter
+	// queue; each replay starts a new round of attempts.
+	Round int `json:"round,omitempty"`
+	// DurationMS is how long the attempt took, for a worker's outcome.
+	DurationMS int64 `json:"duration_ms,omitempty"`
 	// DelayMS is the wait scheduled before the next attempt.
 	DelayMS int64 `json:"delay_ms"`
 	// Error is the failure's text, where known.
@@ -64,17 +70,19 @@ func channelsOf(t retry.Topology) channels {
 // event converts one pipeline decision.
 func (c channels) event(service string, ev retry.Event) Event {
 	out := Event{
-		Type:    TypeAttempt,
-		Outcome: ev.Outcome,
-		ID:      ev.MessageID,
-		Channel: c[ev.Queue],
-		Queue:   ev.Queue,
-		Attempt: ev.Attempt,
-		DelayMS: ev.Delay.Milliseconds(),
-		Error:   ev.Err,
-		Reason:  ev.Reason,
-		At:      ev.At,
-		Service: service,
+		Type:       TypeAttempt,
+		Outcome:    ev.Outcome,
+		ID:         ev.MessageID,
+		Channel:    c[ev.Queue],
+		Queue:      ev.Queue,
+		Attempt:    ev.Attempt,
+		Round:      ev.Round,
+		DurationMS: ev.Duration.Milliseconds(),
+		DelayMS:    ev.Delay.Milliseconds(),
+		Error:      ev.Err,
+		Reason:     ev.Reason,
+		At:         ev.At,
+		Service:    service,
 	}
 	if age, ok := age(ev); ok {
 		out.AgeMS = age.Milliseconds()
