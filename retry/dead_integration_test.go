@@ -32,7 +32,7 @@ func TestDeadLetters(t *testing.T) {
 			Headers: amqp.Table{retry.HeaderDeadSource: m.source, retry.HeaderDeadReason: retry.ReasonMaxRetries,
 				retry.HeaderRetryCount: int32(4), retry.HeaderParkedAt: parkedAt.Format(time.RFC3339Nano),
 				retry.HeaderFirstFailedAt: parkedAt.Add(-time.Minute).Format(time.RFC3339Nano),
-				retry.HeaderLastError: "503", "priority": "high"},
+				retry.HeaderLastError:     "503", "priority": "high"},
 		}); err != nil {
 			t.Fatal(err)
 		}
