@@ -49,7 +49,7 @@ func TestEndToEnd(t *testing.T) {
 	env := map[string]string{
 		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
 		"RETRY_DELAYS": "100ms,200ms,400ms", "RETRY_MAX": "8", "FLAKY_RATE": "0.5", "FLAKY_SEED": "3",
-		"API_TOKENS": token, "HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
 	}
 	conn := retrytest.Conn(t)
 	topo := retry.Topology{Prefix: prefix, Routes: notification.Routes(), Backend: retry.TTL,
@@ -60,6 +60,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 		ch, err := conn.Channel()
 		if err == nil {
+			_, _ = ch.QueueDelete(prefix+"history-queue", false, false, false)
 			_ = ch.ExchangeDelete(prefix+"notification-events", false, false)
 			ch.Close()
 		}
@@ -204,4 +205,152 @@ func TestEndToEnd(t *testing.T) {
 	if len(parked) == 0 || parked[0].Reason != retry.ReasonPermanent {
 		t.Errorf("parked = %+v, want the webhook sent nowhere, parked as permanent", parked)
 	}
+}
+
+// copyState is a channel copy as GET /v1/notifications/{id} shows it.
+type copyState struct {
+	Channel  string `json:"channel"`
+	Status   string `json:"status"`
+	Attempts []struct {
+		N       int    `json:"n"`
+		Outcome string `json:"outcome"`
+		Error   string `json:"error"`
+		DelayMS *int64 `json:"delay_ms"`
+	} `json:"attempts"`
+}
+
+// TestHistorySurvivesRestart sends notifications through relay all, reads
+// each one's timeline from the API once every copy has ended, stops every
+// service, starts them again on the same data directory, and reads the
+// same timelines back.
+func TestHistorySurvivesRestart(t *testing.T) {
+	prefix := retrytest.Prefix(t)
+	const token = "e2e-token-0123456789abcdef"
+	env := map[string]string{
+		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
+		"RETRY_DELAYS": "100ms,200ms", "RETRY_MAX": "8", "FLAKY_RATE": "0.5", "FLAKY_SEED": "5",
+		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+	}
+	conn := retrytest.Conn(t)
+	topo := retry.Topology{Prefix: prefix, Routes: notification.Routes(), Backend: retry.TTL,
+		Policy: retry.Policy{Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, MaxRetries: 8}}
+	t.Cleanup(func() {
+		_ = topo.Delete(conn)
+		if ch, err := conn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(prefix+"history-queue", false, false, false)
+			_ = ch.ExchangeDelete(prefix+"notification-events", false, false)
+			ch.Close()
+		}
+	})
+	api := "http://" + env["HTTP_ADDR"]
+	start := func() func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		var logs retrytest.Buffer
+		done := make(chan error, 1)
+		go func() { done <- all.Run(ctx, func(k string) string { return env[k] }, &logs) }()
+		retrytest.Eventually(t, 15*time.Second, func() bool {
+			resp, err := http.Get(api + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}, "API never ready; log:\n%s", logs.String())
+		return func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("relay all: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("relay all did not stop within 30s")
+			}
+		}
+	}
+	call := func(method, path, body string) (int, []byte) {
+		req, _ := http.NewRequest(method, api+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.Bytes()
+	}
+	stop := start()
+	hook := "http://" + env["FLAKY_HTTP_ADDR"] + "/webhooks/history"
+	var ids []string
+	for i := range 6 {
+		code, body := call(http.MethodPost, "/v1/notifications",
+			fmt.Sprintf(`{"email":{"to":["h%d@example.com"],"subject":"h","text":"hi"},"webhook":{"url":%q,"payload":{"i":%d}}}`, i, hook, i))
+		var res struct{ ID string }
+		_ = json.Unmarshal(body, &res)
+		if code != http.StatusAccepted || res.ID == "" {
+			t.Fatalf("POST = %d %s", code, body)
+		}
+		ids = append(ids, res.ID)
+	}
+	read := func(id string) ([]copyState, bool) {
+		code, body := call(http.MethodGet, "/v1/notifications/"+id, "")
+		var n struct{ Copies []copyState }
+		if code != http.StatusOK || json.Unmarshal(body, &n) != nil || len(n.Copies) != 2 {
+			return nil, false
+		}
+		for _, c := range n.Copies {
+			if c.Status != "delivered" && c.Status != "parked" {
+				return nil, false
+			}
+		}
+		return n.Copies, true
+	}
+	before := map[string][]copyState{}
+	retrytest.Eventually(t, 30*time.Second, func() bool {
+		for _, id := range ids {
+			c, ok := read(id)
+			if !ok {
+				return false
+			}
+			before[id] = c
+		}
+		return true
+	}, "not every copy ended in the history")
+	failures := 0
+	for id, copies := range before {
+		for _, c := range copies {
+			for i, a := range c.Attempts {
+				last := i == len(c.Attempts)-1
+				switch {
+				case last && a.Outcome != c.Status:
+					t.Errorf("%s/%s: last attempt %s, status %s", id, c.Channel, a.Outcome, c.Status)
+				case !last && (a.Outcome != "failed" || a.Error == "" || a.DelayMS == nil || a.N != i+1):
+					t.Errorf("%s/%s: attempt %d = %+v, want a failure with its error and delay", id, c.Channel, i+1, a)
+				case !last:
+					failures++
+				}
+			}
+		}
+	}
+	if failures == 0 {
+		t.Error("no attempt failed: the flaky downstreams did not fail anything")
+	}
+	stop()
+
+	stop = start()
+	defer stop()
+	for _, id := range ids {
+		after, ok := read(id)
+		if !ok {
+			t.Fatalf("%s is not in the history after a restart", id)
+		}
+		a, _ := json.Marshal(after)
+		b, _ := json.Marshal(before[id])
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s after a restart:\n%s\nbefore:\n%s", id, a, b)
+		}
+	}
+	t.Logf("%d notifications, %d failed attempts, read back after a restart", len(ids), failures)
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,10 +120,15 @@ func (b *bench) ingestRaw(ctx context.Context, qt retry.QueueType) (side, error)
 func (b *bench) ingestRelay(ctx context.Context, qt retry.QueueType) (side, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
 	defer cancel()
+	dataDir, err := os.MkdirTemp("", "relay-bench-history-")
+	if err != nil {
+		return side{}, err
+	}
+	defer os.RemoveAll(dataDir)
 	env := map[string]string{
 		"AMQP_URL": b.url, "TOPOLOGY_PREFIX": b.names(qt, "ingest-relay"), "QUEUE_TYPE": string(qt),
 		"DELAY_BACKEND": string(retry.TTL), "HTTP_ADDR": "127.0.0.1:0", "API_TOKENS": benchToken,
-		"SHUTDOWN_TIMEOUT": "5s",
+		"SHUTDOWN_TIMEOUT": "5s", "DATA_DIR": dataDir,
 	}
 	cfg, err := ingest.LoadConfig(func(k string) string { return env[k] })
 	if err != nil {
@@ -137,6 +143,7 @@ func (b *bench) ingestRelay(ctx context.Context, qt retry.QueueType) (side, erro
 	}
 	b.janitor.topology(topo)
 	b.janitor.exchange(events.ExchangeName(topo))
+	b.janitor.queue(topo.Name(events.HistoryQueue))
 	srvCtx, stop := context.WithCancel(ctx)
 	srv, err := ingest.Start(srvCtx, cfg, log)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/config"
+	"github.com/relay-demo/relay/services/events"
 )
 
 // Config is the dead-letter tools' environment.
@@ -88,7 +89,18 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		return show(stdout, list, *asJSON)
 	case "replay":
+		// Each replay is an event, for the history: published, and
+		// confirmed, before the command returns.
+		emitter := events.NewEmitter(topo, "relay dead", nil)
+		ectx, stop := context.WithCancel(ctx)
+		emitted := make(chan error, 1)
+		go func() { emitted <- emitter.Run(ectx, conn) }()
+		dl.Observe = emitter.Observe
 		n, err := dl.Replay(ctx, filter)
+		stop()
+		if eerr := <-emitted; eerr != nil {
+			err = errors.Join(err, fmt.Errorf("record the replays in the history: %w", eerr))
+		}
 		fmt.Fprintf(stdout, "replayed %d message(s) to their source queues with a fresh retry count\n", n)
 		return err
 	default: // purge

@@ -15,12 +15,14 @@ import (
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/dead"
+	"github.com/relay-demo/relay/services/events"
 	"github.com/relay-demo/relay/services/notification"
 )
 
 func TestDeadCommands(t *testing.T) {
 	conn := retrytest.Conn(t)
 	topo := retrytest.Declare(t, conn, retry.Topology{Routes: notification.Routes(), Backend: retry.TTL})
+	t.Cleanup(func() { deleteEvents(t, topo) })
 	env := map[string]string{"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": topo.Prefix, "DELAY_BACKEND": "ttl"}
 	run := func(stdin string, args ...string) (string, error) {
 		var out bytes.Buffer
@@ -84,6 +86,7 @@ func TestDeadCommands(t *testing.T) {
 func TestReplayRefusesForeignSources(t *testing.T) {
 	conn := retrytest.Conn(t)
 	topo := retrytest.Declare(t, conn, retry.Topology{Routes: notification.Routes(), Backend: retry.TTL})
+	t.Cleanup(func() { deleteEvents(t, topo) })
 	env := map[string]string{"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": topo.Prefix, "DELAY_BACKEND": "ttl"}
 	ch, err := conn.Channel()
 	if err != nil {
@@ -144,5 +147,18 @@ func TestDeadUsageErrors(t *testing.T) {
 				t.Fatalf("Run(%v) = %v, want %q", tt.args, err, tt.want)
 			}
 		})
+	}
+}
+
+// deleteEvents removes the events exchange a replay declared.
+func deleteEvents(t *testing.T, topo retry.Topology) {
+	conn, err := retry.Dial(retrytest.URL(t), "relay test cleanup")
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	if ch, err := conn.Channel(); err == nil {
+		_ = ch.ExchangeDelete(events.ExchangeName(topo), false, false)
+		ch.Close()
 	}
 }

@@ -134,7 +134,7 @@ func newRig(t *testing.T, o options) *rig {
 	r.env = map[string]string{
 		"AMQP_URL": r.url, "TOPOLOGY_PREFIX": r.prefix, "QUEUE_TYPE": o.queueType, "DELAY_BACKEND": "ttl",
 		"RETRY_DELAYS": o.delays, "RETRY_MAX": fmt.Sprint(o.max),
-		"API_TOKENS": token, "HTTP_ADDR": httpAddr, "SHUTDOWN_TIMEOUT": "5s",
+		"API_TOKENS": token, "HTTP_ADDR": httpAddr, "SHUTDOWN_TIMEOUT": "5s", "DATA_DIR": t.TempDir(),
 		// relay all runs downstreams of its own; they listen on spare
 		// ports and nothing is sent to them.
 		"FLAKY_HTTP_ADDR": freeAddr(t), "FLAKY_SMTP_ADDR": freeAddr(t),
@@ -165,6 +165,7 @@ func (r *rig) deleteTopology() {
 		r.t.Errorf("cleanup: %v", err)
 	}
 	if ch, err := conn.Channel(); err == nil {
+		_, _ = ch.QueueDelete(r.topo.Name(events.HistoryQueue), false, false, false)
 		_ = ch.ExchangeDelete(events.ExchangeName(r.topo), false, false)
 		ch.Close()
 	}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -26,6 +27,24 @@ type Config struct {
 	// ShutdownTimeout bounds how long a graceful shutdown waits for the
 	// requests in flight.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"a positive duration such as 15s"`
+	// DataDir holds the history database when HistoryDSN is empty.
+	DataDir string `env:"DATA_DIR" envDefault:"data" help:"a writable directory"`
+	// HistoryDSN names the history store: empty for SQLite under DataDir,
+	// or a PostgreSQL URL, which several API replicas can share.
+	HistoryDSN string `env:"HISTORY_DSN" help:"empty (SQLite in DATA_DIR), a postgres:// URL, or sqlite:/path/to/file.db"`
+	// HistoryRetention is how long the history keeps a notification.
+	HistoryRetention time.Duration `env:"HISTORY_RETENTION" envDefault:"720h" help:"a positive duration such as 720h (30 days)"`
+	// IdempotencyTTL is how long an Idempotency-Key is remembered.
+	IdempotencyTTL time.Duration `env:"IDEMPOTENCY_TTL" envDefault:"24h" help:"a positive duration such as 24h"`
+}
+
+// HistoryStoreDSN is the DSN the history store opens: HISTORY_DSN, or a
+// SQLite file in DATA_DIR.
+func (c Config) HistoryStoreDSN() string {
+	if c.HistoryDSN != "" {
+		return c.HistoryDSN
+	}
+	return filepath.Join(c.DataDir, "history.db")
 }
 
 // LoadConfig reads and checks the configuration from getenv. An error
@@ -69,6 +88,12 @@ func (c Config) Validate() error {
 		return config.Invalid("MAX_BODY_BYTES", fmt.Sprint(c.MaxBodyBytes), "a whole number of bytes, 1 or more")
 	case c.ShutdownTimeout <= 0:
 		return config.Invalid("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration such as 15s")
+	case c.HistoryRetention <= 0:
+		return config.Invalid("HISTORY_RETENTION", c.HistoryRetention.String(), "a positive duration such as 720h (30 days)")
+	case c.IdempotencyTTL <= 0:
+		return config.Invalid("IDEMPOTENCY_TTL", c.IdempotencyTTL.String(), "a positive duration such as 24h")
+	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
+		return config.Invalid("DATA_DIR", c.DataDir, "a writable directory (or set HISTORY_DSN)")
 	}
 	for i, t := range c.Tokens {
 		if len(t) < MinTokenLength {

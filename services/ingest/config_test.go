@@ -28,6 +28,9 @@ func TestConfigRejects(t *testing.T) {
 		{"negative timeout", map[string]string{"API_TOKENS": tokenA, "SHUTDOWN_TIMEOUT": "-1s"}, []string{"SHUTDOWN_TIMEOUT"}},
 		{"bad backend", map[string]string{"API_TOKENS": tokenA, "DELAY_BACKEND": "redis"}, []string{"DELAY_BACKEND"}},
 		{"bad delays", map[string]string{"API_TOKENS": tokenA, "RETRY_DELAYS": "soon"}, []string{"RETRY_DELAYS"}},
+		{"bad retention", map[string]string{"API_TOKENS": tokenA, "HISTORY_RETENTION": "0s"}, []string{"HISTORY_RETENTION"}},
+		{"bad key ttl", map[string]string{"API_TOKENS": tokenA, "IDEMPOTENCY_TTL": "forever"}, []string{"IDEMPOTENCY_TTL"}},
+		{"bad history dsn", map[string]string{"API_TOKENS": tokenA, "HISTORY_DSN": "mysql://root:s3cret@db/relay", "MANAGEMENT_URL": "off", "DELAY_BACKEND": "ttl"}, []string{"HISTORY_DSN"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,7 +44,7 @@ func TestConfigRejects(t *testing.T) {
 					t.Errorf("Run = %v, want it to name %s", err, want)
 				}
 			}
-			if strings.Contains(err.Error(), "short") {
+			if strings.Contains(err.Error(), "short") || strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("the error quotes a token: %v", err)
 			}
 		})
@@ -56,9 +59,11 @@ func TestConfigDefaults(t *testing.T) {
 	}{
 		{"tokens", map[string]string{"API_TOKENS": " " + tokenA + ", " + tokenB + ","}, Config{
 			HTTPAddr: ":8080", Tokens: []string{tokenA, tokenB}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
+			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
 		}},
 		{"auth off", map[string]string{"API_AUTH": "off", "HTTP_ADDR": "127.0.0.1:0", "MAX_BODY_BYTES": "10", "SHUTDOWN_TIMEOUT": "2s"}, Config{
 			HTTPAddr: "127.0.0.1:0", Auth: "off", MaxBodyBytes: 10, ShutdownTimeout: 2 * time.Second,
+			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
 		}},
 	}
 	for _, tt := range tests {

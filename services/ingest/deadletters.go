@@ -24,8 +24,9 @@ type DeadLetterStore interface {
 
 // dialedDeadLetters runs each operation on a connection of its own.
 type dialedDeadLetters struct {
-	url  string
-	topo retry.Topology
+	url     string
+	topo    retry.Topology
+	observe func(retry.Event) // told of every replay
 }
 
 func (d dialedDeadLetters) List(ctx context.Context, f retry.Filter, limit int) ([]retry.Parked, error) {
@@ -43,7 +44,7 @@ func (d dialedDeadLetters) Replay(ctx context.Context, f retry.Filter) (int, err
 		return 0, err
 	}
 	defer conn.Close()
-	return retry.DeadLetters{Conn: conn, Topology: d.topo}.Replay(ctx, f)
+	return retry.DeadLetters{Conn: conn, Topology: d.topo, Observe: d.observe}.Replay(ctx, f)
 }
 
 // maxDeadLetterList bounds one listing.

@@ -20,6 +20,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/events"
 	"github.com/relay-demo/relay/services/notification"
 )
 
@@ -75,14 +76,37 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 		}
 		n.CreatedAt = deps.Now().UTC()
 		channels := n.Channels()
+		var claim *keyClaim
+		if hasKey && deps.History != nil {
+			var p *Problem
+			claim, p = claimKey(r.Context(), deps, identity(r.Context()), key, n)
+			if p != nil {
+				writeProblem(w, p)
+				return
+			}
+			if claim.done != nil {
+				deps.Log.Info("notification repeated with its Idempotency-Key: answered, not published again", "id", claim.id)
+				w.Header().Set("Idempotent-Replayed", "true")
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusAccepted)
+				_, _ = w.Write(claim.done)
+				return
+			}
+		}
 		if err := publish(r.Context(), deps, m, pub, ingress, n, channels); err != nil {
+			claim.release(deps)
 			deps.Log.Warn("notification not accepted", "id", n.ID, "channels", channels, "error", err.Error())
 			writeProblem(w, publishProblem(err, ingress, deps.PublishTimeout))
 			return
 		}
+		body, _ := json.Marshal(accepted{ID: n.ID, Channels: channels})
+		body = append(body, '\n')
+		claim.complete(deps, body)
 		deps.Log.Info("notification accepted", "id", n.ID, "channels", channels,
 			"idempotency_key", hasKey, "duration_ms", time.Since(start).Milliseconds())
-		writeJSON(w, http.StatusAccepted, accepted{ID: n.ID, Channels: channels})
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write(body)
 	}
 }
 
@@ -125,8 +149,42 @@ func publish(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress 
 			}
 		})
 	}
+	// The history's record of the notification, confirmed with the
+	// copies: a 202 means the history will know the notification too.
+	rec, err := record(n, channels).Publishing(AppID)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errInternal, err)
+	}
+	var recErr error
+	wg.Go(func() {
+		defer func() {
+			if v := recover(); v != nil {
+				deps.Log.Error("panic publishing", "id", n.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				recErr = fmt.Errorf("%w: publish the accepted record of %s: panic: %v", errInternal, n.ID, v)
+			}
+		}()
+		if err := pub.Publish(ctx, deps.events, events.AcceptedRoutingKey, rec); err != nil {
+			recErr = fmt.Errorf("publish the accepted record of %s: %w", n.ID, err)
+		}
+	})
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(append(errs, recErr)...)
+}
+
+// record is the history's record of n.
+func record(n *notification.Notification, channels []string) events.Accepted {
+	var recipients []string
+	if n.Email != nil {
+		recipients = append(recipients, n.Email.To...)
+	}
+	if n.SMS != nil {
+		recipients = append(recipients, n.SMS.To)
+	}
+	if n.Webhook != nil {
+		recipients = append(recipients, n.Webhook.URL)
+	}
+	payload, _ := json.Marshal(n)
+	return events.Accepted{ID: n.ID, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
 }
 
 // publishProblem says why the broker did not take a notification. Every

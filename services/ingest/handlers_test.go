@@ -26,6 +26,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/events"
 	"github.com/relay-demo/relay/services/notification"
 )
 
@@ -77,12 +78,32 @@ func (f *fakePublisher) Publish(ctx context.Context, exchange, key string, msg a
 	return nil
 }
 
-// messages returns what was published, ordered by routing key.
+// messages returns the channel copies published, ordered by routing key.
 func (f *fakePublisher) messages() []published {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := slices.Clone(f.sent)
+	var out []published
+	for _, p := range f.sent {
+		if p.Exchange != "t.notification-events" {
+			out = append(out, p)
+		}
+	}
 	slices.SortFunc(out, func(a, b published) int { return strings.Compare(a.Key, b.Key) })
+	return out
+}
+
+// records returns the accepted records published to the events exchange.
+func (f *fakePublisher) records() []events.Accepted {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []events.Accepted
+	for _, p := range f.sent {
+		if p.Exchange == "t.notification-events" {
+			var a events.Accepted
+			_ = json.Unmarshal(p.Msg.Body, &a)
+			out = append(out, a)
+		}
+	}
 	return out
 }
 
@@ -213,8 +234,8 @@ func TestProblems(t *testing.T) {
 			status: 500, typ: ProblemInternal},
 		{name: "unknown path", method: "GET", path: "/nope", status: 404, typ: ProblemNotFound, detail: "/nope"},
 		{name: "unknown v1 path", method: "GET", path: "/v1/nope", status: 404, typ: ProblemNotFound},
-		{name: "GET notifications", method: "GET", path: "/v1/notifications", status: 405, typ: ProblemMethodNotAllowed,
-			wantHeader: map[string]string{"Allow": "POST"}},
+		{name: "DELETE notifications", method: "DELETE", path: "/v1/notifications", status: 405, typ: ProblemMethodNotAllowed,
+			wantHeader: map[string]string{"Allow": "GET, POST"}},
 		{name: "POST healthz", method: "POST", path: "/healthz", status: 405, typ: ProblemMethodNotAllowed,
 			wantHeader: map[string]string{"Allow": "GET"}},
 		{name: "not ready", method: "GET", path: "/readyz", change: func(d *Deps, _ *fakePublisher) {

@@ -27,6 +27,10 @@ const (
 	ProblemNotReady             = ProblemBase + "not-ready"
 	ProblemInternal             = ProblemBase + "internal-error"
 	ProblemNotDestination       = ProblemBase + "not-a-work-queue"
+	ProblemKeyReused            = ProblemBase + "idempotency-key-reused"
+	ProblemKeyInFlight          = ProblemBase + "idempotency-key-in-flight"
+	ProblemHistoryUnavailable   = ProblemBase + "history-unavailable"
+	ProblemInvalidQuery         = ProblemBase + "invalid-query"
 )
 
 // ProblemContentType is the media type of every error answer (RFC 9457).

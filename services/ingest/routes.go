@@ -13,6 +13,8 @@ func routes(r *chi.Mux, deps Deps, m *metrics) {
 			v1.Use(requireToken(deps.Tokens))
 		}
 		v1.Post("/notifications", handleCreateNotification(deps, m))
+		v1.Get("/notifications", handleListNotifications(deps))
+		v1.Get("/notifications/{id}", handleGetNotification(deps))
 		v1.Get("/dead-letters", handleListDeadLetters(deps))
 		v1.Post("/dead-letters/replay", handleReplayDeadLetters(deps))
 		v1.Post("/dead-letters/{id}/replay", handleReplayDeadLetter(deps))

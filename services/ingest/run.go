@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/relay-demo/relay/services/config"
 	"github.com/relay-demo/relay/services/dashboard"
 	"github.com/relay-demo/relay/services/events"
+	"github.com/relay-demo/relay/services/history"
 )
 
 // errNotConnected is why the API is not ready before the broker is there.
@@ -44,12 +46,14 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 // Server is a running API: its HTTP server and its broker connection.
 type Server struct {
-	log  *slog.Logger
-	ln   net.Listener
-	http *http.Server
-	hub  *dashboard.Hub
-	done chan struct{}
-	err  error
+	log   *slog.Logger
+	store *history.Store
+	bg    sync.WaitGroup // the history's feed and pruner
+	ln    net.Listener
+	http  *http.Server
+	hub   *dashboard.Hub
+	done  chan struct{}
+	err   error
 }
 
 // Start resolves the topology, listens on cfg.HTTPAddr and serves the API
@@ -65,10 +69,21 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.AuthOff() {
 		log.Warn("API_AUTH=off: the API is open, anyone who reaches it can send notifications")
 	}
+	store, err := history.Open(ctx, cfg.HistoryStoreDSN())
+	if err != nil {
+		if cfg.HistoryDSN != "" {
+			return nil, fmt.Errorf("configuration: HISTORY_DSN: %w", err)
+		}
+		return nil, fmt.Errorf("configuration: DATA_DIR=%q: %w", cfg.DataDir, err)
+	}
+	log.Info("history store open", "backend", store.Backend(), "retention", cfg.HistoryRetention.String())
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
+		store.Close()
 		return nil, fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
+	// The API's own events: a replay from the dashboard or the API.
+	emitter := events.NewEmitter(topo, "api", log)
 
 	var current atomic.Pointer[retry.Publisher]
 	// The dashboard follows the events exchange and reads queue depths
@@ -102,7 +117,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		// Each dead-letter operation dials a connection of its own: a
 		// parked message the client cannot read (headers over frame_max)
 		// closes that connection, not the one the API publishes on.
-		DeadLetters: func() DeadLetterStore { return dialedDeadLetters{url: cfg.AMQPURL, topo: topo} },
+		DeadLetters: func() DeadLetterStore {
+			return dialedDeadLetters{url: cfg.AMQPURL, topo: topo, observe: emitter.Observe}
+		},
+		History:        store,
+		IdempotencyTTL: cfg.IdempotencyTTL,
 		Ready: func() error {
 			p := current.Load()
 			switch {
@@ -111,13 +130,19 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 			case p.Closed():
 				return errors.New("the publish channel to the broker is closed; reconnecting")
 			}
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			if err := store.Ping(pctx); err != nil {
+				return fmt.Errorf("the history store does not answer: %w", err)
+			}
 			return nil
 		},
 	})
 	s := &Server{
-		hub: hub,
-		log: log,
-		ln:  ln,
+		store: store,
+		hub:   hub,
+		log:   log,
+		ln:    ln,
 		http: &http.Server{
 			Handler:           handler,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -152,17 +177,26 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	go func() {
 		_ = retry.Supervise(brokerCtx, cfg.AMQPURL, "relay api events", log, func(ctx context.Context, conn *amqp.Connection) error {
 			live.Store(conn)
-			in, err := events.Subscribe(ctx, conn, topo)
-			if err != nil {
-				return err
-			}
-			hub.Run(ctx, in)
-			if ctx.Err() != nil {
-				return nil
-			}
-			return retry.ErrConnectionLost
+			return config.WithEvents(ctx, conn, emitter, func(ctx context.Context, conn *amqp.Connection) error {
+				in, err := events.Subscribe(ctx, conn, topo)
+				if err != nil {
+					return err
+				}
+				hub.Run(ctx, in)
+				if ctx.Err() != nil {
+					return nil
+				}
+				return retry.ErrConnectionLost
+			})
 		})
 	}()
+	// The history: fed from its durable queue on a connection of its own,
+	// pruned of what is older than HISTORY_RETENTION.
+	feed := &events.Feed{Topology: topo, Sink: store, Log: log}
+	s.bg.Go(func() {
+		_ = retry.Supervise(brokerCtx, cfg.AMQPURL, "relay api history", log, feed.Run)
+	})
+	s.bg.Go(func() { store.RunPruner(brokerCtx, time.Hour, cfg.HistoryRetention, time.Now, log) })
 	go s.supervise(ctx, cfg.ShutdownTimeout, stopBroker, served, brokered)
 
 	log.Info("listening", "addr", s.Addr(), "exchange", topo.Ingress(), "auth", cfg.Auth)
@@ -176,6 +210,17 @@ func connect(topo retry.Topology, current *atomic.Pointer[retry.Publisher], log 
 	return func(ctx context.Context, conn *amqp.Connection) error {
 		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 		if err := topo.Declare(ctx, conn); err != nil {
+			return err
+		}
+		// The history queue exists before the first accepted record is
+		// published, so none is unroutable.
+		ch, err := conn.Channel()
+		if err != nil {
+			return fmt.Errorf("open channel: %w", err)
+		}
+		err = events.DeclareHistory(ch, topo)
+		ch.Close()
+		if err != nil {
 			return err
 		}
 		p, err := retry.NewPublisher(conn, 0)
@@ -244,6 +289,10 @@ func (s *Server) supervise(ctx context.Context, timeout time.Duration, stopBroke
 	stopBroker()
 	if brokering {
 		errs = append(errs, <-brokered)
+	}
+	s.bg.Wait() // the history's feed and pruner are done with the store
+	if err := s.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close the history store: %w", err))
 	}
 	s.err = errors.Join(errs...)
 	s.log.Info("stopped")

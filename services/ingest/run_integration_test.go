@@ -17,6 +17,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
+	"github.com/relay-demo/relay/services/events"
 	"github.com/relay-demo/relay/services/ingest"
 	"github.com/relay-demo/relay/services/notification"
 )
@@ -43,13 +44,18 @@ func TestAPIProcess(t *testing.T) {
 	const token = "integration-token-0123456789"
 	env := map[string]string{
 		"AMQP_URL": url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
-		"HTTP_ADDR": "127.0.0.1:0", "API_TOKENS": token,
+		"HTTP_ADDR": "127.0.0.1:0", "API_TOKENS": token, "DATA_DIR": t.TempDir(),
 	}
 	topo := retry.Topology{Prefix: prefix, Routes: notification.Routes(), Backend: retry.TTL}
 	conn := retrytest.Conn(t)
 	t.Cleanup(func() {
 		if err := topo.Delete(conn); err != nil {
 			t.Error(err)
+		}
+		if ch, err := conn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(topo.Name(events.HistoryQueue), false, false, false)
+			_ = ch.ExchangeDelete(events.ExchangeName(topo), false, false)
+			ch.Close()
 		}
 	})
 

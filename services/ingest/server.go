@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/events"
 )
 
 // DefaultMaxBody is the body limit when Deps.MaxBody is zero: 1 MiB.
@@ -62,11 +63,21 @@ type Deps struct {
 	// Dashboard, when set, serves "/" and every path no route matches,
 	// without authentication.
 	Dashboard http.Handler
+	// History is the notification history: the status routes read it and
+	// Idempotency-Keys are claimed in it. nil answers the status routes
+	// with 503 and keeps the older behaviour for keys (the id is derived
+	// from the key, and a repeat publishes again).
+	History HistoryStore
+	// IdempotencyTTL is how long an Idempotency-Key is remembered; zero
+	// means DefaultIdempotencyTTL.
+	IdempotencyTTL time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// NewID makes the id of a notification sent without an
 	// Idempotency-Key; nil means NewID.
 	NewID func() string
+
+	events string // the events exchange, for the accepted records
 }
 
 // NewServer builds the API's handler: every route of routes.go behind the
@@ -111,6 +122,10 @@ func (d Deps) withDefaults() Deps {
 	if d.NewID == nil {
 		d.NewID = NewID
 	}
+	if d.IdempotencyTTL <= 0 {
+		d.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	d.events = events.ExchangeName(d.Topology)
 	return d
 }
 
