@@ -27,9 +27,15 @@ curl -fs "$api/readyz" >/dev/null || { echo "relay all did not become ready; see
 
 echo "relay is up (logs in demo.log). Dashboard: $api/   Token: $API_TOKENS"
 echo "Sending ${DEMO_N:-10} notifications with the schedule $RETRY_DELAYS and ${FLAKY_RATE} transient failures:"
-bin/relay send --api "$api" --token "$API_TOKENS" --n "${DEMO_N:-10}" --watch --timeout 2m
+# Errors are cut to fit the terminal; 100 columns when it is not one.
+width=100
+if [ -t 1 ]; then width=$(tput cols 2>/dev/null || echo 100); fi
+[ "$width" -ge 40 ] 2>/dev/null || width=100
+bin/relay send --api "$api" --token "$API_TOKENS" --n "${DEMO_N:-10}" --watch --timeout 2m --width "$width"
 echo
 echo "Open $api/ to watch more; send more with:"
 echo "  bin/relay send --api $api --token $API_TOKENS --n 20"
+echo "Follow one notification's attempts with:"
+echo "  bin/relay status --api $api --token $API_TOKENS <id>"
 echo "Ctrl-C stops the demo."
 wait $pid

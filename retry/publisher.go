@@ -4,30 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// ErrNacked means the broker refused to take responsibility for a message
-// (a negative publisher confirm): the publish must be treated as failed.
-var ErrNacked = errors.New("broker nacked the publish")
+// ErrClosed means the Publisher's channel is gone; make a new one on a
+// live connection.
+var ErrClosed = errors.New("publisher closed")
 
-// ErrUnroutable means the broker returned a mandatory message because no
-// queue was bound to take it.
-var ErrUnroutable = errors.New("message unroutable")
+// Publisher publishes messages with publisher confirms, safe for
+// concurrent use, with many confirms in flight on one channel: a producer
+// such as an HTTP API calls Publish from every request and each call
+// returns once the broker has the message (or has refused it).
+//
+// Every publish is mandatory, so a message no queue would take comes back
+// as ErrUnroutable instead of vanishing. The broker sends a basic.return
+// before the confirm of the same publish, and the client queues it before
+// it resolves the confirm; Publish therefore finds a return, matched by
+// message id and routing key, by the time its confirm arrives. Message ids
+// must be unique among publishes in flight for that match to hold.
+type Publisher struct {
+	ch    *amqp.Channel
+	slots chan struct{}
 
-// publisher publishes on its own confirm-mode channel, one message at a
-// time. Keeping one publish in flight per channel is what lets a
-// basic.return be matched to its publish without tagging the message: the
-// broker sends the return before the confirm, on the same channel. Callers
-// get parallelism by running several publishers (one per stage worker).
-type publisher struct {
-	conn    *amqp.Connection
-	ch      *amqp.Channel
-	returns chan amqp.Return
+	mu       sync.Mutex
+	returns  chan amqp.Return
+	returned map[string]amqp.Return
 }
 
-func newPublisher(conn *amqp.Connection) (*publisher, error) {
+// NewPublisher opens a confirm-mode channel on conn. inFlight bounds the
+// publishes awaiting a confirm at once (zero means 256); more callers wait.
+func NewPublisher(conn *amqp.Connection, inFlight int) (*Publisher, error) {
+	if inFlight <= 0 {
+		inFlight = 256
+	}
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("open publish channel: %w", err)
@@ -36,64 +47,80 @@ func newPublisher(conn *amqp.Connection) (*publisher, error) {
 		ch.Close()
 		return nil, fmt.Errorf("enable publisher confirms: %w", err)
 	}
-	return &publisher{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 1))}, nil
+	return &Publisher{
+		ch:    ch,
+		slots: make(chan struct{}, inFlight),
+		// Room for a return per publish in flight, so the connection's
+		// reader never blocks on a full channel.
+		returns:  ch.NotifyReturn(make(chan amqp.Return, inFlight+1)),
+		returned: map[string]amqp.Return{},
+	}, nil
 }
 
-// publish sends msg and waits for the broker's confirm. It returns nil only
-// when the broker has the message: confirmed, and not returned.
-func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) error {
-	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false /* immediate */, msg)
+func returnKey(id, key string) string { return id + "\x00" + key }
+
+// Publish sends msg to exchange with routing key and waits for the
+// broker's confirm. It returns nil only when the broker took the message.
+func (p *Publisher) Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.slots }()
+	if p.ch.IsClosed() {
+		return ErrClosed
+	}
+	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true /* mandatory */, false /* immediate */, msg)
 	if err != nil {
+		if p.ch.IsClosed() {
+			return fmt.Errorf("%w: %w", ErrClosed, err)
+		}
 		return fmt.Errorf("publish to exchange %q key %q: %w", exchange, key, err)
 	}
 	acked, err := dc.WaitContext(ctx)
 	if err != nil {
 		return fmt.Errorf("wait for confirm from exchange %q: %w", exchange, err)
 	}
-	// The return, if any, was queued before the confirm was: look now.
-	select {
-	case r, ok := <-p.returns:
-		if !ok {
-			return fmt.Errorf("publish to exchange %q key %q: %w before the confirm", exchange, key, ErrClosed)
-		}
+	if r, ok := p.takeReturn(msg.MessageId, key); ok {
 		return fmt.Errorf("publish to exchange %q key %q: %w (%d %s)", exchange, key, ErrUnroutable, r.ReplyCode, r.ReplyText)
-	default:
 	}
 	if !acked {
+		if p.ch.IsClosed() {
+			return fmt.Errorf("publish to exchange %q key %q: %w before the confirm", exchange, key, ErrClosed)
+		}
 		return fmt.Errorf("publish to exchange %q key %q: %w", exchange, key, ErrNacked)
 	}
 	return nil
 }
 
-// broken reports whether the publisher must be replaced: its channel is
-// gone, or a wait was abandoned and a late return could be misread.
-func (p *publisher) broken(err error) bool {
-	return p.ch.IsClosed() || (err != nil && !errors.Is(err, ErrNacked) && !errors.Is(err, ErrUnroutable))
+// takeReturn moves the queued returns into the map and takes the one for
+// this publish, if any.
+func (p *Publisher) takeReturn(id, key string) (amqp.Return, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+drain:
+	for {
+		select {
+		case r, ok := <-p.returns:
+			if !ok {
+				// The channel closed: no return is coming, and a closed
+				// Go channel would read as an endless stream of zeros.
+				break drain
+			}
+			p.returned[returnKey(r.MessageId, r.RoutingKey)] = r
+		default:
+			break drain
+		}
+	}
+	k := returnKey(id, key)
+	r, ok := p.returned[k]
+	delete(p.returned, k)
+	return r, ok
 }
 
-func (p *publisher) close() {
-	if p != nil {
-		p.ch.Close()
-	}
-}
+// Closed reports whether the channel is gone.
+func (p *Publisher) Closed() bool { return p.ch.IsClosed() }
 
-// republish builds the publishing that carries d on to its next hop: the
-// body and properties it came with, persistent, under new headers. The
-// expiration and user-id stay behind: one would fire in the wrong queue,
-// the other must match the connection that publishes.
-func republish(d *amqp.Delivery, headers amqp.Table) amqp.Publishing {
-	return amqp.Publishing{
-		Headers:         headers,
-		ContentType:     d.ContentType,
-		ContentEncoding: d.ContentEncoding,
-		DeliveryMode:    amqp.Persistent,
-		Priority:        d.Priority,
-		CorrelationId:   d.CorrelationId,
-		ReplyTo:         d.ReplyTo,
-		MessageId:       d.MessageId,
-		Timestamp:       d.Timestamp,
-		Type:            d.Type,
-		AppId:           d.AppId,
-		Body:            d.Body,
-	}
-}
+// Close closes the channel; publishes in flight fail.
+func (p *Publisher) Close() error { return p.ch.Close() }

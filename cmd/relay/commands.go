@@ -15,6 +15,7 @@ import (
 	"github.com/relay-demo/relay/services/ingest"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/send"
+	"github.com/relay-demo/relay/services/status"
 	"github.com/relay-demo/relay/services/topology"
 	"github.com/relay-demo/relay/services/worker"
 	"github.com/relay-demo/relay/services/workshop"
@@ -62,6 +63,7 @@ func commands() []command {
 		{"all", "run every service in one process, wired together for the local demo", service(all.Run)},
 		{"flaky", "run the fake, deliberately unreliable SMTP server and webhook receiver", service(flaky.Run)},
 		{"send", "post demo notifications to the API (--n N, --watch)", send.Run},
+		{"status", "print a notification's copies and attempts from the API's history (relay status <id>, --json)", status.Run},
 		{"dead list", "list parked messages (--source Q, --id ID, --limit N, --json)", deadVerb("list", os.Stdin)},
 		{"dead replay", "send parked messages back with a fresh retry count (--id ID | --source Q | --all)", deadVerb("replay", os.Stdin)},
 		{"dead purge", "delete parked messages for good (--id ID | --source Q | --all) [--yes]", deadVerb("purge", os.Stdin)},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"strings"
 	"testing"
 )
@@ -16,6 +17,8 @@ func TestDispatch(t *testing.T) {
 	}{
 		{nil, errUsage, ""},
 		{[]string{"help"}, nil, "dead replay"},
+		{[]string{"help"}, nil, "status"},
+		{[]string{"status", "-h"}, flag.ErrHelp, ""},
 		{[]string{"nope"}, errUsage, "unknown command"},
 		{[]string{"dead"}, errUsage, "list, replay, purge"},
 		{[]string{"retrier", "extra"}, errUsage, "configured by environment"},
