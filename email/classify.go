@@ -5,12 +5,28 @@ import (
 	"net/textproto"
 
 	mail "github.com/wneessen/go-mail"
-
-	"github.com/relay-demo/relay/retry"
 )
 
-// Classify sorts a failed send for the retry pipeline. It wraps err with
-// retry.Permanent when another attempt would fail the same way: a 5xx reply
+// permanent marks a send that another attempt would fail the same way. Its
+// Permanent method is how a retry library tells (relay's retry package
+// recognises it); errors.As finds it through any wrapping.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// Permanent reports true: no retry can help.
+func (p permanent) Permanent() bool { return true }
+
+// IsPermanent reports whether err, or an error it wraps, says no retry can
+// help.
+func IsPermanent(err error) bool {
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
+}
+
+// Classify sorts a failed send for a retry pipeline. It marks err as
+// permanent (see IsPermanent) when another attempt would fail the same way: a 5xx reply
 // from the server, or a message that cannot be sent as it stands. Everything
 // else is returned as it is, to be retried: a 4xx reply, a connection that
 // could not be opened or was lost, a timeout, a cancelled context, and any
@@ -18,10 +34,10 @@ import (
 // already permanent stays so.
 func Classify(err error) error {
 	switch {
-	case err == nil, retry.IsPermanent(err):
+	case err == nil, IsPermanent(err):
 		return err
 	case errors.Is(err, ErrInvalidMessage):
-		return retry.Permanent(err)
+		return permanent{err}
 	case errors.Is(err, ErrConnect):
 		// Opening the session says nothing about this email. A 535 for bad
 		// credentials or a greeting that turns us away fails every email
@@ -32,7 +48,7 @@ func Classify(err error) error {
 
 	switch code := replyCode(err); {
 	case code >= 500 && code <= 599:
-		return retry.Permanent(err)
+		return permanent{err}
 	case code >= 400 && code <= 499:
 		return err
 	}
@@ -42,7 +58,7 @@ func Classify(err error) error {
 		switch se.Reason {
 		case mail.ErrGetSender, mail.ErrGetRcpts, mail.ErrNoUnencoded:
 			// go-mail turned the message down before it reached the server.
-			return retry.Permanent(err)
+			return permanent{err}
 		}
 	}
 	return err

@@ -13,8 +13,6 @@ import (
 
 	mail "github.com/wneessen/go-mail"
 	"github.com/wneessen/go-mail/smtp"
-
-	"github.com/relay-demo/relay/retry"
 )
 
 // TLSPolicy says how a Sender protects its connection to the SMTP server.
@@ -192,12 +190,12 @@ func NewSender(cfg Config) (*Sender, error) {
 // after the configured timeout or when ctx ends, whichever comes first.
 //
 // A nil error means the server accepted the email for delivery. Any other
-// error is already sorted by Classify: wrapped with retry.Permanent when no
+// error is already sorted by Classify: marked permanent (IsPermanent) when no
 // retry can help, returned as it is otherwise.
 func (s *Sender) Send(ctx context.Context, m Message) error {
 	msg, err := newMsg(m, s.from)
 	if err != nil {
-		return retry.Permanent(fmt.Errorf("send email %s: %w", m.ID, err))
+		return permanent{fmt.Errorf("send email %s: %w", m.ID, err)}
 	}
 	if err := s.send(ctx, msg); err != nil {
 		return Classify(fmt.Errorf("send email %s: %w", m.ID, err))

@@ -115,7 +115,10 @@ func startServer(t *testing.T, mode email.TLSPolicy) *smtpServer {
 		_ = srv.Serve(serve)
 	}()
 	t.Cleanup(func() {
+		// Close the listener too: a Serve that had not started yet when
+		// srv.Close ran would otherwise wait for a connection forever.
 		_ = srv.Close()
+		_ = s.ln.Close()
 		<-done
 	})
 	// Registered last so it runs first: parked handlers must let go before

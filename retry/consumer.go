@@ -105,7 +105,7 @@ func (c *Consumer) Run(ctx context.Context, conn *amqp.Connection) error {
 	return err
 }
 
-func (c *Consumer) handle(ctx context.Context, pub *publisher, d *amqp.Delivery) error {
+func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error {
 	if d.Exchange != "" && d.Exchange == c.Topology.Ingress() && carriesAny(d.Headers, pipelineHeaders) {
 		// A producer's message: relay did not write these.
 		c.Logger.Warn("dropped relay headers a producer set", "message_id", d.MessageId, "queue", c.Queue)
@@ -132,11 +132,11 @@ func (c *Consumer) handle(ctx context.Context, pub *publisher, d *amqp.Delivery)
 	var settleErr error
 	switch {
 	case err == nil:
-		e.Outcome = "delivered"
+		e.Outcome = Delivered
 		settleErr = d.Ack(false)
 		log.Info("delivered", "outcome", e.Outcome)
 	case IsPermanent(err):
-		e.Outcome, e.Reason, e.Err = "parked", ReasonPermanent, err.Error()
+		e.Outcome, e.Reason, e.Err = Parked, ReasonPermanent, err.Error()
 		if _, big := err.(oversized); big {
 			e.Reason = ReasonTooLarge
 		}
@@ -146,7 +146,7 @@ func (c *Consumer) handle(ctx context.Context, pub *publisher, d *amqp.Delivery)
 		// The error stage decides the delay; the failure goes to it with
 		// its text (and a downstream's Retry-After, if any).
 		after, _ := RetryAfter(err)
-		e.Outcome, e.Err = "failed", err.Error()
+		e.Outcome, e.Err = Failed, err.Error()
 		settleErr = c.fail(ctx, pub, d, err, after)
 		log.Warn("failed, handed to the retry stages", "outcome", e.Outcome, "error", err)
 	}
@@ -162,7 +162,7 @@ func (c *Consumer) handle(ctx context.Context, pub *publisher, d *amqp.Delivery)
 // park sends a permanent failure straight to the dead-letter exchange and
 // acks it after the confirm. If parking fails, the message is nacked so the
 // broker dead-letters it into the pipeline: retried, not lost.
-func (c *Consumer) park(ctx context.Context, pub *publisher, d *amqp.Delivery, cause error, retries int, reason string) error {
+func (c *Consumer) park(ctx context.Context, pub *Hop, d *amqp.Delivery, cause error, retries int, reason string) error {
 	err := park(ctx, pub, c.Topology, d, parking{source: c.Queue, reason: reason, retries: retries, lastErr: cause.Error()}, time.Now())
 	if err != nil {
 		c.Logger.Error("park permanent failure, sending it to the pipeline instead", "message_id", d.MessageId, "error", err)
@@ -176,14 +176,14 @@ func (c *Consumer) park(ctx context.Context, pub *publisher, d *amqp.Delivery, c
 // text (and the wait a downstream asked for), then acks; if the hand-off
 // fails, it nacks instead and the queue's dead-letter exchange takes the
 // message to the same place, without the text.
-func (c *Consumer) fail(ctx context.Context, pub *publisher, d *amqp.Delivery, cause error, after time.Duration) error {
+func (c *Consumer) fail(ctx context.Context, pub *Hop, d *amqp.Delivery, cause error, after time.Duration) error {
 	h := forward(d.Headers)
 	h[HeaderOriginalQueue] = c.Queue
 	h[HeaderLastError] = truncate(cause.Error(), maxHeaderError)
 	if after > 0 {
 		h[HeaderRetryAfter] = after.Milliseconds()
 	}
-	err := pub.publish(ctx, c.Topology.Name(ErrorExchange), c.Queue, true /* mandatory */, republish(d, h))
+	err := pub.Publish(ctx, c.Topology.Name(ErrorExchange), c.Queue, true /* mandatory */, Republish(d, h))
 	if err != nil {
 		c.Logger.Error("hand failure to error exchange, nacking instead", "message_id", d.MessageId, "error", err)
 		_ = d.Nack(false, false /* requeue */)

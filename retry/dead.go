@@ -9,8 +9,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// Parked is one message in the dead-letter queue, with its history.
-type Parked struct {
+// DeadLetter is one message in the dead-letter queue, with its history.
+type DeadLetter struct {
 	ID            string     `json:"id"`
 	Source        string     `json:"source"`
 	Reason        string     `json:"reason"`
@@ -36,12 +36,12 @@ func (f Filter) match(d *amqp.Delivery) bool {
 		(f.Source == "" || headerString(d.Headers, HeaderDeadSource) == f.Source)
 }
 
-func parkedFrom(d *amqp.Delivery) Parked {
+func parkedFrom(d *amqp.Delivery) DeadLetter {
 	t := func(key string) time.Time {
 		at, _ := time.Parse(time.RFC3339Nano, headerString(d.Headers, key))
 		return at
 	}
-	return Parked{
+	return DeadLetter{
 		ID: d.MessageId, Source: headerString(d.Headers, HeaderDeadSource), Reason: headerString(d.Headers, HeaderDeadReason),
 		Retries: RetryCount(d.Headers), FirstFailedAt: t(HeaderFirstFailedAt), ParkedAt: t(HeaderParkedAt),
 		LastError: headerString(d.Headers, HeaderLastError), Headers: d.Headers, Body: d.Body,
@@ -62,7 +62,7 @@ type DeadLetters struct {
 	Conn     *amqp.Connection
 	Topology Topology
 	// Observe, if set, is told of every replay, as an Event with outcome
-	// "replayed" and the round the message starts.
+	// Replayed and the round the message starts.
 	Observe func(Event)
 }
 
@@ -112,8 +112,8 @@ func (dl DeadLetters) walk(ctx context.Context, f Filter, fn func(*amqp.Delivery
 }
 
 // List returns up to limit parked messages that match f (limit 0: all).
-func (dl DeadLetters) List(ctx context.Context, f Filter, limit int) ([]Parked, error) {
-	var out []Parked
+func (dl DeadLetters) List(ctx context.Context, f Filter, limit int) ([]DeadLetter, error) {
+	var out []DeadLetter
 	errEnough := errors.New("enough")
 	err := dl.walk(ctx, f, func(d *amqp.Delivery) (bool, error) {
 		out = append(out, parkedFrom(d))
@@ -142,11 +142,11 @@ var ErrNotDestination = errors.New("not one of the topology's work queues")
 // queues (ErrNotDestination), or whose queue no longer exists
 // (ErrUnroutable), stays parked and is reported in the error.
 func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
-	pub, err := newPublisher(dl.Conn)
+	pub, err := NewHop(dl.Conn)
 	if err != nil {
 		return 0, err
 	}
-	defer pub.close()
+	defer pub.Close()
 	n := 0
 	var failed []error
 	err = dl.walk(ctx, f, func(d *amqp.Delivery) (bool, error) {
@@ -161,7 +161,7 @@ func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 		if first := headerString(d.Headers, HeaderFirstFailedAt); first != "" {
 			h[HeaderFirstFailedAt] = first
 		}
-		if err := pub.publish(ctx, "", source, true /* mandatory */, republish(d, h)); err != nil {
+		if err := pub.Publish(ctx, "", source, true /* mandatory */, Republish(d, h)); err != nil {
 			if errors.Is(err, ErrUnroutable) {
 				failed = append(failed, fmt.Errorf("message %q: %w", d.MessageId, err))
 				return false, nil
@@ -170,7 +170,7 @@ func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 		}
 		n++
 		if dl.Observe != nil {
-			dl.Observe(Event{Outcome: "replayed", MessageID: d.MessageId, Queue: source, Round: round, At: time.Now(), Published: d.Timestamp})
+			dl.Observe(Event{Outcome: Replayed, MessageID: d.MessageId, Queue: source, Round: round, At: time.Now(), Published: d.Timestamp})
 		}
 		return true, nil
 	})

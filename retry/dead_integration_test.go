@@ -78,7 +78,7 @@ func TestDeadLetters(t *testing.T) {
 		t.Fatalf("after listing, dead-letter queue holds %d", got)
 	}
 	list, _ := dl.List(ctx, retry.Filter{ID: "a"}, 0)
-	want := retry.Parked{ID: "a", Source: email, Reason: retry.ReasonMaxRetries, Retries: 4, ParkedAt: parkedAt, LastError: "503",
+	want := retry.DeadLetter{ID: "a", Source: email, Reason: retry.ReasonMaxRetries, Retries: 4, ParkedAt: parkedAt, LastError: "503",
 		FirstFailedAt: parkedAt.Add(-time.Minute)}
 	if diff := cmp.Diff(want, list[0], cmp.FilterPath(func(p cmp.Path) bool {
 		return p.Last().String() == ".Headers" || p.Last().String() == ".Body"

@@ -8,8 +8,9 @@ import (
 // permanentError marks a failure that no retry can fix.
 type permanentError struct{ err error }
 
-func (e permanentError) Error() string { return e.err.Error() }
-func (e permanentError) Unwrap() error { return e.err }
+func (e permanentError) Error() string   { return e.err.Error() }
+func (e permanentError) Unwrap() error   { return e.err }
+func (e permanentError) Permanent() bool { return true }
 
 // Permanent wraps err so the consumer parks the message at once instead of
 // retrying it: a malformed payload, an address the mail server refuses for
@@ -21,11 +22,16 @@ func Permanent(err error) error {
 	return permanentError{err}
 }
 
-// IsPermanent reports whether err, or any error it wraps, was made by
-// Permanent.
+// IsPermanent reports whether err, or any error it wraps, says no retry can
+// help: one made by Permanent, or any error with a method
+//
+//	Permanent() bool
+//
+// that returns true. A library can mark its errors so without importing
+// this package (relay's email and webhooks packages do).
 func IsPermanent(err error) bool {
-	var p permanentError
-	return errors.As(err, &p)
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
 }
 
 // afterError carries a downstream's request to wait before the next attempt.
@@ -34,8 +40,9 @@ type afterError struct {
 	after time.Duration
 }
 
-func (e afterError) Error() string { return e.err.Error() }
-func (e afterError) Unwrap() error { return e.err }
+func (e afterError) Error() string             { return e.err.Error() }
+func (e afterError) Unwrap() error             { return e.err }
+func (e afterError) RetryAfter() time.Duration { return e.after }
 
 // After wraps a transient err with the shortest wait the downstream asked
 // for (an HTTP Retry-After, say). The retry pipeline then schedules the next
@@ -48,14 +55,17 @@ func After(err error, d time.Duration) error {
 	return afterError{err: err, after: d}
 }
 
-// RetryAfter returns the wait that After attached to err, if any.
+// RetryAfter returns the wait that err, or an error it wraps, asks for
+// before the next attempt: one made by After, or any error with a method
+//
+//	RetryAfter() time.Duration
+//
+// that returns more than zero.
 func RetryAfter(err error) (time.Duration, bool) {
-	if err == nil {
+	var a interface{ RetryAfter() time.Duration }
+	if err == nil || !errors.As(err, &a) {
 		return 0, false
 	}
-	var a afterError
-	if errors.As(err, &a) {
-		return a.after, true
-	}
-	return 0, false
+	d := a.RetryAfter()
+	return d, d > 0
 }

@@ -16,18 +16,20 @@ var ErrNacked = errors.New("broker nacked the publish")
 // queue was bound to take it.
 var ErrUnroutable = errors.New("message unroutable")
 
-// publisher publishes on its own confirm-mode channel, one message at a
-// time. Keeping one publish in flight per channel is what lets a
-// basic.return be matched to its publish without tagging the message: the
-// broker sends the return before the confirm, on the same channel. Callers
-// get parallelism by running several publishers (one per stage worker).
-type publisher struct {
+// Hop is one worker's hand-off: it publishes on a confirm-mode channel of
+// its own, one message at a time, and waits for the broker's confirm.
+// Keeping one publish in flight per channel is what lets a basic.return be
+// matched to its publish without tagging the message: the broker sends the
+// return before the confirm, on the same channel. The pipeline gets
+// parallelism by giving every worker a Hop of its own; Serve does so.
+type Hop struct {
 	conn    *amqp.Connection
 	ch      *amqp.Channel
 	returns chan amqp.Return
 }
 
-func newPublisher(conn *amqp.Connection) (*publisher, error) {
+// NewHop opens a Hop's channel on conn.
+func NewHop(conn *amqp.Connection) (*Hop, error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("open publish channel: %w", err)
@@ -36,12 +38,13 @@ func newPublisher(conn *amqp.Connection) (*publisher, error) {
 		ch.Close()
 		return nil, fmt.Errorf("enable publisher confirms: %w", err)
 	}
-	return &publisher{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 1))}, nil
+	return &Hop{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 1))}, nil
 }
 
-// publish sends msg and waits for the broker's confirm. It returns nil only
-// when the broker has the message: confirmed, and not returned.
-func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) error {
+// Publish sends msg and waits for the broker's confirm. It returns nil only
+// when the broker has the message: confirmed and, with mandatory, not
+// returned (ErrUnroutable); a negative confirm is ErrNacked.
+func (p *Hop) Publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) error {
 	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false /* immediate */, msg)
 	if err != nil {
 		return fmt.Errorf("publish to exchange %q key %q: %w", exchange, key, err)
@@ -65,23 +68,25 @@ func (p *publisher) publish(ctx context.Context, exchange, key string, mandatory
 	return nil
 }
 
-// broken reports whether the publisher must be replaced: its channel is
+// broken reports whether the Hop must be replaced: its channel is
 // gone, or a wait was abandoned and a late return could be misread.
-func (p *publisher) broken(err error) bool {
+func (p *Hop) broken(err error) bool {
 	return p.ch.IsClosed() || (err != nil && !errors.Is(err, ErrNacked) && !errors.Is(err, ErrUnroutable))
 }
 
-func (p *publisher) close() {
-	if p != nil {
-		p.ch.Close()
+// Close closes the Hop's channel; a nil Hop is fine.
+func (p *Hop) Close() error {
+	if p == nil {
+		return nil
 	}
+	return p.ch.Close()
 }
 
-// republish builds the publishing that carries d on to its next hop: the
+// Republish builds the publishing that carries d on to its next hop: the
 // body and properties it came with, persistent, under new headers. The
 // expiration and user-id stay behind: one would fire in the wrong queue,
 // the other must match the connection that publishes.
-func republish(d *amqp.Delivery, headers amqp.Table) amqp.Publishing {
+func Republish(d *amqp.Delivery, headers amqp.Table) amqp.Publishing {
 	return amqp.Publishing{
 		Headers:         headers,
 		ContentType:     d.ContentType,

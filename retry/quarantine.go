@@ -125,11 +125,11 @@ func (q *quarantine) moveHead(ctx context.Context, conn *amqp.Connection, queue 
 	if err != nil {
 		return "", fmt.Errorf("message taken from %q: %w", queue, err)
 	}
-	pub, err := newPublisher(conn)
+	pub, err := NewHop(conn)
 	if err != nil {
 		return "", fmt.Errorf("message %q taken from %q: %w", d.MessageId, queue, err)
 	}
-	defer pub.close()
+	defer pub.Close()
 	frame := conn.Config.FrameSize
 	if frame > 0 && headerFrameSize(d) > frame-headroom {
 		if err := q.park(ctx, pub, d, queue, frame); err != nil {
@@ -137,7 +137,7 @@ func (q *quarantine) moveHead(ctx context.Context, conn *amqp.Connection, queue 
 		}
 		return d.MessageId, nil
 	}
-	if err := pub.publish(ctx, "", queue, true /* mandatory */, republish(d, d.Headers)); err != nil {
+	if err := pub.Publish(ctx, "", queue, true /* mandatory */, Republish(d, d.Headers)); err != nil {
 		return "", fmt.Errorf("put back %q, taken from %q: %w", d.MessageId, queue, err)
 	}
 	q.log.Warn("the head of the queue was not the oversized message (another consumer had it); put it back at the tail",
@@ -147,7 +147,7 @@ func (q *quarantine) moveHead(ctx context.Context, conn *amqp.Connection, queue 
 
 // park publishes d, with its large headers dropped, to the dead-letter
 // exchange.
-func (q *quarantine) park(ctx context.Context, pub *publisher, d *amqp.Delivery, queue string, frame int) error {
+func (q *quarantine) park(ctx context.Context, pub *Hop, d *amqp.Delivery, queue string, frame int) error {
 	source := queue
 	if !q.topo.Destination(queue) {
 		if claim, _ := Claim(d.Headers); q.topo.Destination(claim) {

@@ -16,7 +16,7 @@ import (
 var ErrConnectionLost = errors.New("broker channel closed")
 
 // worker handles one delivery with the publisher it owns.
-type worker func(ctx context.Context, pub *publisher, d *amqp.Delivery) error
+type worker func(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 
 // serve consumes queue with manual acks and the given prefetch, runs n
 // workers over the deliveries, and returns when ctx is done (after every
@@ -69,8 +69,8 @@ func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, c
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var pub *publisher
-			defer func() { pub.close() }()
+			var pub *Hop
+			defer func() { pub.Close() }()
 			// One delivery variable per worker, not per message: the
 			// worker takes its address, which would move every copy to
 			// the heap.
@@ -83,7 +83,7 @@ func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, c
 					continue
 				}
 				if pub == nil {
-					p, err := newPublisher(conn)
+					p, err := NewHop(conn)
 					if err != nil {
 						_ = d.Nack(false, true /* requeue */)
 						errs <- err
@@ -92,7 +92,7 @@ func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, c
 					pub = p
 				}
 				if err := w(work, pub, &d); err != nil && pub.broken(err) {
-					pub.close()
+					pub.Close()
 					pub = nil
 				}
 				if careful > 0 && taken.Add(1) >= int64(careful) {

@@ -57,34 +57,6 @@ type Stages struct {
 	once  sync.Once
 }
 
-// Event is one decision of the pipeline or a consumer, for observers.
-type Event struct {
-	// Outcome is "delivered", "failed", "retrying", "waiting", "requeued"
-	// or "parked".
-	Outcome   string
-	MessageID string
-	// Queue is the work queue the message belongs to.
-	Queue string
-	// Attempt is the attempt that just ended (1 for the first delivery).
-	Attempt int
-	// Round is how often the message was replayed from the dead-letter
-	// queue: attempts count from 1 again in each round.
-	Round int
-	// Delay is the wait scheduled before the next attempt.
-	Delay time.Duration
-	// Reason is why a message was parked.
-	Reason string
-	// Err is the failure's text, where known.
-	Err string
-	// At is when the decision was made.
-	At time.Time
-	// Duration is how long the attempt took, for a consumer's outcome.
-	Duration time.Duration
-	// Published is the message's AMQP timestamp, set by its producer:
-	// At minus Published is the message's age.
-	Published time.Time
-}
-
 func (s *Stages) defaults() {
 	s.once.Do(func() {
 		if s.Prefetch <= 0 {
@@ -164,7 +136,7 @@ func (s *Stages) stage(ctx context.Context, conn *amqp.Connection, base string) 
 }
 
 // handleError decides what happens to one failed message.
-func (s *Stages) handleError(ctx context.Context, pub *publisher, d *amqp.Delivery) error {
+func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) error {
 	policy := s.Topology.Policy
 	retries := min(RetryCount(d.Headers), policy.Retries())
 	attempt := retries + 1 // the attempt that just failed
@@ -204,7 +176,7 @@ func (s *Stages) handleError(ctx context.Context, pub *publisher, d *amqp.Delive
 		h[HeaderDelay] = clampDelay(delay)
 		// The delayed exchange cannot route at publish time, so it does
 		// not support mandatory: a return would never come.
-		err = pub.publish(ctx, s.Topology.Name(WaitExchange), requeueKey, false, republish(d, h))
+		err = pub.Publish(ctx, s.Topology.Name(WaitExchange), requeueKey, false, Republish(d, h))
 	} else {
 		wait := step(policy.Steps(), delay)
 		if delay > wait {
@@ -215,12 +187,12 @@ func (s *Stages) handleError(ctx context.Context, pub *publisher, d *amqp.Delive
 	if errors.Is(err, errWaitQueueMissing) {
 		return s.park(ctx, pub, d, ev, parking{source: claim, reason: ReasonNoQueue, retries: retries, lastErr: err.Error()})
 	}
-	ev.Outcome, ev.Delay = "retrying", delay
+	ev.Outcome, ev.Delay = Retrying, delay
 	return s.settle(ctx, d, err, ev)
 }
 
 // handleRequeue sends one message whose wait is over back to its queue.
-func (s *Stages) handleRequeue(ctx context.Context, pub *publisher, d *amqp.Delivery) error {
+func (s *Stages) handleRequeue(ctx context.Context, pub *Hop, d *amqp.Delivery) error {
 	queue := headerString(d.Headers, HeaderOriginalQueue)
 	retries := min(RetryCount(d.Headers), s.Topology.Policy.Retries())
 	ev := Event{MessageID: d.MessageId, Queue: queue, Attempt: retries + 1, Round: replays(d.Headers), Err: lastError(d.Headers)}
@@ -250,7 +222,7 @@ func (s *Stages) handleRequeue(ctx context.Context, pub *publisher, d *amqp.Deli
 			if errors.Is(err, errWaitQueueMissing) {
 				err = nil // go back now rather than not at all
 			} else {
-				ev.Outcome, ev.Attempt, ev.Delay = "waiting", retries, wait
+				ev.Outcome, ev.Attempt, ev.Delay = Waiting, retries, wait
 				return s.settle(ctx, d, err, ev)
 			}
 		}
@@ -260,18 +232,18 @@ func (s *Stages) handleRequeue(ctx context.Context, pub *publisher, d *amqp.Deli
 	delete(h, HeaderWaits)
 	// The default exchange routes straight to the queue of that name;
 	// mandatory turns a queue that no longer exists into a return.
-	err := pub.publish(ctx, "", queue, true /* mandatory */, republish(d, h))
+	err := pub.Publish(ctx, "", queue, true /* mandatory */, Republish(d, h))
 	if errors.Is(err, ErrUnroutable) {
 		return s.park(ctx, pub, d, ev, parking{source: queue, reason: ReasonNoQueue, retries: retries,
 			lastErr: fmt.Sprintf("work queue %q no longer exists: the requeue came back unroutable", queue)})
 	}
-	ev.Outcome = "requeued"
+	ev.Outcome = Requeued
 	return s.settle(ctx, d, err, ev)
 }
 
 // refuse parks a message that names a queue relay must not send it to, once,
 // keeping the claim for forensics, and says so in the log.
-func (s *Stages) refuse(ctx context.Context, pub *publisher, d *amqp.Delivery, ev Event, stage, claim, header string, retries int) error {
+func (s *Stages) refuse(ctx context.Context, pub *Hop, d *amqp.Delivery, ev Event, stage, claim, header string, retries int) error {
 	why := "names no work queue to go back to"
 	if claim != "" {
 		why = fmt.Sprintf("names %q in %s, which is not one of the topology's work queues", claim, header)
@@ -290,8 +262,8 @@ func (s *Stages) refuse(ctx context.Context, pub *publisher, d *amqp.Delivery, e
 }
 
 // park parks d with p and settles it.
-func (s *Stages) park(ctx context.Context, pub *publisher, d *amqp.Delivery, ev Event, p parking) error {
-	ev.Outcome, ev.Reason, ev.Err = "parked", p.reason, p.lastErr
+func (s *Stages) park(ctx context.Context, pub *Hop, d *amqp.Delivery, ev Event, p parking) error {
+	ev.Outcome, ev.Reason, ev.Err = Parked, p.reason, p.lastErr
 	return s.settle(ctx, d, park(ctx, pub, s.Topology, d, p, s.Now()), ev)
 }
 
@@ -309,7 +281,7 @@ const MaxRetryAfter = 24 * time.Hour
 // tooLarge reports whether d's headers leave no room for relay's own under
 // the frame size of pub's connection, and if so drops its large headers so
 // it can be parked.
-func tooLarge(d *amqp.Delivery, pub *publisher) bool {
+func tooLarge(d *amqp.Delivery, pub *Hop) bool {
 	frame := pub.conn.Config.FrameSize
 	if frame <= 0 || headerFrameSize(d) <= frame-headroom {
 		return false
@@ -319,7 +291,7 @@ func tooLarge(d *amqp.Delivery, pub *publisher) bool {
 }
 
 // tooLargeError explains a headers-too-large park.
-func tooLargeError(pub *publisher) string {
+func tooLargeError(pub *Hop) string {
 	return fmt.Sprintf("its headers leave less than %d bytes of the %d-byte AMQP frame for relay's own", headroom, pub.conn.Config.FrameSize)
 }
 
@@ -334,9 +306,9 @@ var errWaitQueueMissing = errors.New("wait queue missing")
 // wait publishes to the TTL wait queue of the given step. A wait queue
 // deleted while relay runs is declared again, once, rather than letting
 // every retry come back unroutable.
-func (s *Stages) wait(ctx context.Context, pub *publisher, d *amqp.Delivery, h amqp.Table, step time.Duration) error {
-	msg := republish(d, h)
-	err := pub.publish(ctx, s.Topology.Name(WaitExchange), StepName(step), true /* mandatory */, msg)
+func (s *Stages) wait(ctx context.Context, pub *Hop, d *amqp.Delivery, h amqp.Table, step time.Duration) error {
+	msg := Republish(d, h)
+	err := pub.Publish(ctx, s.Topology.Name(WaitExchange), StepName(step), true /* mandatory */, msg)
 	if !errors.Is(err, ErrUnroutable) {
 		return err
 	}
@@ -344,7 +316,7 @@ func (s *Stages) wait(ctx context.Context, pub *publisher, d *amqp.Delivery, h a
 	if derr := s.Topology.Plan().Declare(ctx, pub.conn); derr != nil {
 		return fmt.Errorf("%w: %s: %w", errWaitQueueMissing, s.Topology.WaitQueue(step), derr)
 	}
-	err = pub.publish(ctx, s.Topology.Name(WaitExchange), StepName(step), true /* mandatory */, msg)
+	err = pub.Publish(ctx, s.Topology.Name(WaitExchange), StepName(step), true /* mandatory */, msg)
 	if errors.Is(err, ErrUnroutable) {
 		return fmt.Errorf("%w: %s is still not bound to %s", errWaitQueueMissing, s.Topology.WaitQueue(step), s.Topology.Name(WaitExchange))
 	}
@@ -370,10 +342,10 @@ func (s *Stages) settle(ctx context.Context, d *amqp.Delivery, err error, e Even
 		log.Warn("ack after confirmed hand-off", "error", aerr)
 	}
 	switch e.Outcome {
-	case "parked":
+	case Parked:
 		log.Warn("parked", "outcome", e.Outcome, "reason", e.Reason, "error", e.Err)
 	default:
-		log.Info(e.Outcome, "outcome", e.Outcome, "delay_ms", e.Delay.Milliseconds())
+		log.Info(string(e.Outcome), "outcome", e.Outcome, "delay_ms", e.Delay.Milliseconds())
 	}
 	s.observe(e)
 	return nil
@@ -394,7 +366,7 @@ type parking struct {
 
 // park publishes d to the dead-letter exchange with the reason and its
 // history, and waits for the confirm.
-func park(ctx context.Context, pub *publisher, t Topology, d *amqp.Delivery, p parking, now time.Time) error {
+func park(ctx context.Context, pub *Hop, t Topology, d *amqp.Delivery, p parking, now time.Time) error {
 	h := forward(d.Headers)
 	delete(h, HeaderNotBefore)
 	delete(h, HeaderWaits)
@@ -416,7 +388,7 @@ func park(ctx context.Context, pub *publisher, t Topology, d *amqp.Delivery, p p
 	if p.claimed != "" {
 		h[HeaderClaimedSource] = truncate(p.claimed, maxHeaderError)
 	}
-	if err := pub.publish(ctx, t.Name(DeadExchange), p.source, true /* mandatory */, republish(d, h)); err != nil {
+	if err := pub.Publish(ctx, t.Name(DeadExchange), p.source, true /* mandatory */, Republish(d, h)); err != nil {
 		return fmt.Errorf("park message %q: %w", d.MessageId, err)
 	}
 	return nil

@@ -177,14 +177,14 @@ type Plan struct {
 	Exchanges []Exchange
 	Queues    []Queue
 	Bindings  []Binding
-	// Hops are the republishes relay's own consumers make: not broker
+	// Handoffs are the republishes relay's own consumers make: not broker
 	// objects, but drawn so the diagram shows the whole path.
-	Hops []Hop
+	Handoffs []Handoff
 }
 
-// Hop is a republish by a consumer of From (a queue) to To (an exchange
-// or, through the default exchange, a queue).
-type Hop struct {
+// Handoff is a republish by a consumer of From (a queue) to To (an
+// exchange or, through the default exchange, a queue).
+type Handoff struct {
 	From, To, Label string
 }
 
@@ -244,14 +244,14 @@ func (t Topology) Plan() Plan {
 		}
 	}
 	p.Queues = append(p.Queues, Queue{Name: t.Name(DeadQueue), Args: t.queueArgs(false)})
-	p.Hops = append(p.Hops,
-		Hop{From: t.Name(ErrorQueue), To: t.Name(WaitExchange), Label: "error stage: retry"},
-		Hop{From: t.Name(ErrorQueue), To: t.Name(DeadExchange), Label: "error stage: park"},
+	p.Handoffs = append(p.Handoffs,
+		Handoff{From: t.Name(ErrorQueue), To: t.Name(WaitExchange), Label: "error stage: retry"},
+		Handoff{From: t.Name(ErrorQueue), To: t.Name(DeadExchange), Label: "error stage: park"},
 	)
 	for _, r := range t.WorkRoutes() {
-		p.Hops = append(p.Hops,
-			Hop{From: t.Name(RequeueQueue), To: r.Queue, Label: "requeue stage"},
-			Hop{From: r.Queue, To: t.Name(DeadExchange), Label: "permanent"})
+		p.Handoffs = append(p.Handoffs,
+			Handoff{From: t.Name(RequeueQueue), To: r.Queue, Label: "requeue stage"},
+			Handoff{From: r.Queue, To: t.Name(DeadExchange), Label: "permanent"})
 	}
 	// x-match all with no other arguments matches every message: the
 	// catch-all park. Users add their own bindings on x-dead-source.
@@ -441,7 +441,7 @@ func (p Plan) Mermaid() string {
 		}
 		fmt.Fprintf(&b, "  %s -.->|dead-letter| %s\n", id(q.Name), id(dlx))
 	}
-	for _, h := range p.Hops {
+	for _, h := range p.Handoffs {
 		fmt.Fprintf(&b, "  %s ==>|%s| %s\n", id(h.From), h.Label, id(h.To))
 	}
 	return b.String()
@@ -459,7 +459,7 @@ func (p Plan) String() string {
 	for _, bd := range p.Bindings {
 		fmt.Fprintf(&b, "bind     %s -> %s key=%q%s\n", bd.Exchange, bd.Queue, bd.Key, argString(bd.Args))
 	}
-	for _, h := range p.Hops {
+	for _, h := range p.Handoffs {
 		fmt.Fprintf(&b, "hop      %s => %s (%s)\n", h.From, h.To, h.Label)
 	}
 	return b.String()

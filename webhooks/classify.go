@@ -10,17 +10,56 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/relay-demo/relay/retry"
 )
+
+// permanent marks a delivery that another attempt would fail the same way;
+// after carries the wait a receiver asked for. Their methods are how a retry
+// library tells (relay's retry package recognises both); errors.As finds
+// them through any wrapping.
+type (
+	permanent struct{ err error }
+	after     struct {
+		err error
+		d   time.Duration
+	}
+)
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// Permanent reports true: no retry can help.
+func (p permanent) Permanent() bool { return true }
+
+func (a after) Error() string { return a.err.Error() }
+func (a after) Unwrap() error { return a.err }
+
+// RetryAfter is the wait the receiver asked for before the next attempt.
+func (a after) RetryAfter() time.Duration { return a.d }
+
+// IsPermanent reports whether err, or an error it wraps, says no retry can
+// help.
+func IsPermanent(err error) bool {
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
+}
+
+// RetryAfter returns the wait err, or an error it wraps, asks for.
+func RetryAfter(err error) (time.Duration, bool) {
+	var a interface{ RetryAfter() time.Duration }
+	if err == nil || !errors.As(err, &a) || a.RetryAfter() <= 0 {
+		return 0, false
+	}
+	return a.RetryAfter(), true
+}
 
 // ErrTimeout is wrapped by Send's error when the receiver did not answer
 // within Config.Timeout. Such an error is transient.
 var ErrTimeout = errors.New("no answer")
 
 // StatusError is a receiver's answer other than 2xx. Send returns it
-// wrapped: plain or by retry.After for 408, 429 and 5xx, which a later
-// attempt may get past; by retry.Permanent for every other status.
+// wrapped: plain, or with the receiver's Retry-After (see RetryAfter), for
+// 408, 429 and 5xx, which a later attempt may get past; marked permanent
+// (see IsPermanent) for every other status.
 type StatusError struct {
 	// Status is the HTTP status code.
 	Status int
@@ -49,10 +88,10 @@ func statusError(where string, status int, h http.Header, now time.Time) error {
 	}
 	err := &StatusError{Status: status, URL: where}
 	if status != http.StatusRequestTimeout && status != http.StatusTooManyRequests && (status < 500 || status > 599) {
-		return retry.Permanent(err)
+		return permanent{err}
 	}
-	if d, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok {
-		return retry.After(err, d)
+	if d, ok := ParseRetryAfter(h.Get("Retry-After"), now); ok && d > 0 {
+		return after{err, d}
 	}
 	return err
 }
@@ -71,7 +110,7 @@ func transportError(ctx context.Context, where string, err error, timeout time.D
 		// The name resolves into the service's own network. DNS could
 		// change, but not within a retry schedule, and the endpoint
 		// should never have been registered.
-		return retry.Permanent(fmt.Errorf("webhook %s: %w", where, err))
+		return permanent{fmt.Errorf("webhook %s: %w", where, err)}
 	case errors.Is(context.Cause(ctx), ErrTimeout):
 		return fmt.Errorf("webhook %s: %w within %s: %w", where, ErrTimeout, timeout, err)
 	default:

@@ -16,9 +16,11 @@
 // networks through as well. The Sender uses no proxy and follows no
 // redirects, which would let a receiver steer it past that check.
 //
-// Send's error is ready for the retry package: nil for a 2xx answer;
-// plain, or wrapped by retry.After when the receiver sent Retry-After, for
-// 408, 429, 5xx, timeouts and connection failures; wrapped by
-// retry.Permanent for any other status, a redirect, a forbidden address or
-// a malformed request.
+// Send's error is ready for a retry pipeline without this package knowing
+// one: nil for a 2xx answer; plain, or with a RetryAfter() time.Duration
+// method when the receiver sent Retry-After, for 408, 429, 5xx, timeouts and
+// connection failures; with a Permanent() bool method that returns true for
+// any other status, a redirect, a forbidden address or a malformed request.
+// relay's retry package recognises both methods (see IsPermanent and
+// RetryAfter here).
 package webhooks

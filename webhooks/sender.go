@@ -13,8 +13,6 @@ import (
 	"net/url"
 	"strconv"
 	"time"
-
-	"github.com/relay-demo/relay/retry"
 )
 
 // DefaultTimeout bounds one delivery when Config.Timeout is not set.
@@ -123,14 +121,14 @@ func NewSender(cfg Config, signer *Signer) *Sender {
 // Send POSTs r.Payload to r.URL with the signature headers and waits for
 // the answer, at most the configured timeout. A 2xx answer returns a nil
 // error. Any other outcome returns an error ready for the retry pipeline:
-// wrapped by retry.Permanent when no retry can help (a bad request, a 4xx
-// other than 408 and 429, a redirect, a forbidden address), wrapped by
-// retry.After when the receiver sent a usable Retry-After, and plain
-// otherwise. The Response is filled in whenever a request was made.
+// marked permanent (IsPermanent) when no retry can help (a bad request, a
+// 4xx other than 408 and 429, a redirect, a forbidden address), carrying
+// the receiver's Retry-After (RetryAfter) when it sent a usable one, and
+// plain otherwise. The Response is filled in whenever a request was made.
 func (s *Sender) Send(ctx context.Context, r Request) (Response, error) {
 	u, err := checkRequest(r)
 	if err != nil {
-		return Response{}, retry.Permanent(err)
+		return Response{}, permanent{err}
 	}
 	where := logURL(u)
 	ts := r.Timestamp
@@ -142,7 +140,7 @@ func (s *Sender) Send(ctx context.Context, r Request) (Response, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(r.Payload))
 	if err != nil {
-		return Response{}, retry.Permanent(fmt.Errorf("webhook %s: %w", where, err))
+		return Response{}, permanent{fmt.Errorf("webhook %s: %w", where, err)}
 	}
 	if s.signer != nil {
 		req.Header = s.signer.Headers(r.ID, ts, r.Payload)

@@ -36,9 +36,9 @@ func (s *dlxRequeue) Plan() retry.Plan {
 	p.Queues = append(p.Queues, retry.Queue{Name: n.of(RequeueQueue)})
 	p.Bindings = append(p.Bindings, retry.Binding{Exchange: n.of(ErrorExchange), Queue: n.of(RequeueQueue)})
 	n.park(&p)
-	p.Hops = append(p.Hops,
-		retry.Hop{From: n.of(RequeueQueue), To: n.of(WorkQueue), Label: "send back at once, count < max"},
-		retry.Hop{From: n.of(RequeueQueue), To: n.of(DeadExchange), Label: "park, count = max"})
+	p.Handoffs = append(p.Handoffs,
+		retry.Handoff{From: n.of(RequeueQueue), To: n.of(WorkQueue), Label: "send back at once, count < max"},
+		retry.Handoff{From: n.of(RequeueQueue), To: n.of(DeadExchange), Label: "park, count = max"})
 	return p
 }
 

@@ -39,9 +39,9 @@ func (s *messageTTL) Plan() retry.Plan {
 	n.ingress(&p, nil)
 	n.waitBack(&p, 0)
 	n.park(&p)
-	p.Hops = append(p.Hops,
-		retry.Hop{From: n.of(WorkQueue), To: n.of(WaitExchange), Label: "ack + republish, expiration = base × n"},
-		retry.Hop{From: n.of(WorkQueue), To: n.of(DeadExchange), Label: "park after max"})
+	p.Handoffs = append(p.Handoffs,
+		retry.Handoff{From: n.of(WorkQueue), To: n.of(WaitExchange), Label: "ack + republish, expiration = base × n"},
+		retry.Handoff{From: n.of(WorkQueue), To: n.of(DeadExchange), Label: "park after max"})
 	return p
 }
 

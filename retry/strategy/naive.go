@@ -47,9 +47,9 @@ func (s *naive) Plan() retry.Plan {
 	n.ingress(&p, args)
 	if s.once {
 		n.park(&p)
-		p.Hops = append(p.Hops, retry.Hop{From: n.of(WorkQueue), To: n.of(WorkQueue), Label: "nack requeue=true, first delivery only"})
+		p.Handoffs = append(p.Handoffs, retry.Handoff{From: n.of(WorkQueue), To: n.of(WorkQueue), Label: "nack requeue=true, first delivery only"})
 	} else {
-		p.Hops = append(p.Hops, retry.Hop{From: n.of(WorkQueue), To: n.of(WorkQueue), Label: "nack requeue=true"})
+		p.Handoffs = append(p.Handoffs, retry.Handoff{From: n.of(WorkQueue), To: n.of(WorkQueue), Label: "nack requeue=true"})
 	}
 	return p
 }

@@ -46,7 +46,7 @@ func (s *deliveryLimit) Plan() retry.Plan {
 		"x-overflow":             "reject-publish",
 	})
 	n.park(&p)
-	p.Hops = append(p.Hops, retry.Hop{From: n.of(WorkQueue), To: n.of(WorkQueue), Label: "reject requeue=true, x-delivery-count + 1"})
+	p.Handoffs = append(p.Handoffs, retry.Handoff{From: n.of(WorkQueue), To: n.of(WorkQueue), Label: "reject requeue=true, x-delivery-count + 1"})
 	return p
 }
 

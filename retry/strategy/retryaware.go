@@ -68,9 +68,9 @@ func (s *retryAware) Plan() retry.Plan {
 	// binding in listings and diagrams.
 	p.Bindings = append(p.Bindings, retry.Binding{Exchange: n.of(DeadExchange), Queue: n.of(UrgentQueue), Key: "source+priority=high",
 		Args: amqp.Table{"x-match": "all", retry.HeaderDeadSource: n.of(WorkQueue), "priority": "high"}})
-	p.Hops = append(p.Hops,
-		retry.Hop{From: n.of(ErrorQueue), To: n.of(WaitExchange), Label: "total % max != 0: wait"},
-		retry.Hop{From: n.of(ErrorQueue), To: n.of(DeadExchange), Label: "total % max == 0: park with x-dead-source"})
+	p.Handoffs = append(p.Handoffs,
+		retry.Handoff{From: n.of(ErrorQueue), To: n.of(WaitExchange), Label: "total % max != 0: wait"},
+		retry.Handoff{From: n.of(ErrorQueue), To: n.of(DeadExchange), Label: "total % max == 0: park with x-dead-source"})
 	return p
 }
 

@@ -326,7 +326,7 @@ func TestRetryAwareDLXReplayStartsAFreshCycle(t *testing.T) {
 	dl := retry.DeadLetters{Conn: st.conn, Topology: retry.Topology{Prefix: st.prefix}}
 	var totals []any
 	for cycle := 1; cycle <= 2; cycle++ {
-		var parked []retry.Parked
+		var parked []retry.DeadLetter
 		retrytest.Eventually(t, 10*time.Second, func() bool {
 			var err error
 			parked, err = dl.List(context.Background(), retry.Filter{ID: id}, 0)

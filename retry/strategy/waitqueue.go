@@ -41,9 +41,9 @@ func (s *waitQueue) Plan() retry.Plan {
 	p.Bindings = append(p.Bindings, retry.Binding{Exchange: n.of(ErrorExchange), Queue: n.of(ErrorQueue)})
 	n.waitBack(&p, s.delay().ms())
 	n.park(&p)
-	p.Hops = append(p.Hops,
-		retry.Hop{From: n.of(ErrorQueue), To: n.of(WaitExchange), Label: "count < max: wait"},
-		retry.Hop{From: n.of(ErrorQueue), To: n.of(DeadExchange), Label: "count = max: park"})
+	p.Handoffs = append(p.Handoffs,
+		retry.Handoff{From: n.of(ErrorQueue), To: n.of(WaitExchange), Label: "count < max: wait"},
+		retry.Handoff{From: n.of(ErrorQueue), To: n.of(DeadExchange), Label: "count = max: park"})
 	return p
 }
 

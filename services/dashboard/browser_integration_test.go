@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/events"
 )
 
@@ -69,7 +70,7 @@ func browser(t *testing.T) context.Context {
 func story(start time.Time) (before, after []events.Event) {
 	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
 	e := func(id, channel, outcome string, attempt, ms int, delay int64, service string) events.Event {
-		return events.Event{Type: "attempt", Outcome: outcome, ID: id, Channel: channel, Queue: channel + "-queue",
+		return events.Event{Type: "attempt", Outcome: retry.Outcome(outcome), ID: id, Channel: channel, Queue: channel + "-queue",
 			Attempt: attempt, DelayMS: delay, At: at(ms), AgeMS: int64(ms + 15), Service: service}
 	}
 	failed := func(ev events.Event, err string) events.Event { ev.Error = err; return ev }

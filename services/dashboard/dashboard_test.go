@@ -15,13 +15,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/events"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func ev(id, outcome string, attempt int) events.Event {
-	return events.Event{Type: "attempt", Outcome: outcome, ID: id, Channel: "email", Queue: "email-queue",
+	return events.Event{Type: "attempt", Outcome: retry.Outcome(outcome), ID: id, Channel: "email", Queue: "email-queue",
 		Attempt: attempt, At: t0.Add(time.Duration(attempt) * time.Second), Service: "worker"}
 }
 

@@ -125,7 +125,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 }
 
-func show(w io.Writer, list []retry.Parked, asJSON bool) error {
+func show(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, p := range list {

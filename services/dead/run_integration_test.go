@@ -50,7 +50,7 @@ func TestDeadCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p retry.Parked
+	var p retry.DeadLetter
 	if err := json.Unmarshal([]byte(out), &p); err != nil || p.ID != "one" || p.Reason != "permanent" {
 		t.Fatalf("list --json = %q (%v)", out, err)
 	}

@@ -55,7 +55,7 @@ func Declare(ch *amqp.Channel, t retry.Topology) error {
 }
 
 // RoutingKey is the key an event is published with: "<outcome>.<channel>".
-func RoutingKey(ev Event) string { return ev.Outcome + "." + ev.Channel }
+func RoutingKey(ev Event) string { return string(ev.Outcome) + "." + ev.Channel }
 
 // Emitter publishes pipeline decisions to the events exchange.
 //

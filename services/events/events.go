@@ -23,9 +23,8 @@ const TypeAttempt = "attempt"
 type Event struct {
 	// Type is always TypeAttempt.
 	Type string `json:"type"`
-	// Outcome is "delivered", "failed", "retrying", "waiting", "requeued",
-	// "parked" or "replayed".
-	Outcome string `json:"outcome"`
+	// Outcome is what was decided.
+	Outcome retry.Outcome `json:"outcome"`
 	// ID is the notification id (the AMQP message-id).
 	ID string `json:"id"`
 	// Channel is the routing key of the work queue, such as "email"; empty

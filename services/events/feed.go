@@ -257,7 +257,7 @@ func decode(ds []amqp.Delivery, log *slog.Logger) ([]history.Accepted, []history
 				continue
 			}
 			evs = append(evs, history.Event{ID: ev.ID, Channel: ev.Channel, Round: ev.Round, Attempt: ev.Attempt,
-				Outcome: ev.Outcome, At: ev.At, Error: ev.Error, Reason: ev.Reason, DelayMS: ev.DelayMS,
+				Outcome: string(ev.Outcome), At: ev.At, Error: ev.Error, Reason: ev.Reason, DelayMS: ev.DelayMS,
 				DurationMS: ev.DurationMS, Service: ev.Service})
 		default:
 			log.Warn("dropped a message of unknown type in the history queue", "message_id", d.MessageId, "type", head.Type)

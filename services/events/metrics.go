@@ -77,18 +77,18 @@ func NewMetrics(reg prometheus.Registerer, t retry.Topology) *Metrics {
 // and retry.Consumer, directly or through Fanout.
 func (m *Metrics) Observe(ev retry.Event) {
 	channel := m.channels[ev.Queue]
-	m.deliveries.WithLabelValues(channel, ev.Outcome).Inc()
+	m.deliveries.WithLabelValues(channel, string(ev.Outcome)).Inc()
 	switch ev.Outcome {
-	case "retrying":
+	case retry.Retrying:
 		m.retries.WithLabelValues(ev.Queue, strconv.Itoa(ev.Attempt)).Inc()
 		m.delay.Observe(ev.Delay.Seconds())
-	case "parked":
+	case retry.Parked:
 		m.parked.WithLabelValues(ev.Queue, ev.Reason).Inc()
 	}
 	switch ev.Outcome {
-	case "delivered", "parked":
+	case retry.Delivered, retry.Parked:
 		if a, ok := age(ev); ok {
-			m.endToEnd.WithLabelValues(channel, ev.Outcome).Observe(a.Seconds())
+			m.endToEnd.WithLabelValues(channel, string(ev.Outcome)).Observe(a.Seconds())
 		}
 	}
 }

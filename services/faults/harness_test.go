@@ -524,7 +524,7 @@ func (r *rig) delivered() (map[copyKey]bool, flaky.StatsReport, error) {
 }
 
 // parked lists the copies in the dead-letter queue, with their reasons.
-func (r *rig) parked(ctx context.Context) ([]retry.Parked, error) {
+func (r *rig) parked(ctx context.Context) ([]retry.DeadLetter, error) {
 	conn, err := retry.Dial(r.url, "relay faults accounting")
 	if err != nil {
 		return nil, err

@@ -134,7 +134,7 @@ func TestHostileMessages(t *testing.T) {
 	}
 
 	// Every hostile message ends parked; then the pipeline drains.
-	var parked []retry.Parked
+	var parked []retry.DeadLetter
 	poll(60*time.Second, 500*time.Millisecond, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -155,7 +155,7 @@ func TestHostileMessages(t *testing.T) {
 		return true
 	})
 	drained := r.waitDrained(30 * time.Second)
-	byID := map[string][]retry.Parked{}
+	byID := map[string][]retry.DeadLetter{}
 	for _, p := range parked {
 		byID[p.ID] = append(byID[p.ID], p)
 	}

@@ -169,7 +169,7 @@ func (k *poisonKit) run(name string, cases []poison) {
 	k.publish(live)
 
 	rep := func() flaky.StatsReport { return r.down.Stats().Report() }
-	var parked []retry.Parked
+	var parked []retry.DeadLetter
 	var missing []string
 	check := func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -196,7 +196,7 @@ func (k *poisonKit) run(name string, cases []poison) {
 	drained := r.waitDrained(15 * time.Second)
 	check()
 
-	copies := map[string][]retry.Parked{}
+	copies := map[string][]retry.DeadLetter{}
 	for _, p := range parked {
 		copies[p.ID] = append(copies[p.ID], p)
 	}
@@ -361,7 +361,7 @@ func attempts(evs []events.Event) int {
 func outcomes(evs []events.Event) string {
 	parts := make([]string, len(evs))
 	for i, ev := range evs {
-		parts[i] = ev.Service + ":" + ev.Outcome
+		parts[i] = ev.Service + ":" + string(ev.Outcome)
 		if ev.Reason != "" {
 			parts[i] += "(" + ev.Reason + ")"
 		}
@@ -369,7 +369,7 @@ func outcomes(evs []events.Event) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
-func describe(ps []retry.Parked) string {
+func describe(ps []retry.DeadLetter) string {
 	parts := make([]string, len(ps))
 	for i, p := range ps {
 		parts[i] = fmt.Sprintf("%s from %s after %d retries (%s)", p.Reason, p.Source, p.Retries, short(p.LastError, 80))

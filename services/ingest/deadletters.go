@@ -18,7 +18,7 @@ import (
 // DeadLetterStore lists and replays parked messages; retry.DeadLetters is
 // one.
 type DeadLetterStore interface {
-	List(ctx context.Context, f retry.Filter, limit int) ([]retry.Parked, error)
+	List(ctx context.Context, f retry.Filter, limit int) ([]retry.DeadLetter, error)
 	Replay(ctx context.Context, f retry.Filter) (int, error)
 }
 
@@ -29,7 +29,7 @@ type dialedDeadLetters struct {
 	observe func(retry.Event) // told of every replay
 }
 
-func (d dialedDeadLetters) List(ctx context.Context, f retry.Filter, limit int) ([]retry.Parked, error) {
+func (d dialedDeadLetters) List(ctx context.Context, f retry.Filter, limit int) ([]retry.DeadLetter, error) {
 	conn, err := retry.Dial(d.url, "relay api dead letters")
 	if err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func handleListDeadLetters(deps Deps) http.HandlerFunc {
 			return
 		}
 		if list == nil {
-			list = []retry.Parked{}
+			list = []retry.DeadLetter{}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"dead_letters": list})
 	}

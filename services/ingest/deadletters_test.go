@@ -16,14 +16,14 @@ import (
 )
 
 type fakeStore struct {
-	parked  []retry.Parked
+	parked  []retry.DeadLetter
 	filters []retry.Filter
 	err     error
 }
 
-func (f *fakeStore) List(_ context.Context, flt retry.Filter, limit int) ([]retry.Parked, error) {
+func (f *fakeStore) List(_ context.Context, flt retry.Filter, limit int) ([]retry.DeadLetter, error) {
 	f.filters = append(f.filters, flt)
-	var out []retry.Parked
+	var out []retry.DeadLetter
 	for _, p := range f.parked {
 		if (flt.ID == "" || p.ID == flt.ID) && (flt.Source == "" || p.Source == flt.Source) && len(out) < limit {
 			out = append(out, p)
@@ -72,7 +72,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := &fakeStore{err: tt.storeErr, parked: []retry.Parked{
+			store := &fakeStore{err: tt.storeErr, parked: []retry.DeadLetter{
 				{ID: "a", Source: "p.email-queue", Reason: retry.ReasonMaxRetries},
 				{ID: "b", Source: "p.webhook-queue", Reason: retry.ReasonPermanent}}}
 			deps := Deps{Tokens: []string{token}, Topology: retry.Topology{Prefix: "p."},

@@ -136,7 +136,7 @@ func (s *stack) send(t *testing.T, n int, webhookURL string) []string {
 	return ids
 }
 
-func (s *stack) parked(t *testing.T) []retry.Parked {
+func (s *stack) parked(t *testing.T) []retry.DeadLetter {
 	t.Helper()
 	list, err := (retry.DeadLetters{Conn: s.conn, Topology: s.topo}).List(context.Background(), retry.Filter{}, 0)
 	if err != nil {

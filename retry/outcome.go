@@ -1,0 +1,61 @@
+package retry
+
+import "time"
+
+// Outcome is what became of a message at one step of the pipeline. The
+// pipeline, the consumers, the strategies of retry/strategy and relay's
+// events, history and dashboard all speak of it in these words.
+type Outcome string
+
+// The outcomes.
+const (
+	// Delivered: the handler succeeded and the message was acked.
+	Delivered Outcome = "delivered"
+	// Failed: the handler failed and the message was handed on to be
+	// retried.
+	Failed Outcome = "failed"
+	// Retrying: the next attempt was scheduled after Event.Delay.
+	Retrying Outcome = "retrying"
+	// Waiting: the message waits once more before its next attempt (a
+	// wait longer than the delay backend's steps).
+	Waiting Outcome = "waiting"
+	// Requeued: the message, its wait over, went back to its work queue.
+	Requeued Outcome = "requeued"
+	// Parked: the message was parked in the dead-letter queue, with
+	// Event.Reason.
+	Parked Outcome = "parked"
+	// Replayed: a parked message was sent back to its work queue.
+	Replayed Outcome = "replayed"
+)
+
+// Terminal reports whether nothing more happens to a message after o
+// (until it is replayed).
+func (o Outcome) Terminal() bool { return o == Delivered || o == Parked }
+
+// Event is one decision of the pipeline or a consumer, for observers.
+type Event struct {
+	// Outcome is what was decided.
+	Outcome   Outcome
+	MessageID string
+	// Queue is the work queue the message belongs to.
+	Queue string
+	// Attempt is the attempt that just ended (1 for the first delivery).
+	Attempt int
+	// Round is how often the message was replayed from the dead-letter
+	// queue: attempts count from 1 again in each round.
+	Round int
+	// Delay is the wait scheduled before the next attempt.
+	Delay time.Duration
+	// Reason is why a message was parked.
+	Reason string
+	// Err is the failure's text, where known.
+	Err string
+	// At is when the decision was made.
+	At time.Time
+	// Duration is how long the attempt took, for a consumer's outcome.
+	Duration time.Duration
+	// Published is the message's AMQP timestamp, set by its producer:
+	// At minus Published is the message's age.
+	Published time.Time
+}
+
