@@ -96,11 +96,16 @@ func TestEndToEnd(t *testing.T) {
 	sctx, stopStream := context.WithCancel(ctx)
 	defer stopStream()
 	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, api+"/dashboard/events", nil)
+	// The dashboard's stream needs the API's token, as its data does.
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /dashboard/events = %s, want 200", resp.Status)
+	}
 	var mu sync.Mutex
 	var seen []event
 	go func() {

@@ -52,6 +52,9 @@ type Options struct {
 	Delay time.Duration `json:"delay_ns"`
 	// Delayed is the number of messages left waiting for the memory figure.
 	Delayed int `json:"delayed"`
+	// Streams is the number of idle dashboard event streams the streams
+	// figure opens.
+	Streams int `json:"streams"`
 	// Timeout bounds each measured run.
 	Timeout time.Duration `json:"timeout_ns"`
 	// CPUProfile and MemProfile name pprof output files; empty means none.
@@ -60,7 +63,7 @@ type Options struct {
 }
 
 // AllFigures are the groups of figures --figures chooses from.
-var AllFigures = []string{"ingest", "worker", "retry", "memory"}
+var AllFigures = []string{"ingest", "worker", "retry", "memory", "streams"}
 
 // errFlags marks an invalid combination of flags.
 var errFlags = errors.New("invalid flags")
@@ -89,6 +92,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.IntVar(&o.Window, "window", 16, "retry round trips in flight while latency is timed")
 	fs.DurationVar(&o.Delay, "delay", 50*time.Millisecond, "scheduled delay of every retry")
 	fs.IntVar(&o.Delayed, "delayed", 0, "messages left waiting in the delay stage for the memory figure (default 100000, --quick 5000)")
+	fs.IntVar(&o.Streams, "streams", 0, "idle dashboard event streams the streams figure opens (default 1500, --quick 300)")
 	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "bound on each measured run")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file` (samples labelled bench=<figure>/<side>/<queue>)")
 	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile to `file` at the end")
@@ -111,6 +115,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 		{"roundtrips", &o.RoundTrips, 5000, 300},
 		{"latency", &o.Latency, 1000, 100},
 		{"delayed", &o.Delayed, 100000, 5000},
+		{"streams", &o.Streams, 1500, 300},
 		{"rounds", &o.Rounds, 2, 1},
 	} {
 		switch {
@@ -196,6 +201,8 @@ func (o Options) Validate() error {
 		return bad("delay", o.Delay, "1ms to 1m")
 	case o.Delayed < 1 || o.Delayed > 1_000_000:
 		return bad("delayed", o.Delayed, "1 to 1000000")
+	case o.Streams < 1 || o.Streams > MaxStreams:
+		return bad("streams", o.Streams, fmt.Sprintf("1 to %d (the API's default DASHBOARD_MAX_STREAMS)", MaxStreams))
 	case o.Timeout < time.Second || o.Timeout > time.Hour:
 		return bad("timeout", o.Timeout, "1s to 1h")
 	}

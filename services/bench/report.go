@@ -24,6 +24,9 @@ const (
 	FigPluginP99     = "retry (plugin): extra latency p99"
 	FigDelayedRSS    = "memory: RSS while messages wait in the delay stage"
 	FigDelayedGrowth = "memory: RSS growth while they pile up"
+	FigStreamsIdle   = "dashboard: API RSS idle"
+	FigStreamsOpen   = "dashboard: API RSS with idle event streams open"
+	FigStreamsClosed = "dashboard: API RSS after the streams closed"
 )
 
 // Units of the figures.
@@ -145,6 +148,11 @@ type Report struct {
 	// per second: the ceiling of any HTTP ingest here. Zero when the
 	// ingest figure was not measured.
 	HTTPFloor float64 `json:"http_floor_per_s"`
+	// StreamsSettled is how long after the dashboard's event streams
+	// closed the API's RSS was back within 10 % of idle (or the time the
+	// figure gave up waiting). Zero when the streams figure was not
+	// measured.
+	StreamsSettled time.Duration `json:"streams_settled_ns"`
 }
 
 // Evaluate fills each row's ratio and verdict.

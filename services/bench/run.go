@@ -7,8 +7,9 @@
 // The figures, for classic and quorum queues: the ingest API against a
 // raw confirming publisher, relay's consumer against a raw consume-and-ack
 // loop, a retry round trip through relay's stages against the broker's own
-// dead-letter-and-TTL loop, and the process's memory while messages wait
-// in the delay stage. Every run is bounded in count and time, talks only
+// dead-letter-and-TTL loop, the process's memory while messages wait in
+// the delay stage, and the API's memory with idle dashboard event streams
+// open and after they closed. Every run is bounded in count and time, talks only
 // to a loopback broker, and deletes everything it declared.
 package bench
 
@@ -305,6 +306,21 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 			}
 			r.Rows = append(r.Rows, rows...)
 		}
+	}
+	// The dashboard's streams do not depend on the queue type: one run,
+	// on the first.
+	if slices.Contains(b.opts.Figures, "streams") {
+		qt := b.opts.QueueTypes[0]
+		b.progress("%s: streams", qt)
+		rows, settled, err := b.streamRows(ctx, qt)
+		if cerr := b.janitor.clean(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("streams, %s queues: %w", qt, err)
+		}
+		r.Rows = append(r.Rows, rows...)
+		r.StreamsSettled = settled
 	}
 	r.Elapsed = time.Since(started)
 	r.Evaluate()

@@ -97,8 +97,19 @@ func TestRunQuick(t *testing.T) {
 	if backend == retry.Plugin {
 		figures = append(figures, bench.FigPluginP50, bench.FigPluginP99)
 	}
-	if got, want := len(r.Rows), 2*len(figures); got != want {
+	streams := []string{bench.FigStreamsIdle, bench.FigStreamsOpen, bench.FigStreamsClosed}
+	if got, want := len(r.Rows), 2*len(figures)+len(streams); got != want {
 		t.Errorf("report has %d rows, want %d", got, want)
+	}
+	// The dashboard's streams, measured once, on the first queue type.
+	for _, f := range streams {
+		row, ok := r.Row("classic", f)
+		if !ok || !positive(row.Relay) || *row.Relay > 1024 {
+			t.Errorf("classic %s: %+v, want an RSS between 0 and 1 GiB", f, row)
+		}
+	}
+	if r.StreamsSettled <= 0 {
+		t.Errorf("streams settled after %v, want a positive duration", r.StreamsSettled)
 	}
 	for _, q := range []string{"classic", "quorum"} {
 		for _, f := range figures {

@@ -1,11 +1,17 @@
-// Package dashboard is relay's live page: every notification's attempts,
-// waits, deliveries and parkings drawn as they happen, with the depth of
-// each queue. The page is plain HTML, CSS and JavaScript embedded in the
-// binary, so it needs no build step and works offline.
+// Package dashboard is relay's page: every notification from the history,
+// searched by id or recipient, filtered by status and channel, a page at
+// a time; each copy's attempts with their full error texts, and a replay
+// button on parked copies; live updates as the pipeline decides; and the
+// depth of each queue. The page is plain HTML, CSS and JavaScript embedded
+// in the binary, so it needs no build step and works offline.
 //
-// The API serves it at "/"; the page reads the pipeline's events as
-// Server-Sent Events from /dashboard/events and queue depths from
-// /dashboard/queues.
+// The API serves it at "/". The page asks for one of the API's tokens,
+// keeps it in the browser tab's session storage and sends it as a bearer
+// token on every request. The dashboard's own routes read the history,
+// the live events and the queue depths; replay goes through the API's
+// /v1/dead-letters routes. A public dashboard (DASHBOARD_PUBLIC=true)
+// shows visitors without a token the list, the details and the live
+// events, but never an error text, a payload or a message's headers.
 package dashboard
 
 import (
@@ -23,53 +29,116 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/events"
 )
 
 //go:embed static
 var static embed.FS
 
+// The caps on event streams when Deps leaves them at zero.
+const (
+	// DefaultMaxStreams caps the event streams open at once.
+	DefaultMaxStreams = 2000
+	// DefaultMaxStreamsPerClient caps the event streams open at once from
+	// one client address.
+	DefaultMaxStreamsPerClient = 20
+)
+
 // pingInterval is how often an idle event stream gets a comment, so
 // proxies and the browser keep the connection open.
 const pingInterval = 15 * time.Second
+
+// writeTimeout bounds each write to an event stream: a client that does
+// not take an event within it is dropped.
+const writeTimeout = 10 * time.Second
 
 // queuesTimeout bounds one look-up of the queue depths.
 const queuesTimeout = 3 * time.Second
 
 // Deps is what the dashboard needs.
 type Deps struct {
-	// Hub supplies the events; nil makes /dashboard/events answer 503.
+	// Hub supplies the live events; nil makes /dashboard/events answer
+	// 503.
 	Hub *Hub
 	// Queues returns the ready-message depth of each queue, by name; nil
 	// makes /dashboard/queues list none. See QueueDepths.
 	Queues func(ctx context.Context) (map[string]int, error)
+	// History is the notification history the list and the details come
+	// from; nil makes them answer 503.
+	History HistoryReader
+	// Authenticate says what a request's bearer token allows; nil treats
+	// every request as Anonymous.
+	Authenticate func(*http.Request) Access
+	// Public lets Anonymous requests read the dashboard without error
+	// texts, payloads and headers (DASHBOARD_PUBLIC).
+	Public bool
+	// MaxStreams caps the event streams open at once; zero means
+	// DefaultMaxStreams.
+	MaxStreams int
+	// MaxStreamsPerClient caps the event streams open at once from one
+	// client address; zero means DefaultMaxStreamsPerClient.
+	MaxStreamsPerClient int
 	// Log receives errors; nil discards.
 	Log *slog.Logger
 }
 
-type server struct {
-	Deps
-	ping time.Duration
+// timing holds the stream's intervals, shortened by tests.
+type timing struct {
+	ping, write time.Duration
 }
 
-// New returns the dashboard's handler:
+type server struct {
+	Deps
+	timing
+	streams *limiter
+	mux     *http.ServeMux
+}
+
+// New returns the dashboard's handler. The page and its files need no
+// token; every other route answers 401 without a valid one, unless the
+// dashboard is public, where a request without a token gets the same
+// answers with error texts, payloads and headers left out:
 //
-//   - GET /: the page;
-//   - GET /static/...: its script and style sheet;
-//   - GET /dashboard/events: Server-Sent Events, the recent events then
-//     live ones, each as "event: attempt" with the JSON of an
-//     events.Event as data, and a ": ping" comment every 15s;
+//   - GET /: the page; GET /static/...: its script and style sheet;
+//   - GET /dashboard/session: {"public": bool, "authenticated": bool},
+//     what the page shows (a 401 for a token the API does not accept);
+//   - GET /dashboard/notifications?status=&channel=&q=&limit=&cursor=:
+//     a page of the history, newest first, as GET /v1/notifications;
+//   - GET /dashboard/notifications/{id}: one notification with every
+//     copy's attempts, as GET /v1/notifications/{id}, plus "redacted";
+//   - GET /dashboard/events: Server-Sent Events, each "event: attempt"
+//     with the JSON of an events.Event as data, from the moment the
+//     stream opens, and a ": ping" comment every 15s; a 429 beyond the
+//     caps;
 //   - GET /dashboard/queues: {"queues": {"email-queue": 3, ...}}, or a
 //     503 with {"error": "..."} when the depths cannot be read.
 func New(d Deps) http.Handler {
-	return newServer(d, pingInterval)
+	return newServer(d, timing{ping: pingInterval, write: writeTimeout})
 }
 
-func newServer(d Deps, ping time.Duration) http.Handler {
+func newServer(d Deps, t timing) *server {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &server{Deps: d, ping: ping}
+	if d.Authenticate == nil {
+		d.Authenticate = func(*http.Request) Access { return Anonymous }
+	}
+	if d.MaxStreams <= 0 {
+		d.MaxStreams = DefaultMaxStreams
+	}
+	if d.MaxStreamsPerClient <= 0 {
+		d.MaxStreamsPerClient = DefaultMaxStreamsPerClient
+	}
+	s := &server{Deps: d, timing: t, streams: newLimiter(d.MaxStreams, d.MaxStreamsPerClient)}
+	s.mux = s.routes()
+	return s
+}
+
+// ServeHTTP routes a request to the page, its files or a data route.
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *server) routes() *http.ServeMux {
 	files, err := fs.Sub(static, "static")
 	if err != nil {
 		panic(err) // the embedded directory is part of the binary
@@ -80,6 +149,9 @@ func newServer(d Deps, ping time.Duration) http.Handler {
 		http.ServeFileFS(w, r, files, "index.html")
 	})
 	mux.Handle("GET /static/", noCache(http.StripPrefix("/static/", http.FileServerFS(files))))
+	mux.HandleFunc("GET /dashboard/session", s.session)
+	mux.HandleFunc("GET /dashboard/notifications", s.list)
+	mux.HandleFunc("GET /dashboard/notifications/{id}", s.detail)
 	mux.HandleFunc("GET /dashboard/events", s.events)
 	mux.HandleFunc("GET /dashboard/queues", s.queues)
 	return mux
@@ -94,87 +166,24 @@ func noCache(h http.Handler) http.Handler {
 	})
 }
 
-func (s *server) events(w http.ResponseWriter, r *http.Request) {
-	if s.Hub == nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "no event source"})
+// session tells the page whether it may show data without a token, and
+// whether the token it sent is good.
+func (s *server) session(w http.ResponseWriter, r *http.Request) {
+	access := s.Authenticate(r)
+	if access == Refused {
+		s.allow(w, r) // writes the 401
 		return
 	}
-	rc := http.NewResponseController(w)
-	// An event stream outlives any write timeout the server has.
-	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		s.Log.Warn("clear write deadline for event stream", "error", err)
-	}
-	ch, recent, cancel := s.Hub.Subscribe()
-	defer cancel()
-
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no") // no proxy buffering
-	w.WriteHeader(http.StatusOK)
-	// The browser reconnects by itself after a lost stream; 2s between
-	// tries keeps it prompt without hammering a restarting API.
-	if _, err := fmt.Fprint(w, "retry: 2000\n\n"); err != nil {
-		return
-	}
-	for _, ev := range recent {
-		if err := writeEvent(w, ev); err != nil {
-			return
-		}
-	}
-	if err := rc.Flush(); err != nil {
-		return
-	}
-	ping := time.NewTicker(s.ping)
-	defer ping.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case ev, ok := <-ch:
-			if !ok {
-				return
-			}
-			if err := writeEvent(w, ev); err != nil {
-				return
-			}
-			// Send what else is waiting in the same flush.
-			for more := true; more; {
-				select {
-				case ev, ok := <-ch:
-					if !ok {
-						return
-					}
-					if err := writeEvent(w, ev); err != nil {
-						return
-					}
-				default:
-					more = false
-				}
-			}
-		case <-ping.C:
-			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
-				return
-			}
-		}
-		if err := rc.Flush(); err != nil {
-			return
-		}
-	}
-}
-
-// writeEvent writes ev as one Server-Sent Event. JSON has no raw newlines,
-// so the data fits one data line.
-func writeEvent(w http.ResponseWriter, ev events.Event) error {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", events.TypeAttempt, b)
-	return err
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]bool{"public": s.Public, "authenticated": access == Authenticated})
 }
 
 func (s *server) queues(w http.ResponseWriter, r *http.Request) {
+	full, ok := s.allow(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
 	depths := map[string]int{}
 	if s.Queues != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), queuesTimeout)
@@ -182,14 +191,17 @@ func (s *server) queues(w http.ResponseWriter, r *http.Request) {
 		d, err := s.Queues(ctx)
 		if err != nil {
 			s.Log.Warn("read queue depths", "error", err)
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "queue depths unavailable: " + err.Error()})
+			msg := "queue depths unavailable"
+			if full {
+				msg += ": " + err.Error()
+			}
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": msg})
 			return
 		}
 		if d != nil {
 			depths = d
 		}
 	}
-	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"queues": depths})
 }
 

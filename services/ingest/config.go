@@ -36,6 +36,15 @@ type Config struct {
 	HistoryRetention time.Duration `env:"HISTORY_RETENTION" envDefault:"720h" help:"a positive duration such as 720h (30 days)"`
 	// IdempotencyTTL is how long an Idempotency-Key is remembered.
 	IdempotencyTTL time.Duration `env:"IDEMPOTENCY_TTL" envDefault:"24h" help:"a positive duration such as 24h"`
+	// DashboardPublic shows the dashboard without a token: its list, the
+	// details and the live events, but no error text, payload or header;
+	// replay still needs a token.
+	DashboardPublic bool `env:"DASHBOARD_PUBLIC" envDefault:"false" help:"true or false"`
+	// DashboardMaxStreams caps the dashboard's event streams open at once.
+	DashboardMaxStreams int `env:"DASHBOARD_MAX_STREAMS" envDefault:"2000" help:"a whole number of streams, 1 or more"`
+	// DashboardMaxStreamsPerClient caps the dashboard's event streams open
+	// at once from one client address.
+	DashboardMaxStreamsPerClient int `env:"DASHBOARD_MAX_STREAMS_PER_CLIENT" envDefault:"20" help:"a whole number of streams, from 1 to DASHBOARD_MAX_STREAMS"`
 }
 
 // HistoryStoreDSN is the DSN the history store opens: HISTORY_DSN, or a
@@ -92,6 +101,11 @@ func (c Config) Validate() error {
 		return config.Invalid("HISTORY_RETENTION", c.HistoryRetention.String(), "a positive duration such as 720h (30 days)")
 	case c.IdempotencyTTL <= 0:
 		return config.Invalid("IDEMPOTENCY_TTL", c.IdempotencyTTL.String(), "a positive duration such as 24h")
+	case c.DashboardMaxStreams < 1:
+		return config.Invalid("DASHBOARD_MAX_STREAMS", fmt.Sprint(c.DashboardMaxStreams), "a whole number of streams, 1 or more")
+	case c.DashboardMaxStreamsPerClient < 1 || c.DashboardMaxStreamsPerClient > c.DashboardMaxStreams:
+		return config.Invalid("DASHBOARD_MAX_STREAMS_PER_CLIENT", fmt.Sprint(c.DashboardMaxStreamsPerClient),
+			fmt.Sprintf("a whole number of streams, from 1 to DASHBOARD_MAX_STREAMS (%d)", c.DashboardMaxStreams))
 	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
 		return config.Invalid("DATA_DIR", c.DataDir, "a writable directory (or set HISTORY_DSN)")
 	}

@@ -30,6 +30,12 @@ func TestConfigRejects(t *testing.T) {
 		{"bad delays", map[string]string{"API_TOKENS": tokenA, "RETRY_DELAYS": "soon"}, []string{"RETRY_DELAYS"}},
 		{"bad retention", map[string]string{"API_TOKENS": tokenA, "HISTORY_RETENTION": "0s"}, []string{"HISTORY_RETENTION"}},
 		{"bad key ttl", map[string]string{"API_TOKENS": tokenA, "IDEMPOTENCY_TTL": "forever"}, []string{"IDEMPOTENCY_TTL"}},
+		{"zero streams", map[string]string{"API_TOKENS": tokenA, "DASHBOARD_MAX_STREAMS": "0"}, []string{"DASHBOARD_MAX_STREAMS", "1 or more"}},
+		{"word streams", map[string]string{"API_TOKENS": tokenA, "DASHBOARD_MAX_STREAMS": "many"}, []string{"DASHBOARD_MAX_STREAMS"}},
+		{"zero streams per client", map[string]string{"API_TOKENS": tokenA, "DASHBOARD_MAX_STREAMS_PER_CLIENT": "0"}, []string{"DASHBOARD_MAX_STREAMS_PER_CLIENT"}},
+		{"more per client than in all", map[string]string{"API_TOKENS": tokenA, "DASHBOARD_MAX_STREAMS": "10", "DASHBOARD_MAX_STREAMS_PER_CLIENT": "11"},
+			[]string{"DASHBOARD_MAX_STREAMS_PER_CLIENT", "from 1 to DASHBOARD_MAX_STREAMS (10)"}},
+		{"public maybe", map[string]string{"API_TOKENS": tokenA, "DASHBOARD_PUBLIC": "maybe"}, []string{"DASHBOARD_PUBLIC", "true or false"}},
 		{"bad history dsn", map[string]string{"API_TOKENS": tokenA, "HISTORY_DSN": "mysql://root:s3cret@db/relay", "MANAGEMENT_URL": "off", "DELAY_BACKEND": "ttl"}, []string{"HISTORY_DSN"}},
 	}
 	for _, tt := range tests {
@@ -60,10 +66,18 @@ func TestConfigDefaults(t *testing.T) {
 		{"tokens", map[string]string{"API_TOKENS": " " + tokenA + ", " + tokenB + ","}, Config{
 			HTTPAddr: ":8080", Tokens: []string{tokenA, tokenB}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
 			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20,
 		}},
 		{"auth off", map[string]string{"API_AUTH": "off", "HTTP_ADDR": "127.0.0.1:0", "MAX_BODY_BYTES": "10", "SHUTDOWN_TIMEOUT": "2s"}, Config{
 			HTTPAddr: "127.0.0.1:0", Auth: "off", MaxBodyBytes: 10, ShutdownTimeout: 2 * time.Second,
 			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20,
+		}},
+		{"public dashboard", map[string]string{"API_TOKENS": tokenA, "DASHBOARD_PUBLIC": "true", "DASHBOARD_MAX_STREAMS": "50",
+			"DASHBOARD_MAX_STREAMS_PER_CLIENT": "50"}, Config{
+			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
+			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			DashboardPublic: true, DashboardMaxStreams: 50, DashboardMaxStreamsPerClient: 50,
 		}},
 	}
 	for _, tt := range tests {

@@ -69,6 +69,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.AuthOff() {
 		log.Warn("API_AUTH=off: the API is open, anyone who reaches it can send notifications")
 	}
+	if cfg.DashboardPublic {
+		log.Warn("DASHBOARD_PUBLIC=true: anyone who reaches the dashboard sees notification ids, recipients and statuses; error texts, payloads and replay still need a token")
+	}
 	store, err := history.Open(ctx, cfg.HistoryStoreDSN())
 	if err != nil {
 		if cfg.HistoryDSN != "" {
@@ -89,14 +92,23 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// The dashboard follows the events exchange and reads queue depths
 	// over the connection of the moment.
 	var live atomic.Pointer[amqp.Connection]
-	hub := dashboard.NewHub(0)
-	dash := dashboard.New(dashboard.Deps{Hub: hub, Log: log, Queues: func(ctx context.Context) (map[string]int, error) {
-		conn := live.Load()
-		if conn == nil || conn.IsClosed() {
-			return nil, errNotConnected
-		}
-		return dashboard.QueueDepths(conn, topo)(ctx)
-	}})
+	hub := dashboard.NewHub()
+	dash := dashboard.New(dashboard.Deps{
+		Hub: hub,
+		Log: log,
+		Queues: func(ctx context.Context) (map[string]int, error) {
+			conn := live.Load()
+			if conn == nil || conn.IsClosed() {
+				return nil, errNotConnected
+			}
+			return dashboard.QueueDepths(conn, topo)(ctx)
+		},
+		History:             store,
+		Authenticate:        dashboardAccess(cfg.Tokens, cfg.AuthOff()),
+		Public:              cfg.DashboardPublic,
+		MaxStreams:          cfg.DashboardMaxStreams,
+		MaxStreamsPerClient: cfg.DashboardMaxStreamsPerClient,
+	})
 	// Inside relay all, the registry is shared: /metrics shows every
 	// service's metrics.
 	reg := config.TelemetryFrom(ctx).Registry

@@ -3,6 +3,8 @@ package ingest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base32"
 	"io"
 	"log/slog"
@@ -15,6 +17,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/dashboard"
 	"github.com/relay-demo/relay/services/events"
 )
 
@@ -60,8 +63,9 @@ type Deps struct {
 	// the broker is disconnected; nil means the dead-letter routes answer
 	// 503.
 	DeadLetters func() DeadLetterStore
-	// Dashboard, when set, serves "/" and every path no route matches,
-	// without authentication.
+	// Dashboard, when set, serves "/" and every path no route matches.
+	// It checks tokens itself (see dashboardAccess): its page needs none,
+	// its data does unless DASHBOARD_PUBLIC.
 	Dashboard http.Handler
 	// History is the notification history: the status routes read it and
 	// Idempotency-Keys are claimed in it. nil answers the status routes
@@ -81,14 +85,64 @@ type Deps struct {
 }
 
 // NewServer builds the API's handler: every route of routes.go behind the
-// metrics and panic-recovery middleware.
+// security-header, metrics and panic-recovery middleware.
 func NewServer(deps Deps) http.Handler {
 	deps = deps.withDefaults()
 	m := newMetrics(deps.Registry)
 	r := chi.NewRouter()
-	r.Use(m.middleware, recoverer(deps.Log))
+	r.Use(securityHeaders, m.middleware, recoverer(deps.Log))
 	routes(r, deps, m)
 	return r
+}
+
+// ContentSecurityPolicy is the Content-Security-Policy of every answer:
+// the dashboard's page loads its script, style sheet and data from this
+// origin only, runs no inline script or style, and cannot be framed.
+const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
+// securityHeaders sets the security headers on every answer, before any
+// handler runs, so errors and panics carry them too.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", ContentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// dashboardAccess returns the dashboard's check of a request's bearer
+// token against tokens, made as requireToken makes it: hashed, compared in
+// constant time with every token. With authOff, every request is
+// authenticated, as every /v1/ request is.
+func dashboardAccess(tokens []string, authOff bool) func(*http.Request) dashboard.Access {
+	hashes := make([][sha256.Size]byte, len(tokens))
+	for i, t := range tokens {
+		hashes[i] = sha256.Sum256([]byte(t))
+	}
+	return func(r *http.Request) dashboard.Access {
+		if authOff {
+			return dashboard.Authenticated
+		}
+		if r.Header.Get("Authorization") == "" {
+			return dashboard.Anonymous
+		}
+		token, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			return dashboard.Refused
+		}
+		sum := sha256.Sum256([]byte(token))
+		match := 0
+		for i := range hashes {
+			match |= subtle.ConstantTimeCompare(sum[:], hashes[i][:])
+		}
+		if match != 1 {
+			return dashboard.Refused
+		}
+		return dashboard.Authenticated
+	}
 }
 
 func (d Deps) withDefaults() Deps {

@@ -1,431 +1,674 @@
-// relay's live dashboard: reads pipeline events from /dashboard/events
-// (Server-Sent Events) and queue depths from /dashboard/queues, and draws
-// one row per notification copy (id + channel) with its attempts on a
-// shared time axis. Plain JavaScript, no dependencies.
+// relay's dashboard: the notification history a page at a time, searched
+// and filtered; a notification's copies with every attempt and its full
+// error text; replay of a parked copy; live updates from the event stream;
+// queue depths. Every request carries the API token the visitor logged in
+// with (kept in this tab's sessionStorage) as a bearer token. Plain
+// JavaScript, no dependencies, no inline script or style (the page's
+// Content-Security-Policy allows neither).
 "use strict";
 
 (() => {
-  const MAX_ROWS = 200; // rows on the page
-  const MAX_COPIES = 5000; // copies remembered, rows or not
+  const TOKEN_KEY = "relay.token";
+  const PAGE_SIZE = 25;
   const QUEUE_REFRESH_MS = 2000;
+  const DETAIL_REFRESH_MS = 1500;
+  const LIST_RELOAD_DEBOUNCE_MS = 800;
+  const STREAM_RETRY_MIN_MS = 1000;
+  const STREAM_RETRY_MAX_MS = 15000;
 
   const $ = (id) => document.getElementById(id);
 
-  // ---- state ---------------------------------------------------------
+  // ---- requests ----------------------------------------------------------
 
-  // copies: key "id\u0000channel" -> copy. Insertion order is first seen.
-  let copies = new Map();
-  let accepted = new Set();
-  let totals = { copies: 0, delivered: 0, parked: 0, attempts: 0 };
-  let shown = []; // keys of the rows on the page, newest first
-  let axisMax = 0; // ms
-  let drawnWidth = 0; // px of the lanes when last drawn
-  const dirty = new Set();
-  let frame = 0;
+  let token = sessionStorage.getItem(TOKEN_KEY) || "";
+  let session = { public: false, authenticated: false };
 
-  function reset() {
-    copies = new Map();
-    accepted = new Set();
-    totals = { copies: 0, delivered: 0, parked: 0, attempts: 0 };
-    shown = [];
-    axisMax = 0;
-    dirty.clear();
-    $("rows").replaceChildren();
-    schedule();
+  // Unauthorized is a 401: the token is missing, wrong or no longer valid.
+  class Unauthorized extends Error {}
+
+  function headers(extra) {
+    const h = Object.assign({}, extra);
+    if (token) h.Authorization = "Bearer " + token;
+    return h;
   }
 
-  function parseTime(s) {
-    // Go writes nanoseconds; Date wants at most milliseconds.
-    return Date.parse(String(s).replace(/(\.\d{3})\d+/, "$1"));
-  }
-
-  function isAttempt(ev) {
-    // The outcomes that end a delivery attempt; "parked" only when the
-    // worker itself parked (a permanent failure), not the error stage.
-    return ev.outcome === "delivered" || ev.outcome === "failed" ||
-      (ev.outcome === "parked" && ev.reason === "permanent");
-  }
-
-  function add(ev) {
-    if (!ev || !ev.id) return;
-    const channel = ev.channel || "";
-    const key = ev.id + "\u0000" + channel;
-    ev.t = parseTime(ev.at);
-    if (Number.isNaN(ev.t)) return;
-    let c = copies.get(key);
-    if (!c) {
-      c = { key, id: ev.id, channel, events: [], done: null, attempts: new Set(), row: null };
-      copies.set(key, c);
-      totals.copies++;
-      accepted.add(ev.id);
-      forgetOldCopies();
-    }
-    c.events.push(ev);
-    if (isAttempt(ev) && !c.attempts.has(ev.attempt)) {
-      c.attempts.add(ev.attempt);
-      totals.attempts++;
-    }
-    if ((ev.outcome === "delivered" || ev.outcome === "parked") && c.done !== "delivered") {
-      if (c.done === "parked") totals.parked--;
-      if (c.done !== ev.outcome) totals[ev.outcome]++;
-      c.done = ev.outcome;
-    }
-    if (!c.row) show(c);
-    dirty.add(c);
-    schedule();
-  }
-
-  function forgetOldCopies() {
-    if (copies.size <= MAX_COPIES) return;
-    for (const [key, c] of copies) {
-      if (copies.size <= MAX_COPIES) break;
-      if (c.row) continue;
-      copies.delete(key);
+  // problemText says what an error answer says: a problem's detail, the
+  // queue route's error, or the status.
+  async function problemText(res) {
+    try {
+      const b = await res.json();
+      return b.detail || b.error || b.title || res.status + " " + res.statusText;
+    } catch {
+      return res.status + " " + res.statusText;
     }
   }
 
-  // show gives a copy a row at the top, dropping the oldest beyond MAX_ROWS.
-  function show(c) {
-    c.row = makeRow(c);
-    $("rows").prepend(c.row.tr);
-    shown.unshift(c.key);
-    while (shown.length > MAX_ROWS) {
-      const old = copies.get(shown.pop());
-      if (old && old.row) {
-        old.row.tr.remove();
-        old.row = null;
-        dirty.delete(old);
+  // call fetches path with the token and throws Unauthorized on a 401 and
+  // an Error with the answer's words on any other failure; it returns the
+  // decoded body.
+  async function call(path, opts = {}) {
+    const res = await fetch(path, Object.assign({ cache: "no-store" }, opts, { headers: headers(opts.headers) }));
+    if (res.status === 401) throw new Unauthorized(await problemText(res));
+    if (!res.ok) throw new Error(await problemText(res));
+    return res.json();
+  }
+
+  function message(err) {
+    return String(err && err.message ? err.message : err);
+  }
+
+  // ---- session: log-in, public mode, log-out -----------------------------
+
+  let running = false;
+
+  async function begin() {
+    let s;
+    try {
+      const res = await fetch("/dashboard/session", { cache: "no-store", headers: headers() });
+      if (res.status === 401) {
+        forget();
+        showLogin("The API does not accept the saved token any more: log in again.");
+        return;
       }
+      if (!res.ok) throw new Error(await problemText(res));
+      s = await res.json();
+    } catch (err) {
+      showLogin("The dashboard cannot be reached: " + message(err));
+      return;
+    }
+    session = s;
+    if (session.authenticated || session.public) showApp();
+    else showLogin("");
+  }
+
+  function forget() {
+    token = "";
+    sessionStorage.removeItem(TOKEN_KEY);
+  }
+
+  function showLogin(why, canGoBack) {
+    stop();
+    $("app").hidden = true;
+    $("detail").hidden = true;
+    $("login").hidden = false;
+    $("login-cancel").hidden = !canGoBack;
+    $("logout").hidden = true;
+    $("login-open").hidden = true;
+    $("mode").hidden = true;
+    loginError(why);
+    $("token").focus();
+  }
+
+  function loginError(text) {
+    $("login-error").textContent = text || "";
+    $("login-error").hidden = !text;
+  }
+
+  $("login-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const candidate = $("token").value.trim();
+    if (!candidate) return;
+    $("login-submit").disabled = true;
+    try {
+      const res = await fetch("/dashboard/session", { cache: "no-store", headers: { Authorization: "Bearer " + candidate } });
+      if (res.status === 401) {
+        loginError("That token is not one the API accepts.");
+        return;
+      }
+      if (!res.ok) throw new Error(await problemText(res));
+      const s = await res.json();
+      if (!s.authenticated) {
+        loginError("That token is not one the API accepts.");
+        return;
+      }
+      token = candidate;
+      sessionStorage.setItem(TOKEN_KEY, token);
+      session = s;
+      $("token").value = "";
+      showApp();
+    } catch (err) {
+      loginError("Log-in failed: " + message(err));
+    } finally {
+      $("login-submit").disabled = false;
+    }
+  });
+
+  $("login-cancel").addEventListener("click", () => begin());
+  $("login-open").addEventListener("click", () => showLogin("", true));
+  $("public-login").addEventListener("click", () => showLogin("", true));
+  $("logout").addEventListener("click", () => {
+    forget();
+    begin();
+  });
+
+  // expired sends the visitor back to the log-in form after a 401.
+  function expired(why) {
+    forget();
+    showLogin("The API refused the token (" + why + "): log in again.");
+  }
+
+  function showApp() {
+    stop();
+    $("login").hidden = true;
+    $("app").hidden = false;
+    const publicView = session.public && !session.authenticated;
+    $("public-note").hidden = !publicView;
+    $("mode").hidden = !session.public;
+    $("mode").textContent = publicView ? "public dashboard" : "public dashboard · logged in";
+    $("login-open").hidden = !publicView;
+    $("logout").hidden = !token;
+    running = true;
+    loadList();
+    refreshQueues();
+    connectStream();
+    if (detail.id) loadDetail();
+  }
+
+  // stop ends every loop: the stream, the queue refresh, the detail's
+  // refresh.
+  function stop() {
+    running = false;
+    stopStream();
+    clearTimeout(queueTimer);
+    clearTimeout(detail.timer);
+    clearTimeout(listTimer);
+  }
+
+  // failed handles an error of a background request: back to the log-in
+  // form on a 401, else a notice.
+  function failed(what, err) {
+    if (err instanceof Unauthorized) {
+      expired(err.message);
+      return;
+    }
+    appError(what + ": " + message(err));
+  }
+
+  function appError(text) {
+    $("app-error").textContent = text || "";
+    $("app-error").hidden = !text;
+  }
+
+  // ---- the list ----------------------------------------------------------
+
+  const filters = { q: "", status: "", channel: "" };
+  let pages = [""]; // the cursor of every page up to the current one
+  let nextCursor = "";
+  let listSeq = 0;
+  let listTimer = 0;
+  const rowsById = new Map();
+
+  async function loadList() {
+    const params = new URLSearchParams();
+    if (filters.q) params.set("q", filters.q);
+    if (filters.status) params.set("status", filters.status);
+    if (filters.channel) params.set("channel", filters.channel);
+    params.set("limit", String(PAGE_SIZE));
+    const cursor = pages[pages.length - 1];
+    if (cursor) params.set("cursor", cursor);
+    const seq = ++listSeq;
+    try {
+      const body = await call("/dashboard/notifications?" + params.toString());
+      if (seq !== listSeq || !running) return;
+      drawList(body.notifications || []);
+      nextCursor = body.next_cursor || "";
+      drawPager();
+      appError("");
+    } catch (err) {
+      if (seq === listSeq && running) failed("The list could not be loaded", err);
     }
   }
 
-  // ---- the model of one row --------------------------------------------
-
-  // marks turns a copy's events, in time order, into what its row draws:
-  // points (failed, delivered, parked) and waits (from a failure to the
-  // next attempt). A wait still under way is drawn to its scheduled end.
-  function model(c) {
-    const evs = c.events.slice().sort((a, b) => a.t - b.t);
-    const t0 = evs[0].t;
-    const points = [];
-    const waits = [];
-    let open = null;
-    const last = evs[evs.length - 1];
-    const close = (t) => {
-      if (open) {
-        waits.push({ from: open.from, to: Math.max(t, open.from), delay: open.delay, attempt: open.attempt, pending: false });
-        open = null;
-      }
-    };
-    for (const ev of evs) {
-      const t = ev.t - t0;
-      switch (ev.outcome) {
-        case "failed":
-          close(t);
-          points.push({ outcome: "failed", t, ev });
-          open = { from: t, delay: ev.delay_ms || 0, attempt: ev.attempt };
-          break;
-        case "retrying":
-          if (open && open.attempt === ev.attempt) open.delay = ev.delay_ms || open.delay;
-          else { close(t); open = { from: t, delay: ev.delay_ms || 0, attempt: ev.attempt }; }
-          break;
-        case "requeued":
-          close(t);
-          break;
-        case "delivered":
-          close(t);
-          points.push({ outcome: "delivered", t, ev });
-          break;
-        case "parked":
-          // A failure that was parked at once never waited.
-          if (open && open.attempt === ev.attempt) open = null;
-          close(t);
-          points.push({ outcome: "parked", t, ev });
-          break;
-        default: // "waiting": the wait goes on
-          break;
-      }
-    }
-    if (open && c.done === null) {
-      waits.push({ from: open.from, to: open.from + open.delay, delay: open.delay, attempt: open.attempt, pending: true });
-    }
-    let span = last.t - t0;
-    for (const w of waits) span = Math.max(span, w.to);
-    const status = c.done || last.outcome;
-    const terminal = c.done ? evs.filter((e) => e.outcome === c.done).pop() : null;
-    return { t0, points, waits, span, status, last, terminal, pendingWait: waits.find((w) => w.pending) };
+  // reloadSoon reloads the list once the events of a burst are in.
+  function reloadSoon() {
+    if (listTimer) return;
+    listTimer = setTimeout(() => {
+      listTimer = 0;
+      if (running) loadList();
+    }, LIST_RELOAD_DEBOUNCE_MS);
   }
-
-  // ---- drawing ---------------------------------------------------------
 
   function el(tag, cls, text) {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
+    if (text !== undefined && text !== null) e.textContent = text;
     return e;
   }
 
-  function makeRow(c) {
-    const tr = el("tr");
-    tr.dataset.id = c.id;
-    tr.dataset.channel = c.channel;
-    const status = el("td", "status");
-    const badge = el("span", "badge");
-    const detail = el("span", "detail");
-    status.append(badge, detail);
-    const idCell = el("td", "id");
-    const idText = el("span", "id-text", c.id);
-    idText.title = c.id;
-    const when = el("span", "when");
-    idCell.append(idText, when);
-    const channel = el("td", "channel");
-    channel.append(el("span", "chip", c.channel || "—"));
-    const attempts = el("td", "num attempts");
-    const timeline = el("td", "timeline");
-    const lane = el("div", "lane");
-    timeline.append(lane);
-    const age = el("td", "num age");
-    tr.append(status, idCell, channel, attempts, timeline, age);
-    return { tr, badge, detail, when, attempts, lane, age, model: null };
+  function chip(channel, status) {
+    const c = el("span", "chip " + status, channel + " · " + status);
+    c.dataset.channel = channel;
+    c.dataset.status = status;
+    return c;
   }
 
-  const STATUS = {
+  // drawList shows a page of the list. A row already on the page is
+  // updated in place, so a reload that changes nothing changes no element
+  // (and a click on a row is never lost to a redraw).
+  function drawList(items) {
+    const sameOrder = items.length === rowsById.size && items.every((n, i) => $("rows").children[i] === rowsById.get(n.id));
+    const rows = items.map((n) => {
+      const old = rowsById.get(n.id);
+      if (old) {
+        updateRow(old, n);
+        return old;
+      }
+      return makeRow(n);
+    });
+    if (!sameOrder) {
+      rowsById.clear();
+      for (const tr of rows) rowsById.set(tr.dataset.id, tr);
+      $("rows").replaceChildren(...rows);
+    }
+    $("empty").hidden = rows.length > 0;
+    markSelected();
+  }
+
+  function makeRow(n) {
+    const tr = el("tr", "row");
+    tr.dataset.id = n.id;
+    const idCell = el("td", "id");
+    const open = el("button", "open", n.id);
+    open.type = "button";
+    open.title = "Show " + n.id;
+    idCell.append(open);
+    const created = el("td", "when", fmtTime(n.created_at));
+    created.title = n.created_at;
+    const recipients = el("td", "recipients", (n.recipients || []).join(", "));
+    recipients.title = recipients.textContent;
+    tr.append(idCell, created, el("td", "copies"), recipients);
+    tr.addEventListener("click", () => openDetail(n.id));
+    updateRow(tr, n);
+    return tr;
+  }
+
+  // updateRow sets the status chip of each copy, touching only those that
+  // changed.
+  function updateRow(tr, n) {
+    const cell = tr.querySelector(".copies");
+    const status = n.status || {};
+    const channels = n.channels && n.channels.length ? n.channels : Object.keys(status);
+    const chips = [...cell.children];
+    const same = chips.length === channels.length &&
+      channels.every((ch, i) => chips[i].dataset.channel === ch && chips[i].dataset.status === (status[ch] || "queued"));
+    if (!same) cell.replaceChildren(...channels.map((ch) => chip(ch, status[ch] || "queued")));
+  }
+
+  function drawPager() {
+    $("newest").disabled = pages.length <= 1;
+    $("older").disabled = !nextCursor;
+    $("page-info").textContent = "page " + pages.length;
+  }
+
+  $("older").addEventListener("click", () => {
+    if (!nextCursor) return;
+    pages.push(nextCursor);
+    loadList();
+  });
+  $("newest").addEventListener("click", () => {
+    pages = [""];
+    loadList();
+  });
+
+  function applyFilters() {
+    filters.q = $("search").value.trim();
+    filters.status = $("status").value;
+    filters.channel = $("channel").value;
+    pages = [""];
+    loadList();
+  }
+
+  $("filters").addEventListener("submit", (e) => {
+    e.preventDefault();
+    applyFilters();
+  });
+  $("status").addEventListener("change", applyFilters);
+  $("channel").addEventListener("change", applyFilters);
+  $("clear").addEventListener("click", () => {
+    $("search").value = "";
+    $("status").value = "";
+    $("channel").value = "";
+    applyFilters();
+  });
+
+  // ---- live updates ------------------------------------------------------
+
+  // The status a copy has after an event with this outcome.
+  const STATUS_OF = {
     delivered: "delivered",
     parked: "parked",
     failed: "retrying",
     retrying: "retrying",
     waiting: "retrying",
     requeued: "retrying",
+    replayed: "queued",
   };
 
-  function updateRow(c) {
-    const r = c.row;
-    const m = model(c);
-    r.model = m;
-    r.tr.dataset.outcome = m.status;
-    const kind = STATUS[m.status] || "retrying";
-    r.tr.className = "row " + kind;
-    r.badge.className = "badge " + kind;
-    r.badge.textContent = kind === "retrying" ? (m.last.outcome === "requeued" ? "requeued" : "waiting") : kind;
-    let detail = "";
-    if (m.status === "parked") {
-      detail = (m.terminal && m.terminal.reason) || "";
-      r.detail.title = parkedTitle(m.terminal);
-    } else if (m.status === "delivered") {
-      detail = m.terminal && m.terminal.attempt > 1 ? "on attempt " + m.terminal.attempt : "first try";
-      r.detail.title = "";
-    } else if (m.pendingWait) {
-      detail = "next try after " + fmtDur(m.pendingWait.delay);
-      r.detail.title = m.last.error || "";
-    } else {
-      detail = "";
-      r.detail.title = "";
+  function onEvent(ev) {
+    if (!ev || !ev.id) return;
+    const tr = rowsById.get(ev.id);
+    const status = STATUS_OF[ev.outcome];
+    if (tr && status && ev.channel) {
+      const cell = tr.querySelector(".copies");
+      const old = cell.querySelector('.chip[data-channel="' + CSS.escape(ev.channel) + '"]');
+      const fresh = chip(ev.channel, status);
+      if (old) old.replaceWith(fresh);
+      else cell.append(fresh);
+      tr.classList.remove("flash");
+      void tr.offsetWidth; // restart the animation
+      tr.classList.add("flash");
+    } else if (!tr && pages.length === 1) {
+      // A notification not on the newest page may belong there now.
+      reloadSoon();
     }
-    r.detail.textContent = detail;
-    r.when.textContent = new Date(m.t0).toLocaleTimeString([], { hour12: false });
-    r.attempts.textContent = String(c.attempts.size || "—");
-    const ageMs = m.terminal && m.terminal.age_ms ? m.terminal.age_ms : null;
-    r.age.textContent = ageMs !== null ? fmtDur(ageMs) : (c.done ? fmtDur(m.span) : "");
-    r.age.title = ageMs !== null ? "from publish to " + m.status : "";
+    if (ev.id === detail.id) detailSoon();
   }
 
-  function parkedTitle(ev) {
-    if (!ev) return "parked";
-    let s = "parked after attempt " + ev.attempt;
-    if (ev.reason) s += ": " + ev.reason;
-    if (ev.error) s += " (" + ev.error + ")";
-    return s;
-  }
-
-  // laneWidth is the drawable width of every lane, in pixels.
-  function laneWidth() {
-    return $("axis").clientWidth || 600;
-  }
-
-  const POINT_GAP = 10; // px between the centres of neighbouring points
-
-  function drawLane(c, width) {
-    const r = c.row;
-    const m = r.model;
-    const frac = (t) => (axisMax > 0 ? Math.min(1, t / axisMax) : 0);
-    const pos = (t, px) => "calc(" + frac(t) * 100 + "% + " + (px || 0) + "px)";
-    const marks = [];
-    for (const w of m.waits) {
-      const bar = el("span", "mark wait" + (w.pending ? " pending" : ""));
-      bar.dataset.outcome = "retrying";
-      bar.dataset.attempt = w.attempt;
-      bar.style.left = pos(w.from);
-      const barPx = (frac(w.to) - frac(w.from)) * width;
-      bar.style.width = Math.max(barPx, 2) + "px";
-      const label = w.delay > 0 ? fmtDur(w.delay) : "";
-      // A label only where it fits; the title always has it.
-      if (label && barPx >= label.length * 6.5 + 10) bar.append(el("span", "wait-label", label));
-      bar.title = (w.pending ? "waiting, next attempt after " : "waited before attempt " + (w.attempt + 1) + ", scheduled ") + fmtDur(w.delay);
-      marks.push(bar);
-    }
-    // Points closer than POINT_GAP (a failure parked at once, say) are
-    // nudged right, like beads on a string, so none hides another.
-    let lastPx = -Infinity;
-    for (const p of m.points) {
-      const px = frac(p.t) * width;
-      const shift = Math.max(0, lastPx + POINT_GAP - px);
-      lastPx = px + shift;
-      const dot = el("span", "mark point " + p.outcome);
-      dot.dataset.outcome = p.outcome;
-      dot.dataset.attempt = p.ev.attempt;
-      dot.style.left = pos(p.t, shift);
-      if (p.outcome === "failed") {
-        dot.title = "attempt " + p.ev.attempt + " failed" + (p.ev.error ? ": " + p.ev.error : "") + " · +" + fmtDur(p.t);
-      } else if (p.outcome === "delivered") {
-        dot.title = "delivered on attempt " + p.ev.attempt + " · +" + fmtDur(p.t);
-      } else {
-        dot.title = parkedTitle(p.ev) + " · +" + fmtDur(p.t);
-      }
-      marks.push(dot);
-    }
-    r.lane.replaceChildren(...marks);
-  }
-
-  // niceStep picks a tick step (1, 2 or 5 × 10^k ms) giving at most 6 ticks.
-  function niceStep(span) {
-    const raw = Math.max(span, 1) / 6;
-    const pow = Math.pow(10, Math.floor(Math.log10(raw)));
-    for (const f of [1, 2, 5, 10]) if (f * pow >= raw) return f * pow;
-    return 10 * pow;
-  }
-
-  function axisFor(span) {
-    const s = Math.max(span, 1000);
-    const step = niceStep(s);
-    return { max: Math.ceil(s / step) * step, step };
-  }
-
-  function drawAxis(ax) {
-    const axis = $("axis");
-    const ticks = [];
-    const n = Math.round(ax.max / ax.step);
-    for (let i = 0; i <= n; i++) {
-      const t = el("span", "tick" + (i === 0 ? " first" : i === n ? " last" : ""), i === 0 ? "0" : "+" + fmtDur(i * ax.step));
-      t.style.left = (i / n) * 100 + "%";
-      ticks.push(t);
-    }
-    axis.replaceChildren(...ticks);
-    document.documentElement.style.setProperty("--ticks", String(n));
-  }
-
-  function schedule() {
-    if (!frame) frame = requestAnimationFrame(render);
-  }
-
-  function render() {
-    frame = 0;
-    for (const c of dirty) if (c.row) updateRow(c);
-    let span = 0;
-    for (const key of shown) {
-      const c = copies.get(key);
-      if (c && c.row && c.row.model) span = Math.max(span, c.row.model.span);
-    }
-    const ax = axisFor(span);
-    const width = laneWidth();
-    if (ax.max !== axisMax || width !== drawnWidth) {
-      axisMax = ax.max;
-      drawnWidth = width;
-      drawAxis(ax);
-      for (const key of shown) {
-        const c = copies.get(key);
-        if (c && c.row && c.row.model) drawLane(c, width);
-      }
-    } else {
-      for (const c of dirty) if (c.row) drawLane(c, width);
-    }
-    dirty.clear();
-    drawTotals();
-    $("empty").hidden = shown.length > 0;
-  }
-
-  // Totals count every copy seen since the stream began, including copies
-  // whose rows were dropped or which were forgotten to bound memory.
-  function drawTotals() {
-    const inFlight = totals.copies - totals.delivered - totals.parked;
-    $("total-accepted").textContent = fmtInt(accepted.size);
-    $("total-delivered").textContent = fmtInt(totals.delivered);
-    $("total-parked").textContent = fmtInt(totals.parked);
-    $("total-inflight").textContent = fmtInt(Math.max(inFlight, 0));
-    $("total-attempts").textContent = fmtInt(totals.attempts);
-  }
-
-  function fmtInt(n) {
-    return n.toLocaleString("en-US");
-  }
-
-  function fmtDur(ms) {
-    ms = Math.max(0, Math.round(ms));
-    if (ms < 1000) return ms + "ms";
-    const s = ms / 1000;
-    if (s < 10) return trim(s.toFixed(1)) + "s";
-    if (s < 60) return Math.round(s) + "s";
-    const m = Math.floor(s / 60);
-    if (m < 60) {
-      const rs = Math.round(s - m * 60);
-      return rs ? m + "m" + rs + "s" : m + "m";
-    }
-    const h = Math.floor(m / 60);
-    const rm = m - h * 60;
-    return rm ? h + "h" + rm + "m" : h + "h";
-  }
-
-  function trim(s) {
-    return s.replace(/\.0$/, "");
-  }
-
-  // ---- the event stream ------------------------------------------------
-
-  let source = null;
-  let retryMs = 1000;
-  let resetOnNext = false;
+  let streamCtl = null;
+  let streamTimer = 0;
+  let streamGen = 0;
+  let streamRetry = STREAM_RETRY_MIN_MS;
+  let streamedBefore = false;
 
   function setConn(state, text) {
     $("conn").dataset.state = state;
     $("conn-text").textContent = text;
   }
 
-  function connect() {
-    source = new EventSource("/dashboard/events");
-    source.addEventListener("open", () => {
-      retryMs = 1000;
-      // The server starts every stream with its recent events: start over
-      // from them rather than count them twice.
-      resetOnNext = true;
-      setConn("live", "live");
-    });
-    source.addEventListener("attempt", (msg) => {
-      let ev;
-      try {
-        ev = JSON.parse(msg.data);
-      } catch {
-        return;
-      }
-      if (resetOnNext) {
-        resetOnNext = false;
-        reset();
-      }
-      add(ev);
-    });
-    source.addEventListener("error", () => {
-      if (source.readyState === EventSource.CLOSED) {
-        // The browser gave up (the server answered with an error): try
-        // again ourselves, backing off.
-        source.close();
-        setConn("down", "disconnected, retrying in " + fmtDur(retryMs));
-        setTimeout(connect, retryMs);
-        retryMs = Math.min(retryMs * 2, 15000);
-      } else {
-        setConn("reconnecting", "reconnecting…");
-      }
-    });
+  function stopStream() {
+    streamGen++;
+    clearTimeout(streamTimer);
+    if (streamCtl) streamCtl.abort();
+    streamCtl = null;
+    streamedBefore = false;
+    setConn("idle", "not connected");
   }
 
-  // ---- queue depths ----------------------------------------------------
+  // connectStream reads /dashboard/events with fetch (EventSource cannot
+  // send a token) and reconnects with a growing pause when it ends.
+  async function connectStream() {
+    const gen = ++streamGen;
+    const ctl = new AbortController();
+    streamCtl = ctl;
+    setConn("connecting", "connecting…");
+    try {
+      const res = await fetch("/dashboard/events", {
+        cache: "no-store",
+        headers: headers({ Accept: "text/event-stream" }),
+        signal: ctl.signal,
+      });
+      if (res.status === 401) {
+        expired(await problemText(res));
+        return;
+      }
+      if (!res.ok || !res.body) throw new Error(await problemText(res));
+      streamRetry = STREAM_RETRY_MIN_MS;
+      setConn("live", session.authenticated ? "live" : "live, redacted");
+      if (streamedBefore) {
+        // What happened while the stream was down is in the history.
+        loadList();
+        if (detail.id) loadDetail();
+      }
+      streamedBefore = true;
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          onFrame(buf.slice(0, i));
+          buf = buf.slice(i + 2);
+        }
+      }
+    } catch (err) {
+      if (ctl.signal.aborted || gen !== streamGen) return;
+      setConn("down", "stream failed: " + message(err));
+    }
+    if (ctl.signal.aborted || gen !== streamGen || !running) return;
+    const wait = streamRetry;
+    streamRetry = Math.min(streamRetry * 2, STREAM_RETRY_MAX_MS);
+    setConn("down", "disconnected, retrying in " + fmtDur(wait));
+    streamTimer = setTimeout(connectStream, wait);
+  }
+
+  // onFrame handles one Server-Sent Event: comments and retry hints are
+  // skipped, "attempt" events applied.
+  function onFrame(text) {
+    let event = "message";
+    const data = [];
+    for (const line of text.split("\n")) {
+      if (line.startsWith(":")) continue;
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      if (field === "event") event = value;
+      else if (field === "data") data.push(value);
+    }
+    if (event !== "attempt" || data.length === 0) return;
+    try {
+      onEvent(JSON.parse(data.join("\n")));
+    } catch {
+      // not an event: skip it
+    }
+  }
+
+  // ---- the detail --------------------------------------------------------
+
+  const detail = { id: "", timer: 0, seq: 0, replayedAt: 0, notes: new Map(), deadLetters: null, soon: 0 };
+
+  function openDetail(id) {
+    if (detail.id !== id) {
+      detail.notes = new Map();
+      detail.deadLetters = null;
+      detail.replayedAt = 0;
+    }
+    detail.id = id;
+    $("detail-title").textContent = id;
+    $("detail").hidden = false;
+    markSelected();
+    loadDetail();
+  }
+
+  function closeDetail() {
+    detail.id = "";
+    clearTimeout(detail.timer);
+    $("detail").hidden = true;
+    markSelected();
+  }
+
+  $("detail-close").addEventListener("click", closeDetail);
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && !$("detail").hidden) closeDetail();
+  });
+
+  function markSelected() {
+    for (const [id, tr] of rowsById) tr.classList.toggle("selected", id === detail.id);
+  }
+
+  function detailSoon() {
+    if (detail.soon) return;
+    detail.soon = setTimeout(() => {
+      detail.soon = 0;
+      if (detail.id && running) loadDetail();
+    }, 300);
+  }
+
+  async function loadDetail() {
+    const id = detail.id;
+    if (!id) return;
+    const seq = ++detail.seq;
+    clearTimeout(detail.timer);
+    let n;
+    try {
+      n = await call("/dashboard/notifications/" + encodeURIComponent(id));
+    } catch (err) {
+      if (seq !== detail.seq || !running) return;
+      if (err instanceof Unauthorized) {
+        expired(err.message);
+        return;
+      }
+      $("copies").replaceChildren(el("p", "error", "The notification could not be loaded: " + message(err)));
+      detail.timer = setTimeout(loadDetail, DETAIL_REFRESH_MS * 2);
+      return;
+    }
+    if (seq !== detail.seq || id !== detail.id || !running) return;
+    const parked = n.copies.some((c) => c.status === "parked");
+    if (parked && session.authenticated && detail.deadLetters === null) loadDeadLetters(id);
+    drawDetail(n);
+    // Follow a copy that is not done yet, and one just replayed, whose
+    // replay the history may not have recorded yet.
+    const moving = n.copies.some((c) => c.status === "queued" || c.status === "retrying") ||
+      Date.now() - detail.replayedAt < 15000;
+    if (moving) detail.timer = setTimeout(loadDetail, DETAIL_REFRESH_MS);
+  }
+
+  // loadDeadLetters reads the parked messages of the notification, whose
+  // headers the detail shows.
+  async function loadDeadLetters(id) {
+    detail.deadLetters = [];
+    try {
+      const body = await call("/v1/dead-letters?id=" + encodeURIComponent(id));
+      if (id !== detail.id) return;
+      detail.deadLetters = body.dead_letters || [];
+      if (lastDetail && lastDetail.id === id) drawDetail(lastDetail);
+    } catch (err) {
+      if (err instanceof Unauthorized) expired(err.message);
+    }
+  }
+
+  let lastDetail = null;
+
+  function drawDetail(n) {
+    lastDetail = n;
+    const meta = $("detail-meta");
+    meta.replaceChildren();
+    const item = (k, v) => meta.append(el("dt", null, k), el("dd", null, v));
+    item("Created", fmtTime(n.created_at, true));
+    item("Channels", (n.channels || []).join(", ") || "—");
+    item("Recipients", (n.recipients || []).join(", ") || "—");
+    if (!n.accepted) item("Note", "known from its events only: the API's record of it has not arrived");
+    $("detail-redacted").hidden = !n.redacted;
+    $("copies").replaceChildren(...n.copies.map((c) => drawCopy(n, c)));
+    $("payload-box").hidden = !n.payload;
+    $("payload").textContent = n.payload ? JSON.stringify(n.payload, null, 2) : "";
+  }
+
+  function drawCopy(n, c) {
+    const box = el("section", "copy " + c.status);
+    box.dataset.channel = c.channel;
+    box.dataset.status = c.status;
+    const head = el("div", "copy-head");
+    head.append(el("h3", null, c.channel), el("span", "badge " + c.status, c.status));
+    const facts = [];
+    if (c.reason) facts.push(c.reason);
+    facts.push(c.attempt_count + (c.attempt_count === 1 ? " attempt" : " attempts"));
+    if (c.round > 0) facts.push("round " + c.round);
+    if (c.next_attempt_at) facts.push("next attempt " + fmtTime(c.next_attempt_at));
+    head.append(el("span", "facts", facts.join(" · ")));
+    box.append(head);
+
+    if (c.status === "parked") {
+      const bar = el("div", "replay-bar");
+      const button = el("button", "replay", "Replay");
+      button.type = "button";
+      if (!session.authenticated) {
+        button.disabled = true;
+        button.title = "Replay needs the API token: log in";
+      }
+      button.addEventListener("click", () => replay(n.id, c.channel, button));
+      bar.append(button, el("span", "muted", "sends the parked copy back to " + c.channel + "-queue for a new round of attempts"));
+      box.append(bar);
+    }
+    const note = detail.notes.get(c.channel);
+    if (note) {
+      const p = el("p", "replay-note " + note.kind, note.text);
+      p.setAttribute("role", "status");
+      box.append(p);
+    }
+
+    const table = el("table", "attempts");
+    const head2 = el("tr");
+    for (const h of ["Round", "Attempt", "At", "Outcome", "Waited", "Took", "Next in", "Error"]) head2.append(el("th", null, h));
+    const thead = el("thead");
+    thead.append(head2);
+    const tbody = el("tbody");
+    for (const a of c.attempts) {
+      const tr = el("tr", "attempt " + a.outcome);
+      tr.dataset.outcome = a.outcome;
+      tr.dataset.round = String(a.round);
+      tr.dataset.n = String(a.n);
+      const outcome = a.reason ? a.outcome + " (" + a.reason + ")" : a.outcome;
+      tr.append(
+        el("td", "num", String(a.round)),
+        el("td", "num", a.n === 0 ? "replay" : String(a.n)),
+        el("td", "when", fmtTime(a.at, true)),
+        el("td", "outcome", outcome),
+        el("td", "num", a.waited_ms != null ? fmtDur(a.waited_ms) : ""),
+        el("td", "num", a.duration_ms != null ? fmtDur(a.duration_ms) : ""),
+        el("td", "num", a.delay_ms != null && a.outcome === "failed" ? fmtDur(a.delay_ms) : ""),
+      );
+      const err = el("td", "error");
+      if (a.error) err.append(el("pre", "error-text", a.error));
+      else if (n.redacted && (a.outcome === "failed" || a.outcome === "parked")) err.append(el("span", "muted", "hidden"));
+      tr.append(err);
+      tbody.append(tr);
+    }
+    table.append(thead, tbody);
+    box.append(table);
+
+    const dead = (detail.deadLetters || []).find((d) => d.source && d.source.endsWith(c.channel + "-queue"));
+    if (c.status === "parked" && dead) {
+      const h = el("div", "headers");
+      h.append(el("h4", null, "Headers of the parked message"));
+      const dl = el("dl");
+      const row = (k, v) => {
+        if (v === undefined || v === null || v === "") return;
+        dl.append(el("dt", null, k), el("dd", null, String(v)));
+      };
+      row("x-dead-source", dead.source);
+      row("x-dead-reason", dead.reason);
+      row("x-retry-count", dead.retries);
+      row("x-first-failed-at", dead.first_failed_at);
+      row("x-parked-at", dead.parked_at);
+      row("x-last-error", dead.last_error);
+      h.append(dl);
+      box.append(h);
+    }
+    return box;
+  }
+
+  async function replay(id, channel, button) {
+    button.disabled = true;
+    detail.notes.set(channel, { kind: "pending", text: "replaying…" });
+    if (lastDetail) drawDetail(lastDetail);
+    try {
+      const body = await call("/v1/dead-letters/replay", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ id, source: channel + "-queue" }),
+      });
+      if (body.replayed > 0) {
+        detail.notes.set(channel, { kind: "ok", text: "replayed: the copy is back in " + channel + "-queue" });
+        detail.replayedAt = Date.now();
+        detail.deadLetters = null;
+      } else {
+        detail.notes.set(channel, { kind: "error", text: "nothing replayed: the copy is no longer parked" });
+      }
+    } catch (err) {
+      if (err instanceof Unauthorized) {
+        expired(err.message);
+        return;
+      }
+      detail.notes.set(channel, { kind: "error", text: "replay failed: " + message(err) });
+    }
+    if (id === detail.id) loadDetail();
+  }
+
+  // ---- queue depths ------------------------------------------------------
+
+  let queueTimer = 0;
 
   function queueRank(name) {
     if (name === "error-queue") return [1, 0];
@@ -464,27 +707,56 @@
   }
 
   async function refreshQueues() {
+    if (!running) return;
     try {
-      const res = await fetch("/dashboard/queues", { cache: "no-store" });
-      const body = await res.json();
-      if (!res.ok) throw new Error(body.error || res.statusText);
+      const body = await call("/dashboard/queues");
       drawQueues(body.queues || {});
       $("queues").classList.remove("stale");
+      $("queues").title = "";
     } catch (err) {
+      if (err instanceof Unauthorized) {
+        expired(err.message);
+        return;
+      }
       const strip = $("queues");
       strip.classList.add("stale");
-      if (!strip.querySelector(".queue")) {
-        strip.replaceChildren(el("span", "muted", "queue depths unavailable"));
-      }
-      strip.title = String(err && err.message ? err.message : err);
-    } finally {
-      setTimeout(refreshQueues, QUEUE_REFRESH_MS);
+      if (!strip.querySelector(".queue")) strip.replaceChildren(el("span", "muted", "queue depths unavailable"));
+      strip.title = message(err);
     }
+    if (running) queueTimer = setTimeout(refreshQueues, QUEUE_REFRESH_MS);
   }
 
-  window.addEventListener("resize", schedule);
+  // ---- formatting --------------------------------------------------------
 
-  connect();
-  refreshQueues();
-  schedule();
+  function fmtInt(n) {
+    return Number(n).toLocaleString("en-US");
+  }
+
+  function fmtTime(s, withMillis) {
+    const t = new Date(String(s).replace(/(\.\d{3})\d+/, "$1"));
+    if (Number.isNaN(t.getTime())) return String(s || "");
+    const opts = { hour12: false, hour: "2-digit", minute: "2-digit", second: "2-digit" };
+    if (withMillis) opts.fractionalSecondDigits = 3;
+    const time = t.toLocaleTimeString([], opts);
+    const today = new Date().toDateString() === t.toDateString();
+    return today ? time : t.toLocaleDateString([], { month: "short", day: "numeric" }) + " " + time;
+  }
+
+  function fmtDur(ms) {
+    ms = Math.max(0, Math.round(ms));
+    if (ms < 1000) return ms + "ms";
+    const s = ms / 1000;
+    if (s < 10) return s.toFixed(1).replace(/\.0$/, "") + "s";
+    if (s < 60) return Math.round(s) + "s";
+    const m = Math.floor(s / 60);
+    if (m < 60) {
+      const rs = Math.round(s - m * 60);
+      return rs ? m + "m" + rs + "s" : m + "m";
+    }
+    const h = Math.floor(m / 60);
+    const rm = m - h * 60;
+    return rm ? h + "h" + rm + "m" : h + "h";
+  }
+
+  begin();
 })();
