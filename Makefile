@@ -21,6 +21,10 @@ test: ## unit and integration tests, with the race detector (broker: AMQP_URL, e
 test-faults: ## fault tests: broker restarts, kill -9, connection cuts, poison messages (restarts the local broker with rabbitmqctl)
 	$(GO) test -race -count=1 -tags faults -timeout 15m -v ./services/faults/
 
+.PHONY: test-cluster
+test-cluster: ## cluster test: three RabbitMQ nodes of its own (never the default broker), nodes killed and restarted under load (needs root)
+	$(GO) test -race -count=1 -tags cluster -timeout 15m -v ./services/cluster/
+
 FUZZTIME ?= 60s
 
 .PHONY: fuzz
@@ -59,6 +63,7 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags integration $(PKGS)
 	$(GO) vet -tags faults ./services/faults/
+	$(GO) vet -tags cluster ./services/cluster/
 
 .PHONY: bench
 bench: ## measure relay against raw amqp091-go on the local broker and regenerate docs/benchmarks.md (about 3 minutes)

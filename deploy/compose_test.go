@@ -40,6 +40,9 @@ const (
 	// defaultStopGrace is how long docker waits after SIGTERM before it
 	// kills a container whose stop_grace_period is unset.
 	defaultStopGrace = 10 * time.Second
+	// clusterProfile holds the three-node cluster and the relay services
+	// configured for it, beside the single-node demo.
+	clusterProfile = "cluster"
 )
 
 // imagePorts lists the container ports the services that do not run relay
@@ -142,17 +145,35 @@ func (s *stack) context(svc types.ServiceConfig) string {
 // command returns the relay command a service runs, "" for none.
 func (s *stack) command(name string) string { return s.commands[name] }
 
-// running returns the one service that runs the relay command cmd.
+// inCluster reports whether a service belongs to the cluster profile.
+func (s *stack) inCluster(name string) bool {
+	return slices.Contains(s.project.Services[name].Profiles, clusterProfile)
+}
+
+// running returns the one service of the single-node demo that runs the
+// relay command cmd.
 func (s *stack) running(t *testing.T, cmd string) string {
+	t.Helper()
+	return s.runningIn(t, cmd, false)
+}
+
+// runningIn returns the one service that runs the relay command cmd in
+// the cluster profile (cluster) or in the single-node demo. A command the
+// cluster profile does not run itself is the demo's, which both share
+// (the flaky downstreams).
+func (s *stack) runningIn(t *testing.T, cmd string, cluster bool) string {
 	t.Helper()
 	var names []string
 	for name, c := range s.commands {
-		if c == cmd {
+		if c == cmd && s.inCluster(name) == cluster {
 			names = append(names, name)
 		}
 	}
+	if cluster && len(names) == 0 {
+		return s.runningIn(t, cmd, false)
+	}
 	if len(names) != 1 {
-		t.Fatalf("want one service running relay %s, got %q", cmd, names)
+		t.Fatalf("want one service running relay %s (cluster profile: %v), got %q", cmd, cluster, names)
 	}
 	return names[0]
 }
@@ -169,16 +190,30 @@ func (s *stack) getenv(name string) func(string) string {
 	}
 }
 
-// broker returns the service built from brokerContext.
+// broker returns the single-node demo's broker: the service outside the
+// cluster profile built from brokerContext.
 func (s *stack) broker(t *testing.T) string {
 	t.Helper()
 	for name, svc := range s.project.Services {
-		if s.context(svc) == brokerContext {
+		if s.context(svc) == brokerContext && !s.inCluster(name) {
 			return name
 		}
 	}
 	t.Fatalf("no service builds %s", brokerContext)
 	return ""
+}
+
+// clusterNodes returns the cluster profile's broker nodes, the services in
+// it built from brokerContext, sorted.
+func (s *stack) clusterNodes() []string {
+	var out []string
+	for name, svc := range s.project.Services {
+		if s.context(svc) == brokerContext && s.inCluster(name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // listens returns the container ports a service listens on: a relay
@@ -301,20 +336,31 @@ func TestCompose(t *testing.T) {
 		{"shutdown", checkShutdown},
 		{"builds and images", checkBuilds},
 		{"prometheus targets", checkPrometheusTargets},
+		{"cluster", checkCluster},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.check(t, s) })
 	}
 }
 
 func checkCommands(t *testing.T, s *stack) {
-	want := []string{"api", "flaky", "retrier", "send", "worker email", "worker webhook"}
-	var got []string
-	for name := range s.commands {
-		got = append(got, s.command(name))
-	}
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Errorf("relay commands run = %q, want %q", got, want)
+	for _, c := range []struct {
+		cluster bool
+		want    []string
+	}{
+		{false, []string{"api", "flaky", "retrier", "send", "worker email", "worker webhook"}},
+		// The cluster profile shares the demo's flaky downstreams.
+		{true, []string{"api", "retrier", "send", "worker email", "worker webhook"}},
+	} {
+		var got []string
+		for name := range s.commands {
+			if s.inCluster(name) == c.cluster {
+				got = append(got, s.command(name))
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("relay commands run (cluster profile: %v) = %q, want %q", c.cluster, got, c.want)
+		}
 	}
 	for name, rest := range s.args {
 		if s.command(name) != "send" && len(rest) > 0 {
@@ -327,7 +373,13 @@ func checkCommands(t *testing.T, s *stack) {
 // stand-in API that answers 503, so relay send checks its flags and values
 // as it would in its container and stops at the first request.
 func checkSenderArguments(t *testing.T, s *stack) {
-	name := s.running(t, "send")
+	for _, cluster := range []bool{false, true} {
+		name := s.runningIn(t, "send", cluster)
+		t.Run(name, func(t *testing.T) { checkSender(t, s, name) })
+	}
+}
+
+func checkSender(t *testing.T, s *stack, name string) {
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "stand-in API", http.StatusServiceUnavailable)
 	}))
@@ -368,9 +420,17 @@ func checkDependsOn(t *testing.T, s *stack) {
 		default:
 			continue
 		}
-		// A process on the pipeline declares the topology at start.
-		if got := svc.DependsOn[broker].Condition; got != types.ServiceConditionHealthy {
-			t.Errorf("service %s: depends_on %s condition %q, want %q", name, broker, got, types.ServiceConditionHealthy)
+		// A process on the pipeline declares the topology at start; on
+		// the cluster, once every node is up, so that each quorum queue
+		// gets a replica on each.
+		brokers := []string{broker}
+		if s.inCluster(name) {
+			brokers = s.clusterNodes()
+		}
+		for _, b := range brokers {
+			if got := svc.DependsOn[b].Condition; got != types.ServiceConditionHealthy {
+				t.Errorf("service %s: depends_on %s condition %q, want %q", name, b, got, types.ServiceConditionHealthy)
+			}
 		}
 	}
 }
@@ -476,20 +536,27 @@ func checkConfigAccepted(t *testing.T, s *stack) {
 // service gives for another are the ones that other uses.
 func checkWiring(t *testing.T, s *stack) {
 	broker := s.broker(t)
-	api := s.running(t, "api")
-	downstream := s.running(t, "flaky")
-	flakyCfg, err := flaky.LoadConfig(s.getenv(downstream))
-	if err != nil {
-		t.Fatal(err)
-	}
-
 	for name, svc := range s.project.Services {
 		if v := svc.Environment["AMQP_URL"]; v != nil {
 			s.checkURL(t, name+" AMQP_URL", *v, broker)
 		}
 	}
+	for _, cluster := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cluster profile %v", cluster), func(t *testing.T) { checkStackWiring(t, s, cluster) })
+	}
+}
 
-	email := s.running(t, "worker email")
+// checkStackWiring checks the wiring of the single-node demo's services,
+// or of the cluster profile's, between themselves and the downstreams.
+func checkStackWiring(t *testing.T, s *stack, cluster bool) {
+	api := s.runningIn(t, "api", cluster)
+	downstream := s.runningIn(t, "flaky", cluster)
+	flakyCfg, err := flaky.LoadConfig(s.getenv(downstream))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	email := s.runningIn(t, "worker email", cluster)
 	var smtp worker.EmailConfig
 	if err := config.Parse(s.getenv(email), &smtp); err != nil {
 		t.Fatal(err)
@@ -499,7 +566,7 @@ func checkWiring(t *testing.T, s *stack) {
 		t.Errorf("%s: SMTP_PORT %d, but %s serves SMTP on %d", email, smtp.Port, downstream, want)
 	}
 
-	webhook := s.running(t, "worker webhook")
+	webhook := s.runningIn(t, "worker webhook", cluster)
 	var hook worker.WebhookConfig
 	if err := config.Parse(s.getenv(webhook), &hook); err != nil {
 		t.Fatal(err)
@@ -522,7 +589,7 @@ func checkWiring(t *testing.T, s *stack) {
 		t.Errorf("%s: WEBHOOK_ALLOW_CIDRS allows %v, want exactly %v, the subnet it shares with %s", webhook, allow, shared, downstream)
 	}
 
-	sender := s.running(t, "send")
+	sender := s.runningIn(t, "send", cluster)
 	args := s.args[sender]
 	getenv := s.getenv(sender)
 	apiURL := flagValue(args, "api")
@@ -761,6 +828,9 @@ func checkPrometheusTargets(t *testing.T, s *stack) {
 		}
 	}
 	for name := range s.commands {
+		if s.inCluster(name) {
+			continue // the observability profile watches the single-node demo
+		}
 		switch s.command(name) {
 		case "api", "worker email", "worker webhook", "retrier":
 			if !scraped[name] {
@@ -791,4 +861,146 @@ func pinned(image string) error {
 		return fmt.Errorf("image %q: latest is no version", image)
 	}
 	return nil
+}
+
+// checkCluster checks the cluster profile: three nodes that find each
+// other and share an Erlang cookie, and relay services that list every
+// node in AMQP_URLS, with quorum queues and the TTL delay backend, the
+// settings a cluster needs.
+func checkCluster(t *testing.T, s *stack) {
+	nodes := s.clusterNodes()
+	if len(nodes) != 3 {
+		t.Fatalf("the cluster profile runs %d broker nodes (%q), want 3", len(nodes), nodes)
+	}
+	var names []string
+	cookies := map[string]bool{}
+	for _, name := range nodes {
+		svc := s.project.Services[name]
+		// The node name is rabbit@ and the host name; the peer discovery
+		// list and the other nodes reach it by it.
+		if svc.Hostname != name {
+			t.Errorf("node %s: hostname %q, want %q, the name the others reach it by", name, svc.Hostname, name)
+		}
+		names = append(names, "rabbit@"+svc.Hostname)
+		getenv := s.getenv(name)
+		for _, key := range []string{"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS", "RABBITMQ_CTL_ERL_ARGS"} {
+			cookie := flagValue(strings.Fields(getenv(key)), "setcookie")
+			if cookie == "" {
+				t.Errorf("node %s: %s gives no -setcookie: the nodes, and the health check's CLI, need one cookie", name, key)
+			}
+			cookies[cookie] = true
+		}
+	}
+	if len(cookies) > 1 {
+		t.Errorf("the cluster nodes do not share one Erlang cookie: %d different ones", len(cookies))
+	}
+	slices.Sort(names)
+	for _, name := range nodes {
+		checkPeerDiscovery(t, s, name, names)
+	}
+
+	pipeline := 0
+	for name := range s.commands {
+		if !s.inCluster(name) {
+			continue
+		}
+		switch s.command(name) {
+		case "api", "worker email", "worker webhook", "retrier":
+		default:
+			continue
+		}
+		pipeline++
+		svc := s.project.Services[name]
+		if _, ok := svc.DependsOn[s.broker(t)]; ok {
+			t.Errorf("service %s depends on the single-node broker %s", name, s.broker(t))
+		}
+		getenv := s.getenv(name)
+		if getenv("AMQP_URL") != "" {
+			t.Errorf("service %s sets AMQP_URL, which AMQP_URLS overrides", name)
+		}
+		var b config.Broker
+		if err := config.Parse(getenv, &b); err != nil {
+			t.Errorf("service %s: %v", name, err)
+			continue
+		}
+		if _, err := b.Topology(); err != nil {
+			t.Errorf("service %s: %v", name, err)
+		}
+		if b.QueueType != "quorum" {
+			t.Errorf("service %s: QUEUE_TYPE=%q, want quorum: classic queues live on one node and dead-letter at most once", name, b.QueueType)
+		}
+		if b.DelayBackend != "ttl" {
+			t.Errorf("service %s: DELAY_BACKEND=%q, want ttl: the plugin keeps delayed messages on one node", name, b.DelayBackend)
+		}
+		var hosts []string
+		for i, u := range b.AMQPURLs {
+			parsed, err := url.Parse(u)
+			if err != nil {
+				t.Errorf("service %s: AMQP_URLS entry %d does not parse", name, i+1)
+				continue
+			}
+			hosts = append(hosts, parsed.Hostname())
+			if slices.Contains(nodes, parsed.Hostname()) {
+				s.checkURL(t, fmt.Sprintf("%s AMQP_URLS entry %d", name, i+1), u, parsed.Hostname())
+			}
+		}
+		slices.Sort(hosts)
+		if !slices.Equal(hosts, nodes) {
+			t.Errorf("service %s: AMQP_URLS names %q, want each cluster node once: %q", name, hosts, nodes)
+		}
+	}
+	if pipeline != 4 {
+		t.Errorf("the cluster profile runs %d relay services on the pipeline, want 4 (api, both workers, retrier)", pipeline)
+	}
+}
+
+// checkPeerDiscovery checks that a cluster node mounts a configuration
+// file into conf.d that clusters it with nodes by classic config peer
+// discovery.
+func checkPeerDiscovery(t *testing.T, s *stack, name string, nodes []string) {
+	t.Helper()
+	var files []string
+	for _, v := range s.project.Services[name].Volumes {
+		if strings.HasPrefix(v.Target, "/etc/rabbitmq/conf.d/") {
+			files = append(files, v.Source)
+		}
+	}
+	if len(files) == 0 {
+		t.Errorf("node %s mounts no configuration into /etc/rabbitmq/conf.d: nothing tells it its peers", name)
+		return
+	}
+	settings := map[string]string{}
+	var listed []string
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Errorf("node %s: %v", name, err)
+			continue
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				t.Errorf("node %s: %s: %q is no key = value line", name, f, line)
+				continue
+			}
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			settings[k] = v
+			if strings.HasPrefix(k, "cluster_formation.classic_config.nodes.") {
+				listed = append(listed, v)
+			}
+		}
+	}
+	switch b := settings["cluster_formation.peer_discovery_backend"]; b {
+	case "classic_config", "rabbit_peer_discovery_classic_config":
+	default:
+		t.Errorf("node %s: cluster_formation.peer_discovery_backend = %q, want classic_config", name, b)
+	}
+	slices.Sort(listed)
+	if !slices.Equal(listed, nodes) {
+		t.Errorf("node %s: classic config peer discovery lists %q, want the cluster's nodes %q", name, listed, nodes)
+	}
 }

@@ -13,6 +13,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
+// ErrNoBroker is SuperviseAny's and DialAny's error for an empty list of
+// broker addresses.
+var ErrNoBroker = errors.New("no broker address")
+
 // Dial connects to url with a connection name that the management UI
 // shows, so each relay process is recognisable there. Its error names the
 // broker by RedactURL and never quotes the URL or its password:
@@ -39,10 +43,33 @@ func Backoff(n int) time.Duration {
 // Supervise returns nil once ctx is done; it gives up only on errors that
 // another attempt cannot fix, such as refused credentials.
 func Supervise(ctx context.Context, url, name string, log *slog.Logger, fn func(context.Context, *amqp.Connection) error) error {
+	return SuperviseAny(ctx, []string{url}, name, log, fn)
+}
+
+// SuperviseAny is Supervise for a broker with several nodes: urls holds one
+// address per node of the cluster. It starts at a node picked at random,
+// so the processes of a deployment, and the replicas of one service, spread
+// across the cluster instead of crowding onto its first node. Whenever a
+// connection is lost or a dial fails, it moves on to the next node in the
+// list, round and round, waiting Backoff between attempts as Supervise
+// does: a node that is gone costs one short wait, not a reconnect storm
+// against it. With one URL it is Supervise.
+//
+// Every node serves every queue (a queue lives on its leader, and the
+// cluster routes to it), so fn needs no knowledge of which node it got.
+func SuperviseAny(ctx context.Context, urls []string, name string, log *slog.Logger, fn func(context.Context, *amqp.Connection) error) error {
+	if len(urls) == 0 {
+		return ErrNoBroker
+	}
+	node := mrand.IntN(len(urls))
 	for attempt := 1; ; attempt++ {
+		url := urls[node]
 		conn, err := Dial(url, name)
 		if err == nil {
 			attempt = 0
+			if len(urls) > 1 {
+				log.Info("connected to the broker", "broker", RedactURL(url), "connection", name)
+			}
 			err = runOnce(ctx, conn, fn)
 		}
 		if ctx.Err() != nil {
@@ -51,14 +78,45 @@ func Supervise(ctx context.Context, url, name string, log *slog.Logger, fn func(
 		if isFatal(err) {
 			return err
 		}
+		node = (node + 1) % len(urls)
 		wait := Backoff(max(attempt, 1))
-		log.Warn("broker connection lost, reconnecting", "error", err, "wait_ms", wait.Milliseconds())
+		attrs := []any{"error", err, "wait_ms", wait.Milliseconds()}
+		if len(urls) > 1 {
+			attrs = append(attrs, "next_broker", RedactURL(urls[node]))
+		}
+		log.Warn("broker connection lost, reconnecting", attrs...)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
 		}
 	}
+}
+
+// DialAny connects to the first of urls, in their order, that takes the
+// connection: a one-off task such as declaring the topology or listing
+// parked messages then works while any node of the cluster is up. Its
+// error, when no node answers, holds each node's error, each naming its
+// node by RedactURL as Dial's does.
+func DialAny(urls []string, name string) (*amqp.Connection, error) {
+	if len(urls) == 0 {
+		return nil, ErrNoBroker
+	}
+	var errs []error
+	for _, url := range urls {
+		conn, err := Dial(url, name)
+		if err == nil {
+			return conn, nil
+		}
+		if isFatal(err) {
+			return nil, err
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 1 {
+		return nil, errs[0]
+	}
+	return nil, fmt.Errorf("no broker node of %d answers: %w", len(urls), errors.Join(errs...))
 }
 
 func runOnce(ctx context.Context, conn *amqp.Connection, fn func(context.Context, *amqp.Connection) error) error {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,11 +16,14 @@ import (
 // shares: where the broker is, how the topology is named and shaped, and
 // the retry policy.
 type Broker struct {
-	AMQPURL      string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/" help:"an amqp:// or amqps:// URL"`
-	Prefix       string `env:"TOPOLOGY_PREFIX" help:"a name prefix such as test-42."`
-	QueueType    string `env:"QUEUE_TYPE" envDefault:"classic" help:"classic or quorum"`
-	DelayBackend string `env:"DELAY_BACKEND" envDefault:"auto" help:"auto, plugin or ttl"`
-	MetricsAddr  string `env:"METRICS_ADDR" help:"a host:port such as :9100 to serve /metrics on (empty: none)"`
+	AMQPURL string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/" help:"an amqp:// or amqps:// URL"`
+	// AMQPURLs lists the nodes of a RabbitMQ cluster, one URL each. When
+	// set, it replaces AMQPURL: see URLs.
+	AMQPURLs     URLList `env:"AMQP_URLS" help:"a comma-separated list of amqp:// or amqps:// URLs, one per node"`
+	Prefix       string  `env:"TOPOLOGY_PREFIX" help:"a name prefix such as test-42."`
+	QueueType    string  `env:"QUEUE_TYPE" envDefault:"classic" help:"classic or quorum"`
+	DelayBackend string  `env:"DELAY_BACKEND" envDefault:"auto" help:"auto, plugin or ttl"`
+	MetricsAddr  string  `env:"METRICS_ADDR" help:"a host:port such as :9100 to serve /metrics on (empty: none)"`
 	// ManagementURL reaches the broker's management HTTP API, which lets
 	// relay move aside a message too large for an AMQP frame.
 	ManagementURL string `env:"MANAGEMENT_URL" help:"an http:// or https:// URL with credentials, such as http://guest:guest@localhost:15672, or off"`
@@ -30,6 +34,65 @@ type Broker struct {
 	RetryMultiplier float64       `env:"RETRY_MULTIPLIER" help:"a number of 1 or more, such as 2"`
 	RetryCap        time.Duration `env:"RETRY_CAP" help:"a duration such as 10m"`
 	RetryJitter     float64       `env:"RETRY_JITTER" help:"a fraction between 0 and 1, such as 0.2"`
+}
+
+// URLList is a comma-separated list of broker URLs, such as AMQP_URLS.
+// Its String form, which the start-up log shows, masks every password
+// with retry.RedactURL. A comma inside a user name or password is written
+// %2C.
+type URLList []string
+
+// UnmarshalText splits a comma-separated list. It accepts anything: the
+// entries are checked by Broker.Topology, whose error can name the one at
+// fault without quoting the others' passwords.
+func (l *URLList) UnmarshalText(text []byte) error {
+	*l = nil
+	for _, s := range strings.Split(string(text), ",") {
+		*l = append(*l, strings.TrimSpace(s))
+	}
+	return nil
+}
+
+// String returns the list with every password masked.
+func (l URLList) String() string {
+	out := make([]string, len(l))
+	for i, u := range l {
+		out[i] = retry.RedactURL(u)
+	}
+	return strings.Join(out, ",")
+}
+
+// URLs returns the addresses of the broker's nodes: AMQP_URLS when it is
+// set, else AMQP_URL alone. Hand them to retry.SuperviseAny, which spreads
+// processes across the nodes and moves on to the next when one is lost,
+// or to retry.DialAny.
+func (b Broker) URLs() []string {
+	if len(b.AMQPURLs) > 0 {
+		return b.AMQPURLs
+	}
+	return []string{b.AMQPURL}
+}
+
+// checkURLs checks every entry of AMQP_URLS. AMQP_URL is left to the dial
+// to refuse, as it always was.
+func (b Broker) checkURLs() error {
+	const want = "a comma-separated list of amqp:// or amqps:// URLs, one per node, such as amqp://guest:guest@rabbit-1:5672/,amqp://guest:guest@rabbit-2:5672/"
+	for i, raw := range b.AMQPURLs {
+		entry := fmt.Sprintf("entry %d of %d", i+1, len(b.AMQPURLs))
+		if raw == "" {
+			return Invalid("AMQP_URLS", b.AMQPURLs.String(), want+" ("+entry+" is empty)")
+		}
+		u, err := url.Parse(raw)
+		switch {
+		case err != nil:
+			return Invalid("AMQP_URLS", b.AMQPURLs.String(), want+" ("+entry+" does not parse: percent-encode reserved characters such as % @ : / , in the user name and password)")
+		case u.Scheme != "amqp" && u.Scheme != "amqps":
+			return Invalid("AMQP_URLS", b.AMQPURLs.String(), want+" ("+entry+" has the scheme "+strconv.Quote(u.Scheme)+")")
+		case u.Hostname() == "":
+			return Invalid("AMQP_URLS", b.AMQPURLs.String(), want+" ("+entry+" names no host)")
+		}
+	}
+	return nil
 }
 
 // Policy builds the retry policy, naming the variable at fault.
@@ -57,9 +120,13 @@ func (b Broker) Policy() (retry.Policy, error) {
 	return p, p.Validate()
 }
 
-// Topology builds the topology with the backend still as configured (Auto
-// is resolved against the broker by the caller).
+// Topology checks the broker's addresses and builds the topology with the
+// backend still as configured (Auto is resolved against the broker by the
+// caller).
 func (b Broker) Topology() (retry.Topology, error) {
+	if err := b.checkURLs(); err != nil {
+		return retry.Topology{}, err
+	}
 	p, err := b.Policy()
 	if err != nil {
 		return retry.Topology{}, err
@@ -79,8 +146,11 @@ func (b Broker) Topology() (retry.Topology, error) {
 }
 
 // Management returns the client of the broker's management API: the one
-// MANAGEMENT_URL names, else one derived from AMQP_URL (same host and
-// credentials, port 15672); nil when MANAGEMENT_URL is off.
+// MANAGEMENT_URL names, else one derived from the first of URLs (same host
+// and credentials, port 15672); nil when MANAGEMENT_URL is off. On a
+// cluster, every node serves the management API of the whole cluster;
+// point MANAGEMENT_URL at a load balancer in front of them to keep it
+// reachable while that first node is down.
 func (b Broker) Management() (*retry.Management, error) {
 	switch v := strings.TrimSpace(b.ManagementURL); {
 	case v == "off":
@@ -90,30 +160,44 @@ func (b Broker) Management() (*retry.Management, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, Invalid("MANAGEMENT_URL", "(not shown: it may hold a password)", "an http:// or https:// URL such as http://guest:guest@localhost:15672, or off")
 		}
-		m, err := retry.ManagementFor(b.AMQPURL)
+		m, err := retry.ManagementFor(b.URLs()[0])
 		if err != nil {
 			m = &retry.Management{Vhost: "/"}
 		}
 		m.URL = v
 		return m, nil
 	}
-	m, err := retry.ManagementFor(b.AMQPURL)
+	m, err := retry.ManagementFor(b.URLs()[0])
 	if err != nil {
-		return nil, Invalid("MANAGEMENT_URL", "", "an http(s) URL, or off: it cannot be derived from AMQP_URL ("+err.Error()+")")
+		return nil, Invalid("MANAGEMENT_URL", "", "an http(s) URL, or off: it cannot be derived from "+b.urlsVar()+" ("+err.Error()+")")
 	}
 	return m, nil
 }
 
+// urlsVar names the variable URLs come from.
+func (b Broker) urlsVar() string {
+	if len(b.AMQPURLs) > 0 {
+		return "AMQP_URLS"
+	}
+	return "AMQP_URL"
+}
+
 // Pipeline builds the topology and resolves DELAY_BACKEND=auto against the
-// broker, saying loudly which backend it chose: the two behave differently
-// (the TTL backend cannot jitter and rounds delays up to its steps).
+// broker (the first of URLs that answers), saying loudly which backend it
+// chose: the two behave differently (the TTL backend cannot jitter and
+// rounds delays up to its steps).
 func (b Broker) Pipeline(log *slog.Logger) (retry.Topology, error) {
 	t, err := b.Topology()
 	if err != nil {
 		return t, err
 	}
 	if t.Backend == retry.Auto {
-		backend, err := retry.DetectBackend(b.AMQPURL, retry.Auto)
+		var backend retry.Backend
+		for _, u := range b.URLs() {
+			if backend, err = retry.DetectBackend(u, retry.Auto); err == nil {
+				break
+			}
+		}
 		if err != nil {
 			return t, fmt.Errorf("DELAY_BACKEND=auto: %w", err)
 		}

@@ -74,7 +74,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if *source != "" {
 		filter.Source = topo.Name(strings.TrimPrefix(*source, topo.Prefix))
 	}
-	conn, err := retry.Dial(cfg.AMQPURL, "relay dead "+verb)
+	conn, err := retry.DialAny(cfg.URLs(), "relay dead "+verb)
 	if err != nil {
 		return err
 	}

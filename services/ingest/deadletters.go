@@ -24,13 +24,13 @@ type DeadLetterStore interface {
 
 // dialedDeadLetters runs each operation on a connection of its own.
 type dialedDeadLetters struct {
-	url     string
+	urls    []string
 	topo    retry.Topology
 	observe func(retry.Event) // told of every replay
 }
 
 func (d dialedDeadLetters) List(ctx context.Context, f retry.Filter, limit int) ([]retry.DeadLetter, error) {
-	conn, err := retry.Dial(d.url, "relay api dead letters")
+	conn, err := retry.DialAny(d.urls, "relay api dead letters")
 	if err != nil {
 		return nil, err
 	}
@@ -39,7 +39,7 @@ func (d dialedDeadLetters) List(ctx context.Context, f retry.Filter, limit int) 
 }
 
 func (d dialedDeadLetters) Replay(ctx context.Context, f retry.Filter) (int, error) {
-	conn, err := retry.Dial(d.url, "relay api dead letters")
+	conn, err := retry.DialAny(d.urls, "relay api dead letters")
 	if err != nil {
 		return 0, err
 	}

@@ -130,7 +130,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		// parked message the client cannot read (headers over frame_max)
 		// closes that connection, not the one the API publishes on.
 		DeadLetters: func() DeadLetterStore {
-			return dialedDeadLetters{url: cfg.AMQPURL, topo: topo, observe: emitter.Observe}
+			return dialedDeadLetters{urls: cfg.URLs(), topo: topo, observe: emitter.Observe}
 		},
 		History:        store,
 		IdempotencyTTL: cfg.IdempotencyTTL,
@@ -181,13 +181,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
 	brokered := make(chan error, 1)
 	go func() {
-		brokered <- retry.Supervise(brokerCtx, cfg.AMQPURL, "relay api", log, connect(topo, &current, log))
+		brokered <- retry.SuperviseAny(brokerCtx, cfg.URLs(), "relay api", log, connect(topo, &current, log))
 	}()
 	// The dashboard's event stream and queue depths have a connection of
 	// their own: whatever arrives on the events exchange cannot take the
 	// publishing connection down with it.
 	go func() {
-		_ = retry.Supervise(brokerCtx, cfg.AMQPURL, "relay api events", log, func(ctx context.Context, conn *amqp.Connection) error {
+		_ = retry.SuperviseAny(brokerCtx, cfg.URLs(), "relay api events", log, func(ctx context.Context, conn *amqp.Connection) error {
 			live.Store(conn)
 			return config.WithEvents(ctx, conn, emitter, func(ctx context.Context, conn *amqp.Connection) error {
 				in, err := events.Subscribe(ctx, conn, topo)
@@ -206,7 +206,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	// pruned of what is older than HISTORY_RETENTION.
 	feed := &events.Feed{Topology: topo, Sink: store, Log: log}
 	s.bg.Go(func() {
-		_ = retry.Supervise(brokerCtx, cfg.AMQPURL, "relay api history", log, feed.Run)
+		_ = retry.SuperviseAny(brokerCtx, cfg.URLs(), "relay api history", log, feed.Run)
 	})
 	s.bg.Go(func() { store.RunPruner(brokerCtx, time.Hour, cfg.HistoryRetention, time.Now, log) })
 	go s.supervise(ctx, cfg.ShutdownTimeout, stopBroker, served, brokered)

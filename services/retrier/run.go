@@ -57,7 +57,7 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		{"requeue", topo.Name(retry.RequeueQueue), stages.RunRequeueStage},
 	} {
 		g.Go(func() error {
-			return retry.Supervise(gctx, cfg.AMQPURL, "relay retrier "+st.name+" stage", log, func(ctx context.Context, conn *amqp.Connection) error {
+			return retry.SuperviseAny(gctx, cfg.URLs(), "relay retrier "+st.name+" stage", log, func(ctx context.Context, conn *amqp.Connection) error {
 				if err := topo.Declare(ctx, conn); err != nil {
 					return err
 				}

@@ -49,7 +49,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	if !*noDeclare {
-		conn, err := retry.Dial(cfg.AMQPURL, "relay topology")
+		conn, err := retry.DialAny(cfg.URLs(), "relay topology")
 		if err != nil {
 			return err
 		}

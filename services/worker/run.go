@@ -63,7 +63,7 @@ func Run(ctx context.Context, channel string, getenv func(string) string, stdout
 		Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, Logger: log,
 		ShutdownTimeout: cfg.ShutdownTimeout,
 	}
-	err = retry.Supervise(ctx, cfg.AMQPURL, "relay worker "+channel, log, func(ctx context.Context, conn *amqp.Connection) error {
+	err = retry.SuperviseAny(ctx, cfg.URLs(), "relay worker "+channel, log, func(ctx context.Context, conn *amqp.Connection) error {
 		if err := topo.Declare(ctx, conn); err != nil {
 			return err
 		}
