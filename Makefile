@@ -17,6 +17,10 @@ build: ## build the relay binary into bin/
 test: ## unit and integration tests, with the race detector (broker: AMQP_URL, else localhost, else testcontainers)
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) -tags integration $(PKGS)
 
+.PHONY: test-timing
+test-timing: ## timing tests, one package at a time: how exactly the delay backends end a wait (binary levels at 10,000 pending)
+	$(GO) test -count=1 -p 1 -tags 'integration timing' -run 'Accuracy' -timeout 10m -v ./retry/
+
 .PHONY: test-faults
 test-faults: ## fault tests: broker restarts, kill -9, connection cuts, poison messages (restarts the local broker with rabbitmqctl)
 	$(GO) test -race -count=1 -tags faults -timeout 15m -v ./services/faults/
@@ -63,6 +67,7 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags integration $(PKGS)
 	$(GO) vet -tags faults ./services/faults/
+	$(GO) vet -tags 'integration timing' ./retry/
 	$(GO) vet -tags cluster ./services/cluster/
 
 .PHONY: bench

@@ -106,13 +106,24 @@ func (c *Consumer) Run(ctx context.Context, conn *amqp.Connection) error {
 }
 
 func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error {
-	if d.Exchange != "" && d.Exchange == c.Topology.Ingress() && carriesAny(d.Headers, pipelineHeaders) {
+	t := c.Topology
+	if d.Exchange != "" && d.Exchange == t.Ingress() && carriesAny(d.Headers, pipelineHeaders) {
 		// A producer's message: relay did not write these.
 		c.Logger.Warn("dropped relay headers a producer set", "message_id", d.MessageId, "queue", c.Queue)
 		d.Headers = without(d.Headers, pipelineHeaders)
 	}
+	if t.Handoff == Direct && t.Backend == TTL {
+		if done, err := c.waitLonger(ctx, pub, d); done {
+			return err
+		}
+	}
+	attempt := t.attempts(d.Headers) + 1
+	if t.Backend == Native {
+		// The broker counts the failed deliveries of a quorum queue.
+		attempt = min(headerIntOr(d.Headers, "x-delivery-count"), 1<<20) + 1
+	}
 	m := &Message{
-		ID: d.MessageId, Queue: c.Queue, Attempt: min(RetryCount(d.Headers), c.Topology.Policy.Retries()) + 1,
+		ID: d.MessageId, Queue: c.Queue, Attempt: max(attempt, 1),
 		ContentType: d.ContentType, Headers: d.Headers, Body: d.Body, Redelivered: d.Redelivered,
 	}
 	start := time.Now()
@@ -123,40 +134,119 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		// it now, with its large headers dropped.
 		err = oversized{fmt.Errorf("its headers need %d bytes of the %d-byte AMQP frame", need, pub.conn.Config.FrameSize)}
 	} else {
-		err = call(ctx, c.Handler, m)
+		err = Call(ctx, c.Handler, m)
 	}
 	took := time.Since(start)
 	e := Event{MessageID: m.ID, Queue: c.Queue, Attempt: m.Attempt, Round: replays(d.Headers), At: time.Now(), Published: d.Timestamp, Duration: took}
 	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt, "duration_ms", took.Milliseconds())
 
 	var settleErr error
+	events := []Event{e}
 	switch {
 	case err == nil:
-		e.Outcome = Delivered
+		events[0].Outcome = Delivered
 		settleErr = d.Ack(false)
-		log.Info("delivered", "outcome", e.Outcome)
+		log.Info("delivered", "outcome", Delivered)
 	case IsPermanent(err):
-		e.Outcome, e.Reason, e.Err = Parked, ReasonPermanent, err.Error()
+		reason := ReasonPermanent
 		if _, big := err.(oversized); big {
-			e.Reason = ReasonTooLarge
+			reason = ReasonTooLarge
 		}
-		settleErr = c.park(ctx, pub, d, err, m.Attempt-1, e.Reason)
-		log.Warn("permanent failure, parked", "outcome", e.Outcome, "reason", e.Reason, "error", err)
+		events[0].Outcome, events[0].Reason, events[0].Err = Parked, reason, err.Error()
+		settleErr = c.park(ctx, pub, d, err, RetryCount(d.Headers), reason)
+		log.Warn("permanent failure, parked", "outcome", Parked, "reason", reason, "error", err)
+	case t.Backend == Native:
+		// The queue waits and redelivers it; a reject (not a nack) counts
+		// toward its delivery limit. A Retry-After cannot travel with a
+		// reject over AMQP 0-9-1: the broker's schedule applies.
+		events[0].Outcome, events[0].Err = Failed, err.Error()
+		if m.Attempt <= t.Policy.Retries() {
+			events = append(events, Event{Outcome: Retrying, MessageID: m.ID, Queue: c.Queue, Attempt: m.Attempt, Round: e.Round,
+				Delay: t.Policy.Delay(m.Attempt), At: time.Now(), Published: d.Timestamp})
+		}
+		settleErr = d.Reject(true /* requeue */)
+		log.Warn("failed, rejected for the broker to retry", "outcome", Failed, "error", err)
+	case t.Handoff == Direct:
+		var next Event
+		next, settleErr = c.retry(ctx, pub, d, m.Attempt, err)
+		events[0].Outcome, events[0].Err = Failed, err.Error()
+		if next.Outcome == Parked {
+			events[0] = next
+			events[0].Duration = took
+		} else if next.Outcome != "" {
+			events = append(events, next)
+		}
+		log.Warn("failed", "outcome", events[len(events)-1].Outcome, "delay_ms", next.Delay.Milliseconds(), "reason", next.Reason, "error", err)
 	default:
 		// The error stage decides the delay; the failure goes to it with
 		// its text (and a downstream's Retry-After, if any).
 		after, _ := RetryAfter(err)
-		e.Outcome, e.Err = Failed, err.Error()
+		events[0].Outcome, events[0].Err = Failed, err.Error()
 		settleErr = c.fail(ctx, pub, d, err, after)
-		log.Warn("failed, handed to the retry stages", "outcome", e.Outcome, "error", err)
+		log.Warn("failed, handed to the retry stages", "outcome", Failed, "error", err)
 	}
 	if settleErr != nil {
 		log.Error("settle delivery", "error", settleErr)
 	}
 	if c.Observe != nil {
-		c.Observe(e)
+		for _, e := range events {
+			c.Observe(e)
+		}
 	}
 	return settleErr
+}
+
+// retry is a direct hand-off: the consumer decides, as the error stage
+// would, and publishes the message to wait itself, to come back to this
+// very queue (the one destination it can name without trusting a header);
+// the broker routes it back when the wait is over. It returns the event of
+// what it decided (Retrying or Parked; none when the hand-off failed and
+// the message was nacked to the error stage instead).
+func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, attempt int, cause error) (Event, error) {
+	t := c.Topology
+	now := time.Now()
+	hint, _ := RetryAfter(cause)
+	dec := t.decide(d.Headers, hint, started(d), now)
+	e := Event{MessageID: d.MessageId, Queue: c.Queue, Attempt: attempt, Round: replays(d.Headers), At: now, Published: d.Timestamp, Err: cause.Error()}
+	if dec.park != "" {
+		e.Outcome, e.Reason = Parked, dec.park
+		return e, c.park(ctx, pub, d, cause, dec.retries, dec.park)
+	}
+	h := retryHeaders(d, dec, c.Queue, cause.Error(), now)
+	if _, err := t.schedule(ctx, pub, d, h, c.Queue, dec.delay, now); err != nil {
+		c.Logger.Error("schedule the retry, nacking to the error stage instead", "message_id", d.MessageId, "error", err)
+		_ = d.Nack(false, false /* requeue */)
+		return Event{}, err
+	}
+	e.Outcome, e.Delay = Retrying, dec.delay
+	return e, d.Ack(false)
+}
+
+// waitLonger sends a message back to wait when it came back before the
+// time a downstream asked for (the TTL backend waits at most its longest
+// step at a time), up to MaxWaits times. It reports whether it did.
+func (c *Consumer) waitLonger(ctx context.Context, pub *Hop, d *amqp.Delivery) (bool, error) {
+	nb, ok := headerInt(d.Headers, HeaderNotBefore)
+	if !ok {
+		return false, nil
+	}
+	now := time.Now()
+	left := time.UnixMilli(nb).Sub(now)
+	waits, _ := headerInt(d.Headers, HeaderWaits)
+	if left <= notBeforeSlack || left > MaxRetryAfter || waits < 0 || waits >= MaxWaits {
+		return false, nil
+	}
+	h := Forward(d.Headers)
+	h[HeaderWaits] = int32(waits + 1)
+	wait, err := c.Topology.schedule(ctx, pub, d, h, c.Queue, left, now)
+	if err != nil {
+		return false, nil // attempt it now rather than not at all
+	}
+	if c.Observe != nil {
+		c.Observe(Event{Outcome: Waiting, MessageID: d.MessageId, Queue: c.Queue, Attempt: c.Topology.attempts(d.Headers), Round: replays(d.Headers),
+			Delay: wait, At: now, Published: d.Timestamp})
+	}
+	return true, d.Ack(false)
 }
 
 // park sends a permanent failure straight to the dead-letter exchange and
@@ -177,7 +267,7 @@ func (c *Consumer) park(ctx context.Context, pub *Hop, d *amqp.Delivery, cause e
 // fails, it nacks instead and the queue's dead-letter exchange takes the
 // message to the same place, without the text.
 func (c *Consumer) fail(ctx context.Context, pub *Hop, d *amqp.Delivery, cause error, after time.Duration) error {
-	h := forward(d.Headers)
+	h := Forward(d.Headers)
 	h[HeaderOriginalQueue] = c.Queue
 	h[HeaderLastError] = truncate(cause.Error(), maxHeaderError)
 	if after > 0 {
@@ -199,9 +289,9 @@ type oversized struct{ error }
 // Unwrap makes an oversized failure permanent.
 func (o oversized) Unwrap() error { return Permanent(o.error) }
 
-// call runs the handler, turning a panic into an ordinary, transient
+// Call runs the handler, turning a panic into an ordinary, transient
 // failure: one bad message must not take the worker down.
-func call(ctx context.Context, h Handler, m *Message) (err error) {
+func Call(ctx context.Context, h Handler, m *Message) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("handler panic: %v\n%s", r, debug.Stack())

@@ -155,7 +155,7 @@ func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 			failed = append(failed, fmt.Errorf("message %q: source %q is %w: it stays parked", d.MessageId, source, ErrNotDestination))
 			return false, nil
 		}
-		h := without(forward(d.Headers), pipelineHeaders)
+		h := without(Forward(d.Headers), pipelineHeaders)
 		round := replays(d.Headers) + 1
 		h[HeaderReplays] = int32(round)
 		if first := headerString(d.Headers, HeaderFirstFailedAt); first != "" {

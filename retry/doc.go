@@ -1,6 +1,14 @@
 // Package retry moves failed RabbitMQ messages through a delay and back,
 // and parks them, with their history, when retrying is over.
 //
+// A Pipeline is the whole of it in one value: New with a Config (the
+// schedule lives there, once), Handle each queue with a Handler, Use
+// middleware around the handlers, ServeStages in at least one process, and
+// Run until the context ends; see the package example. Topology, Consumer
+// and Stages are the parts it is built from, and Serve, Hop, Forward,
+// Republish and Park the primitives under them, for other retry designs
+// (retry/strategy builds nine on them).
+//
 // # The pipeline
 //
 //	producer ──► ingress exchange ──► work queue ──► Consumer(Handler)
@@ -86,6 +94,24 @@
 // republishes. x-death is only read to find the queue a message was just
 // dead-lettered from, and to show history.
 //
+// # Hand-offs
+//
+// With the article's topology (ViaStages, the default) a failure takes two
+// consumer hops: the worker hands it to error-exchange, the error stage
+// decides, and after the wait the requeue stage sends it back. With Direct,
+// the worker decides itself (the same decision, in one function), publishes
+// the message to wait with its own queue as the destination, and the broker
+// routes it back when the wait is over: one confirmed publish per retry.
+// The error stage stays, for a worker's fallback nack; there is no
+// requeue-queue.
+//
+// # Hints and deadlines
+//
+// A downstream's "come back in N seconds" (an error with a RetryAfter
+// method) waits exactly that long without spending a retry, up to the
+// policy's deferral budget; a message failing past the policy's deadline
+// is parked as deadline-exceeded, whatever its count.
+//
 // # Delay backends
 //
 // With the Plugin backend, wait-exchange is an x-delayed-message exchange
@@ -96,12 +122,27 @@
 //
 // With the TTL backend, wait-exchange is a direct exchange routing to one
 // queue per distinct delay (wait.500ms, wait.5s, ...) whose x-message-ttl
-// expires messages into requeue-queue. A queue per step avoids the head-of-
-// line blocking of per-message TTLs, where a message with a short TTL waits
-// behind one with a long TTL. It runs on any broker, clusters and quorum
-// queues included, but cannot jitter; a wait longer than the longest step
-// (a downstream's Retry-After) is served by waiting again, guided by the
-// x-retry-not-before header.
+// expires messages on. A queue per step avoids the head-of-line blocking
+// of per-message TTLs, where a message with a short TTL waits behind one
+// with a long TTL. It runs on any broker, clusters and quorum queues
+// included, but cannot jitter; a wait longer than the longest step (a
+// downstream's Retry-After) is served by waiting again, at most MaxWaits
+// times, guided by the x-retry-not-before header.
 //
-// Auto picks the plugin when the broker has it; see DetectBackend.
+// With the Levels backend, 32 queues wait.level.00 to wait.level.31 hold a
+// message 2^k ms each, and topic exchanges in front of them route on one
+// word per level of the routing key: a message waits in exactly the levels
+// of the bits set in its delay, so any delay from 1 ms to 2^32-1 ms is
+// served exactly, with jitter and any Retry-After, on any broker, classic
+// or quorum, single node or cluster, and every waiting message sits in an
+// ordinary queue where it can be seen and purged. It declares 65 objects.
+//
+// With the Native backend (RabbitMQ 4.3 and later, quorum queues), the
+// work queues themselves delay a rejected message, min(first delay ×
+// attempt, last delay), and dead-letter it past the delivery limit: no
+// wait objects, no hops, but only linear schedules, no per-message
+// Retry-After over AMQP 0-9-1, and no error text on the parked copy.
+//
+// Auto picks Native where it can, else the plugin where the broker has
+// it, else Levels; see Choose.
 package retry

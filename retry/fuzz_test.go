@@ -137,7 +137,7 @@ func FuzzHeaders(f *testing.F) {
 		if n := DeathCount(h); n < 0 {
 			t.Fatalf("DeathCount = %d: a sum of counts below zero: %#v", n, h)
 		}
-		out := forward(h)
+		out := Forward(h)
 		if !cmp.Equal(h, before, cmpopts.EquateNaNs()) {
 			t.Fatalf("forward changed its input: %#v, was %#v", h, before)
 		}

@@ -44,6 +44,12 @@ const (
 	// queue it claimed to come from and the header that claimed it, for
 	// forensics. relay never routes on it.
 	HeaderClaimedSource = "x-claimed-source"
+	// HeaderAttempts counts a message's deliveries to its handler in this
+	// round: retries and deferrals both.
+	HeaderAttempts = "x-attempts"
+	// HeaderDeferrals counts the waits a downstream asked for that did not
+	// spend a retry.
+	HeaderDeferrals = "x-retry-deferrals"
 	// HeaderReplays counts how often a parked message was replayed: the
 	// round of retries it is in, 0 for the first.
 	HeaderReplays = "x-replays"
@@ -60,7 +66,17 @@ const (
 var pipelineHeaders = []string{
 	HeaderRetryCount, HeaderOriginalQueue, HeaderFirstFailedAt, HeaderLastError, HeaderRetryAfter,
 	HeaderNotBefore, HeaderWaits, HeaderDeadSource, HeaderDeadReason, HeaderParkedAt, HeaderClaimedSource,
-	HeaderReplays,
+	HeaderReplays, HeaderAttempts, HeaderDeferrals,
+}
+
+// attempts is how many deliveries a message has had in this round:
+// HeaderAttempts, or for a message from before it, its retry count.
+func attempts(h amqp.Table) int {
+	n, ok := headerInt(h, HeaderAttempts)
+	if !ok || n < 0 {
+		return RetryCount(h)
+	}
+	return int(min(max(n, int64(RetryCount(h))), 1<<30))
 }
 
 // replays reads HeaderReplays; garbage counts as 0.
@@ -85,6 +101,8 @@ const (
 	ReasonNoQueue = "queue-missing"
 	// ReasonTooLarge: its headers leave no room for relay's in a frame.
 	ReasonTooLarge = "headers-too-large"
+	// ReasonDeadline: it failed past the policy's deadline.
+	ReasonDeadline = "deadline-exceeded"
 )
 
 // headroom is the room a message's header frame must leave under the
@@ -248,13 +266,15 @@ func DeathCount(h amqp.Table) int {
 // must not travel on when the message is published again.
 var brokerHeaders = []string{
 	"x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",
-	"x-last-death-queue", "x-last-death-reason", "x-last-death-exchange",
+	"x-last-death-queue", "x-last-death-reason", "x-last-death-exchange", "x-delivery-count",
 	HeaderDelay, HeaderRetryAfter,
 }
 
-// forward copies h without the broker's per-hop headers, with room for the
-// few relay adds.
-func forward(h amqp.Table) amqp.Table {
+// Forward copies h without the headers the broker or the delay plugin set
+// for one hop (x-death and its kin, x-delay, x-delivery-count), with room
+// for a few more: the headers a message carries on when it is published
+// again.
+func Forward(h amqp.Table) amqp.Table {
 	return without(h, brokerHeaders)
 }
 
@@ -278,6 +298,17 @@ func carriesAny(h amqp.Table, keys []string) bool {
 		}
 	}
 	return false
+}
+
+// deathReason is the reason of the newest x-death entry: why the broker
+// last dead-lettered the message.
+func deathReason(h amqp.Table) string {
+	if deaths, ok := h["x-death"].([]any); ok && len(deaths) > 0 {
+		if t, ok := deaths[0].(amqp.Table); ok {
+			return headerString(t, "reason")
+		}
+	}
+	return ""
 }
 
 // lastError is the failure text a message carries: relay's

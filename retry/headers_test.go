@@ -126,7 +126,7 @@ func TestForwardStripsBrokerHeaders(t *testing.T) {
 		"x-death": []any{death("q", int64(1))}, "x-first-death-queue": "q", "x-last-death-reason": "rejected",
 		HeaderDelay: int64(-500), HeaderRetryAfter: int64(3000), HeaderRetryCount: int32(1), "priority": "high",
 	}
-	got := forward(in)
+	got := Forward(in)
 	want := amqp.Table{HeaderRetryCount: int32(1), "priority": "high"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("forward (-want +got):\n%s", diff)

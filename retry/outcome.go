@@ -58,4 +58,3 @@ type Event struct {
 	// At minus Published is the message's age.
 	Published time.Time
 }
-

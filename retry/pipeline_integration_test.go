@@ -42,7 +42,8 @@ func runStages(t *testing.T, conn *amqp.Connection, topo retry.Topology) {
 	// The stages declare their topology before they consume: wait until
 	// both consume, so a test that changes the topology races nothing.
 	retrytest.Eventually(t, 10*time.Second, func() bool {
-		return consumers(t, conn, topo.Name(retry.ErrorQueue)) > 0 && consumers(t, conn, topo.Name(retry.RequeueQueue)) > 0
+		return consumers(t, conn, topo.Name(retry.ErrorQueue)) > 0 &&
+			(!topo.HasRequeueStage() || consumers(t, conn, topo.Name(retry.RequeueQueue)) > 0)
 	}, "the stages never started consuming")
 }
 

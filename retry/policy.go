@@ -32,9 +32,47 @@ type Policy struct {
 	// Cap bounds every exponential delay; zero means no bound.
 	Cap time.Duration
 	// Jitter spreads each delay uniformly over ±Jitter×delay (0 ≤ Jitter ≤
-	// 1), so messages that failed together do not come back together. Only
-	// the plugin backend can honour it: a TTL wait queue has one fixed delay.
+	// 1), so messages that failed together do not come back together. The
+	// plugin and levels backends honour it; a TTL wait queue has one fixed
+	// delay, and the native backend its own schedule.
 	Jitter float64
+
+	// Deferrals is how often a message may wait as a downstream asked
+	// (Retry-After, "try later") without spending a retry; zero means
+	// DefaultDeferrals, a negative number none.
+	Deferrals int
+	// Deadline bounds a message's whole life from its first publish: past
+	// it, a failure parks it as deadline-exceeded whatever its count. Zero
+	// means DefaultDeadline, a negative number none.
+	Deadline time.Duration
+}
+
+// DefaultDeferrals and DefaultDeadline are what a zero Policy allows.
+const (
+	DefaultDeferrals = 10
+	DefaultDeadline  = 24 * time.Hour
+)
+
+// deferrals is the deferral budget.
+func (p Policy) deferrals() int {
+	switch {
+	case p.Deferrals < 0:
+		return 0
+	case p.Deferrals == 0:
+		return DefaultDeferrals
+	}
+	return p.Deferrals
+}
+
+// deadline is the deadline, zero for none.
+func (p Policy) deadline() time.Duration {
+	switch {
+	case p.Deadline < 0:
+		return 0
+	case p.Deadline == 0:
+		return DefaultDeadline
+	}
+	return p.Deadline
 }
 
 // exponential reports whether p describes exponential backoff.

@@ -155,7 +155,7 @@ func (q *quarantine) park(ctx context.Context, pub *Hop, d *amqp.Delivery, queue
 		}
 	}
 	size := headerFrameSize(d)
-	d.Headers = smallHeaders(forward(d.Headers))
+	d.Headers = smallHeaders(Forward(d.Headers))
 	return park(ctx, pub, q.topo, d, parking{
 		source: source, reason: ReasonTooLarge, retries: RetryCount(d.Headers),
 		lastErr: fmt.Sprintf("its headers need about %d bytes of the %d-byte AMQP frame: moved aside from %s over the management API", size, frame, queue),

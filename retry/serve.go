@@ -15,8 +15,43 @@ import (
 // closed under it; Supervise reconnects on it.
 var ErrConnectionLost = errors.New("broker channel closed")
 
-// worker handles one delivery with the publisher it owns.
+// worker handles one delivery with the Hop it owns.
 type worker func(ctx context.Context, pub *Hop, d *amqp.Delivery) error
+
+// ServeOptions shape Serve.
+type ServeOptions struct {
+	// Prefetch is the unacked window; zero means 2 × Concurrency.
+	Prefetch int
+	// Concurrency is the number of deliveries handled at once; zero
+	// means 4.
+	Concurrency int
+	// Tag is the consumer tag the management UI shows.
+	Tag string
+	// ShutdownTimeout bounds how long the work in hand may go on once ctx
+	// is done; zero means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+}
+
+// Serve is the consume loop under Consumer and Stages, for other retry
+// designs to build on (retry/strategy does): it consumes queue with manual
+// acks, runs Concurrency workers, each with a Hop of its own, and calls fn
+// for each delivery, which fn settles (acks or nacks) itself. It returns
+// when ctx is done, once the work in hand has finished (cut off after
+// ShutdownTimeout), or when the channel closes (ErrConnectionLost).
+func Serve(ctx context.Context, conn *amqp.Connection, queue string, o ServeOptions,
+	fn func(ctx context.Context, hop *Hop, d *amqp.Delivery) error) error {
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.Prefetch <= 0 {
+		o.Prefetch = 2 * o.Concurrency
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	_, err := serve(ctx, conn, queue, o.Prefetch, 0, o.Concurrency, o.Tag, o.ShutdownTimeout, fn)
+	return err
+}
 
 // serve consumes queue with manual acks and the given prefetch, runs n
 // workers over the deliveries, and returns when ctx is done (after every

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -100,7 +99,9 @@ func (s *Stages) Run(ctx context.Context, conn *amqp.Connection) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.stage(gctx, conn, ErrorQueue) })
-	g.Go(func() error { return s.stage(gctx, conn, RequeueQueue) })
+	if s.Topology.requeues() {
+		g.Go(func() error { return s.stage(gctx, conn, RequeueQueue) })
+	}
 	return g.Wait()
 }
 
@@ -137,57 +138,46 @@ func (s *Stages) stage(ctx context.Context, conn *amqp.Connection, base string) 
 
 // handleError decides what happens to one failed message.
 func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) error {
-	policy := s.Topology.Policy
-	retries := min(RetryCount(d.Headers), policy.Retries())
-	attempt := retries + 1 // the attempt that just failed
+	t := s.Topology
+	retries := min(RetryCount(d.Headers), t.Policy.Retries())
 	claim, header := Claim(d.Headers)
 	lastErr := lastError(d.Headers)
-	ev := Event{MessageID: d.MessageId, Queue: claim, Attempt: attempt, Round: replays(d.Headers), Err: lastErr}
+	ev := Event{MessageID: d.MessageId, Queue: claim, Attempt: t.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastErr}
 	if tooLarge(d, pub) {
 		source := claim
-		if !s.Topology.Destination(source) {
-			source = s.Topology.Name(ErrorQueue)
+		if !t.Destination(source) {
+			source = t.Name(ErrorQueue)
 		}
 		return s.park(ctx, pub, d, ev, parking{source: source, reason: ReasonTooLarge, retries: retries, lastErr: tooLargeError(pub)})
 	}
-	if !s.Topology.Destination(claim) {
+	if !t.Destination(claim) {
 		return s.refuse(ctx, pub, d, ev, ErrorQueue, claim, header, retries)
 	}
-	if retries >= policy.Retries() {
-		return s.park(ctx, pub, d, ev, parking{source: claim, reason: ReasonMaxRetries, retries: retries, lastErr: lastErr})
-	}
-	delay := policy.Jittered(policy.Delay(attempt), rand.Float64())
-	if ms, ok := headerInt(d.Headers, HeaderRetryAfter); ok && ms > 0 && ms <= MaxRetryAfter.Milliseconds() &&
-		time.Duration(ms)*time.Millisecond > delay {
-		delay = time.Duration(ms) * time.Millisecond
-	}
-	h := forward(d.Headers)
-	delete(h, HeaderNotBefore)
-	h[HeaderRetryCount] = int32(attempt)
-	h[HeaderOriginalQueue] = claim
-	if lastErr != "" {
-		h[HeaderLastError] = truncate(lastErr, maxHeaderError)
-	}
-	if _, ok := h[HeaderFirstFailedAt]; !ok {
-		h[HeaderFirstFailedAt] = s.Now().UTC().Format(time.RFC3339Nano)
-	}
-	var err error
-	if s.Topology.Backend == Plugin {
-		h[HeaderDelay] = clampDelay(delay)
-		// The delayed exchange cannot route at publish time, so it does
-		// not support mandatory: a return would never come.
-		err = pub.Publish(ctx, s.Topology.Name(WaitExchange), requeueKey, false, Republish(d, h))
-	} else {
-		wait := step(policy.Steps(), delay)
-		if delay > wait {
-			h[HeaderNotBefore] = s.Now().Add(delay).UnixMilli()
+	if t.Backend == Native {
+		// The broker counted and delayed the retries in the work queue
+		// itself; what reaches this stage is done with.
+		reason := ReasonPermanent
+		if deathReason(d.Headers) == "delivery_limit" {
+			reason = ReasonMaxRetries
 		}
-		err = s.wait(ctx, pub, d, h, wait)
+		return s.park(ctx, pub, d, ev, parking{source: claim, reason: reason, retries: retries, lastErr: lastErr})
 	}
+	now := s.Now()
+	hint := time.Duration(headerIntOr(d.Headers, HeaderRetryAfter)) * time.Millisecond
+	dec := t.decide(d.Headers, hint, started(d), now)
+	if dec.park != "" {
+		return s.park(ctx, pub, d, ev, parking{source: claim, reason: dec.park, retries: retries, lastErr: lastErr})
+	}
+	dest := claim
+	if t.requeues() {
+		dest = t.Name(RequeueQueue)
+	}
+	h := retryHeaders(d, dec, claim, lastErr, now)
+	_, err := t.schedule(ctx, pub, d, h, dest, dec.delay, now)
 	if errors.Is(err, errWaitQueueMissing) {
 		return s.park(ctx, pub, d, ev, parking{source: claim, reason: ReasonNoQueue, retries: retries, lastErr: err.Error()})
 	}
-	ev.Outcome, ev.Delay = Retrying, delay
+	ev.Outcome, ev.Delay = Retrying, dec.delay
 	return s.settle(ctx, d, err, ev)
 }
 
@@ -195,7 +185,7 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 func (s *Stages) handleRequeue(ctx context.Context, pub *Hop, d *amqp.Delivery) error {
 	queue := headerString(d.Headers, HeaderOriginalQueue)
 	retries := min(RetryCount(d.Headers), s.Topology.Policy.Retries())
-	ev := Event{MessageID: d.MessageId, Queue: queue, Attempt: retries + 1, Round: replays(d.Headers), Err: lastError(d.Headers)}
+	ev := Event{MessageID: d.MessageId, Queue: queue, Attempt: s.Topology.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastError(d.Headers)}
 	if tooLarge(d, pub) {
 		source := queue
 		if !s.Topology.Destination(source) {
@@ -215,19 +205,18 @@ func (s *Stages) handleRequeue(ctx context.Context, pub *Hop, d *amqp.Delivery) 
 		// message goes back early.
 		if left > notBeforeSlack && left <= MaxRetryAfter && waits >= 0 && waits < MaxWaits {
 			// Not yet: a downstream asked for longer than any wait queue.
-			wait := step(s.Topology.Policy.Steps(), left)
-			h := forward(d.Headers)
+			h := Forward(d.Headers)
 			h[HeaderWaits] = int32(waits + 1)
-			err := s.wait(ctx, pub, d, h, wait)
+			wait, err := s.Topology.schedule(ctx, pub, d, h, s.Topology.Name(RequeueQueue), left, s.Now())
 			if errors.Is(err, errWaitQueueMissing) {
 				err = nil // go back now rather than not at all
 			} else {
-				ev.Outcome, ev.Attempt, ev.Delay = Waiting, retries, wait
+				ev.Outcome, ev.Attempt, ev.Delay = Waiting, s.Topology.attempts(d.Headers), wait
 				return s.settle(ctx, d, err, ev)
 			}
 		}
 	}
-	h := forward(d.Headers)
+	h := Forward(d.Headers)
 	delete(h, HeaderNotBefore)
 	delete(h, HeaderWaits)
 	// The default exchange routes straight to the queue of that name;
@@ -303,26 +292,6 @@ const notBeforeSlack = 20 * time.Millisecond
 // be declared again.
 var errWaitQueueMissing = errors.New("wait queue missing")
 
-// wait publishes to the TTL wait queue of the given step. A wait queue
-// deleted while relay runs is declared again, once, rather than letting
-// every retry come back unroutable.
-func (s *Stages) wait(ctx context.Context, pub *Hop, d *amqp.Delivery, h amqp.Table, step time.Duration) error {
-	msg := Republish(d, h)
-	err := pub.Publish(ctx, s.Topology.Name(WaitExchange), StepName(step), true /* mandatory */, msg)
-	if !errors.Is(err, ErrUnroutable) {
-		return err
-	}
-	s.Logger.Warn("wait queue missing, declaring it again", "queue", s.Topology.WaitQueue(step))
-	if derr := s.Topology.Plan().Declare(ctx, pub.conn); derr != nil {
-		return fmt.Errorf("%w: %s: %w", errWaitQueueMissing, s.Topology.WaitQueue(step), derr)
-	}
-	err = pub.Publish(ctx, s.Topology.Name(WaitExchange), StepName(step), true /* mandatory */, msg)
-	if errors.Is(err, ErrUnroutable) {
-		return fmt.Errorf("%w: %s is still not bound to %s", errWaitQueueMissing, s.Topology.WaitQueue(step), s.Topology.Name(WaitExchange))
-	}
-	return err
-}
-
 // settle acks d once its hand-off was confirmed, or backs off and nacks it
 // back to its queue when the hand-off failed: never both, never neither.
 func (s *Stages) settle(ctx context.Context, d *amqp.Delivery, err error, e Event) error {
@@ -364,10 +333,19 @@ type parking struct {
 	claimed string
 }
 
+// Park publishes d to t's dead-letter exchange with the queue it is parked
+// from (x-dead-source), the reason and its history, the last error
+// included, and waits for the confirm; the caller then acks d. It is the
+// parking every consumer of the pipeline does, for other retry designs to
+// build on.
+func Park(ctx context.Context, hop *Hop, t Topology, d *amqp.Delivery, source, reason, lastErr string, retries int) error {
+	return park(ctx, hop, t, d, parking{source: source, reason: reason, lastErr: lastErr, retries: retries}, time.Now())
+}
+
 // park publishes d to the dead-letter exchange with the reason and its
 // history, and waits for the confirm.
 func park(ctx context.Context, pub *Hop, t Topology, d *amqp.Delivery, p parking, now time.Time) error {
-	h := forward(d.Headers)
+	h := Forward(d.Headers)
 	delete(h, HeaderNotBefore)
 	delete(h, HeaderWaits)
 	h[HeaderDeadSource] = p.source

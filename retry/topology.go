@@ -22,21 +22,6 @@ const (
 	Quorum  QueueType = "quorum"
 )
 
-// Backend is how the pipeline makes a message wait before its next attempt.
-type Backend string
-
-// The delay backends.
-const (
-	// Plugin waits in an x-delayed-message exchange, from the
-	// rabbitmq_delayed_message_exchange plugin: any delay, per message.
-	Plugin Backend = "plugin"
-	// TTL waits in one queue per delay step whose x-message-ttl expires
-	// the message into requeue-queue: no plugin, any broker, clusters.
-	TTL Backend = "ttl"
-	// Auto picks Plugin when the broker has the exchange type, else TTL.
-	Auto Backend = "auto"
-)
-
 // Default names, as the pipeline's diagram shows them.
 const (
 	DefaultExchange = "notification-exchange"
@@ -72,9 +57,13 @@ type Topology struct {
 	Routes []Route
 	// QueueType is Classic (the zero value) or Quorum.
 	QueueType QueueType
-	// Backend is Plugin or TTL; resolve Auto with DetectBackend first.
+	// Backend is how failed messages wait: Plugin, TTL, Levels or Native;
+	// resolve Auto with DetectBackend first.
 	Backend Backend
-	// Policy gives the TTL backend its delay steps.
+	// Handoff is how a failure reaches its wait: ViaStages (the zero value,
+	// the article's topology) or Direct.
+	Handoff Handoff
+	// Policy is the schedule: the delays, how many retries, the deadline.
 	Policy Policy
 }
 
@@ -163,12 +152,22 @@ type Queue struct {
 	Args amqp.Table
 }
 
-// Binding binds Queue to Exchange with Key (and Args for headers exchanges).
+// Binding binds Queue, or the exchange ToExchange, to Exchange with Key
+// (and Args for headers exchanges).
 type Binding struct {
-	Exchange string
-	Queue    string
-	Key      string
-	Args     amqp.Table
+	Exchange   string
+	Queue      string
+	ToExchange string
+	Key        string
+	Args       amqp.Table
+}
+
+// to is what the binding routes to: its queue or its exchange.
+func (b Binding) to() string {
+	if b.ToExchange != "" {
+		return b.ToExchange
+	}
+	return b.Queue
 }
 
 // Plan is the full declaration of a topology: what Declare creates, what
@@ -177,14 +176,14 @@ type Plan struct {
 	Exchanges []Exchange
 	Queues    []Queue
 	Bindings  []Binding
-	// Handoffs are the republishes relay's own consumers make: not broker
+	// Moves are the republishes relay's own consumers make: not broker
 	// objects, but drawn so the diagram shows the whole path.
-	Handoffs []Handoff
+	Moves []Move
 }
 
-// Handoff is a republish by a consumer of From (a queue) to To (an
-// exchange or, through the default exchange, a queue).
-type Handoff struct {
+// Move is a republish by a consumer of From (a queue) to To (an exchange
+// or, through the default exchange, a queue).
+type Move struct {
 	From, To, Label string
 }
 
@@ -212,52 +211,68 @@ func (t Topology) Plan() Plan {
 		Exchange{Name: ingress, Kind: amqp.ExchangeDirect},
 		Exchange{Name: t.Name(ErrorExchange), Kind: amqp.ExchangeFanout},
 	)
-	if t.Backend == Plugin {
-		p.Exchanges = append(p.Exchanges, Exchange{Name: t.Name(WaitExchange), Kind: "x-delayed-message",
-			Args: amqp.Table{"x-delayed-type": amqp.ExchangeDirect}})
-	} else {
-		p.Exchanges = append(p.Exchanges, Exchange{Name: t.Name(WaitExchange), Kind: amqp.ExchangeDirect})
-	}
-	p.Exchanges = append(p.Exchanges, Exchange{Name: t.Name(DeadExchange), Kind: amqp.ExchangeHeaders})
-
 	for _, r := range t.WorkRoutes() {
 		args := t.queueArgs(true)
 		args["x-dead-letter-exchange"] = t.Name(ErrorExchange)
+		if t.Backend == Native {
+			for k, v := range t.nativeArgs() {
+				args[k] = v
+			}
+		}
 		p.Queues = append(p.Queues, Queue{Name: r.Queue, Args: args})
 		p.Bindings = append(p.Bindings, Binding{Exchange: ingress, Queue: r.Queue, Key: r.Key})
 	}
-	p.Queues = append(p.Queues,
-		Queue{Name: t.Name(ErrorQueue), Args: t.queueArgs(false)},
-		Queue{Name: t.Name(RequeueQueue), Args: t.queueArgs(false)},
-	)
+	p.Queues = append(p.Queues, Queue{Name: t.Name(ErrorQueue), Args: t.queueArgs(false)})
 	p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(ErrorExchange), Queue: t.Name(ErrorQueue)})
-	if t.Backend == Plugin {
-		p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(WaitExchange), Queue: t.Name(RequeueQueue), Key: requeueKey})
-	} else {
-		for _, s := range t.Policy.Steps() {
-			args := t.queueArgs(true)
-			args["x-message-ttl"] = s.Milliseconds()
-			args["x-dead-letter-exchange"] = "" // the default exchange,
-			args["x-dead-letter-routing-key"] = t.Name(RequeueQueue)
-			p.Queues = append(p.Queues, Queue{Name: t.WaitQueue(s), Args: args})
-			p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(WaitExchange), Queue: t.WaitQueue(s), Key: StepName(s)})
-		}
+	if t.requeues() {
+		p.Queues = append(p.Queues, Queue{Name: t.Name(RequeueQueue), Args: t.queueArgs(false)})
 	}
+	t.waitPlan(&p)
+	p.Exchanges = append(p.Exchanges, Exchange{Name: t.Name(DeadExchange), Kind: amqp.ExchangeHeaders})
 	p.Queues = append(p.Queues, Queue{Name: t.Name(DeadQueue), Args: t.queueArgs(false)})
-	p.Handoffs = append(p.Handoffs,
-		Handoff{From: t.Name(ErrorQueue), To: t.Name(WaitExchange), Label: "error stage: retry"},
-		Handoff{From: t.Name(ErrorQueue), To: t.Name(DeadExchange), Label: "error stage: park"},
-	)
-	for _, r := range t.WorkRoutes() {
-		p.Handoffs = append(p.Handoffs,
-			Handoff{From: t.Name(RequeueQueue), To: r.Queue, Label: "requeue stage"},
-			Handoff{From: r.Queue, To: t.Name(DeadExchange), Label: "permanent"})
-	}
 	// x-match all with no other arguments matches every message: the
 	// catch-all park. Users add their own bindings on x-dead-source.
 	p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(DeadExchange), Queue: t.Name(DeadQueue),
 		Args: amqp.Table{"x-match": "all"}})
+
+	wait := t.Name(WaitExchange)
+	if t.Backend == Levels {
+		wait = t.levelExchange(levelCount - 1)
+	}
+	if t.Backend == Native {
+		for _, r := range t.WorkRoutes() {
+			p.Moves = append(p.Moves,
+				Move{From: r.Queue, To: r.Queue, Label: "reject requeue=true: the broker waits"},
+				Move{From: r.Queue, To: t.Name(DeadExchange), Label: "permanent"})
+		}
+		p.Moves = append(p.Moves, Move{From: t.Name(ErrorQueue), To: t.Name(DeadExchange), Label: "error stage: park"})
+		return p
+	}
+	p.Moves = append(p.Moves,
+		Move{From: t.Name(ErrorQueue), To: wait, Label: t.errorStageLabel()},
+		Move{From: t.Name(ErrorQueue), To: t.Name(DeadExchange), Label: "error stage: park"},
+	)
+	for _, r := range t.WorkRoutes() {
+		if t.requeues() {
+			p.Moves = append(p.Moves,
+				Move{From: t.Name(RequeueQueue), To: r.Queue, Label: "requeue stage"},
+				Move{From: r.Queue, To: t.Name(DeadExchange), Label: "permanent"})
+			continue
+		}
+		p.Moves = append(p.Moves,
+			Move{From: r.Queue, To: wait, Label: "failure: wait"},
+			Move{From: r.Queue, To: t.Name(DeadExchange), Label: "permanent or last retry"})
+	}
 	return p
+}
+
+// errorStageLabel names the error stage's retry in drawings: with a direct
+// hand-off it only serves a worker's fallback nack.
+func (t Topology) errorStageLabel() string {
+	if t.requeues() {
+		return "error stage: retry"
+	}
+	return "error stage: retry a worker's fallback"
 }
 
 // Validate reports a topology that cannot be declared.
@@ -268,13 +283,21 @@ func (t Topology) Validate() error {
 		return fmt.Errorf("queue type %q: want classic or quorum", t.QueueType)
 	}
 	switch t.Backend {
-	case Plugin, TTL:
+	case Plugin, TTL, Levels, Native:
 	case Auto:
 		return errors.New("delay backend auto must be resolved with DetectBackend before declaring")
 	default:
-		return fmt.Errorf("delay backend %q: want plugin or ttl", t.Backend)
+		return fmt.Errorf("delay backend %q: want plugin, ttl, levels or native", t.Backend)
+	}
+	switch t.Handoff {
+	case ViaStages, Direct:
+	default:
+		return fmt.Errorf("hand-off %q: want stages or direct", t.Handoff)
 	}
 	if err := t.Policy.Validate(); err != nil {
+		return err
+	}
+	if err := t.validateBackend(); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
@@ -351,6 +374,12 @@ func (p Plan) Declare(ctx context.Context, conn *amqp.Connection) error {
 		}
 	}
 	for _, b := range p.Bindings {
+		if b.ToExchange != "" {
+			if err := ch.ExchangeBind(b.ToExchange, b.Key, b.Exchange, false /* noWait */, b.Args); err != nil {
+				return fmt.Errorf("bind exchange %q to %q: %w", b.ToExchange, b.Exchange, err)
+			}
+			continue
+		}
 		if err := ch.QueueBind(b.Queue, b.Key, b.Exchange, false /* noWait */, b.Args); err != nil {
 			return fmt.Errorf("bind queue %q to %q: %w", b.Queue, b.Exchange, err)
 		}
@@ -426,7 +455,7 @@ func (p Plan) Mermaid() string {
 		if label == "" {
 			label = "all"
 		}
-		fmt.Fprintf(&b, "  %s -->|%s| %s\n", id(bd.Exchange), label, id(bd.Queue))
+		fmt.Fprintf(&b, "  %s -->|%s| %s\n", id(bd.Exchange), label, id(bd.to()))
 	}
 	for _, q := range p.Queues {
 		dlx, ok := q.Args["x-dead-letter-exchange"].(string)
@@ -441,7 +470,7 @@ func (p Plan) Mermaid() string {
 		}
 		fmt.Fprintf(&b, "  %s -.->|dead-letter| %s\n", id(q.Name), id(dlx))
 	}
-	for _, h := range p.Handoffs {
+	for _, h := range p.Moves {
 		fmt.Fprintf(&b, "  %s ==>|%s| %s\n", id(h.From), h.Label, id(h.To))
 	}
 	return b.String()
@@ -457,9 +486,9 @@ func (p Plan) String() string {
 		fmt.Fprintf(&b, "queue    %-28s%s\n", q.Name, argString(q.Args))
 	}
 	for _, bd := range p.Bindings {
-		fmt.Fprintf(&b, "bind     %s -> %s key=%q%s\n", bd.Exchange, bd.Queue, bd.Key, argString(bd.Args))
+		fmt.Fprintf(&b, "bind     %s -> %s key=%q%s\n", bd.Exchange, bd.to(), bd.Key, argString(bd.Args))
 	}
-	for _, h := range p.Handoffs {
+	for _, h := range p.Moves {
 		fmt.Fprintf(&b, "hop      %s => %s (%s)\n", h.From, h.To, h.Label)
 	}
 	return b.String()

@@ -109,7 +109,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"ok", Topology{Backend: TTL}, ""},
 		{"auto unresolved", Topology{Backend: Auto}, "resolved"},
-		{"unknown backend", Topology{Backend: "redis"}, "want plugin or ttl"},
+		{"unknown backend", Topology{Backend: "redis"}, "want plugin, ttl, levels or native"},
 		{"unknown queue type", Topology{Backend: TTL, QueueType: "stream"}, "want classic or quorum"},
 		{"duplicate route", Topology{Backend: TTL, Routes: []Route{{"a", "a"}, {"a", "b"}}}, "twice"},
 		{"route without key", Topology{Backend: TTL, Routes: []Route{{"a", ""}}}, "routing key"},

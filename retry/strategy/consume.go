@@ -2,63 +2,22 @@ package strategy
 
 import (
 	"context"
-	"fmt"
-	"sync"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
 )
 
-// consume runs fn on each delivery of queue, n deliveries at a time, until
-// ctx is done or the channel closes. fn settles (acks, nacks) the delivery
-// itself. Deliveries in hand when ctx ends are finished; those prefetched
-// but not started go back to the queue when the channel closes.
-func consume(ctx context.Context, conn *amqp.Connection, queue string, o Options, fn func(context.Context, *amqp.Delivery)) error {
-	ch, err := conn.Channel()
-	if err != nil {
-		return fmt.Errorf("open consume channel: %w", err)
-	}
-	defer ch.Close()
-	if err := ch.Qos(o.prefetch(), 0, false /* global */); err != nil {
-		return fmt.Errorf("set prefetch on %q: %w", queue, err)
-	}
-	tag := "relay-strategy-" + queue
-	deliveries, err := ch.Consume(queue, tag,
-		false, // autoAck: every strategy settles by hand
-		false, // exclusive
-		false, // noLocal
-		false, // noWait
-		nil)
-	if err != nil {
-		return fmt.Errorf("consume %q: %w", queue, err)
-	}
-	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	// The work in hand finishes even when ctx ends: a handler cut off
-	// halfway would leave its delivery neither acked nor nacked.
-	work := context.WithoutCancel(ctx)
-	var wg sync.WaitGroup
-	for range o.concurrency() {
-		wg.Go(func() {
-			for d := range deliveries {
-				if ctx.Err() != nil {
-					_ = d.Nack(false, true /* requeue */)
-					continue
-				}
-				fn(work, &d)
-			}
-		})
-	}
-	select {
-	case <-ctx.Done():
-		err = nil
-		_ = ch.Cancel(tag, false /* noWait */)
-	case e := <-closed:
-		err = fmt.Errorf("%w: consuming %q: %v", retry.ErrConnectionLost, queue, e)
-	}
-	wg.Wait()
-	return err
+// consume runs fn on each delivery of queue with retry.Serve, the loop
+// relay's own pipeline runs on: o.Concurrency deliveries at a time, each
+// worker with a Hop of its own, the work in hand finished (within the
+// shutdown limit) when ctx ends. fn settles (acks, nacks) the delivery
+// itself; an error it returns is a failed hand-off, and makes the worker's
+// Hop be replaced if it broke.
+func consume(ctx context.Context, conn *amqp.Connection, queue string, o Options,
+	fn func(ctx context.Context, hop *retry.Hop, d *amqp.Delivery) error) error {
+	return retry.Serve(ctx, conn, queue, retry.ServeOptions{Prefetch: o.prefetch(), Concurrency: o.concurrency(),
+		Tag: "relay-strategy-" + queue}, fn)
 }
 
 // sourceOf is the queue a failed message goes back to: the strategy's own
@@ -79,76 +38,38 @@ func message(queue string, d *amqp.Delivery, attempt int) *retry.Message {
 	}
 }
 
-// handle runs h on a work-queue delivery: nil acks it, an error is passed to
-// fail, which settles it the strategy's way.
-func handle(ctx context.Context, h retry.Handler, queue string, d *amqp.Delivery, attempt int, fail func(error)) {
-	if err := call(ctx, h, message(queue, d, attempt)); err != nil {
-		fail(err)
-		return
+// handle runs h on a work-queue delivery (retry.Call: a panic is a
+// failure): nil acks it, an error is passed to fail, which settles it the
+// strategy's way.
+func handle(ctx context.Context, h retry.Handler, queue string, d *amqp.Delivery, attempt int, fail func(error) error) error {
+	if err := retry.Call(ctx, h, message(queue, d, attempt)); err != nil {
+		return fail(err)
 	}
-	_ = d.Ack(false)
-}
-
-// call runs the handler and turns a panic into a failure.
-func call(ctx context.Context, h retry.Handler, m *retry.Message) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panic: %v", r)
-		}
-	}()
-	return h.Handle(ctx, m)
-}
-
-// perHop are headers the broker sets for one dead-lettering; they must not
-// travel on when a client publishes the message again (RabbitMQ 4 ignores
-// them anyway, and a stale x-death confuses the reader).
-var perHop = []string{
-	"x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",
-	"x-last-death-queue", "x-last-death-reason", "x-last-death-exchange", "x-delivery-count",
-}
-
-// carry copies h without the per-hop headers, ready for a few more.
-func carry(h amqp.Table) amqp.Table {
-	out := make(amqp.Table, len(h)+4)
-	for k, v := range h {
-		out[k] = v
-	}
-	for _, k := range perHop {
-		delete(out, k)
-	}
-	return out
-}
-
-// copyOf is the publishing that carries d on: its body and properties,
-// persistent, with headers h.
-func copyOf(d *amqp.Delivery, h amqp.Table) amqp.Publishing {
-	return amqp.Publishing{
-		Headers: h, ContentType: d.ContentType, ContentEncoding: d.ContentEncoding,
-		DeliveryMode: amqp.Persistent, Priority: d.Priority, CorrelationId: d.CorrelationId,
-		ReplyTo: d.ReplyTo, MessageId: d.MessageId, Timestamp: d.Timestamp, Type: d.Type,
-		AppId: d.AppId, Body: d.Body,
-	}
+	return d.Ack(false)
 }
 
 // handOn publishes msg and acks d once the broker has confirmed it. If the
 // publish fails, d goes back to its queue instead: the copy and the
 // original are never both gone.
-func handOn(ctx context.Context, pub *retry.Publisher, d *amqp.Delivery, exchange, key string, msg amqp.Publishing) error {
-	if err := pub.Publish(ctx, exchange, key, msg); err != nil {
+func handOn(ctx context.Context, hop *retry.Hop, d *amqp.Delivery, exchange, key string, msg amqp.Publishing) error {
+	if err := hop.Publish(ctx, exchange, key, true /* mandatory */, msg); err != nil {
 		_ = d.Nack(false, true /* requeue */)
 		return err
 	}
 	return d.Ack(false)
 }
 
-// parkCopy is d as the dead-letter exchange receives it: its headers, the
-// queue it failed on and why it was given up on.
-func parkCopy(d *amqp.Delivery, h amqp.Table, source, reason string) amqp.Publishing {
-	h = carry(h)
-	h[retry.HeaderDeadSource] = source
-	h[retry.HeaderDeadReason] = reason
-	h[retry.HeaderParkedAt] = time.Now().UTC().Format(time.RFC3339Nano)
-	return copyOf(d, h)
+// park parks d, with headers h, from source in the strategy's dead-letter
+// queue (retry.Park) and acks it once the broker has confirmed the copy;
+// if parking fails, d goes back to its queue.
+func park(ctx context.Context, hop *retry.Hop, prefix string, d *amqp.Delivery, h amqp.Table, source, reason string, retries int) error {
+	c := *d
+	c.Headers = h
+	if err := retry.Park(ctx, hop, retry.Topology{Prefix: prefix}, &c, source, reason, "", retries); err != nil {
+		_ = d.Nack(false, true /* requeue */)
+		return err
+	}
+	return d.Ack(false)
 }
 
 // tell reports e to observe, if there is one.

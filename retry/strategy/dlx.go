@@ -36,9 +36,9 @@ func (s *dlxRequeue) Plan() retry.Plan {
 	p.Queues = append(p.Queues, retry.Queue{Name: n.of(RequeueQueue)})
 	p.Bindings = append(p.Bindings, retry.Binding{Exchange: n.of(ErrorExchange), Queue: n.of(RequeueQueue)})
 	n.park(&p)
-	p.Handoffs = append(p.Handoffs,
-		retry.Handoff{From: n.of(RequeueQueue), To: n.of(WorkQueue), Label: "send back at once, count < max"},
-		retry.Handoff{From: n.of(RequeueQueue), To: n.of(DeadExchange), Label: "park, count = max"})
+	p.Moves = append(p.Moves,
+		retry.Move{From: n.of(RequeueQueue), To: n.of(WorkQueue), Label: "send back at once, count < max"},
+		retry.Move{From: n.of(RequeueQueue), To: n.of(DeadExchange), Label: "park, count = max"})
 	return p
 }
 
@@ -50,33 +50,31 @@ func (s *dlxRequeue) Delete(conn *amqp.Connection) error { return s.Plan().Delet
 
 func (s *dlxRequeue) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	n := s.names()
-	pub, err := retry.NewPublisher(conn, 0)
-	if err != nil {
-		return err
-	}
-	defer pub.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return nackWork(gctx, conn, n.of(WorkQueue), s.o, h, retry.RetryCount) })
 	g.Go(func() error {
-		return consume(gctx, conn, n.of(RequeueQueue), s.o, func(ctx context.Context, d *amqp.Delivery) {
+		return consume(gctx, conn, n.of(RequeueQueue), s.o, func(ctx context.Context, hop *retry.Hop, d *amqp.Delivery) error {
 			source, retries := sourceOf(d.Headers, n.of(WorkQueue)), retry.RetryCount(d.Headers)
 			if source == "" || retries >= s.o.Policy.Retries() {
 				reason := retry.ReasonMaxRetries
 				if source == "" {
 					source, reason = n.of(RequeueQueue), retry.ReasonNoSource
 				}
-				if handOn(ctx, pub, d, n.of(DeadExchange), source, parkCopy(d, d.Headers, source, reason)) == nil {
-					tell(observe, Event{ID: d.MessageId, Outcome: Park, Published: 1, Reason: reason})
+				err := park(ctx, hop, s.o.Prefix, d, d.Headers, source, reason, retries)
+				if err == nil {
+					tell(observe, Event{ID: d.MessageId, Outcome: retry.Parked, Published: 1, Reason: reason})
 				}
-				return
+				return err
 			}
-			hd := carry(d.Headers)
+			hd := retry.Forward(d.Headers)
 			hd[retry.HeaderRetryCount] = int32(retries + 1)
 			hd[retry.HeaderOriginalQueue] = source
 			// The default exchange routes to the queue named by the key.
-			if handOn(ctx, pub, d, "", source, copyOf(d, hd)) == nil {
-				tell(observe, Event{ID: d.MessageId, Outcome: Retry, Published: 1})
+			err := handOn(ctx, hop, d, "", source, retry.Republish(d, hd))
+			if err == nil {
+				tell(observe, Event{ID: d.MessageId, Outcome: retry.Retrying, Published: 1})
 			}
+			return err
 		})
 	})
 	return g.Wait()
@@ -86,9 +84,9 @@ func (s *dlxRequeue) Run(ctx context.Context, conn *amqp.Connection, h retry.Han
 // requeue, so the queue's dead-letter exchange takes it: the work consumer
 // of every DLX-based strategy. retries reads the strategy's own count.
 func nackWork(ctx context.Context, conn *amqp.Connection, queue string, o Options, h retry.Handler, retries func(amqp.Table) int) error {
-	return consume(ctx, conn, queue, o, func(ctx context.Context, d *amqp.Delivery) {
-		handle(ctx, h, queue, d, retries(d.Headers)+1, func(error) {
-			_ = d.Nack(false, false /* requeue */)
+	return consume(ctx, conn, queue, o, func(ctx context.Context, _ *retry.Hop, d *amqp.Delivery) error {
+		return handle(ctx, h, queue, d, retries(d.Headers)+1, func(error) error {
+			return d.Nack(false, false /* requeue */)
 		})
 	})
 }

@@ -39,9 +39,9 @@ func (s *messageTTL) Plan() retry.Plan {
 	n.ingress(&p, nil)
 	n.waitBack(&p, 0)
 	n.park(&p)
-	p.Handoffs = append(p.Handoffs,
-		retry.Handoff{From: n.of(WorkQueue), To: n.of(WaitExchange), Label: "ack + republish, expiration = base × n"},
-		retry.Handoff{From: n.of(WorkQueue), To: n.of(DeadExchange), Label: "park after max"})
+	p.Moves = append(p.Moves,
+		retry.Move{From: n.of(WorkQueue), To: n.of(WaitExchange), Label: "ack + republish, expiration = base × n"},
+		retry.Move{From: n.of(WorkQueue), To: n.of(DeadExchange), Label: "park after max"})
 	return p
 }
 
@@ -54,28 +54,29 @@ func (s *messageTTL) Delete(conn *amqp.Connection) error { return s.Plan().Delet
 func (s *messageTTL) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	n := s.names()
 	queue := n.of(WorkQueue)
-	pub, err := retry.NewPublisher(conn, 0)
-	if err != nil {
-		return err
-	}
-	defer pub.Close()
-	return consume(ctx, conn, queue, s.o, func(ctx context.Context, d *amqp.Delivery) {
+	return consume(ctx, conn, queue, s.o, func(ctx context.Context, hop *retry.Hop, d *amqp.Delivery) error {
 		retries := retry.RetryCount(d.Headers)
-		handle(ctx, h, queue, d, retries+1, func(error) {
+		return handle(ctx, h, queue, d, retries+1, func(cause error) error {
 			if retries >= s.o.Policy.Retries() {
-				if handOn(ctx, pub, d, n.of(DeadExchange), queue, parkCopy(d, d.Headers, queue, retry.ReasonMaxRetries)) == nil {
-					tell(observe, Event{ID: d.MessageId, Outcome: Park, Published: 1, Reason: retry.ReasonMaxRetries})
+				c := *d
+				c.Headers = retry.Forward(d.Headers)
+				c.Headers[retry.HeaderLastError] = cause.Error()
+				err := park(ctx, hop, s.o.Prefix, d, c.Headers, queue, retry.ReasonMaxRetries, retries)
+				if err == nil {
+					tell(observe, Event{ID: d.MessageId, Outcome: retry.Parked, Published: 1, Reason: retry.ReasonMaxRetries})
 				}
-				return
+				return err
 			}
-			hd := carry(d.Headers)
+			hd := retry.Forward(d.Headers)
 			hd[retry.HeaderRetryCount] = int32(retries + 1)
-			msg := copyOf(d, hd)
+			msg := retry.Republish(d, hd)
 			msg.Expiration = Expiration(s.base().d(), retries+1)
-			if handOn(ctx, pub, d, n.of(WaitExchange), queue, msg) == nil {
+			err := handOn(ctx, hop, d, n.of(WaitExchange), queue, msg)
+			if err == nil {
 				wait := time.Duration(retries+1) * s.base().d()
-				tell(observe, Event{ID: d.MessageId, Outcome: Retry, Delay: wait, Published: 1})
+				tell(observe, Event{ID: d.MessageId, Outcome: retry.Retrying, Delay: wait, Published: 1})
 			}
+			return err
 		})
 	})
 }

@@ -47,9 +47,9 @@ func (s *naive) Plan() retry.Plan {
 	n.ingress(&p, args)
 	if s.once {
 		n.park(&p)
-		p.Handoffs = append(p.Handoffs, retry.Handoff{From: n.of(WorkQueue), To: n.of(WorkQueue), Label: "nack requeue=true, first delivery only"})
+		p.Moves = append(p.Moves, retry.Move{From: n.of(WorkQueue), To: n.of(WorkQueue), Label: "nack requeue=true, first delivery only"})
 	} else {
-		p.Handoffs = append(p.Handoffs, retry.Handoff{From: n.of(WorkQueue), To: n.of(WorkQueue), Label: "nack requeue=true"})
+		p.Moves = append(p.Moves, retry.Move{From: n.of(WorkQueue), To: n.of(WorkQueue), Label: "nack requeue=true"})
 	}
 	return p
 }
@@ -62,22 +62,21 @@ func (s *naive) Delete(conn *amqp.Connection) error { return s.Plan().Delete(con
 
 func (s *naive) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	queue := s.names().of(WorkQueue)
-	return consume(ctx, conn, queue, s.o, func(ctx context.Context, d *amqp.Delivery) {
+	return consume(ctx, conn, queue, s.o, func(ctx context.Context, _ *retry.Hop, d *amqp.Delivery) error {
 		// Nothing counts the attempts: the handler only learns whether this
 		// copy was delivered before.
 		attempt := 1
 		if d.Redelivered {
 			attempt = 2
 		}
-		handle(ctx, h, queue, d, attempt, func(error) {
+		return handle(ctx, h, queue, d, attempt, func(error) error {
 			if s.once && d.Redelivered {
 				// The work queue dead-letters it: the broker's hop, not ours.
-				_ = d.Nack(false, false /* requeue */)
-				tell(observe, Event{ID: d.MessageId, Outcome: Park, Reason: "redelivered"})
-				return
+				tell(observe, Event{ID: d.MessageId, Outcome: retry.Parked, Reason: "redelivered"})
+				return d.Nack(false, false /* requeue */)
 			}
-			_ = d.Nack(false, true /* requeue */)
-			tell(observe, Event{ID: d.MessageId, Outcome: Retry})
+			tell(observe, Event{ID: d.MessageId, Outcome: retry.Retrying})
+			return d.Nack(false, true /* requeue */)
 		})
 	})
 }

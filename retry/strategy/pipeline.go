@@ -93,12 +93,8 @@ func (s *pipeline) Run(ctx context.Context, conn *amqp.Connection, h retry.Handl
 		Observe: func(e retry.Event) {
 			// Each decision the stages report went with one confirmed publish.
 			switch e.Outcome {
-			case "retrying":
-				tell(observe, Event{ID: e.MessageID, Outcome: Retry, Delay: e.Delay, Published: 1})
-			case "requeued", "waiting":
-				tell(observe, Event{ID: e.MessageID, Outcome: Move, Published: 1})
-			case "parked":
-				tell(observe, Event{ID: e.MessageID, Outcome: Park, Published: 1, Reason: e.Reason})
+			case retry.Retrying, retry.Requeued, retry.Waiting, retry.Parked:
+				tell(observe, Event{ID: e.MessageID, Outcome: e.Outcome, Delay: e.Delay, Published: 1, Reason: e.Reason})
 			}
 		},
 	}
@@ -106,9 +102,11 @@ func (s *pipeline) Run(ctx context.Context, conn *amqp.Connection, h retry.Handl
 		Topology: t, Queue: t.Name(WorkQueue), Handler: h,
 		Prefetch: s.o.prefetch(), Concurrency: s.o.concurrency(),
 		Observe: func(e retry.Event) {
-			// A permanent failure is parked by the consumer itself.
-			if e.Outcome == "parked" {
-				tell(observe, Event{ID: e.MessageID, Outcome: Park, Published: 1, Reason: e.Reason})
+			// The consumer hands every failure to the error exchange (a
+			// publish) and parks a permanent one itself.
+			switch e.Outcome {
+			case retry.Failed, retry.Parked:
+				tell(observe, Event{ID: e.MessageID, Outcome: e.Outcome, Published: 1, Reason: e.Reason})
 			}
 		},
 	}

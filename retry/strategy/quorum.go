@@ -46,7 +46,7 @@ func (s *deliveryLimit) Plan() retry.Plan {
 		"x-overflow":             "reject-publish",
 	})
 	n.park(&p)
-	p.Handoffs = append(p.Handoffs, retry.Handoff{From: n.of(WorkQueue), To: n.of(WorkQueue), Label: "reject requeue=true, x-delivery-count + 1"})
+	p.Moves = append(p.Moves, retry.Move{From: n.of(WorkQueue), To: n.of(WorkQueue), Label: "reject requeue=true, x-delivery-count + 1"})
 	return p
 }
 
@@ -58,17 +58,17 @@ func (s *deliveryLimit) Delete(conn *amqp.Connection) error { return s.Plan().De
 
 func (s *deliveryLimit) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	queue := s.names().of(WorkQueue)
-	return consume(ctx, conn, queue, s.o, func(ctx context.Context, d *amqp.Delivery) {
+	return consume(ctx, conn, queue, s.o, func(ctx context.Context, _ *retry.Hop, d *amqp.Delivery) error {
 		// The broker's count of earlier deliveries of this message.
 		count := deliveryCount(d.Headers)
-		handle(ctx, h, queue, d, count+1, func(error) {
-			_ = d.Reject(true /* requeue */)
+		return handle(ctx, h, queue, d, count+1, func(error) error {
 			if count >= s.limit() {
 				// This return passes the limit: the queue dead-letters it.
-				tell(observe, Event{ID: d.MessageId, Outcome: Park, Reason: "delivery_limit"})
-				return
+				tell(observe, Event{ID: d.MessageId, Outcome: retry.Parked, Reason: "delivery_limit"})
+			} else {
+				tell(observe, Event{ID: d.MessageId, Outcome: retry.Retrying})
 			}
-			tell(observe, Event{ID: d.MessageId, Outcome: Retry})
+			return d.Reject(true /* requeue */)
 		})
 	})
 }

@@ -68,9 +68,9 @@ func (s *retryAware) Plan() retry.Plan {
 	// binding in listings and diagrams.
 	p.Bindings = append(p.Bindings, retry.Binding{Exchange: n.of(DeadExchange), Queue: n.of(UrgentQueue), Key: "source+priority=high",
 		Args: amqp.Table{"x-match": "all", retry.HeaderDeadSource: n.of(WorkQueue), "priority": "high"}})
-	p.Handoffs = append(p.Handoffs,
-		retry.Handoff{From: n.of(ErrorQueue), To: n.of(WaitExchange), Label: "total % max != 0: wait"},
-		retry.Handoff{From: n.of(ErrorQueue), To: n.of(DeadExchange), Label: "total % max == 0: park with x-dead-source"})
+	p.Moves = append(p.Moves,
+		retry.Move{From: n.of(ErrorQueue), To: n.of(WaitExchange), Label: "total % max != 0: wait"},
+		retry.Move{From: n.of(ErrorQueue), To: n.of(DeadExchange), Label: "total % max == 0: park with x-dead-source"})
 	return p
 }
 
@@ -96,33 +96,31 @@ func limitOf(h amqp.Table, def int) int {
 
 func (s *retryAware) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	n := s.names()
-	pub, err := retry.NewPublisher(conn, 0)
-	if err != nil {
-		return err
-	}
-	defer pub.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return nackWork(gctx, conn, n.of(WorkQueue), s.o, h, total) })
 	g.Go(func() error {
-		return consume(gctx, conn, n.of(ErrorQueue), s.o, func(ctx context.Context, d *amqp.Delivery) {
+		return consume(gctx, conn, n.of(ErrorQueue), s.o, func(ctx context.Context, hop *retry.Hop, d *amqp.Delivery) error {
 			source := sourceOf(d.Headers, n.of(WorkQueue))
 			count := total(d.Headers) + 1
-			hd := carry(d.Headers)
+			hd := retry.Forward(d.Headers)
 			hd[HeaderRetryTotal] = int32(count)
 			if source == "" || Parks(count, limitOf(d.Headers, s.limit())) {
 				reason := retry.ReasonMaxRetries
 				if source == "" {
 					source, reason = n.of(ErrorQueue), retry.ReasonNoSource
 				}
-				if handOn(ctx, pub, d, n.of(DeadExchange), source, parkCopy(d, hd, source, reason)) == nil {
-					tell(observe, Event{ID: d.MessageId, Outcome: Park, Published: 1, Reason: reason})
+				err := park(ctx, hop, s.o.Prefix, d, hd, source, reason, count)
+				if err == nil {
+					tell(observe, Event{ID: d.MessageId, Outcome: retry.Parked, Published: 1, Reason: reason})
 				}
-				return
+				return err
 			}
 			hd[retry.HeaderOriginalQueue] = source
-			if handOn(ctx, pub, d, n.of(WaitExchange), source, copyOf(d, hd)) == nil {
-				tell(observe, Event{ID: d.MessageId, Outcome: Retry, Delay: s.delay().d(), Published: 1})
+			err := handOn(ctx, hop, d, n.of(WaitExchange), source, retry.Republish(d, hd))
+			if err == nil {
+				tell(observe, Event{ID: d.MessageId, Outcome: retry.Retrying, Delay: s.delay().d(), Published: 1})
 			}
+			return err
 		})
 	})
 	return g.Wait()

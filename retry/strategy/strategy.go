@@ -59,26 +59,15 @@ type Layout struct {
 	Copies []string
 }
 
-// Outcome is what a strategy decided for a failed delivery.
-type Outcome string
-
-// The outcomes a strategy reports.
-const (
-	// Retry: another attempt is scheduled after Event.Delay.
-	Retry Outcome = "retry"
-	// Park: the message was handed to the dead-letter queue.
-	Park Outcome = "park"
-	// Move: the message took a hop on its way back without a new decision
-	// (a requeue stage's republish, a wait repeated).
-	Move Outcome = "move"
-)
-
 // Event is one decision a strategy's consumers made about a message.
 type Event struct {
 	// ID is the message id.
 	ID string
-	// Outcome is what was decided.
-	Outcome Outcome
+	// Outcome is what was decided: retry.Retrying (another attempt after
+	// Delay), retry.Parked, retry.Requeued or retry.Waiting (a hop on the
+	// way back, no new decision), or retry.Failed (a consumer handing a
+	// failure on).
+	Outcome retry.Outcome
 	// Delay is the wait scheduled before the next attempt, for Retry.
 	Delay time.Duration
 	// Published counts the confirmed publishes the step made: zero when

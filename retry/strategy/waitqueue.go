@@ -41,9 +41,9 @@ func (s *waitQueue) Plan() retry.Plan {
 	p.Bindings = append(p.Bindings, retry.Binding{Exchange: n.of(ErrorExchange), Queue: n.of(ErrorQueue)})
 	n.waitBack(&p, s.delay().ms())
 	n.park(&p)
-	p.Handoffs = append(p.Handoffs,
-		retry.Handoff{From: n.of(ErrorQueue), To: n.of(WaitExchange), Label: "count < max: wait"},
-		retry.Handoff{From: n.of(ErrorQueue), To: n.of(DeadExchange), Label: "count = max: park"})
+	p.Moves = append(p.Moves,
+		retry.Move{From: n.of(ErrorQueue), To: n.of(WaitExchange), Label: "count < max: wait"},
+		retry.Move{From: n.of(ErrorQueue), To: n.of(DeadExchange), Label: "count = max: park"})
 	return p
 }
 
@@ -55,34 +55,32 @@ func (s *waitQueue) Delete(conn *amqp.Connection) error { return s.Plan().Delete
 
 func (s *waitQueue) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	n := s.names()
-	pub, err := retry.NewPublisher(conn, 0)
-	if err != nil {
-		return err
-	}
-	defer pub.Close()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return nackWork(gctx, conn, n.of(WorkQueue), s.o, h, retry.RetryCount) })
 	g.Go(func() error {
-		return consume(gctx, conn, n.of(ErrorQueue), s.o, func(ctx context.Context, d *amqp.Delivery) {
+		return consume(gctx, conn, n.of(ErrorQueue), s.o, func(ctx context.Context, hop *retry.Hop, d *amqp.Delivery) error {
 			source, retries := sourceOf(d.Headers, n.of(WorkQueue)), retry.RetryCount(d.Headers)
 			if source == "" || retries >= s.o.Policy.Retries() {
 				reason := retry.ReasonMaxRetries
 				if source == "" {
 					source, reason = n.of(ErrorQueue), retry.ReasonNoSource
 				}
-				if handOn(ctx, pub, d, n.of(DeadExchange), source, parkCopy(d, d.Headers, source, reason)) == nil {
-					tell(observe, Event{ID: d.MessageId, Outcome: Park, Published: 1, Reason: reason})
+				err := park(ctx, hop, s.o.Prefix, d, d.Headers, source, reason, retries)
+				if err == nil {
+					tell(observe, Event{ID: d.MessageId, Outcome: retry.Parked, Published: 1, Reason: reason})
 				}
-				return
+				return err
 			}
-			hd := carry(d.Headers)
+			hd := retry.Forward(d.Headers)
 			hd[retry.HeaderRetryCount] = int32(retries + 1)
 			hd[retry.HeaderOriginalQueue] = source
 			// The key survives the wait queue's dead-lettering and routes the
 			// message back to the queue it names.
-			if handOn(ctx, pub, d, n.of(WaitExchange), source, copyOf(d, hd)) == nil {
-				tell(observe, Event{ID: d.MessageId, Outcome: Retry, Delay: s.delay().d(), Published: 1})
+			err := handOn(ctx, hop, d, n.of(WaitExchange), source, retry.Republish(d, hd))
+			if err == nil {
+				tell(observe, Event{ID: d.MessageId, Outcome: retry.Retrying, Delay: s.delay().d(), Published: 1})
 			}
+			return err
 		})
 	})
 	return g.Wait()

@@ -112,7 +112,7 @@ func (s *session) observe(e strategy.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rec.publishes += e.Published
-	if e.Outcome == strategy.Retry {
+	if e.Outcome == retry.Retrying {
 		s.rec.scheduled[e.ID] = append(s.rec.scheduled[e.ID], e.Delay)
 	}
 }

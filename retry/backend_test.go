@@ -1,0 +1,142 @@
+package retry
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+func TestLevelRoute(t *testing.T) {
+	topo := Topology{Prefix: "p.", Backend: Levels}
+	tests := []struct {
+		delay    time.Duration
+		exchange string
+		bits     string // the levels a message waits in, highest first
+	}{
+		{0, "p.wait.deliver", ""},
+		{time.Millisecond, "p.wait.level.00", "00"},
+		{137 * time.Millisecond, "p.wait.level.07", "07 03 00"}, // 128 + 8 + 1
+		{1700 * time.Millisecond, "p.wait.level.10", "10 09 07 05 02"},
+		{1700*time.Millisecond + 999*time.Microsecond, "p.wait.level.10", "10 09 07 05 02"}, // whole milliseconds
+		{24 * 24 * time.Hour, "p.wait.level.30", ""},
+		{MaxDelay, "p.wait.level.31", ""},
+		{2 * MaxDelay, "p.wait.level.31", ""}, // clamped
+		{-time.Second, "p.wait.deliver", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.delay.String(), func(t *testing.T) {
+			ex, key := topo.levelRoute(tt.delay, "p.jobs")
+			if ex != tt.exchange {
+				t.Errorf("exchange = %s, want %s", ex, tt.exchange)
+			}
+			words := strings.Split(key, ".")
+			if len(words) != levelCount+2 || strings.Join(words[levelCount:], ".") != "p.jobs" {
+				t.Fatalf("key %q: want %d bit words, then the destination", key, levelCount)
+			}
+			var sum int64
+			var set []string
+			for i, w := range words[:levelCount] {
+				k := levelCount - 1 - i
+				if w == "1" {
+					sum += 1 << k
+					set = append(set, strings.TrimPrefix(topo.levelExchange(k), "p.wait.level."))
+				}
+			}
+			if want := min(max(tt.delay.Milliseconds(), 0), 1<<32-1); sum != want {
+				t.Errorf("the levels add up to %dms, want %dms", sum, want)
+			}
+			if tt.bits != "" && strings.Join(set, " ") != tt.bits {
+				t.Errorf("levels %v, want %s", set, tt.bits)
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	topo := Topology{Policy: Policy{Delays: []time.Duration{time.Second, 5 * time.Second}, Deferrals: 2, Deadline: time.Hour}}
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name  string
+		h     amqp.Table
+		hint  time.Duration
+		start time.Time
+		want  decision
+	}{
+		{"first failure", amqp.Table{}, 0, now, decision{retries: 1, attempts: 1, delay: time.Second}},
+		{"second failure", amqp.Table{HeaderRetryCount: int32(1), HeaderAttempts: int32(1)}, 0, now, decision{retries: 2, attempts: 2, delay: 5 * time.Second}},
+		{"last retry spent", amqp.Table{HeaderRetryCount: int32(2), HeaderAttempts: int32(2)}, 0, now, decision{park: ReasonMaxRetries, retries: 2, attempts: 3}},
+		{"a hint spends no retry", amqp.Table{HeaderRetryCount: int32(1), HeaderAttempts: int32(1)}, 30 * time.Second, now,
+			decision{retries: 1, attempts: 2, deferrals: 1, delay: 30 * time.Second, deferred: true}},
+		{"the deferral budget spent: the hint spends a retry", amqp.Table{HeaderDeferrals: int32(2)}, 30 * time.Second, now,
+			decision{retries: 1, attempts: 1, deferrals: 2, delay: 30 * time.Second}},
+		{"a hint beyond any sense is ignored", amqp.Table{}, 100 * time.Hour, now, decision{retries: 1, attempts: 1, delay: time.Second}},
+		{"past the deadline", amqp.Table{}, 0, now.Add(-2 * time.Hour), decision{park: ReasonDeadline, attempts: 1}},
+		{"a forged count is clamped", amqp.Table{HeaderRetryCount: int64(1) << 40}, 0, now, decision{park: ReasonMaxRetries, retries: 2, attempts: 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, topo.decide(tt.h, tt.hint, tt.start, now), cmp.AllowUnexported(decision{})); diff != "" {
+				t.Errorf("decide (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateBackend(t *testing.T) {
+	tests := []struct {
+		name string
+		topo Topology
+		want error
+	}{
+		{"levels", Topology{Backend: Levels}, nil},
+		{"a delay beyond 2^32-1 ms", Topology{Backend: Levels, Policy: Policy{Delays: []time.Duration{60 * 24 * time.Hour}}}, ErrDelayTooLong},
+		{"native linear", Topology{Backend: Native, QueueType: Quorum, Policy: Policy{Delays: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second}}}, nil},
+		{"native not linear", Topology{Backend: Native, QueueType: Quorum, Policy: Policy{Delays: []time.Duration{time.Second, 5 * time.Second}}}, ErrNotLinear},
+		{"native on classic queues", Topology{Backend: Native, Policy: Policy{Delays: []time.Duration{time.Second}}}, errors.New("quorum")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.topo.Validate()
+			switch {
+			case tt.want == nil && err != nil:
+				t.Errorf("Validate = %v", err)
+			case tt.want != nil && err == nil:
+				t.Errorf("Validate = nil, want %v", tt.want)
+			case tt.want != nil && !errors.Is(err, tt.want) && !strings.Contains(err.Error(), tt.want.Error()):
+				t.Errorf("Validate = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLevelsPlan(t *testing.T) {
+	p := Topology{Prefix: "p.", Backend: Levels, Handoff: Direct, Routes: []Route{{Queue: "jobs", Key: "job"}}}.Plan()
+	levels := 0
+	for _, q := range p.Queues {
+		if strings.HasPrefix(q.Name, "p.wait.level.") {
+			levels++
+		}
+		if q.Name == "p.requeue-queue" {
+			t.Error("a direct hand-off declares requeue-queue")
+		}
+	}
+	if levels != levelCount {
+		t.Errorf("%d level queues, want %d", levels, levelCount)
+	}
+	var toExchange, deliver int
+	for _, b := range p.Bindings {
+		if b.ToExchange != "" {
+			toExchange++
+		}
+		if b.Exchange == "p.wait.deliver" && b.Queue == "p.jobs" {
+			deliver++
+		}
+	}
+	if toExchange != levelCount || deliver != 1 {
+		t.Errorf("%d exchange-to-exchange bindings (want %d), %d deliver bindings to p.jobs (want 1)", toExchange, levelCount, deliver)
+	}
+}

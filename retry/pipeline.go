@@ -1,0 +1,243 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"golang.org/x/sync/errgroup"
+)
+
+// Config configures a Pipeline. Its zero value is a working pipeline:
+// relay's default names, classic queues, DefaultDelays, and the delay
+// backend the broker supports (Auto).
+type Config struct {
+	// Prefix namespaces every exchange and queue (e.g. "test-42.").
+	Prefix string
+	// Exchange is the ingress exchange; empty means DefaultExchange.
+	Exchange string
+	// QueueType is Classic (the zero value) or Quorum. Use Quorum in
+	// production: the broker's own dead-lettering is at-least-once then.
+	QueueType QueueType
+	// Backend is how failed messages wait; empty means Auto.
+	Backend Backend
+	// Handoff is ViaStages (the zero value, the article's topology) or
+	// Direct (each worker schedules its retries: one broker hop less).
+	Handoff Handoff
+	// Policy is the schedule: how long each retry waits and how many there
+	// are. It is the only place the schedule lives.
+	Policy Policy
+	// Concurrency is how many messages each handled queue works on at
+	// once; zero means 4. Prefetch is each one's unacked window; zero
+	// means twice Concurrency.
+	Concurrency, Prefetch int
+	// StageConcurrency and StagePrefetch shape the error and requeue
+	// stages; zero means 32 and 64.
+	StageConcurrency, StagePrefetch int
+	// ShutdownTimeout bounds how long the work in hand may go on once Run's
+	// context is done; zero means DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Management is the broker's management API, used to move aside a
+	// message too large for an AMQP frame; nil means the one ManagementFor
+	// derives from the first broker URL.
+	Management *Management
+	// Name names the pipeline's connections in the management UI; empty
+	// means "relay".
+	Name string
+	// Logger receives one line per decision; nil discards.
+	Logger *slog.Logger
+	// Observe, if set, is told every decision: the hook for events and
+	// metrics.
+	Observe func(Event)
+}
+
+// Middleware wraps a Handler: retries, rate limits, tracing and the like
+// go around the one Handler type, the way net/http middleware does.
+type Middleware func(Handler) Handler
+
+// Pipeline runs a retrying service: it declares the topology, consumes the
+// queues it handles, runs the error and requeue stages if asked to, keeps
+// reconnecting while the broker goes and comes back, and stops gracefully.
+//
+//	p := retry.New(retry.Config{Policy: retry.Policy{Delays: ...}})
+//	p.Handle("invoices", "invoice.created", handler)
+//	p.ServeStages()
+//	err := p.Run(ctx, "amqp://guest:guest@localhost:5672/")
+//
+// Each handled queue, and each stage, runs on a connection of its own, so
+// a message that closes its connection (one too large for the frame) stalls
+// nothing else. Several processes may run one pipeline: every queue is a
+// set of competing consumers.
+type Pipeline struct {
+	cfg      Config
+	mu       sync.Mutex
+	routes   []Route
+	handlers map[string]Handler
+	mw       []Middleware
+	stages   bool
+	running  bool
+}
+
+// New returns a Pipeline for cfg. Nothing touches the broker before Run.
+func New(cfg Config) *Pipeline {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Backend == "" {
+		cfg.Backend = Auto
+	}
+	if cfg.Name == "" {
+		cfg.Name = "relay"
+	}
+	return &Pipeline{cfg: cfg, handlers: map[string]Handler{}}
+}
+
+// Handle adds a work queue, bound to the ingress exchange with key, and
+// consumes it with h. The queue is named without the prefix.
+func (p *Pipeline) Handle(queue, key string, h Handler) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.routes = append(p.routes, Route{Queue: queue, Key: key})
+	p.handlers[queue] = h
+}
+
+// Route adds a work queue that this process does not consume: a retrier, or
+// an API that only publishes, declares every queue the pipeline has.
+func (p *Pipeline) Route(queue, key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.routes = append(p.routes, Route{Queue: queue, Key: key})
+}
+
+// Use wraps every handler in mw, the first outermost.
+func (p *Pipeline) Use(mw ...Middleware) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mw = append(p.mw, mw...)
+}
+
+// ServeStages makes Run run the error and requeue stages too. Run them in
+// at least one process of a deployment (relay's retrier, or every worker).
+func (p *Pipeline) ServeStages() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stages = true
+}
+
+// Topology is the topology the pipeline declares, with the backend as
+// configured (Run resolves Auto against the broker).
+func (p *Pipeline) Topology() Topology {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Topology{Prefix: p.cfg.Prefix, Exchange: p.cfg.Exchange, Routes: append([]Route(nil), p.routes...),
+		QueueType: p.cfg.QueueType, Backend: p.cfg.Backend, Handoff: p.cfg.Handoff, Policy: p.cfg.Policy}
+}
+
+// ErrNothingToRun is Run's error for a pipeline with no handler and no
+// stages.
+var ErrNothingToRun = errors.New("the pipeline handles no queue and runs no stages")
+
+// Run runs the pipeline against the broker at urls (one per node of a
+// cluster) until ctx is done, then lets the work in hand finish and
+// returns nil. It returns early only on an error another attempt cannot
+// fix: a topology that conflicts with what the broker has, refused
+// credentials, a configuration that cannot work.
+func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
+	p.mu.Lock()
+	if p.running {
+		p.mu.Unlock()
+		return errors.New("the pipeline is already running")
+	}
+	p.running = true
+	handlers := make(map[string]Handler, len(p.handlers))
+	for q, h := range p.handlers {
+		for i := len(p.mw) - 1; i >= 0; i-- {
+			h = p.mw[i](h)
+		}
+		handlers[q] = h
+	}
+	stages := p.stages
+	p.mu.Unlock()
+	if len(handlers) == 0 && !stages {
+		return ErrNothingToRun
+	}
+	if len(urls) == 0 {
+		return ErrNoBroker
+	}
+	topo := p.Topology()
+	if topo.Backend == Auto {
+		b, why, err := p.choose(ctx, urls, topo)
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		topo.Backend = b
+		p.cfg.Logger.Info("delay backend chosen", "delay_backend", string(b), "why", why)
+	}
+	if err := topo.Validate(); err != nil {
+		return err
+	}
+	mgmt := p.cfg.Management
+	if mgmt == nil {
+		mgmt, _ = ManagementFor(urls[0])
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	supervise := func(name string, run func(context.Context, *amqp.Connection) error) {
+		g.Go(func() error {
+			return SuperviseAny(gctx, urls, p.cfg.Name+" "+name, p.cfg.Logger, func(ctx context.Context, conn *amqp.Connection) error {
+				if err := topo.Declare(ctx, conn); err != nil {
+					return err
+				}
+				return run(ctx, conn)
+			})
+		})
+	}
+	for _, r := range topo.WorkRoutes() {
+		h, ok := handlers[r.Queue[len(topo.Prefix):]]
+		if !ok {
+			continue
+		}
+		c := &Consumer{Topology: topo, Queue: r.Queue, Handler: h, Concurrency: p.cfg.Concurrency, Prefetch: p.cfg.Prefetch,
+			ShutdownTimeout: p.cfg.ShutdownTimeout, Management: mgmt, Logger: p.cfg.Logger, Observe: p.cfg.Observe}
+		supervise(r.Queue, c.Run)
+	}
+	if stages {
+		s := &Stages{Topology: topo, Concurrency: p.cfg.StageConcurrency, Prefetch: p.cfg.StagePrefetch,
+			ShutdownTimeout: p.cfg.ShutdownTimeout, Management: mgmt, Logger: p.cfg.Logger, Observe: p.cfg.Observe}
+		supervise("error stage", s.RunErrorStage)
+		if topo.requeues() {
+			supervise("requeue stage", s.RunRequeueStage)
+		}
+	}
+	return g.Wait()
+}
+
+// choose resolves Auto against the first node that answers, waiting for
+// one (with Backoff) until ctx is done.
+func (p *Pipeline) choose(ctx context.Context, urls []string, t Topology) (Backend, string, error) {
+	for attempt := 1; ; attempt++ {
+		var errs []error
+		for _, u := range urls {
+			b, why, err := Choose(u, t)
+			if err == nil {
+				return b, why, nil
+			}
+			if isFatal(err) {
+				return "", "", fmt.Errorf("choose the delay backend: %w", err)
+			}
+			errs = append(errs, err)
+		}
+		wait := Backoff(attempt)
+		p.cfg.Logger.Warn("no broker answers; the delay backend is chosen once one does", "error", errors.Join(errs...), "wait_ms", wait.Milliseconds())
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return "", "", nil
+		case <-timer.C:
+		}
+	}
+}
