@@ -23,11 +23,11 @@ test-timing: ## timing tests, one package at a time: how exactly the delay backe
 
 .PHONY: test-faults
 test-faults: ## fault tests: broker restarts, kill -9, connection cuts, poison messages (restarts the local broker with rabbitmqctl)
-	$(GO) test -race -count=1 -tags faults -timeout 15m -v ./services/faults/
+	$(GO) test -race -count=1 -tags faults -timeout 15m -v ./services/tests/faults/
 
 .PHONY: test-cluster
 test-cluster: ## cluster test: three RabbitMQ nodes of its own (never the default broker), nodes killed and restarted under load (needs root)
-	$(GO) test -race -count=1 -tags cluster -timeout 15m -v ./services/cluster/
+	$(GO) test -race -count=1 -tags cluster -timeout 15m -v ./services/tests/cluster/
 
 FUZZTIME ?= 60s
 
@@ -35,8 +35,8 @@ FUZZTIME ?= 60s
 fuzz: ## run every fuzz target for FUZZTIME each
 	@for t in FuzzRetryCount FuzzHeaders FuzzClampDelay; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./retry/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME) ./webhooks/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./services/notification/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./services/ingest/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./services/internal/notification/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./services/api/
 
 .PHONY: test-unit
 test-unit: ## unit tests only: no broker needed
@@ -66,9 +66,9 @@ workshop-docs: ## rerun every command in docs/workshop against the broker and wr
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags integration $(PKGS)
-	$(GO) vet -tags faults ./services/faults/
+	$(GO) vet -tags faults ./services/tests/faults/
 	$(GO) vet -tags 'integration timing' ./retry/
-	$(GO) vet -tags cluster ./services/cluster/
+	$(GO) vet -tags cluster ./services/tests/cluster/
 
 .PHONY: bench
 bench: ## measure relay against raw amqp091-go on the local broker and regenerate docs/benchmarks.md (about 3 minutes)
@@ -83,5 +83,6 @@ diagram: ## print the default topology as a Mermaid diagram (no broker needed)
 	@DELAY_BACKEND=plugin $(GO) run ./cmd/relay topology --no-declare --format mermaid
 
 .PHONY: docs
-docs: ## regenerate the generated docs (docs/topology.md)
-	$(GO) test ./services/topology -run TestDocIsCurrent -update
+docs: ## regenerate the generated docs (docs/topology.md, docs/openapi.json)
+	$(GO) test ./services/tools/topology -run TestDocIsCurrent -update
+	$(GO) test ./services/api -run TestOpenAPICopy -update

@@ -17,18 +17,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caarlos0/env/v11"
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/distribution/reference"
 	"github.com/moby/buildkit/frontend/dockerfile/command"
 	yaml "go.yaml.in/yaml/v3"
 
-	"github.com/relay-demo/relay/email"
-	"github.com/relay-demo/relay/services/config"
+	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/flaky"
-	"github.com/relay-demo/relay/services/ingest"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
+	"github.com/relay-demo/relay/webhooks"
 )
 
 const (
@@ -226,17 +226,17 @@ func (s *stack) listens(t *testing.T, name string) []int {
 	var addrs []string
 	switch s.command(name) {
 	case "api":
-		cfg, err := ingest.LoadConfig(getenv)
+		cfg, err := api.LoadConfig(getenv)
 		if err != nil {
 			t.Fatalf("service %s: %v", name, err)
 		}
 		addrs = append(addrs, cfg.HTTPAddr)
-	case "worker email", "worker webhook", "retrier":
-		var cfg config.Broker
-		if err := config.Parse(getenv, &cfg); err != nil {
+	case "worker email", "worker webhook", "worker sms", "retrier":
+		b, err := loadBroker(s.command(name), getenv)
+		if err != nil {
 			t.Fatalf("service %s: %v", name, err)
 		}
-		addrs = append(addrs, cfg.MetricsAddr)
+		addrs = append(addrs, b.MetricsAddr)
 	case "flaky":
 		cfg, err := flaky.LoadConfig(getenv)
 		if err != nil {
@@ -459,17 +459,15 @@ func checkEnvironment(t *testing.T, s *stack) {
 // checkConfigAccepted runs each service's environment through the parsers
 // and checks relay itself runs at start.
 func checkConfigAccepted(t *testing.T, s *stack) {
-	pipeline := func(getenv func(string) string) error {
-		var b config.Broker
-		if err := config.Parse(getenv, &b); err != nil {
-			return err
-		}
-		_, err := b.Topology()
-		return err
+	// Each worker checks its environment as at start, without dialling:
+	// its own settings, the topology, the channel's secret, allow-list and
+	// retired variables.
+	workerCheck := func(channel string) func(getenv func(string) string) error {
+		return func(getenv func(string) string) error { return worker.Check(channel, getenv) }
 	}
 	checks := map[string]func(getenv func(string) string) error{
 		"api": func(getenv func(string) string) error {
-			_, err := ingest.LoadConfig(getenv)
+			_, err := api.LoadConfig(getenv)
 			return err
 		},
 		"flaky": func(getenv func(string) string) error {
@@ -477,44 +475,13 @@ func checkConfigAccepted(t *testing.T, s *stack) {
 			return err
 		},
 		"retrier": func(getenv func(string) string) error {
-			if err := config.Parse(getenv, &retrier.Config{}); err != nil {
-				return err
-			}
-			return pipeline(getenv)
+			_, err := retrier.LoadConfig(getenv)
+			return err
 		},
-		"worker email": func(getenv func(string) string) error {
-			var cfg worker.EmailConfig
-			if err := config.Parse(getenv, &worker.Config{}); err != nil {
-				return err
-			}
-			if err := config.Parse(getenv, &cfg); err != nil {
-				return err
-			}
-			if _, err := email.ParseTLSPolicy(cfg.TLS); err != nil {
-				return err
-			}
-			return pipeline(getenv)
-		},
-		"worker webhook": func(getenv func(string) string) error {
-			if err := config.Parse(getenv, &worker.Config{}); err != nil {
-				return err
-			}
-			// The channel's own constructor: the secret, the allow-list and
-			// the retired variables, checked as at start, without dialling.
-			ch, err := worker.Lookup("webhook")
-			if err != nil {
-				return err
-			}
-			_, closeSender, err := ch.Open(getenv)
-			if err != nil {
-				return err
-			}
-			if err := closeSender(); err != nil {
-				return err
-			}
-			return pipeline(getenv)
-		},
-		"send": nil, // checkSenderArguments runs it
+		"worker email":   workerCheck("email"),
+		"worker webhook": workerCheck("webhook"),
+		"worker sms":     workerCheck("sms"),
+		"send":           nil, // checkSenderArguments runs it
 	}
 	for name := range s.commands {
 		run := s.command(name)
@@ -549,7 +516,7 @@ func checkWiring(t *testing.T, s *stack) {
 // checkStackWiring checks the wiring of the single-node demo's services,
 // or of the cluster profile's, between themselves and the downstreams.
 func checkStackWiring(t *testing.T, s *stack, cluster bool) {
-	api := s.runningIn(t, "api", cluster)
+	apiSvc := s.runningIn(t, "api", cluster)
 	downstream := s.runningIn(t, "flaky", cluster)
 	flakyCfg, err := flaky.LoadConfig(s.getenv(downstream))
 	if err != nil {
@@ -557,24 +524,21 @@ func checkStackWiring(t *testing.T, s *stack, cluster bool) {
 	}
 
 	email := s.runningIn(t, "worker email", cluster)
-	var smtp worker.EmailConfig
-	if err := config.Parse(s.getenv(email), &smtp); err != nil {
-		t.Fatal(err)
+	smtpHost := s.setting(t, email, "SMTP_HOST")
+	smtpPort, err := strconv.Atoi(s.setting(t, email, "SMTP_PORT"))
+	if err != nil {
+		t.Fatalf("%s: SMTP_PORT: %v", email, err)
 	}
-	s.checkURL(t, email+" SMTP_HOST:SMTP_PORT", "smtp://"+net.JoinHostPort(smtp.Host, strconv.Itoa(smtp.Port)), downstream)
-	if want := port(t, flakyCfg.SMTPAddr); smtp.Port != want {
-		t.Errorf("%s: SMTP_PORT %d, but %s serves SMTP on %d", email, smtp.Port, downstream, want)
+	s.checkURL(t, email+" SMTP_HOST:SMTP_PORT", "smtp://"+net.JoinHostPort(smtpHost, strconv.Itoa(smtpPort)), downstream)
+	if want := port(t, flakyCfg.SMTPAddr); smtpPort != want {
+		t.Errorf("%s: SMTP_PORT %d, but %s serves SMTP on %d", email, smtpPort, downstream, want)
 	}
 
 	webhook := s.runningIn(t, "worker webhook", cluster)
-	var hook worker.WebhookConfig
-	if err := config.Parse(s.getenv(webhook), &hook); err != nil {
-		t.Fatal(err)
-	}
-	if flakyCfg.WebhookSecret != "" && hook.Secret != flakyCfg.WebhookSecret {
+	if flakyCfg.WebhookSecret != "" && s.setting(t, webhook, "WEBHOOK_SECRET") != flakyCfg.WebhookSecret {
 		t.Errorf("%s signs with a WEBHOOK_SECRET other than the one %s checks", webhook, downstream)
 	}
-	allow, err := worker.ParseAllowCIDRs(hook.AllowCIDRs)
+	allow, err := webhooks.ParseAllowList(s.setting(t, webhook, "WEBHOOK_ALLOW_CIDRS"))
 	if err != nil {
 		t.Errorf("%s: %v", webhook, err)
 	}
@@ -596,17 +560,17 @@ func checkStackWiring(t *testing.T, s *stack, cluster bool) {
 	if apiURL == "" {
 		apiURL = getenv("RELAY_API")
 	}
-	s.checkURL(t, sender+" --api", apiURL, api)
+	s.checkURL(t, sender+" --api", apiURL, apiSvc)
 	token := flagValue(args, "token")
 	if token == "" {
 		token = getenv("API_TOKEN")
 	}
-	apiCfg, err := ingest.LoadConfig(s.getenv(api))
+	apiCfg, err := api.LoadConfig(s.getenv(apiSvc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(apiCfg.Tokens, token) {
-		t.Errorf("%s: its token is not one of %s's API_TOKENS", sender, api)
+		t.Errorf("%s: its token is not one of %s's API_TOKENS", sender, apiSvc)
 	}
 	hookURL := flagValue(args, "webhook-url")
 	if hookURL == "" {
@@ -905,7 +869,7 @@ func checkCluster(t *testing.T, s *stack) {
 			continue
 		}
 		switch s.command(name) {
-		case "api", "worker email", "worker webhook", "retrier":
+		case "api", "worker email", "worker webhook", "worker sms", "retrier":
 		default:
 			continue
 		}
@@ -918,19 +882,16 @@ func checkCluster(t *testing.T, s *stack) {
 		if getenv("AMQP_URL") != "" {
 			t.Errorf("service %s sets AMQP_URL, which AMQP_URLS overrides", name)
 		}
-		var b config.Broker
-		if err := config.Parse(getenv, &b); err != nil {
+		b, err := loadBroker(s.command(name), getenv)
+		if err != nil {
 			t.Errorf("service %s: %v", name, err)
 			continue
-		}
-		if _, err := b.Topology(); err != nil {
-			t.Errorf("service %s: %v", name, err)
 		}
 		if b.QueueType != "quorum" {
 			t.Errorf("service %s: QUEUE_TYPE=%q, want quorum: classic queues live on one node and dead-letter at most once", name, b.QueueType)
 		}
-		if b.DelayBackend != "ttl" {
-			t.Errorf("service %s: DELAY_BACKEND=%q, want ttl: the plugin keeps delayed messages on one node", name, b.DelayBackend)
+		if b.DelayBackend != "ttl" && b.DelayBackend != "levels" {
+			t.Errorf("service %s: DELAY_BACKEND=%q, want ttl or levels: the plugin keeps delayed messages on one node, and auto would choose it", name, b.DelayBackend)
 		}
 		var hosts []string
 		for i, u := range b.AMQPURLs {
@@ -1003,4 +964,55 @@ func checkPeerDiscovery(t *testing.T, s *stack, name string, nodes []string) {
 	if !slices.Equal(listed, nodes) {
 		t.Errorf("node %s: classic config peer discovery lists %q, want the cluster's nodes %q", name, listed, nodes)
 	}
+}
+
+// brokerSettings are a relay service's broker settings, as it parses
+// them at start.
+type brokerSettings struct {
+	QueueType, DelayBackend, MetricsAddr string
+	AMQPURLs                             []string
+}
+
+// loadBroker parses a pipeline service's environment with the service's
+// own LoadConfig, topology check included.
+func loadBroker(command string, getenv func(string) string) (brokerSettings, error) {
+	switch {
+	case command == "api":
+		c, err := api.LoadConfig(getenv)
+		return brokerSettings{c.QueueType, c.DelayBackend, c.MetricsAddr, c.AMQPURLs}, err
+	case command == "retrier":
+		c, err := retrier.LoadConfig(getenv)
+		return brokerSettings{c.QueueType, c.DelayBackend, c.MetricsAddr, c.AMQPURLs}, err
+	case strings.HasPrefix(command, "worker "):
+		c, err := worker.LoadConfig(getenv)
+		return brokerSettings{c.QueueType, c.DelayBackend, c.MetricsAddr, c.AMQPURLs}, err
+	}
+	return brokerSettings{}, fmt.Errorf("relay %s is not a pipeline service", command)
+}
+
+// setting is the value a worker reads for key: the service's environment,
+// else the default its configuration declares.
+func (s *stack) setting(t *testing.T, service, key string) string {
+	t.Helper()
+	if v := s.getenv(service)(key); v != "" {
+		return v
+	}
+	cmd := s.command(service)
+	cfgs, err := worker.Env(strings.TrimPrefix(cmd, "worker "))
+	if err != nil {
+		t.Fatalf("service %s: %v", service, err)
+	}
+	for _, cfg := range cfgs {
+		params, err := env.GetFieldParams(cfg)
+		if err != nil {
+			t.Fatalf("env tags of %T: %v", cfg, err)
+		}
+		for _, p := range params {
+			if p.Key == key {
+				return p.DefaultValue
+			}
+		}
+	}
+	t.Fatalf("relay %s reads no %s", cmd, key)
+	return ""
 }

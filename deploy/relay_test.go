@@ -14,8 +14,8 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/flaky"
-	"github.com/relay-demo/relay/services/ingest"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
 )
@@ -91,13 +91,19 @@ func splitCommand(commands, args []string) (name string, rest []string, ok bool)
 // configs returns, for each long-running command, the configuration
 // structs it parses from the environment (see each service's Run).
 func configs() map[string][]any {
-	return map[string][]any{
-		"api":            {&ingest.Config{}},
-		"worker email":   {&worker.Config{}, &worker.EmailConfig{}},
-		"worker webhook": {&worker.Config{}, &worker.WebhookConfig{}},
-		"retrier":        {&retrier.Config{}},
-		"flaky":          {&flaky.Config{}},
+	out := map[string][]any{
+		"api":     {&api.Config{}},
+		"retrier": {&retrier.Config{}},
+		"flaky":   {&flaky.Config{}},
 	}
+	for _, c := range worker.Channels() {
+		cfgs, err := worker.Env(c.Name)
+		if err != nil {
+			panic(err) // a listed channel always has its structs
+		}
+		out["worker "+c.Name] = cfgs
+	}
+	return out
 }
 
 // retired maps variables relay no longer reads to their replacement. The
@@ -107,7 +113,7 @@ var retired = map[string]string{"WEBHOOK_ALLOW_PRIVATE": "WEBHOOK_ALLOW_CIDRS"}
 // directReads maps the commands that read variables with getenv rather
 // than through a Config struct to the package doing it: relay send takes
 // its flags' defaults from the environment.
-var directReads = map[string]string{"send": "services/send"}
+var directReads = map[string]string{"send": "services/tools/send"}
 
 // readVariables returns the variables a command reads: its Config
 // structs' `env` tags, plus the getenv("NAME") calls in its package.

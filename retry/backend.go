@@ -322,16 +322,16 @@ func Choose(url string, t Topology) (Backend, string, error) {
 			return Native, "RabbitMQ " + version + " with quorum queues: the broker's own delayed retry", nil
 		}
 		why := fmt.Sprintf("RabbitMQ %s could retry natively, but %v", version, err)
-		if b, err := DetectBackend(url, Auto); err == nil && b == Plugin {
+		if plugin, err := HasPlugin(url); err == nil && plugin {
 			return Plugin, why + "; the delayed-message plugin is there", nil
 		}
 		return Levels, why + "; binary delay levels instead", nil
 	}
-	b, err := DetectBackend(url, Auto)
+	plugin, err := HasPlugin(url)
 	if err != nil {
 		return "", "", err
 	}
-	if b == Plugin {
+	if plugin {
 		return Plugin, "the broker has the delayed-message plugin", nil
 	}
 	return Levels, "no delayed-message plugin on RabbitMQ " + version + ": binary delay levels", nil

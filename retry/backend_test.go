@@ -11,7 +11,7 @@ import (
 )
 
 func TestLevelRoute(t *testing.T) {
-	topo := Topology{Prefix: "p.", Backend: Levels}
+	topo := Topology{Routes: testRoutes, Prefix: "p.", Backend: Levels}
 	tests := []struct {
 		delay    time.Duration
 		exchange string
@@ -57,7 +57,7 @@ func TestLevelRoute(t *testing.T) {
 }
 
 func TestDecide(t *testing.T) {
-	topo := Topology{Policy: Policy{Delays: []time.Duration{time.Second, 5 * time.Second}, Deferrals: 2, Deadline: time.Hour}}
+	topo := Topology{Routes: testRoutes, Policy: Policy{Delays: []time.Duration{time.Second, 5 * time.Second}, Deferrals: 2, Deadline: time.Hour}}
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name  string
@@ -92,11 +92,11 @@ func TestValidateBackend(t *testing.T) {
 		topo Topology
 		want error
 	}{
-		{"levels", Topology{Backend: Levels}, nil},
-		{"a delay beyond 2^32-1 ms", Topology{Backend: Levels, Policy: Policy{Delays: []time.Duration{60 * 24 * time.Hour}}}, ErrDelayTooLong},
-		{"native linear", Topology{Backend: Native, QueueType: Quorum, Policy: Policy{Delays: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second}}}, nil},
-		{"native not linear", Topology{Backend: Native, QueueType: Quorum, Policy: Policy{Delays: []time.Duration{time.Second, 5 * time.Second}}}, ErrNotLinear},
-		{"native on classic queues", Topology{Backend: Native, Policy: Policy{Delays: []time.Duration{time.Second}}}, errors.New("quorum")},
+		{"levels", Topology{Routes: testRoutes, Backend: Levels}, nil},
+		{"a delay beyond 2^32-1 ms", Topology{Routes: testRoutes, Backend: Levels, Policy: Policy{Delays: []time.Duration{60 * 24 * time.Hour}}}, ErrDelayTooLong},
+		{"native linear", Topology{Routes: testRoutes, Backend: Native, QueueType: Quorum, Policy: Policy{Delays: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second}}}, nil},
+		{"native not linear", Topology{Routes: testRoutes, Backend: Native, QueueType: Quorum, Policy: Policy{Delays: []time.Duration{time.Second, 5 * time.Second}}}, ErrNotLinear},
+		{"native on classic queues", Topology{Routes: testRoutes, Backend: Native, Policy: Policy{Delays: []time.Duration{time.Second}}}, errors.New("quorum")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -133,23 +133,20 @@ func isFatal(err error) bool {
 	return errors.Is(err, ErrConflict) || errors.Is(err, amqp.ErrSASL) || errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost)
 }
 
-// DetectBackend resolves Auto by asking the broker whether it knows the
-// x-delayed-message exchange type. Declaring an unknown exchange type makes
-// the broker close the whole connection (503 command invalid), so the probe
-// runs on a throw-away connection of its own. Plugin and TTL are returned
-// unchanged. Its errors, like Dial's, never quote the URL.
-func DetectBackend(url string, b Backend) (Backend, error) {
-	if b != Auto {
-		return b, nil
-	}
+// HasPlugin asks the broker at url whether it knows the x-delayed-message
+// exchange type of the delayed-message plugin. Declaring an unknown
+// exchange type makes the broker close the whole connection (503 command
+// invalid), so the probe runs on a throw-away connection of its own. Its
+// errors, like Dial's, never quote the URL.
+func HasPlugin(url string) (bool, error) {
 	conn, err := Dial(url, "relay probe")
 	if err != nil {
-		return "", err
+		return false, err
 	}
 	defer conn.Close()
 	ch, err := conn.Channel()
 	if err != nil {
-		return "", fmt.Errorf("probe delay backend: %w", err)
+		return false, fmt.Errorf("probe for the delayed-message plugin: %w", err)
 	}
 	name := "relay.probe." + randomSuffix()
 	err = ch.ExchangeDeclare(name, "x-delayed-message",
@@ -160,13 +157,13 @@ func DetectBackend(url string, b Backend) (Backend, error) {
 		amqp.Table{"x-delayed-type": amqp.ExchangeDirect})
 	if err == nil {
 		_ = ch.ExchangeDelete(name, false, false)
-		return Plugin, nil
+		return true, nil
 	}
 	var aerr *amqp.Error
 	if errors.As(err, &aerr) && (aerr.Code == amqp.CommandInvalid || aerr.Code == amqp.NotFound) {
-		return TTL, nil
+		return false, nil
 	}
-	return "", fmt.Errorf("probe delay backend: %w", err)
+	return false, fmt.Errorf("probe for the delayed-message plugin: %w", err)
 }
 
 func randomSuffix() string {

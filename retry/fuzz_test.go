@@ -107,8 +107,7 @@ func FuzzRetryCount(f *testing.F) {
 
 // FuzzHeaders builds header tables of any shape, with relay's and the
 // broker's header names likely, and checks the readers and forward:
-// OriginalQueue names a queue found in the headers or nothing, DeathCount
-// is never negative, and forward copies every header but the broker's
+// Claim names a queue found in the headers or nothing, and Forward copies every header but the broker's
 // per-hop ones without touching its input.
 func FuzzHeaders(f *testing.F) {
 	for _, h := range []amqp.Table{
@@ -133,9 +132,6 @@ func FuzzHeaders(f *testing.F) {
 		}
 		if e := lastError(h); e != "" && !slices.Contains(stringsIn(h), e) && !strings.Contains(e, "not recorded") {
 			t.Fatalf("lastError = %q, which the headers do not hold: %#v", e, h)
-		}
-		if n := DeathCount(h); n < 0 {
-			t.Fatalf("DeathCount = %d: a sum of counts below zero: %#v", n, h)
 		}
 		out := Forward(h)
 		if !cmp.Equal(h, before, cmpopts.EquateNaNs()) {

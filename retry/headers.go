@@ -2,7 +2,6 @@ package retry
 
 import (
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -243,23 +242,6 @@ func Claim(h amqp.Table) (queue, header string) {
 		return q, HeaderOriginalQueue
 	}
 	return "", ""
-}
-
-// DeathCount sums the counts in x-death. It is for showing history only:
-// RabbitMQ 3.13+ ignores x-death set by a publisher, so a message that a
-// client republished starts counting again from 1.
-func DeathCount(h amqp.Table) int {
-	deaths, _ := h["x-death"].([]any)
-	total := 0
-	for _, d := range deaths {
-		if t, ok := d.(amqp.Table); ok {
-			if n, ok := headerInt(t, "count"); ok && n > 0 {
-				total += int(min(n, int64(math.MaxInt32)))
-				total = min(total, math.MaxInt32)
-			}
-		}
-	}
-	return total
 }
 
 // brokerHeaders are set by the broker or the delay plugin for one hop and

@@ -45,34 +45,30 @@ func death(queue string, count any) amqp.Table {
 	return amqp.Table{"queue": queue, "reason": "rejected", "count": count, "exchange": ""}
 }
 
-func TestClaimAndDeathCount(t *testing.T) {
+func TestClaim(t *testing.T) {
 	tests := []struct {
 		name       string
 		h          amqp.Table
 		wantQueue  string
 		wantHeader string
-		wantCount  int
 	}{
 		{"the broker's newest x-death entry wins", amqp.Table{HeaderOriginalQueue: "victim", "x-last-death-queue": "other",
-			"x-death": []any{death("email-queue", int64(1))}}, "email-queue", "x-death", 1},
-		{"x-last-death-queue (3.13+)", amqp.Table{"x-last-death-queue": "webhook-queue", HeaderOriginalQueue: "victim"}, "webhook-queue", "x-last-death-queue", 0},
-		{"relay's own header when the broker wrote nothing", amqp.Table{HeaderOriginalQueue: "email-queue"}, "email-queue", HeaderOriginalQueue, 0},
-		{"x-death newest first", amqp.Table{"x-death": []any{death("webhook-queue", int32(2)), death("email-queue", int64(3))}}, "webhook-queue", "x-death", 5},
-		{"x-death count as int16", amqp.Table{"x-death": []any{death("q", int16(4))}}, "q", "x-death", 4},
-		{"x-death count as uint8", amqp.Table{"x-death": []any{death("q", uint8(4))}}, "q", "x-death", 4},
-		{"a garbled newest entry is not skipped over", amqp.Table{"x-death": []any{"junk", death("q", "x")}}, "", "", 0},
-		{"x-first-death-queue is never read", amqp.Table{"x-death": "junk", "x-first-death-queue": "first"}, "", "", 0},
-		{"a number is not a queue", amqp.Table{HeaderOriginalQueue: int32(42)}, "", "", 0},
-		{"nothing", amqp.Table{}, "", "", 0},
-		{"huge counts saturate", amqp.Table{"x-death": []any{death("q", int64(1<<62)), death("q", int64(1<<62))}}, "q", "x-death", 1<<31 - 1},
+			"x-death": []any{death("email-queue", int64(1))}}, "email-queue", "x-death"},
+		{"x-last-death-queue (3.13+)", amqp.Table{"x-last-death-queue": "webhook-queue", HeaderOriginalQueue: "victim"}, "webhook-queue", "x-last-death-queue"},
+		{"relay's own header when the broker wrote nothing", amqp.Table{HeaderOriginalQueue: "email-queue"}, "email-queue", HeaderOriginalQueue},
+		{"x-death newest first", amqp.Table{"x-death": []any{death("webhook-queue", int32(2)), death("email-queue", int64(3))}}, "webhook-queue", "x-death"},
+		{"x-death count as int16", amqp.Table{"x-death": []any{death("q", int16(4))}}, "q", "x-death"},
+		{"x-death count as uint8", amqp.Table{"x-death": []any{death("q", uint8(4))}}, "q", "x-death"},
+		{"a garbled newest entry is not skipped over", amqp.Table{"x-death": []any{"junk", death("q", "x")}}, "", ""},
+		{"x-first-death-queue is never read", amqp.Table{"x-death": "junk", "x-first-death-queue": "first"}, "", ""},
+		{"a number is not a queue", amqp.Table{HeaderOriginalQueue: int32(42)}, "", ""},
+		{"nothing", amqp.Table{}, "", ""},
+		{"huge counts", amqp.Table{"x-death": []any{death("q", int64(1<<62)), death("q", int64(1<<62))}}, "q", "x-death"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if q, h := Claim(tt.h); q != tt.wantQueue || h != tt.wantHeader {
 				t.Errorf("Claim = %q from %q, want %q from %q", q, h, tt.wantQueue, tt.wantHeader)
-			}
-			if got := DeathCount(tt.h); got != tt.wantCount {
-				t.Errorf("DeathCount = %d, want %d", got, tt.wantCount)
 			}
 		})
 	}

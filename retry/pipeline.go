@@ -168,14 +168,9 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 	if len(urls) == 0 {
 		return ErrNoBroker
 	}
-	topo := p.Topology()
-	if topo.Backend == Auto {
-		b, why, err := p.choose(ctx, urls, topo)
-		if err != nil || ctx.Err() != nil {
-			return err
-		}
-		topo.Backend = b
-		p.cfg.Logger.Info("delay backend chosen", "delay_backend", string(b), "why", why)
+	topo, err := Resolve(ctx, p.Topology(), urls, p.cfg.Logger)
+	if err != nil || ctx.Err() != nil {
+		return err
 	}
 	if err := topo.Validate(); err != nil {
 		return err
@@ -185,12 +180,13 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 		mgmt, _ = ManagementFor(urls[0])
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	supervise := func(name string, run func(context.Context, *amqp.Connection) error) {
+	supervise := func(name, queue string, run func(context.Context, *amqp.Connection) error) {
 		g.Go(func() error {
 			return SuperviseAny(gctx, urls, p.cfg.Name+" "+name, p.cfg.Logger, func(ctx context.Context, conn *amqp.Connection) error {
 				if err := topo.Declare(ctx, conn); err != nil {
 					return err
 				}
+				p.cfg.Logger.Info("consuming", "queue", queue, "delay_backend", string(topo.Backend))
 				return run(ctx, conn)
 			})
 		})
@@ -202,41 +198,56 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 		}
 		c := &Consumer{Topology: topo, Queue: r.Queue, Handler: h, Concurrency: p.cfg.Concurrency, Prefetch: p.cfg.Prefetch,
 			ShutdownTimeout: p.cfg.ShutdownTimeout, Management: mgmt, Logger: p.cfg.Logger, Observe: p.cfg.Observe}
-		supervise(r.Queue, c.Run)
+		supervise(r.Queue, r.Queue, c.Run)
 	}
 	if stages {
 		s := &Stages{Topology: topo, Concurrency: p.cfg.StageConcurrency, Prefetch: p.cfg.StagePrefetch,
 			ShutdownTimeout: p.cfg.ShutdownTimeout, Management: mgmt, Logger: p.cfg.Logger, Observe: p.cfg.Observe}
-		supervise("error stage", s.RunErrorStage)
+		supervise("error stage", topo.Name(ErrorQueue), s.RunErrorStage)
 		if topo.requeues() {
-			supervise("requeue stage", s.RunRequeueStage)
+			supervise("requeue stage", topo.Name(RequeueQueue), s.RunRequeueStage)
 		}
 	}
 	return g.Wait()
 }
 
-// choose resolves Auto against the first node that answers, waiting for
-// one (with Backoff) until ctx is done.
-func (p *Pipeline) choose(ctx context.Context, urls []string, t Topology) (Backend, string, error) {
+// Resolve returns t with Auto replaced by the backend Choose picks on the
+// first of urls that answers, logging the choice and why. While no node
+// answers it waits (with Backoff) and tries again, until ctx is done, when
+// it returns t unresolved and no error. Errors another attempt cannot fix,
+// such as refused credentials, end it. Any other backend is returned as
+// it is.
+func Resolve(ctx context.Context, t Topology, urls []string, log *slog.Logger) (Topology, error) {
+	if t.Backend != Auto {
+		return t, nil
+	}
+	if len(urls) == 0 {
+		return t, ErrNoBroker
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	for attempt := 1; ; attempt++ {
 		var errs []error
 		for _, u := range urls {
 			b, why, err := Choose(u, t)
 			if err == nil {
-				return b, why, nil
+				t.Backend = b
+				log.Info("delay backend chosen", "delay_backend", string(b), "why", why)
+				return t, nil
 			}
 			if isFatal(err) {
-				return "", "", fmt.Errorf("choose the delay backend: %w", err)
+				return t, fmt.Errorf("choose the delay backend: %w", err)
 			}
 			errs = append(errs, err)
 		}
 		wait := Backoff(attempt)
-		p.cfg.Logger.Warn("no broker answers; the delay backend is chosen once one does", "error", errors.Join(errs...), "wait_ms", wait.Milliseconds())
+		log.Warn("no broker answers; the delay backend is chosen once one does", "error", errors.Join(errs...), "wait_ms", wait.Milliseconds())
 		timer := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return "", "", nil
+			return t, nil
 		case <-timer.C:
 		}
 	}

@@ -42,9 +42,6 @@ type Route struct {
 	Key   string
 }
 
-// DefaultRoutes are relay's two channels.
-var DefaultRoutes = []Route{{Queue: "email-queue", Key: "email"}, {Queue: "webhook-queue", Key: "webhook"}}
-
 // Topology names and shapes everything the pipeline needs on the broker.
 // Its zero value, with a Backend chosen, is relay's default topology.
 type Topology struct {
@@ -53,12 +50,14 @@ type Topology struct {
 	Prefix string
 	// Exchange is the ingress exchange; empty means DefaultExchange.
 	Exchange string
-	// Routes are the work queues; empty means DefaultRoutes.
+	// Routes are the work queues and their routing keys. A process that
+	// runs only the stages lists them too: they are the only queues the
+	// stages send a message back to.
 	Routes []Route
 	// QueueType is Classic (the zero value) or Quorum.
 	QueueType QueueType
 	// Backend is how failed messages wait: Plugin, TTL, Levels or Native;
-	// resolve Auto with DetectBackend first.
+	// resolve Auto with Resolve (Pipeline.Run does) before declaring.
 	Backend Backend
 	// Handoff is how a failure reaches its wait: ViaStages (the zero value,
 	// the article's topology) or Direct.
@@ -80,12 +79,8 @@ func (t Topology) Ingress() string {
 
 // WorkRoutes are the prefixed work queues and their routing keys.
 func (t Topology) WorkRoutes() []Route {
-	routes := t.Routes
-	if len(routes) == 0 {
-		routes = DefaultRoutes
-	}
-	out := make([]Route, len(routes))
-	for i, r := range routes {
+	out := make([]Route, len(t.Routes))
+	for i, r := range t.Routes {
 		out[i] = Route{Queue: t.Name(r.Queue), Key: r.Key}
 	}
 	return out
@@ -285,7 +280,7 @@ func (t Topology) Validate() error {
 	switch t.Backend {
 	case Plugin, TTL, Levels, Native:
 	case Auto:
-		return errors.New("delay backend auto must be resolved with DetectBackend before declaring")
+		return errors.New("delay backend auto must be resolved against the broker (retry.Resolve) before declaring")
 	default:
 		return fmt.Errorf("delay backend %q: want plugin, ttl, levels or native", t.Backend)
 	}

@@ -53,10 +53,10 @@ func TestPlan(t *testing.T) {
 		wantExchanges []string
 		wantQueues    []string
 	}{
-		{"plugin", Topology{Backend: Plugin, Policy: policy},
+		{"plugin", Topology{Routes: testRoutes, Backend: Plugin, Policy: policy},
 			[]string{"notification-exchange:direct", "error-exchange:fanout", "wait-exchange:x-delayed-message", "dead-letter-exchange:headers"},
 			[]string{"email-queue", "webhook-queue", "error-queue", "requeue-queue", "dead-letter-queue"}},
-		{"ttl with prefix", Topology{Prefix: "t.", Backend: TTL, Policy: policy},
+		{"ttl with prefix", Topology{Routes: testRoutes, Prefix: "t.", Backend: TTL, Policy: policy},
 			[]string{"t.notification-exchange:direct", "t.error-exchange:fanout", "t.wait-exchange:direct", "t.dead-letter-exchange:headers"},
 			[]string{"t.email-queue", "t.webhook-queue", "t.error-queue", "t.requeue-queue", "t.wait.500ms", "t.wait.5s", "t.dead-letter-queue"}},
 	}
@@ -74,7 +74,7 @@ func TestPlan(t *testing.T) {
 }
 
 func TestPlanArguments(t *testing.T) {
-	topo := Topology{Backend: TTL, QueueType: Quorum, Policy: Policy{Delays: []time.Duration{time.Second}}}
+	topo := Topology{Routes: testRoutes, Backend: TTL, QueueType: Quorum, Policy: Policy{Delays: []time.Duration{time.Second}}}
 	args := map[string]map[string]any{}
 	for _, q := range topo.Plan().Queues {
 		args[q.Name] = q.Args
@@ -93,7 +93,7 @@ func TestPlanArguments(t *testing.T) {
 	if diff := cmp.Diff(map[string]any{"x-queue-type": "quorum"}, args["error-queue"]); diff != "" {
 		t.Errorf("error-queue args (-want +got):\n%s", diff)
 	}
-	classic := Topology{Backend: Plugin}
+	classic := Topology{Routes: testRoutes, Backend: Plugin}
 	for _, q := range classic.Plan().Queues {
 		if _, ok := q.Args["x-dead-letter-strategy"]; ok {
 			t.Errorf("classic queue %s has a dead-letter strategy", q.Name)
@@ -107,10 +107,10 @@ func TestValidate(t *testing.T) {
 		topo    Topology
 		wantErr string
 	}{
-		{"ok", Topology{Backend: TTL}, ""},
-		{"auto unresolved", Topology{Backend: Auto}, "resolved"},
-		{"unknown backend", Topology{Backend: "redis"}, "want plugin, ttl, levels or native"},
-		{"unknown queue type", Topology{Backend: TTL, QueueType: "stream"}, "want classic or quorum"},
+		{"ok", Topology{Routes: testRoutes, Backend: TTL}, ""},
+		{"auto unresolved", Topology{Routes: testRoutes, Backend: Auto}, "resolved"},
+		{"unknown backend", Topology{Routes: testRoutes, Backend: "redis"}, "want plugin, ttl, levels or native"},
+		{"unknown queue type", Topology{Routes: testRoutes, Backend: TTL, QueueType: "stream"}, "want classic or quorum"},
 		{"duplicate route", Topology{Backend: TTL, Routes: []Route{{"a", "a"}, {"a", "b"}}}, "twice"},
 		{"route without key", Topology{Backend: TTL, Routes: []Route{{"a", ""}}}, "routing key"},
 	}
@@ -131,7 +131,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestMermaidFollowsPlan(t *testing.T) {
-	topo := Topology{Backend: TTL, Policy: Policy{Delays: []time.Duration{time.Second}}}
+	topo := Topology{Routes: testRoutes, Backend: TTL, Policy: Policy{Delays: []time.Duration{time.Second}}}
 	m := topo.Plan().Mermaid()
 	for _, want := range []string{
 		"flowchart LR",
@@ -148,3 +148,6 @@ func TestMermaidFollowsPlan(t *testing.T) {
 		}
 	}
 }
+
+// testRoutes are the work queues of the tests' topologies.
+var testRoutes = []Route{{Queue: "email-queue", Key: "email"}, {Queue: "webhook-queue", Key: "webhook"}}

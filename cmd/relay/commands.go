@@ -9,16 +9,16 @@ import (
 	"strings"
 
 	"github.com/relay-demo/relay/services/all"
-	"github.com/relay-demo/relay/services/bench"
-	"github.com/relay-demo/relay/services/dead"
+	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/flaky"
-	"github.com/relay-demo/relay/services/ingest"
 	"github.com/relay-demo/relay/services/retrier"
-	"github.com/relay-demo/relay/services/send"
-	"github.com/relay-demo/relay/services/status"
-	"github.com/relay-demo/relay/services/topology"
+	"github.com/relay-demo/relay/services/tools/bench"
+	"github.com/relay-demo/relay/services/tools/dead"
+	"github.com/relay-demo/relay/services/tools/send"
+	"github.com/relay-demo/relay/services/tools/status"
+	"github.com/relay-demo/relay/services/tools/topology"
+	"github.com/relay-demo/relay/services/tools/workshop"
 	"github.com/relay-demo/relay/services/worker"
-	"github.com/relay-demo/relay/services/workshop"
 )
 
 var errUsage = errors.New("usage: relay <command> [arguments]; `relay help` lists the commands")
@@ -54,11 +54,14 @@ func deadVerb(verb string, stdin io.Reader) func(context.Context, []string, func
 }
 
 func commands() []command {
-	return []command{
-		{"api", "run the ingest HTTP API (POST /v1/notifications) and the dashboard", service(ingest.Run)},
-		{"worker email", "deliver the email queue over SMTP", service(workerFor("email"))},
-		{"worker webhook", "deliver the webhook queue over signed HTTP", service(workerFor("webhook"))},
-		{"worker sms", "deliver the sms queue to an HTTP SMS gateway", service(workerFor("sms"))},
+	cmds := []command{
+		{"api", "run the ingest HTTP API (POST /v1/notifications) and the dashboard", service(api.Run)},
+	}
+	// A worker command for every channel in the registry.
+	for _, c := range worker.Channels() {
+		cmds = append(cmds, command{"worker " + c.Name, c.Summary, service(workerFor(c.Name))})
+	}
+	return append(cmds, []command{
 		{"retrier", "run the error and requeue stages of the retry pipeline", service(retrier.Run)},
 		{"all", "run every service in one process, wired together for the local demo", service(all.Run)},
 		{"flaky", "run the fake, deliberately unreliable SMTP server and webhook receiver", service(flaky.Run)},
@@ -70,7 +73,7 @@ func commands() []command {
 		{"workshop", "run the retry strategies side by side (list, run, compare, topology, docs)", workshop.Run},
 		{"bench", "measure relay's paths against raw amqp091-go on the broker (--format text|markdown|json, --quick, --out FILE)", bench.Run},
 		{"topology", "declare the exchanges and queues and print them (--format mermaid, --no-declare)", topology.Run},
-	}
+	}...)
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -121,11 +121,18 @@ func Prefix(tb testing.TB) string {
 	return fmt.Sprintf("test.%s.%s.", name, hex.EncodeToString(b[:]))
 }
 
-// Declare gives topo a unique prefix, declares it on conn's broker, and
-// deletes all of it, messages included, when the test ends.
+// Routes are the work queues the tests use when a topology names none.
+var Routes = []retry.Route{{Queue: "email-queue", Key: "email"}, {Queue: "webhook-queue", Key: "webhook"}}
+
+// Declare gives topo a unique prefix (and Routes, if it has none),
+// declares it on conn's broker, and deletes all of it, messages included,
+// when the test ends.
 func Declare(tb testing.TB, conn *amqp.Connection, topo retry.Topology) retry.Topology {
 	tb.Helper()
 	topo.Prefix = Prefix(tb)
+	if len(topo.Routes) == 0 {
+		topo.Routes = Routes
+	}
 	if err := topo.Declare(context.Background(), conn); err != nil {
 		tb.Fatalf("declare topology: %v", err)
 	}

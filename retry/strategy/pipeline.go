@@ -67,17 +67,17 @@ func (s *pipeline) Declare(ctx context.Context, conn *amqp.Connection) error {
 }
 
 // probe asks the broker whether it has the delayed-message exchange type.
-// Declaring an unknown type closes the whole connection, so DetectBackend
+// Declaring an unknown type closes the whole connection, so HasPlugin
 // probes on a connection of its own.
 func (s *pipeline) probe() error {
 	if s.o.URL == "" {
 		return errors.New("delayed-exchange needs Options.URL to probe the broker for the delayed-message plugin")
 	}
-	b, err := retry.DetectBackend(s.o.URL, retry.Auto)
+	plugin, err := retry.HasPlugin(s.o.URL)
 	if err != nil {
 		return err
 	}
-	if b != retry.Plugin {
+	if !plugin {
 		return fmt.Errorf("%w: it has no x-delayed-message exchange type "+
 			"(the rabbitmq_delayed_message_exchange plugin is not enabled); ttl-tiers runs the same pipeline without it", ErrUnsupported)
 	}

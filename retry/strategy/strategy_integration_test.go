@@ -323,7 +323,8 @@ func TestRetryAwareDLXReplayStartsAFreshCycle(t *testing.T) {
 
 	// The strategy parks where relay's own pipeline does, so relay's
 	// dead-letter tools work on it.
-	dl := retry.DeadLetters{Conn: st.conn, Topology: retry.Topology{Prefix: st.prefix}}
+	dl := retry.DeadLetters{Conn: st.conn, Topology: retry.Topology{Prefix: st.prefix,
+		Routes: []retry.Route{{Queue: strategy.WorkQueue, Key: strategy.RoutingKey}}}}
 	var totals []any
 	for cycle := 1; cycle <= 2; cycle++ {
 		var parked []retry.DeadLetter

@@ -10,21 +10,20 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/relay-demo/relay/services/config"
+	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/flaky"
-	"github.com/relay-demo/relay/services/ingest"
+	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/services/internal/runner"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
 )
-
-// DemoAllowCIDRs is the demo's WEBHOOK_ALLOW_CIDRS: loopback, where the
-// flaky downstreams listen, and nothing else inside the network.
-const DemoAllowCIDRs = "127.0.0.0/8,::1/128"
 
 // Demo fills in what the environment leaves unset so the services find
 // each other: the workers deliver to the flaky downstreams on loopback
@@ -37,13 +36,15 @@ func Demo(getenv func(string) string) (func(string) string, string) {
 	httpAddr := or(getenv("FLAKY_HTTP_ADDR"), ":9090")
 	_, httpPort, _ := net.SplitHostPort(httpAddr)
 	defaults := map[string]string{
-		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": smtpPort, "SMTP_TLS": "none", "EMAIL_FROM": "relay@relay.demo",
-		"WEBHOOK_ALLOW_CIDRS":    DemoAllowCIDRs,
 		"WEBHOOK_SECRET":         "whsec_" + base64.StdEncoding.EncodeToString(random(32)),
 		"FLAKY_EMAIL_SCENARIO":   "flaky",
 		"FLAKY_WEBHOOK_SCENARIO": "flaky",
 		"DEMO_WEBHOOK_URL":       "http://127.0.0.1:" + httpPort + "/webhooks/demo",
-		"SMS_URL":                "http://127.0.0.1:" + httpPort + "/webhooks/sms",
+	}
+	// Each channel says what points it at the flaky downstreams.
+	down := channel.Downstreams{SMTPHost: "127.0.0.1", SMTPPort: smtpPort, HTTP: "http://127.0.0.1:" + httpPort}
+	for _, c := range channel.All() {
+		maps.Copy(defaults, c.Demo(down))
 	}
 	token := ""
 	if getenv("API_TOKENS") == "" && getenv("API_AUTH") != "off" {
@@ -75,29 +76,28 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if token != "" {
 		log.Info("demo API token (set API_TOKENS to choose your own)", "token", token)
 	}
-	if allow := getenv("WEBHOOK_ALLOW_CIDRS"); allow == DemoAllowCIDRs {
+	if allow := getenv("WEBHOOK_ALLOW_CIDRS"); allow == channel.DemoAllowCIDRs {
 		log.Warn("webhook targets on loopback are allowed, so the workers reach the flaky downstreams: this is the demo setting, never a production one",
 			"webhook_allow_cidrs", allow)
 	} else {
 		log.Warn("webhook targets inside WEBHOOK_ALLOW_CIDRS are allowed besides the public internet", "webhook_allow_cidrs", allow)
 	}
 	// One registry for every service: the API's /metrics serves it all.
-	ctx = config.WithTelemetry(ctx, config.NewTelemetry())
+	ctx = runner.WithTelemetry(ctx, runner.NewTelemetry())
 	g, ctx := errgroup.WithContext(ctx)
-	for name, run := range map[string]func(context.Context, func(string) string, io.Writer) error{
+	services := map[string]func(context.Context, func(string) string, io.Writer) error{
 		"flaky":   flaky.Run,
 		"retrier": retrier.Run,
-		"email": func(ctx context.Context, g func(string) string, w io.Writer) error {
-			return worker.Run(ctx, "email", g, w)
-		},
-		"webhook": func(ctx context.Context, g func(string) string, w io.Writer) error {
-			return worker.Run(ctx, "webhook", g, w)
-		},
-		"sms": func(ctx context.Context, g func(string) string, w io.Writer) error {
-			return worker.Run(ctx, "sms", g, w)
-		},
-		"api": ingest.Run,
-	} {
+		"api":     api.Run,
+	}
+	// A worker for every channel.
+	for _, c := range worker.Channels() {
+		name := c.Name
+		services[name] = func(ctx context.Context, g func(string) string, w io.Writer) error {
+			return worker.Run(ctx, name, g, w)
+		}
+	}
+	for name, run := range services {
 		g.Go(func() error {
 			if err := run(ctx, getenv, out); err != nil {
 				return fmt.Errorf("%s: %w", name, err)

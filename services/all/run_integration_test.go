@@ -19,7 +19,7 @@ import (
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/all"
-	"github.com/relay-demo/relay/services/notification"
+	"github.com/relay-demo/relay/services/internal/channel"
 )
 
 func freePort(t *testing.T) string {
@@ -52,7 +52,7 @@ func TestEndToEnd(t *testing.T) {
 		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
 	}
 	conn := retrytest.Conn(t)
-	topo := retry.Topology{Prefix: prefix, Routes: notification.Routes(), Backend: retry.TTL,
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL,
 		Policy: retry.Policy{Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}, MaxRetries: 8}}
 	t.Cleanup(func() {
 		if err := topo.Delete(conn); err != nil {
@@ -237,7 +237,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
 	}
 	conn := retrytest.Conn(t)
-	topo := retry.Topology{Prefix: prefix, Routes: notification.Routes(), Backend: retry.TTL,
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL,
 		Policy: retry.Policy{Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, MaxRetries: 8}}
 	t.Cleanup(func() {
 		_ = topo.Delete(conn)

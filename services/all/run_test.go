@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/relay-demo/relay/services/all"
-	"github.com/relay-demo/relay/services/worker"
+	"github.com/relay-demo/relay/webhooks"
 )
 
 func TestDemoAllowsLoopbackOnly(t *testing.T) {
@@ -25,9 +25,27 @@ func TestDemoAllowsLoopbackOnly(t *testing.T) {
 			if got := getenv("WEBHOOK_ALLOW_PRIVATE"); got != "" {
 				t.Errorf("WEBHOOK_ALLOW_PRIVATE = %q, want it unset: the workers refuse to start with it", got)
 			}
-			if _, err := worker.ParseAllowCIDRs(getenv("WEBHOOK_ALLOW_CIDRS")); err != nil {
+			if _, err := webhooks.ParseAllowList(getenv("WEBHOOK_ALLOW_CIDRS")); err != nil {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// TestDemoPointsEveryChannelDownstream checks that the demo's defaults
+// point each channel at the flaky downstreams on loopback.
+func TestDemoPointsEveryChannelDownstream(t *testing.T) {
+	getenv, _ := all.Demo(func(k string) string {
+		return map[string]string{"FLAKY_SMTP_ADDR": ":2626", "FLAKY_HTTP_ADDR": ":9191"}[k]
+	})
+	for k, want := range map[string]string{
+		"SMTP_HOST":        "127.0.0.1",
+		"SMTP_PORT":        "2626",
+		"SMS_URL":          "http://127.0.0.1:9191/webhooks/sms",
+		"DEMO_WEBHOOK_URL": "http://127.0.0.1:9191/webhooks/demo",
+	} {
+		if got := getenv(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
 	}
 }

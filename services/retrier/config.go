@@ -1,9 +1,11 @@
 package retrier
 
 import (
+	"fmt"
 	"time"
 
-	"github.com/relay-demo/relay/services/config"
+	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/config"
 )
 
 // Config is the retrier's environment.
@@ -15,15 +17,21 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" help:"a positive duration such as 30s"`
 }
 
-func (c Config) validate() error {
-	if c.Prefetch < 1 {
-		return config.Invalid("PREFETCH", itoa(c.Prefetch), "1 or more")
+// LoadConfig reads and checks the retrier's configuration. An error names
+// the variable at fault.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	var c Config
+	if err := config.Parse(getenv, &c); err != nil {
+		return c, err
 	}
-	if c.ShutdownTimeout <= 0 {
-		return config.Invalid("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
+	switch {
+	case c.Prefetch < 1:
+		return c, config.Invalid("PREFETCH", fmt.Sprint(c.Prefetch), "1 or more")
+	case c.Concurrency < 1:
+		return c, config.Invalid("CONCURRENCY", fmt.Sprint(c.Concurrency), "1 or more")
+	case c.ShutdownTimeout <= 0:
+		return c, config.Invalid("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
 	}
-	if c.Concurrency < 1 {
-		return config.Invalid("CONCURRENCY", itoa(c.Concurrency), "1 or more")
-	}
-	return nil
+	_, err := c.Topology(channel.Routes())
+	return c, err
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
+	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/retrier"
 )
 
@@ -24,7 +25,7 @@ func TestRetrierProcess(t *testing.T) {
 		"AMQP_URL": url, "TOPOLOGY_PREFIX": prefix, "RETRY_DELAYS": "200ms,400ms,800ms",
 		"DELAY_BACKEND": "ttl", "CONCURRENCY": "2",
 	}
-	topo := retry.Topology{Prefix: prefix, Backend: retry.TTL, Policy: retry.Policy{Delays: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}}}
+	topo := retry.Topology{Prefix: prefix, Backend: retry.TTL, Routes: channel.Routes(), Policy: retry.Policy{Delays: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}}}
 	conn := retrytest.Conn(t)
 	t.Cleanup(func() {
 		if err := topo.Delete(conn); err != nil {

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/relay-demo/relay/services/config"
+	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/config"
 )
 
 // Config is what every worker reads, whatever its channel.
@@ -15,14 +16,42 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" help:"a duration such as 30s"`
 }
 
-func (c Config) validate() error {
+// LoadConfig reads and checks a worker's configuration (its channel's is
+// read by the channel). An error names the variable at fault.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	var c Config
+	if err := config.Parse(getenv, &c); err != nil {
+		return c, err
+	}
 	switch {
 	case c.Concurrency < 1:
-		return config.Invalid("CONCURRENCY", fmt.Sprint(c.Concurrency), "1 or more")
+		return c, config.Invalid("CONCURRENCY", fmt.Sprint(c.Concurrency), "1 or more")
 	case c.Prefetch < 0:
-		return config.Invalid("PREFETCH", fmt.Sprint(c.Prefetch), "0 (twice CONCURRENCY) or more")
+		return c, config.Invalid("PREFETCH", fmt.Sprint(c.Prefetch), "0 (twice CONCURRENCY) or more")
 	case c.ShutdownTimeout <= 0:
-		return config.Invalid("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
+		return c, config.Invalid("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
 	}
-	return nil
+	if c.Prefetch == 0 {
+		c.Prefetch = 2 * c.Concurrency
+	}
+	_, err := c.Topology(channel.Routes())
+	return c, err
+}
+
+// Check reads the environment as `relay worker <name>` does at start, and
+// builds the channel's sender without dialling anything: the error names
+// the variable at fault.
+func Check(name string, getenv func(string) string) error {
+	c, err := channel.Lookup(name)
+	if err != nil {
+		return err
+	}
+	if _, err := LoadConfig(getenv); err != nil {
+		return err
+	}
+	_, closeSend, err := c.Open(getenv)
+	if err != nil {
+		return err
+	}
+	return closeSend()
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +20,8 @@ import (
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/flaky"
-	"github.com/relay-demo/relay/services/notification"
+	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
 )
@@ -68,7 +70,7 @@ func start(t *testing.T, env map[string]string) *stack {
 	base["SMS_URL"] = "http://" + srv.HTTPAddr() + "/webhooks/sms" + base["SMS_PATH"]
 
 	conn := retrytest.Conn(t)
-	topo := retry.Topology{Prefix: prefix, Routes: notification.Routes(), Backend: retry.TTL,
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL,
 		Policy: retry.Policy{Delays: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}}}
 	if max := base["RETRY_MAX"]; max != "" {
 		fmt.Sscan(max, &topo.Policy.MaxRetries)
@@ -120,9 +122,10 @@ func (s *stack) send(t *testing.T, n int, webhookURL string) []string {
 	var ids []string
 	for i := range n {
 		note := &notification.Notification{V: 1, ID: fmt.Sprintf("ntf_%s_%d", s.topo.Prefix[len(s.topo.Prefix)-9:len(s.topo.Prefix)-1], i),
-			CreatedAt: time.Now().UTC(),
-			Email:     &notification.Email{To: []string{"ada@example.com"}, Subject: "Hi", Text: "hello"},
-			Webhook:   &notification.Webhook{URL: webhookURL, Payload: json.RawMessage(`{"n":1}`)}}
+			CreatedAt: time.Now().UTC(), Parts: map[string]json.RawMessage{
+				"email":   json.RawMessage(`{"to":["ada@example.com"],"subject":"Hi","text":"hello"}`),
+				"webhook": json.RawMessage(`{"url":` + strconv.Quote(webhookURL) + `,"payload":{"n":1}}`),
+			}}
 		for _, ch := range note.Channels() {
 			body, _ := json.Marshal(note.For(ch))
 			if err := pub.Publish(context.Background(), s.topo.Ingress(), ch, amqp.Publishing{
@@ -275,9 +278,9 @@ func TestSMSChannel(t *testing.T) {
 			const n = 3
 			for i := range n {
 				note := &notification.Notification{V: 1, ID: fmt.Sprintf("sms-%d", i), CreatedAt: time.Now().UTC(),
-					SMS: &notification.SMS{To: "+15551234567", Text: "your code is 1234"}}
-				body, _ := json.Marshal(note.For(notification.ChannelSMS))
-				if err := pub.Publish(context.Background(), s.topo.Ingress(), notification.ChannelSMS, amqp.Publishing{
+					Parts: map[string]json.RawMessage{"sms": json.RawMessage(`{"to":"+15551234567","text":"your code is 1234"}`)}}
+				body, _ := json.Marshal(note.For(channel.SMS.Name()))
+				if err := pub.Publish(context.Background(), s.topo.Ingress(), channel.SMS.Name(), amqp.Publishing{
 					MessageId: note.ID, ContentType: notification.ContentType, DeliveryMode: amqp.Persistent, Body: body}); err != nil {
 					t.Fatal(err)
 				}

@@ -1,0 +1,123 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/config"
+)
+
+// MinTokenLength is the shortest bearer token API_TOKENS accepts.
+const MinTokenLength = 16
+
+// Config is the environment of `relay api`.
+type Config struct {
+	config.Broker
+	// HTTPAddr is where the API listens.
+	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080" help:"a listen address such as :8080"`
+	// Tokens are the bearer tokens a client may present.
+	Tokens []string `env:"API_TOKENS" secret:"true" help:"a comma-separated list of bearer tokens of 16 characters or more"`
+	// Auth is "on" (the default) or "off"; off leaves the API open.
+	Auth string `env:"API_AUTH" envDefault:"on" help:"on or off"`
+	// MaxBodyBytes bounds the size of a request body.
+	MaxBodyBytes int64 `env:"MAX_BODY_BYTES" envDefault:"1048576" help:"a whole number of bytes, 1 or more"`
+	// ShutdownTimeout bounds how long a graceful shutdown waits for the
+	// requests in flight.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"a positive duration such as 15s"`
+	// DataDir holds the history database when HistoryDSN is empty.
+	DataDir string `env:"DATA_DIR" envDefault:"data" help:"a writable directory"`
+	// HistoryDSN names the history store: empty for SQLite under DataDir,
+	// or a PostgreSQL URL, which several API replicas can share.
+	HistoryDSN string `env:"HISTORY_DSN" help:"empty (SQLite in DATA_DIR), a postgres:// URL, or sqlite:/path/to/file.db"`
+	// HistoryRetention is how long the history keeps a notification.
+	HistoryRetention time.Duration `env:"HISTORY_RETENTION" envDefault:"720h" help:"a positive duration such as 720h (30 days)"`
+	// IdempotencyTTL is how long an Idempotency-Key is remembered.
+	IdempotencyTTL time.Duration `env:"IDEMPOTENCY_TTL" envDefault:"24h" help:"a positive duration such as 24h"`
+	// DashboardPublic shows the dashboard without a token: its list, the
+	// details and the live events, but no error text, payload or header;
+	// replay still needs a token.
+	DashboardPublic bool `env:"DASHBOARD_PUBLIC" envDefault:"false" help:"true or false"`
+	// DashboardMaxStreams caps the dashboard's event streams open at once.
+	DashboardMaxStreams int `env:"DASHBOARD_MAX_STREAMS" envDefault:"2000" help:"a whole number of streams, 1 or more"`
+	// DashboardMaxStreamsPerClient caps the dashboard's event streams open
+	// at once from one client address.
+	DashboardMaxStreamsPerClient int `env:"DASHBOARD_MAX_STREAMS_PER_CLIENT" envDefault:"20" help:"a whole number of streams, from 1 to DASHBOARD_MAX_STREAMS"`
+}
+
+// HistoryStoreDSN is the DSN the history store opens: HISTORY_DSN, or a
+// SQLite file in DATA_DIR.
+func (c Config) HistoryStoreDSN() string {
+	if c.HistoryDSN != "" {
+		return c.HistoryDSN
+	}
+	return filepath.Join(c.DataDir, "history.db")
+}
+
+// LoadConfig reads and checks the configuration from getenv. An error
+// names the variable at fault and the form it accepts.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	var cfg Config
+	if err := config.Parse(getenv, &cfg); err != nil {
+		return Config{}, err
+	}
+	cfg.Tokens = cleanTokens(cfg.Tokens)
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// cleanTokens trims the tokens and drops empty ones, so "a, b," is two.
+func cleanTokens(tokens []string) []string {
+	var out []string
+	for _, t := range tokens {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// AuthOff reports whether API_AUTH turns authentication off.
+func (c Config) AuthOff() bool { return c.Auth == "off" }
+
+// Validate checks values the variables' types alone do not rule out. No
+// message quotes a token.
+func (c Config) Validate() error {
+	if _, err := c.Broker.Topology(channel.Routes()); err != nil {
+		return err
+	}
+	switch {
+	case c.Auth != "on" && c.Auth != "off":
+		return config.Invalid("API_AUTH", c.Auth, "on or off")
+	case c.MaxBodyBytes < 1:
+		return config.Invalid("MAX_BODY_BYTES", fmt.Sprint(c.MaxBodyBytes), "a whole number of bytes, 1 or more")
+	case c.ShutdownTimeout <= 0:
+		return config.Invalid("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration such as 15s")
+	case c.HistoryRetention <= 0:
+		return config.Invalid("HISTORY_RETENTION", c.HistoryRetention.String(), "a positive duration such as 720h (30 days)")
+	case c.IdempotencyTTL <= 0:
+		return config.Invalid("IDEMPOTENCY_TTL", c.IdempotencyTTL.String(), "a positive duration such as 24h")
+	case c.DashboardMaxStreams < 1:
+		return config.Invalid("DASHBOARD_MAX_STREAMS", fmt.Sprint(c.DashboardMaxStreams), "a whole number of streams, 1 or more")
+	case c.DashboardMaxStreamsPerClient < 1 || c.DashboardMaxStreamsPerClient > c.DashboardMaxStreams:
+		return config.Invalid("DASHBOARD_MAX_STREAMS_PER_CLIENT", fmt.Sprint(c.DashboardMaxStreamsPerClient),
+			fmt.Sprintf("a whole number of streams, from 1 to DASHBOARD_MAX_STREAMS (%d)", c.DashboardMaxStreams))
+	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
+		return config.Invalid("DATA_DIR", c.DataDir, "a writable directory (or set HISTORY_DSN)")
+	}
+	for i, t := range c.Tokens {
+		if len(t) < MinTokenLength {
+			return fmt.Errorf("configuration: API_TOKENS is not valid: token %d of %d has %d characters, want %d or more",
+				i+1, len(c.Tokens), len(t), MinTokenLength)
+		}
+	}
+	if len(c.Tokens) == 0 && !c.AuthOff() {
+		return errors.New("configuration: API_TOKENS is empty while API_AUTH is on: set API_TOKENS to one or more bearer tokens, or API_AUTH=off to run the API without authentication")
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/notification"
+)
+
+// requestType is the body of POST /v1/notifications: one optional field
+// per channel, named after it and holding its part. The API assigns the id,
+// version and creation time. It is built from the channel registry, so a
+// new channel is accepted, checked and documented without a line here.
+func requestType(all []channel.Channel) reflect.Type {
+	fields := make([]reflect.StructField, 0, len(all))
+	for _, c := range all {
+		fields = append(fields, reflect.StructField{
+			Name: strings.ToUpper(c.Name()[:1]) + c.Name()[1:],
+			Type: reflect.PointerTo(c.Part()),
+			Tag:  reflect.StructTag(`json:"` + c.Name() + `"`),
+		})
+	}
+	return reflect.StructOf(fields)
+}
+
+// decodeRequest reads exactly one JSON object from body and validates it
+// as a notification. Its error is always a *Problem: 400 for a body that is
+// not one well-formed request, 413 for one over the limit of an
+// http.MaxBytesReader, 422 for a notification with invalid fields.
+func decodeRequest(body io.Reader) (*notification.Notification, error) {
+	all := channel.All()
+	req := reflect.New(requestType(all))
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req.Interface()); err != nil {
+		return nil, decodeProblem(err, dec.InputOffset(), all)
+	}
+	// Exactly one value: anything but white space after it is an error.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, tooLarge(tooBig.Limit)
+		}
+		return nil, malformed(fmt.Sprintf("unexpected data after the JSON object, at byte offset %d", dec.InputOffset()))
+	}
+	n := &notification.Notification{V: notification.Version, Parts: map[string]json.RawMessage{}}
+	var bad notification.Invalid
+	for i, c := range all {
+		part := req.Elem().Field(i)
+		if part.IsNil() {
+			continue
+		}
+		if errs := c.Check(part.Interface()); len(errs) > 0 {
+			bad = append(bad, errs...)
+			continue
+		}
+		raw, err := json.Marshal(part.Interface())
+		if err != nil {
+			bad = append(bad, notification.FieldError{Field: c.Name(), Message: err.Error()})
+			continue
+		}
+		n.Parts[c.Name()] = raw
+	}
+	if len(bad) == 0 && len(n.Parts) == 0 {
+		bad = notification.Invalid{{Message: "a notification needs at least one part: " + strings.Join(channel.Names(), ", ")}}
+	}
+	if len(bad) > 0 {
+		return nil, invalidFields(bad)
+	}
+	return n, nil
+}
+
+// shape describes the request's fields for an error message:
+// "email {to, subject, text, html}, webhook {url, payload} and sms {to, text}".
+func shape(all []channel.Channel) string {
+	parts := make([]string, 0, len(all))
+	for _, c := range all {
+		var fields []string
+		t := c.Part()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			fields = append(fields, name)
+		}
+		parts = append(parts, c.Name()+" {"+strings.Join(fields, ", ")+"}")
+	}
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// decodeProblem turns a JSON decoding error into the answer a client can
+// act on, naming the position or the field.
+// offset is where the decoder stopped.
+func decodeProblem(err error, offset int64, all []channel.Channel) *Problem {
+	var (
+		tooBig    *http.MaxBytesError
+		syntax    *json.SyntaxError
+		wrongType *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &tooBig):
+		return tooLarge(tooBig.Limit)
+	case errors.Is(err, io.EOF):
+		return malformed("the body is empty: want a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return malformed("the body ends in the middle of a JSON value")
+	case errors.As(err, &syntax):
+		return malformed(fmt.Sprintf("invalid JSON at byte offset %d: %s", syntax.Offset, strings.TrimPrefix(syntax.Error(), "json: ")))
+	case errors.As(err, &wrongType):
+		if wrongType.Field == "" {
+			return malformed(fmt.Sprintf("the body is a JSON %s: want a JSON object", wrongType.Value))
+		}
+		return malformed(fmt.Sprintf("field %q at byte offset %d: want %s, got a JSON %s",
+			wrongType.Field, wrongType.Offset, jsonKind(wrongType.Type), wrongType.Value))
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
+		return unknownField(fmt.Sprintf("unknown field %s before byte offset %d: a request holds %s", name, offset, shape(all)))
+	}
+	return malformed(msg)
+}
+
+// jsonKind names the JSON a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Bool:
+		return "true or false"
+	default:
+		return "a number"
+	}
+}

@@ -1,0 +1,326 @@
+package api
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/notification"
+)
+
+// AppID is the app-id property of every message the API publishes.
+const AppID = "relay-api"
+
+// MessageType is the type property of every message the API publishes.
+const MessageType = "notification.v1"
+
+// errInternal marks a publish that failed through a fault of the API
+// itself, neither the client's nor the broker's: a 500.
+var errInternal = errors.New("internal error")
+
+// accepted is the body of a 202 answer.
+type accepted struct {
+	ID       string   `json:"id"`
+	Channels []string `json:"channels"`
+}
+
+// handleCreateNotification takes a notification, publishes one copy per
+// channel and answers 202 only once the broker has confirmed every copy.
+func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
+	ingress := deps.Topology.Ingress()
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		if p := checkContentType(r.Header.Get("Content-Type")); p != nil {
+			writeProblem(w, p)
+			return
+		}
+		key, hasKey, p := idempotencyKey(r.Header)
+		if p != nil {
+			writeProblem(w, p)
+			return
+		}
+		if r.ContentLength > deps.MaxBody {
+			writeProblem(w, tooLarge(deps.MaxBody))
+			return
+		}
+		n, err := decodeRequest(http.MaxBytesReader(w, r.Body, deps.MaxBody))
+		if err != nil {
+			writeProblem(w, asProblem(err))
+			return
+		}
+		pub := deps.Publisher()
+		if pub == nil {
+			writeProblem(w, unavailable("the API is not connected to the broker"))
+			return
+		}
+		if hasKey {
+			n.ID = idempotentID(identity(r.Context()), key)
+		} else {
+			n.ID = deps.NewID()
+		}
+		n.CreatedAt = deps.Now().UTC()
+		channels := n.Channels()
+		var claim *keyClaim
+		if hasKey && deps.History != nil {
+			var p *Problem
+			claim, p = claimKey(r.Context(), deps, identity(r.Context()), key, n)
+			if p != nil {
+				writeProblem(w, p)
+				return
+			}
+			if claim.done != nil {
+				deps.Log.Info("notification repeated with its Idempotency-Key: answered, not published again", "id", claim.id)
+				w.Header().Set("Idempotent-Replayed", "true")
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusAccepted)
+				_, _ = w.Write(claim.done)
+				return
+			}
+		}
+		if err := publish(r.Context(), deps, m, pub, ingress, n, channels); err != nil {
+			claim.release(deps)
+			deps.Log.Warn("notification not accepted", "id", n.ID, "channels", channels, "error", err.Error())
+			writeProblem(w, publishProblem(err, ingress, deps.PublishTimeout))
+			return
+		}
+		body, _ := json.Marshal(accepted{ID: n.ID, Channels: channels})
+		body = append(body, '\n')
+		claim.complete(deps, body)
+		deps.Log.Info("notification accepted", "id", n.ID, "channels", channels,
+			"idempotency_key", hasKey, "duration_ms", time.Since(start).Milliseconds())
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write(body)
+	}
+}
+
+// publish sends every channel's copy of n to the ingress exchange at once
+// and waits for all the confirms, within the publish timeout.
+func publish(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress string, n *notification.Notification, channels []string) error {
+	ctx, cancel := context.WithTimeout(ctx, deps.PublishTimeout)
+	defer cancel()
+	errs := make([]error, len(channels))
+	var wg sync.WaitGroup
+	for i, channel := range channels {
+		body, err := json.Marshal(n.For(channel))
+		if err != nil {
+			return fmt.Errorf("%w: encode %s copy of %s: %w", errInternal, channel, n.ID, err)
+		}
+		msg := amqp.Publishing{
+			ContentType:  notification.ContentType,
+			MessageId:    n.ID,
+			DeliveryMode: amqp.Persistent,
+			Timestamp:    n.CreatedAt,
+			AppId:        AppID,
+			Type:         MessageType,
+			Body:         body,
+		}
+		wg.Go(func() {
+			// A panic here is outside the recoverer's reach: catch it.
+			defer func() {
+				if v := recover(); v != nil {
+					deps.Log.Error("panic publishing", "id", n.ID, "channel", channel,
+						"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+					errs[i] = fmt.Errorf("%w: publish %s to %s: panic: %v", errInternal, n.ID, channel, v)
+				}
+			}()
+			sent := time.Now()
+			err := pub.Publish(ctx, ingress, channel, msg)
+			m.confirm.Observe(time.Since(sent).Seconds())
+			m.publishes.WithLabelValues(channel, publishResult(err)).Inc()
+			if err != nil {
+				errs[i] = fmt.Errorf("publish %s to %s: %w", n.ID, channel, err)
+			}
+		})
+	}
+	// The history's record of the notification, confirmed with the
+	// copies: a 202 means the history will know the notification too.
+	rec, err := record(n, channels).Publishing(AppID)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errInternal, err)
+	}
+	var recErr error
+	wg.Go(func() {
+		defer func() {
+			if v := recover(); v != nil {
+				deps.Log.Error("panic publishing", "id", n.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				recErr = fmt.Errorf("%w: publish the accepted record of %s: panic: %v", errInternal, n.ID, v)
+			}
+		}()
+		if err := pub.Publish(ctx, deps.events, events.AcceptedRoutingKey, rec); err != nil {
+			recErr = fmt.Errorf("publish the accepted record of %s: %w", n.ID, err)
+		}
+	})
+	wg.Wait()
+	return errors.Join(append(errs, recErr)...)
+}
+
+// record is the history's record of n.
+func record(n *notification.Notification, channels []string) events.Accepted {
+	var recipients []string
+	for _, name := range n.Channels() {
+		recipients = append(recipients, channel.RecipientsOf(n, name)...)
+	}
+	payload, _ := json.Marshal(n)
+	return events.Accepted{ID: n.ID, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
+}
+
+// publishProblem says why the broker did not take a notification. Every
+// such failure is the broker's side and worth retrying: 503.
+func publishProblem(err error, ingress string, timeout time.Duration) *Problem {
+	switch {
+	case errors.Is(err, retry.ErrUnroutable):
+		return unavailable(fmt.Sprintf("no queue is bound to exchange %q for a channel of the notification: the broker's topology is missing", ingress))
+	case errors.Is(err, retry.ErrNacked):
+		return unavailable("the broker refused the notification (a negative publisher confirm)")
+	case errors.Is(err, retry.ErrClosed):
+		return unavailable("the broker connection closed before the notification was confirmed")
+	case errors.Is(err, context.DeadlineExceeded):
+		return unavailable(fmt.Sprintf("the broker did not confirm the notification within %s", timeout))
+	case errors.Is(err, context.Canceled):
+		return unavailable("the request ended before the broker confirmed the notification")
+	case errors.Is(err, errInternal):
+		return newProblem(ProblemInternal, http.StatusInternalServerError, "Internal error", "the notification could not be published")
+	default:
+		return unavailable("the broker did not take the notification")
+	}
+}
+
+// asProblem returns err as the *Problem it is, or a 500 for anything else.
+func asProblem(err error) *Problem {
+	var p *Problem
+	if errors.As(err, &p) {
+		return p
+	}
+	return newProblem(ProblemInternal, http.StatusInternalServerError, "Internal error", "")
+}
+
+// checkContentType accepts application/json, with a UTF-8 charset at most.
+func checkContentType(value string) *Problem {
+	if value == "" {
+		return unsupportedMediaType("send Content-Type: application/json")
+	}
+	mt, params, err := mime.ParseMediaType(value)
+	if err != nil || mt != "application/json" {
+		return unsupportedMediaType(fmt.Sprintf("Content-Type %q is not supported: send application/json", value))
+	}
+	for k, v := range params {
+		if k != "charset" || !strings.EqualFold(v, "utf-8") {
+			return unsupportedMediaType(fmt.Sprintf("Content-Type %q is not supported: the only parameter allowed is charset=utf-8", value))
+		}
+	}
+	return nil
+}
+
+// status is the body of the health answers.
+type status struct {
+	Status string `json:"status"`
+}
+
+// handleHealthz answers 200 as long as the process serves HTTP.
+func handleHealthz() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, status{Status: "ok"})
+	}
+}
+
+// handleReadyz answers 200 when the API can take notifications, else 503
+// with the reason.
+func handleReadyz(ready func() error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := ready(); err != nil {
+			p := newProblem(ProblemNotReady, http.StatusServiceUnavailable, "Not ready", err.Error())
+			p.retryAfter = 1
+			writeProblem(w, p)
+			return
+		}
+		writeJSON(w, http.StatusOK, status{Status: "ok"})
+	}
+}
+
+// handleMetrics serves the registry in the Prometheus text format.
+func handleMetrics(reg *prometheus.Registry, log *slog.Logger) http.HandlerFunc {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelError),
+		ErrorHandling: promhttp.ContinueOnError,
+	}).ServeHTTP
+}
+
+// handleOpenAPI serves the OpenAPI document.
+func handleOpenAPI() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(OpenAPI())
+	}
+}
+
+// handleNotFound answers 404 as a problem.
+func handleNotFound() http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
+			fmt.Sprintf("no route for %s", r.URL.Path)))
+	}
+}
+
+// methods are the ones an Allow header may list.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions}
+
+// handleMethodNotAllowed answers 405 as a problem, with an Allow header
+// listing the methods root has a route for on that path.
+func handleMethodNotAllowed(root chi.Routes) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range methods {
+			if root.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				allow = append(allow, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeProblem(w, newProblem(ProblemMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
+			fmt.Sprintf("%s %s is not supported; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", "))))
+	}
+}
+
+// recoverer turns a panic in a handler into a logged 500 problem, so one
+// bad request never takes the process down.
+func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				v := recover()
+				if v == nil {
+					return
+				}
+				if v == http.ErrAbortHandler {
+					panic(v) // the server's own signal to drop the connection
+				}
+				log.Error("panic serving request", "method", r.Method, "path", r.URL.Path,
+					"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				if sw, ok := w.(interface{ Status() int }); ok && sw.Status() != 0 {
+					return // the answer has begun; nothing more can be said
+				}
+				writeProblem(w, newProblem(ProblemInternal, http.StatusInternalServerError, "Internal error",
+					"the request could not be completed"))
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}

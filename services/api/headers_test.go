@@ -1,0 +1,119 @@
+package api
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/relay-demo/relay/services/internal/dashboard"
+	"github.com/relay-demo/relay/services/internal/history/historytest"
+)
+
+// wantHeaders are the security headers every answer carries.
+var wantHeaders = map[string]string{
+	"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+		"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+	"X-Content-Type-Options": "nosniff",
+	"Referrer-Policy":        "no-referrer",
+}
+
+// TestSecurityHeadersOnEveryRoute asks every route of the API, every
+// route of the dashboard, the page's files and a few errors, with and
+// without a token, and wants the security headers on each answer.
+func TestSecurityHeadersOnEveryRoute(t *testing.T) {
+	store := historytest.Open(t, historytest.SQLite)
+	hub := dashboard.NewHub()
+	hub.Close() // event streams end as soon as they begin
+	dash := dashboard.New(dashboard.Deps{Hub: hub, History: store, Authenticate: dashboardAccess([]string{tokenA}, false)})
+	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
+		d.Dashboard = dash
+		d.History = store
+		d.DeadLetters = func() DeadLetterStore { return &fakeStore{} }
+	})
+
+	type request struct{ method, path string }
+	var reqs []request
+	err := chi.Walk(h.(chi.Routes), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		reqs = append(reqs, request{method, strings.ReplaceAll(route, "{id}", "ntf_x")})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reqs) < 10 {
+		t.Fatalf("walked %d routes, want every route of routes.go: %v", len(reqs), reqs)
+	}
+	for _, path := range []string{"/", "/static/app.js", "/static/style.css", "/static/missing.js", "/dashboard/session",
+		"/dashboard/events", "/dashboard/queues", "/dashboard/notifications", "/dashboard/notifications/ntf_x",
+		"/nowhere", "/v1/nowhere"} {
+		reqs = append(reqs, request{http.MethodGet, path})
+	}
+	reqs = append(reqs, request{http.MethodDelete, "/healthz"}, request{http.MethodPut, "/v1/notifications"})
+
+	for _, r := range reqs {
+		for _, auth := range []string{"", "Bearer " + tokenA, "Bearer wrong-token-0123456789"} {
+			t.Run(r.method+" "+r.path+" "+auth, func(t *testing.T) {
+				req := httptest.NewRequest(r.method, r.path, strings.NewReader("{}"))
+				req.Header.Set("Content-Type", "application/json")
+				if auth != "" {
+					req.Header.Set("Authorization", auth)
+				}
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				for k, want := range wantHeaders {
+					if got := rec.Header().Get(k); got != want {
+						t.Errorf("%s %s (%d): %s = %q, want %q", r.method, r.path, rec.Code, k, got, want)
+					}
+				}
+			})
+		}
+	}
+
+	t.Run("a panic", func(t *testing.T) {
+		h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
+			d.Dashboard = http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("dashboard exploded") })
+		})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		if rec.Code != http.StatusInternalServerError {
+			t.Fatalf("status %d, want 500", rec.Code)
+		}
+		for k, want := range wantHeaders {
+			if got := rec.Header().Get(k); got != want {
+				t.Errorf("%s = %q, want %q", k, got, want)
+			}
+		}
+	})
+}
+
+func TestDashboardAccess(t *testing.T) {
+	tests := []struct {
+		name          string
+		authOff       bool
+		authorization string
+		want          dashboard.Access
+	}{
+		{"no header", false, "", dashboard.Anonymous},
+		{"a token of the API", false, "Bearer " + tokenB, dashboard.Authenticated},
+		{"lower-case scheme", false, "bearer " + tokenA, dashboard.Authenticated},
+		{"another token", false, "Bearer " + tokenA + "x", dashboard.Refused},
+		{"not a bearer token", false, "Basic " + tokenA, dashboard.Refused},
+		{"an empty bearer token", false, "Bearer ", dashboard.Refused},
+		{"authentication off, no header", true, "", dashboard.Authenticated},
+		{"authentication off, any token", true, "Bearer nope", dashboard.Authenticated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "/dashboard/session", nil)
+			if tt.authorization != "" {
+				req.Header.Set("Authorization", tt.authorization)
+			}
+			if got := dashboardAccess([]string{tokenA, tokenB}, tt.authOff)(req); got != tt.want {
+				t.Errorf("access = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

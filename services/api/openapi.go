@@ -1,0 +1,66 @@
+package api
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"strings"
+
+	"github.com/relay-demo/relay/services/internal/channel"
+)
+
+// openAPIBase is the API's OpenAPI 3.1 document without what the channel
+// registry says: placeholders stand for the request's properties, its
+// anyOf, the parts' schemas and the lists of channel names.
+//
+//go:embed openapi.base.json
+var openAPIBase string
+
+// OpenAPI returns the API's OpenAPI 3.1 document, as GET /openapi.json
+// serves it and docs/openapi.json holds it: the base document with every
+// registered channel's part schema, request property and name filled in.
+func OpenAPI() []byte {
+	all := channel.All()
+	var props, anyOf, parts, names bytes.Buffer
+	props.WriteByte('{')
+	anyOf.WriteByte('[')
+	names.WriteByte('[')
+	for i, c := range all {
+		if i > 0 {
+			props.WriteByte(',')
+			anyOf.WriteByte(',')
+			parts.WriteByte(',')
+			names.WriteByte(',')
+		}
+		name, _ := json.Marshal(c.Name())
+		schema, _ := json.Marshal(SchemaName(c))
+		props.WriteString(string(name) + `:{"$ref":"#/components/schemas/` + SchemaName(c) + `"}`)
+		anyOf.WriteString(`{"required":[` + string(name) + `]}`)
+		parts.WriteString(string(schema) + ":")
+		parts.Write(c.Schema())
+		names.Write(name)
+	}
+	props.WriteByte('}')
+	anyOf.WriteByte(']')
+	names.WriteByte(']')
+	doc := strings.NewReplacer(
+		`"{{request-properties}}"`, props.String(),
+		`"{{request-anyOf}}"`, anyOf.String(),
+		`"{{parts}}": null`, parts.String(),
+		`"{{channels}}"`, names.String(),
+	).Replace(openAPIBase)
+	var out bytes.Buffer
+	if err := json.Indent(&out, []byte(doc), "", "  "); err != nil {
+		// The base document and every channel's schema are checked JSON:
+		// only a broken build gets here.
+		panic("api: the OpenAPI document is not JSON: " + err.Error())
+	}
+	out.WriteByte('\n')
+	return out.Bytes()
+}
+
+// SchemaName is the name of a channel's part schema in the OpenAPI
+// document: its Go type's name without "Part" (EmailPart: Email).
+func SchemaName(c channel.Channel) string {
+	return strings.TrimSuffix(c.Part().Name(), "Part")
+}

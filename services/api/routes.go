@@ -1,0 +1,31 @@
+package api
+
+import "github.com/go-chi/chi/v5"
+
+// routes registers every route of the API on r.
+func routes(r *chi.Mux, deps Deps, m *metrics) {
+	r.Get("/healthz", handleHealthz())
+	r.Get("/readyz", handleReadyz(deps.Ready))
+	r.Get("/metrics", handleMetrics(deps.Registry, deps.Log))
+	r.Get("/openapi.json", handleOpenAPI())
+	r.Route("/v1", func(v1 chi.Router) {
+		if !deps.AuthOff {
+			v1.Use(requireToken(deps.Tokens))
+		}
+		v1.Post("/notifications", handleCreateNotification(deps, m))
+		v1.Get("/notifications", handleListNotifications(deps))
+		v1.Get("/notifications/{id}", handleGetNotification(deps))
+		v1.Get("/dead-letters", handleListDeadLetters(deps))
+		v1.Post("/dead-letters/replay", handleReplayDeadLetters(deps))
+		v1.Post("/dead-letters/{id}/replay", handleReplayDeadLetter(deps))
+		v1.NotFound(handleNotFound())
+		v1.MethodNotAllowed(handleMethodNotAllowed(r))
+	})
+	if deps.Dashboard != nil {
+		// Everything no route above matches, "/" included.
+		r.NotFound(deps.Dashboard.ServeHTTP)
+	} else {
+		r.NotFound(handleNotFound())
+	}
+	r.MethodNotAllowed(handleMethodNotAllowed(r))
+}

@@ -1,0 +1,332 @@
+// Package api is relay's HTTP ingest API (`relay api`). It takes a
+// notification on POST /v1/notifications, publishes one copy per channel
+// to the ingress exchange, and answers 202 only once the broker has
+// confirmed every copy: a 202 means the broker holds the notification.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/services/internal/dashboard"
+	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/runner"
+)
+
+// errNotConnected is why the API is not ready before the broker is there.
+var errNotConnected = errors.New("not connected to the broker")
+
+// Run reads the configuration from getenv, logs JSON to stdout and serves
+// the API until ctx is done, then shuts it down gracefully.
+func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log := config.Logger(stdout, "api")
+	log.Info("starting", config.Masked(cfg)...)
+	srv, err := Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return srv.Wait()
+}
+
+// Server is a running API: its HTTP server and its broker connection.
+type Server struct {
+	log   *slog.Logger
+	store *history.Store
+	bg    sync.WaitGroup // the history's feed and pruner
+	ln    net.Listener
+	http  *http.Server
+	hub   *dashboard.Hub
+	done  chan struct{}
+	err   error
+}
+
+// Start resolves the topology, listens on cfg.HTTPAddr and serves the API
+// in the background until ctx is done. It connects to the broker in the
+// background too, and keeps reconnecting: until it is connected, /readyz
+// and POST /v1/notifications answer 503. cfg is expected to be valid (see
+// Config.Validate).
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	topo, err := cfg.Topology(channel.Routes())
+	if err != nil {
+		return nil, err
+	}
+	// The dashboard's queue list and the dead letters depend on the delay
+	// backend: DELAY_BACKEND=auto waits here for a broker to answer.
+	if topo, err = retry.Resolve(ctx, topo, cfg.URLs(), log); err != nil {
+		return nil, err
+	}
+	if topo.Backend == retry.Auto {
+		return nil, ctx.Err()
+	}
+	if cfg.AuthOff() {
+		log.Warn("API_AUTH=off: the API is open, anyone who reaches it can send notifications")
+	}
+	if cfg.DashboardPublic {
+		log.Warn("DASHBOARD_PUBLIC=true: anyone who reaches the dashboard sees notification ids, recipients and statuses; error texts, payloads and replay still need a token")
+	}
+	store, err := history.Open(ctx, cfg.HistoryStoreDSN())
+	if err != nil {
+		if cfg.HistoryDSN != "" {
+			return nil, fmt.Errorf("configuration: HISTORY_DSN: %w", err)
+		}
+		return nil, fmt.Errorf("configuration: DATA_DIR=%q: %w", cfg.DataDir, err)
+	}
+	log.Info("history store open", "backend", store.Backend(), "retention", cfg.HistoryRetention.String())
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+	}
+	// The API's own events: a replay from the dashboard or the API.
+	emitter := events.NewEmitter(topo, "api", log)
+
+	var current atomic.Pointer[retry.Publisher]
+	// The dashboard follows the events exchange and reads queue depths
+	// over the connection of the moment.
+	var live atomic.Pointer[amqp.Connection]
+	hub := dashboard.NewHub()
+	dash := dashboard.New(dashboard.Deps{
+		Hub: hub,
+		Log: log,
+		Queues: func(ctx context.Context) (map[string]int, error) {
+			conn := live.Load()
+			if conn == nil || conn.IsClosed() {
+				return nil, errNotConnected
+			}
+			return dashboard.QueueDepths(conn, topo)(ctx)
+		},
+		History:             store,
+		Authenticate:        dashboardAccess(cfg.Tokens, cfg.AuthOff()),
+		Public:              cfg.DashboardPublic,
+		MaxStreams:          cfg.DashboardMaxStreams,
+		MaxStreamsPerClient: cfg.DashboardMaxStreamsPerClient,
+	})
+	// Inside relay all, the registry is shared: /metrics shows every
+	// service's metrics.
+	reg := runner.TelemetryFrom(ctx).Registry
+	handler := NewServer(Deps{
+		Log: log,
+		Publisher: func() Publisher {
+			if p := current.Load(); p != nil && !p.Closed() {
+				return p
+			}
+			return nil
+		},
+		Topology:  topo,
+		Tokens:    cfg.Tokens,
+		AuthOff:   cfg.AuthOff(),
+		MaxBody:   cfg.MaxBodyBytes,
+		Registry:  reg,
+		Dashboard: dash,
+		// Each dead-letter operation dials a connection of its own: a
+		// parked message the client cannot read (headers over frame_max)
+		// closes that connection, not the one the API publishes on.
+		DeadLetters: func() DeadLetterStore {
+			return dialedDeadLetters{urls: cfg.URLs(), topo: topo, observe: emitter.Observe}
+		},
+		History:        store,
+		IdempotencyTTL: cfg.IdempotencyTTL,
+		Ready: func() error {
+			p := current.Load()
+			switch {
+			case p == nil:
+				return errNotConnected
+			case p.Closed():
+				return errors.New("the publish channel to the broker is closed; reconnecting")
+			}
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			if err := store.Ping(pctx); err != nil {
+				return fmt.Errorf("the history store does not answer: %w", err)
+			}
+			return nil
+		},
+	})
+	s := &Server{
+		store: store,
+		hub:   hub,
+		log:   log,
+		ln:    ln,
+		http: &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			WriteTimeout:      DefaultPublishTimeout + 20*time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+		done: make(chan struct{}),
+	}
+
+	served := make(chan error, 1)
+	go func() {
+		err := s.http.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		} else if err != nil {
+			err = fmt.Errorf("serve http %s: %w", s.Addr(), err)
+		}
+		served <- err
+	}()
+	// The broker connection outlives the HTTP server on shutdown, so the
+	// requests still in flight can have their publishes confirmed.
+	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
+	brokered := make(chan error, 1)
+	go func() {
+		brokered <- retry.SuperviseAny(brokerCtx, cfg.URLs(), "relay api", log, connect(topo, &current, log))
+	}()
+	// The dashboard's event stream and queue depths have a connection of
+	// their own: whatever arrives on the events exchange cannot take the
+	// publishing connection down with it.
+	go func() {
+		_ = retry.SuperviseAny(brokerCtx, cfg.URLs(), "relay api events", log, func(ctx context.Context, conn *amqp.Connection) error {
+			live.Store(conn)
+			return runner.WithEvents(ctx, conn, emitter, func(ctx context.Context, conn *amqp.Connection) error {
+				in, err := events.Subscribe(ctx, conn, topo)
+				if err != nil {
+					return err
+				}
+				hub.Run(ctx, in)
+				if ctx.Err() != nil {
+					return nil
+				}
+				return retry.ErrConnectionLost
+			})
+		})
+	}()
+	// The history: fed from its durable queue on a connection of its own,
+	// pruned of what is older than HISTORY_RETENTION.
+	feed := &events.Feed{Topology: topo, Sink: store, Log: log}
+	s.bg.Go(func() {
+		_ = retry.SuperviseAny(brokerCtx, cfg.URLs(), "relay api history", log, feed.Run)
+	})
+	s.bg.Go(func() { store.RunPruner(brokerCtx, time.Hour, cfg.HistoryRetention, time.Now, log) })
+	go s.supervise(ctx, cfg.ShutdownTimeout, stopBroker, served, brokered)
+
+	log.Info("listening", "addr", s.Addr(), "exchange", topo.Ingress(), "auth", cfg.Auth)
+	return s, nil
+}
+
+// connect is the work of one broker connection: declare the topology, open
+// a confirming publisher, offer it to the handlers until the connection or
+// the publisher's channel closes, then withdraw it so Supervise reconnects.
+func connect(topo retry.Topology, current *atomic.Pointer[retry.Publisher], log *slog.Logger) func(context.Context, *amqp.Connection) error {
+	return func(ctx context.Context, conn *amqp.Connection) error {
+		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+		if err := topo.Declare(ctx, conn); err != nil {
+			return err
+		}
+		// The history queue exists before the first accepted record is
+		// published, so none is unroutable.
+		ch, err := conn.Channel()
+		if err != nil {
+			return fmt.Errorf("open channel: %w", err)
+		}
+		err = events.DeclareHistory(ch, topo)
+		ch.Close()
+		if err != nil {
+			return err
+		}
+		p, err := retry.NewPublisher(conn, 0)
+		if err != nil {
+			return err
+		}
+		current.Store(p)
+		defer current.CompareAndSwap(p, nil)
+		log.Info("broker connected", "exchange", topo.Ingress())
+
+		// A channel error (say, the exchange was deleted) closes the
+		// publisher's channel but not the connection; a new connection
+		// declares the topology again.
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case err := <-closed:
+				if err == nil {
+					return errors.New("broker connection closed")
+				}
+				return fmt.Errorf("broker connection closed: %w", err)
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+				if p.Closed() {
+					return errors.New("publish channel closed by the broker")
+				}
+			}
+		}
+	}
+}
+
+// supervise waits for ctx to end, or for the HTTP server or the broker
+// supervisor to stop by themselves, then shuts the HTTP server down
+// gracefully and, after it, the broker connection.
+func (s *Server) supervise(ctx context.Context, timeout time.Duration, stopBroker context.CancelFunc, served, brokered <-chan error) {
+	defer close(s.done)
+	serving, brokering := true, true
+	var errs []error
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		serving = false
+		errs = append(errs, err)
+	case err := <-brokered:
+		brokering = false
+		if err != nil {
+			s.log.Error("giving up on the broker", "error", err.Error())
+			errs = append(errs, err)
+		}
+	}
+	s.log.Info("shutting down", "timeout", timeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	// Event streams never end by themselves: close them so Shutdown does
+	// not wait for dashboards left open.
+	s.hub.Close()
+	if err := s.http.Shutdown(sctx); err != nil {
+		s.http.Close()
+		s.log.Warn("closed requests still open after the shutdown timeout", "timeout", timeout.String(), "error", err.Error())
+	}
+	if serving {
+		errs = append(errs, <-served)
+	}
+	stopBroker()
+	if brokering {
+		errs = append(errs, <-brokered)
+	}
+	s.bg.Wait() // the history's feed and pruner are done with the store
+	if err := s.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close the history store: %w", err))
+	}
+	s.err = errors.Join(errs...)
+	s.log.Info("stopped")
+}
+
+// Addr is the address the API listens on, with the port the system chose
+// for an address such as 127.0.0.1:0.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Wait blocks until the server has shut down. It returns nil when the
+// shutdown was asked for through ctx, and otherwise why it stopped.
+func (s *Server) Wait() error {
+	<-s.done
+	return s.err
+}

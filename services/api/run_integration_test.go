@@ -1,0 +1,171 @@
+//go:build integration
+
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/retry/retrytest"
+	"github.com/relay-demo/relay/services/api"
+	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/notification"
+)
+
+// poll checks cond every 20ms until it holds or timeout passes.
+func poll(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
+}
+
+// TestAPIProcess runs the real `relay api` in-process against the broker:
+// a notification with both parts lands once in each work queue.
+func TestAPIProcess(t *testing.T) {
+	url := retrytest.URL(t)
+	prefix := retrytest.Prefix(t)
+	const token = "integration-token-0123456789"
+	env := map[string]string{
+		"AMQP_URL": url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
+		"HTTP_ADDR": "127.0.0.1:0", "API_TOKENS": token, "DATA_DIR": t.TempDir(),
+	}
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL}
+	conn := retrytest.Conn(t)
+	t.Cleanup(func() {
+		if err := topo.Delete(conn); err != nil {
+			t.Error(err)
+		}
+		if ch, err := conn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(topo.Name(events.HistoryQueue), false, false, false)
+			_ = ch.ExchangeDelete(events.ExchangeName(topo), false, false)
+			ch.Close()
+		}
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs retrytest.Buffer
+	done := make(chan error, 1)
+	go func() { done <- api.Run(ctx, func(k string) string { return env[k] }, &logs) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("api.Run: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("api.Run did not return after its context ended; log:\n%s", logs.String())
+		}
+	}
+	t.Cleanup(stop)
+
+	listening := regexp.MustCompile(`"msg":"listening",.*?"addr":"([^"]+)"`)
+	var addr string
+	if !poll(10*time.Second, func() bool {
+		if m := listening.FindStringSubmatch(logs.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	}) {
+		t.Fatalf("the API never listened; log:\n%s", logs.String())
+	}
+	base := "http://" + addr
+
+	if !poll(15*time.Second, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}) {
+		t.Fatalf("/readyz never answered 200; log:\n%s", logs.String())
+	}
+
+	body := `{"email":{"to":["ada@example.com"],"subject":"Hi","text":"hello"},` +
+		`"webhook":{"url":"https://example.com/hook","payload":{"order":42}}}`
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/notifications", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		ID       string   `json:"id"`
+		Channels []string `json:"channels"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("status = %d, want 202; log:\n%s", resp.StatusCode, logs.String())
+	}
+	if diff := cmp.Diff([]string{"email", "webhook"}, got.Channels); diff != "" {
+		t.Errorf("channels (-want +got):\n%s", diff)
+	}
+
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	for _, r := range topo.WorkRoutes() {
+		if !slices.Contains(got.Channels, r.Key) {
+			continue // a channel the notification does not use
+		}
+		// The 202 came after the confirm, so the copy is already there.
+		d, ok, err := ch.Get(r.Queue, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			t.Errorf("%s is empty", r.Queue)
+			continue
+		}
+		n, err := notification.Decode(d.Body)
+		if err != nil {
+			t.Errorf("%s: %v", r.Queue, err)
+			continue
+		}
+		if n.ID != got.ID || n.Channel != r.Key || d.MessageId != got.ID || d.DeliveryMode != amqp.Persistent || d.AppId != "relay-api" {
+			t.Errorf("%s holds %+v (message id %s, delivery mode %d, app id %s), want the %s copy of %s",
+				r.Queue, n, d.MessageId, d.DeliveryMode, d.AppId, r.Key, got.ID)
+		}
+		if _, more, err := ch.Get(r.Queue, true); err != nil || more {
+			t.Errorf("%s holds more than one copy (err %v)", r.Queue, err)
+		}
+	}
+
+	stop()
+	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
+		t.Errorf("no clean stop in the log:\n%s", logs.String())
+	}
+}

@@ -1,0 +1,197 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base32"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/dashboard"
+	"github.com/relay-demo/relay/services/internal/events"
+)
+
+// DefaultMaxBody is the body limit when Deps.MaxBody is zero: 1 MiB.
+const DefaultMaxBody = 1 << 20
+
+// DefaultPublishTimeout bounds a request's publishes when
+// Deps.PublishTimeout is zero.
+const DefaultPublishTimeout = 10 * time.Second
+
+// Publisher publishes one message and returns once the broker has
+// confirmed it, or with the reason it did not. *retry.Publisher is one.
+type Publisher interface {
+	Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error
+}
+
+// Deps is everything the API's handlers use. The zero value of each
+// optional field gets a working default from NewServer.
+type Deps struct {
+	// Log receives the API's JSON log; nil discards it.
+	Log *slog.Logger
+	// Publisher returns the current publisher, or nil while the broker is
+	// disconnected (the API then answers 503).
+	Publisher func() Publisher
+	// Topology names the ingress exchange notifications go to.
+	Topology retry.Topology
+	// Tokens are the bearer tokens accepted on /v1/.
+	Tokens []string
+	// AuthOff serves /v1/ without authentication.
+	AuthOff bool
+	// MaxBody bounds a request body in bytes; zero means DefaultMaxBody.
+	MaxBody int64
+	// PublishTimeout bounds the confirmed publishes of one request; zero
+	// means DefaultPublishTimeout.
+	PublishTimeout time.Duration
+	// Registry receives the API's metrics and is what /metrics serves;
+	// nil means a registry of the server's own.
+	Registry *prometheus.Registry
+	// Ready reports why the API cannot take notifications, or nil when it
+	// can. nil means ready whenever Publisher returns one.
+	Ready func() error
+	// DeadLetters returns the dead-letter store of the moment, or nil while
+	// the broker is disconnected; nil means the dead-letter routes answer
+	// 503.
+	DeadLetters func() DeadLetterStore
+	// Dashboard, when set, serves "/" and every path no route matches.
+	// It checks tokens itself (see dashboardAccess): its page needs none,
+	// its data does unless DASHBOARD_PUBLIC.
+	Dashboard http.Handler
+	// History is the notification history: the status routes read it and
+	// Idempotency-Keys are claimed in it. nil answers the status routes
+	// with 503 and keeps the older behaviour for keys (the id is derived
+	// from the key, and a repeat publishes again).
+	History HistoryStore
+	// IdempotencyTTL is how long an Idempotency-Key is remembered; zero
+	// means DefaultIdempotencyTTL.
+	IdempotencyTTL time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// NewID makes the id of a notification sent without an
+	// Idempotency-Key; nil means NewID.
+	NewID func() string
+
+	events string // the events exchange, for the accepted records
+}
+
+// NewServer builds the API's handler: every route of routes.go behind the
+// security-header, metrics and panic-recovery middleware.
+func NewServer(deps Deps) http.Handler {
+	deps = deps.withDefaults()
+	m := newMetrics(deps.Registry)
+	r := chi.NewRouter()
+	r.Use(securityHeaders, m.middleware, recoverer(deps.Log))
+	routes(r, deps, m)
+	return r
+}
+
+// ContentSecurityPolicy is the Content-Security-Policy of every answer:
+// the dashboard's page loads its script, style sheet and data from this
+// origin only, runs no inline script or style, and cannot be framed.
+const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
+// securityHeaders sets the security headers on every answer, before any
+// handler runs, so errors and panics carry them too.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", ContentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// dashboardAccess returns the dashboard's check of a request's bearer
+// token against tokens, made as requireToken makes it: hashed, compared in
+// constant time with every token. With authOff, every request is
+// authenticated, as every /v1/ request is.
+func dashboardAccess(tokens []string, authOff bool) func(*http.Request) dashboard.Access {
+	hashes := make([][sha256.Size]byte, len(tokens))
+	for i, t := range tokens {
+		hashes[i] = sha256.Sum256([]byte(t))
+	}
+	return func(r *http.Request) dashboard.Access {
+		if authOff {
+			return dashboard.Authenticated
+		}
+		if r.Header.Get("Authorization") == "" {
+			return dashboard.Anonymous
+		}
+		token, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			return dashboard.Refused
+		}
+		sum := sha256.Sum256([]byte(token))
+		match := 0
+		for i := range hashes {
+			match |= subtle.ConstantTimeCompare(sum[:], hashes[i][:])
+		}
+		if match != 1 {
+			return dashboard.Refused
+		}
+		return dashboard.Authenticated
+	}
+}
+
+func (d Deps) withDefaults() Deps {
+	if d.Log == nil {
+		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if d.Publisher == nil {
+		d.Publisher = func() Publisher { return nil }
+	}
+	if d.MaxBody <= 0 {
+		d.MaxBody = DefaultMaxBody
+	}
+	if d.PublishTimeout <= 0 {
+		d.PublishTimeout = DefaultPublishTimeout
+	}
+	if d.Registry == nil {
+		d.Registry = prometheus.NewRegistry()
+	}
+	if d.Ready == nil {
+		publisher := d.Publisher
+		d.Ready = func() error {
+			if publisher() == nil {
+				return errNotConnected
+			}
+			return nil
+		}
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.NewID == nil {
+		d.NewID = NewID
+	}
+	if d.IdempotencyTTL <= 0 {
+		d.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	d.events = events.ExchangeName(d.Topology)
+	return d
+}
+
+// IDPrefix starts every notification id.
+const IDPrefix = "ntf_"
+
+var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// NewID returns a random notification id: IDPrefix and 26 lowercase
+// base32 characters holding 128 random bits.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return IDPrefix + strings.ToLower(idEncoding.EncodeToString(b[:]))
+}

@@ -1,0 +1,217 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
+)
+
+// notificationView is the answer of GET /v1/notifications/{id}.
+type notificationView struct {
+	ID         string          `json:"id"`
+	CreatedAt  time.Time       `json:"created_at"`
+	Accepted   bool            `json:"accepted"`
+	Channels   []string        `json:"channels"`
+	Recipients []string        `json:"recipients"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+	Copies     []copyView      `json:"copies"`
+}
+
+// copyView is one channel copy: its status and its attempts.
+type copyView struct {
+	Channel       string        `json:"channel"`
+	Status        string        `json:"status"`
+	Reason        string        `json:"reason,omitempty"`
+	NextAttemptAt *time.Time    `json:"next_attempt_at,omitempty"`
+	Round         int           `json:"round"`
+	AttemptCount  int           `json:"attempt_count"`
+	LastError     string        `json:"last_error,omitempty"`
+	UpdatedAt     time.Time     `json:"updated_at"`
+	Attempts      []attemptView `json:"attempts"`
+}
+
+// attemptView is one attempt, or the replay that started a round (n 0).
+type attemptView struct {
+	N          int       `json:"n"`
+	Round      int       `json:"round"`
+	At         time.Time `json:"at"`
+	Outcome    string    `json:"outcome"`
+	Error      string    `json:"error,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	DelayMS    *int64    `json:"delay_ms,omitempty"`
+	WaitedMS   *int64    `json:"waited_ms,omitempty"`
+	DurationMS *int64    `json:"duration_ms,omitempty"`
+}
+
+// summaryView is one notification of a list.
+type summaryView struct {
+	ID         string            `json:"id"`
+	CreatedAt  time.Time         `json:"created_at"`
+	Channels   []string          `json:"channels"`
+	Recipients []string          `json:"recipients"`
+	Status     map[string]string `json:"status"`
+}
+
+// listView is the answer of GET /v1/notifications.
+type listView struct {
+	Notifications []summaryView `json:"notifications"`
+	NextCursor    string        `json:"next_cursor,omitempty"`
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func viewOf(n *history.Notification) notificationView {
+	v := notificationView{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: nonNil(n.Channels),
+		Recipients: nonNil(n.Recipients), Payload: n.Payload, Copies: []copyView{}}
+	for _, c := range n.Copies {
+		cv := copyView{Channel: c.Channel, Status: c.Status, Reason: c.Reason, NextAttemptAt: c.NextAttemptAt, Round: c.Round,
+			AttemptCount: c.Attempts, LastError: c.LastError, UpdatedAt: c.UpdatedAt, Attempts: []attemptView{}}
+		for _, a := range c.Timeline {
+			cv.Attempts = append(cv.Attempts, attemptView{N: a.Attempt, Round: a.Round, At: a.At, Outcome: a.Outcome,
+				Error: a.Error, Reason: a.Reason, DelayMS: a.DelayMS, WaitedMS: a.WaitedMS, DurationMS: a.DurationMS})
+		}
+		v.Copies = append(v.Copies, cv)
+	}
+	return v
+}
+
+// historyOf returns the history store, or answers 503 without one.
+func historyOf(deps Deps, w http.ResponseWriter) HistoryStore {
+	if deps.History == nil {
+		writeProblem(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
+			"this API runs without a history store"))
+	}
+	return deps.History
+}
+
+func historyFailed(deps Deps, w http.ResponseWriter, err error) {
+	deps.Log.Error("read the history", "error", err)
+	p := newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
+		"the history store could not be read; try again shortly")
+	p.retryAfter = 1
+	writeProblem(w, p)
+}
+
+func handleGetNotification(deps Deps) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		store := historyOf(deps, w)
+		if store == nil {
+			return
+		}
+		id := chi.URLParam(r, "id")
+		n, err := store.Get(r.Context(), id)
+		switch {
+		case errors.Is(err, history.ErrNotFound):
+			writeProblem(w, newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
+				"no notification has the id "+strconv.Quote(id)+" (or it is older than the history keeps)"))
+		case err != nil:
+			historyFailed(deps, w, err)
+		default:
+			w.Header().Set("Cache-Control", "no-store")
+			writeJSON(w, http.StatusOK, viewOf(n))
+		}
+	}
+}
+
+// statuses are the values the status filter takes.
+var statuses = []string{history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked}
+
+func handleListNotifications(deps Deps) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q, fields := listQuery(r)
+		if len(fields) > 0 {
+			writeProblem(w, invalidQuery(fields))
+			return
+		}
+		store := historyOf(deps, w)
+		if store == nil {
+			return
+		}
+		page, err := store.List(r.Context(), q)
+		switch {
+		case errors.Is(err, history.ErrBadCursor):
+			writeProblem(w, invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}}))
+			return
+		case errors.Is(err, history.ErrBadQuery):
+			writeProblem(w, invalidQuery(notification.Invalid{{Field: "q", Message: err.Error()}}))
+			return
+		case err != nil:
+			historyFailed(deps, w, err)
+			return
+		}
+		out := listView{Notifications: []summaryView{}, NextCursor: page.Next}
+		for _, s := range page.Items {
+			sv := summaryView{ID: s.ID, CreatedAt: s.CreatedAt, Channels: nonNil(s.Channels), Recipients: nonNil(s.Recipients),
+				Status: map[string]string{}}
+			for _, c := range s.Copies {
+				sv.Status[c.Channel] = c.Status
+			}
+			out.Notifications = append(out.Notifications, sv)
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// listQuery reads the list's query parameters, naming each bad one.
+func listQuery(r *http.Request) (history.Query, notification.Invalid) {
+	v := r.URL.Query()
+	var q history.Query
+	var bad notification.Invalid
+	for name := range v {
+		switch name {
+		case "status", "channel", "since", "until", "limit", "cursor", "q":
+		default:
+			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use status, channel, since, until, q, limit or cursor"})
+		}
+	}
+	if s := v.Get("status"); s != "" {
+		if !slices.Contains(statuses, s) {
+			bad = append(bad, notification.FieldError{Field: "status", Message: "one of queued, retrying, delivered, parked"})
+		}
+		q.Status = s
+	}
+	q.Channel = v.Get("channel")
+	for _, t := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &q.Since}, {"until", &q.Until}} {
+		if s := v.Get(t.name); s != "" {
+			at, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				bad = append(bad, notification.FieldError{Field: t.name, Message: "an RFC 3339 time such as 2026-01-02T15:04:05Z"})
+			}
+			*t.dst = at
+		}
+	}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > history.MaxLimit {
+			bad = append(bad, notification.FieldError{Field: "limit", Message: "a whole number from 1 to " + strconv.Itoa(history.MaxLimit)})
+		}
+		q.Limit = n
+	}
+	q.Cursor = v.Get("cursor")
+	q.Search = v.Get("q")
+	return q, bad
+}
+
+func invalidQuery(errs notification.Invalid) *Problem {
+	p := newProblem(ProblemInvalidQuery, http.StatusUnprocessableEntity, "Invalid query",
+		"the query has "+strconv.Itoa(len(errs))+" invalid parameter(s); see errors")
+	p.Errors = errs
+	return p
+}

@@ -1,0 +1,48 @@
+package channel
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/webhooks"
+)
+
+// retiredAllowPrivate is the variable WEBHOOK_ALLOW_CIDRS replaced. It
+// turned the address guard off entirely; a deployment that still sets it
+// is stopped rather than silently guarded, which would break its
+// deliveries, or silently open.
+const retiredAllowPrivate = "WEBHOOK_ALLOW_PRIVATE"
+
+// AllowConfig is the address guard's environment, shared by the channels
+// that deliver over HTTP (webhook and sms).
+type AllowConfig struct {
+	AllowCIDRs string `env:"WEBHOOK_ALLOW_CIDRS" help:"a comma-separated list of CIDRs such as 10.1.0.0/16,fd00:1::/64 (empty: none)"`
+}
+
+// allowList returns the networks the address guard lets through, from
+// WEBHOOK_ALLOW_CIDRS as parsed into cfg (see webhooks.ParseAllowList). It
+// refuses to run while the retired WEBHOOK_ALLOW_PRIVATE is set, whatever
+// its value.
+func allowList(getenv func(string) string, cfg AllowConfig) ([]netip.Prefix, error) {
+	if v := getenv(retiredAllowPrivate); v != "" {
+		return nil, fmt.Errorf("configuration: %s=%q is no longer read: it was replaced by WEBHOOK_ALLOW_CIDRS, "+
+			"the networks webhooks may reach besides the public internet; for loopback, unset %s and set "+
+			"WEBHOOK_ALLOW_CIDRS=127.0.0.0/8,::1/128", retiredAllowPrivate, v, retiredAllowPrivate)
+	}
+	allow, err := webhooks.ParseAllowList(cfg.AllowCIDRs)
+	if err != nil {
+		return nil, config.Invalid("WEBHOOK_ALLOW_CIDRS", cfg.AllowCIDRs, "a comma-separated list of CIDRs such as 10.1.0.0/16,fd00:1::/64 ("+err.Error()+")")
+	}
+	return allow, nil
+}
+
+// signer reads a Standard Webhooks secret, naming WEBHOOK_SECRET when it
+// is not one.
+func signer(secret string) (*webhooks.Signer, error) {
+	s, err := webhooks.NewSigner(secret)
+	if err != nil {
+		return nil, config.Invalid("WEBHOOK_SECRET", "***", "a Standard Webhooks secret: whsec_ followed by base64 ("+err.Error()+")")
+	}
+	return s, nil
+}

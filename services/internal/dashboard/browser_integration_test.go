@@ -1,0 +1,512 @@
+//go:build integration
+
+package dashboard_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/retry/retrytest"
+	"github.com/relay-demo/relay/services/all"
+	"github.com/relay-demo/relay/services/internal/channel"
+)
+
+// chromium finds a Chromium to drive, or ends the test: skipped normally,
+// failed in CI, where a missing browser is a broken build.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium binary for the browser test in CI (apt-get install chromium)")
+	}
+	t.Skip("no chromium binary found (apt-get install chromium to run the browser test)")
+	return ""
+}
+
+// browser starts a headless Chromium for the test and returns a tab's
+// context, closed (browser and all) when the test ends.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 1000),
+	}
+	// Cleanups run last-registered first: the browser is gone before
+	// TempDir removes its profile.
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+const token = "browser-token-0123456789abcdef"
+
+// outage is how long the flaky webhook receiver fails everything after it
+// starts: long enough for a webhook copy to run out of retries and park.
+const outage = 4 * time.Second
+
+// relay is a running `relay all` with a webhook downstream in an outage.
+type relay struct {
+	api, hooks string
+}
+
+// startRelay runs every service in-process, its webhook receiver in an
+// outage for the first few seconds, with its topology deleted when the
+// test ends; extra is added to the environment.
+func startRelay(t *testing.T, extra map[string]string) relay {
+	t.Helper()
+	prefix := retrytest.Prefix(t)
+	env := map[string]string{
+		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
+		"RETRY_DELAYS": "100ms,200ms", "RETRY_MAX": "2", "API_TOKENS": token, "DATA_DIR": t.TempDir(),
+		"HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		"FLAKY_WEBHOOK_SCENARIO": "outage", "FLAKY_OUTAGE": outage.String(), "FLAKY_EMAIL_SCENARIO": "healthy",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	conn := retrytest.Conn(t)
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL,
+		Policy: retry.Policy{Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, MaxRetries: 2}}
+	t.Cleanup(func() {
+		if err := topo.Delete(conn); err != nil {
+			t.Error(err)
+		}
+		if ch, err := conn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(prefix+"history-queue", false, false, false)
+			_ = ch.ExchangeDelete(prefix+"notification-events", false, false)
+			ch.Close()
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs retrytest.Buffer
+	done := make(chan error, 1)
+	go func() { done <- all.Run(ctx, func(k string) string { return env[k] }, &logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("relay all: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("relay all did not stop within 30s")
+		}
+		if t.Failed() {
+			t.Logf("relay all's log:\n%s", logs.String())
+		}
+	})
+	r := relay{api: "http://" + env["HTTP_ADDR"], hooks: "http://" + env["FLAKY_HTTP_ADDR"]}
+	retrytest.Eventually(t, 15*time.Second, func() bool {
+		resp, err := http.Get(r.api + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "API never ready; log:\n%s", logs.String())
+	return r
+}
+
+// call asks the API, with the token when auth is set, and returns the
+// status and body.
+func (r relay) call(t *testing.T, method, path, body string, auth bool) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, r.api+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if auth {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// post sends a notification and returns its id.
+func (r relay) post(t *testing.T, body string) string {
+	t.Helper()
+	code, b := r.call(t, http.MethodPost, "/v1/notifications", body, true)
+	var res struct{ ID string }
+	if err := json.Unmarshal(b, &res); code != http.StatusAccepted || err != nil || res.ID == "" {
+		t.Fatalf("POST /v1/notifications = %d %s", code, b)
+	}
+	return res.ID
+}
+
+// copyState is a channel copy as the API shows it.
+type copyState struct {
+	Channel  string `json:"channel"`
+	Status   string `json:"status"`
+	Attempts []struct {
+		N       int       `json:"n"`
+		At      time.Time `json:"at"`
+		Outcome string    `json:"outcome"`
+		Error   string    `json:"error"`
+	} `json:"attempts"`
+}
+
+// copies reads a notification's copies from the API, by channel.
+func (r relay) copies(t *testing.T, id string) map[string]copyState {
+	t.Helper()
+	code, b := r.call(t, http.MethodGet, "/v1/notifications/"+id, "", true)
+	if code != http.StatusOK {
+		return nil
+	}
+	var n struct{ Copies []copyState }
+	if err := json.Unmarshal(b, &n); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]copyState{}
+	for _, c := range n.Copies {
+		out[c.Channel] = c
+	}
+	return out
+}
+
+// run runs chromedp actions, failing the test with what.
+func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// waitFor polls a JavaScript condition in the page.
+func waitFor(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(25*time.Second))
+}
+
+// evaluate runs a JavaScript expression in the page and decodes its value.
+func evaluate[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// watchPolicy counts the page's Content-Security-Policy violations from
+// now on; checkPolicy fails the test on any.
+func watchPolicy(t *testing.T, ctx context.Context) {
+	t.Helper()
+	evaluate[bool](t, ctx, `window.violations = [];
+		document.addEventListener("securitypolicyviolation", e => window.violations.push(e.violatedDirective + " " + e.blockedURI));
+		true`)
+}
+
+func checkPolicy(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if v := evaluate[[]string](t, ctx, `window.violations`); len(v) > 0 {
+		t.Errorf("the page broke its Content-Security-Policy: %q", v)
+	}
+}
+
+// clear empties the input with the given id.
+func clear(t *testing.T, ctx context.Context, id string) {
+	t.Helper()
+	evaluate[bool](t, ctx, `(document.getElementById(`+strconv.Quote(id)+`).value = "", true)`)
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100 makes a PNG
+	if err != nil {
+		t.Logf("screenshot: %v", err)
+		return
+	}
+	dir := os.Getenv("DASHBOARD_SCREENSHOTS")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Logf("save screenshot: %v", err)
+		return
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// parkedWebhook posts a notification with an email and a webhook copy
+// and waits until the webhook copy, sent during the outage, is parked.
+func (r relay) parkedWebhook(t *testing.T, recipient string) (string, map[string]copyState) {
+	t.Helper()
+	id := r.post(t, fmt.Sprintf(`{"email":{"to":[%q],"subject":"Your order","text":"shipped"},"webhook":{"url":%q,"payload":{"order":42}}}`,
+		recipient, r.hooks+"/webhooks/browser"))
+	var copies map[string]copyState
+	retrytest.Eventually(t, 20*time.Second, func() bool {
+		copies = r.copies(t, id)
+		return copies["webhook"].Status == "parked" && copies["email"].Status == "delivered"
+	}, "the webhook copy of %s was not parked (copies %+v)", id, copies)
+	return id, copies
+}
+
+// TestDashboardInBrowser drives the dashboard of a real `relay all` in
+// headless Chromium: the log-in, a refused token, search, the status
+// filter, a notification's detail with every attempt's error text, and the
+// replay of a parked copy, followed live until it is delivered.
+func TestDashboardInBrowser(t *testing.T) {
+	ctx := browser(t)
+	r := startRelay(t, nil)
+	recipient := fmt.Sprintf("grace+%d@example.com", time.Now().UnixNano())
+	id, copies := r.parkedWebhook(t, recipient)
+	decoy := r.post(t, `{"email":{"to":["linus@example.com"],"subject":"Other","text":"other"}}`)
+
+	t.Run("data needs the token", func(t *testing.T) {
+		for _, rq := range []struct{ method, path, body string }{
+			{"GET", "/dashboard/notifications", ""},
+			{"GET", "/dashboard/notifications/" + id, ""},
+			{"GET", "/dashboard/events", ""},
+			{"GET", "/dashboard/queues", ""},
+			{"GET", "/v1/notifications", ""},
+			{"GET", "/v1/notifications/" + id, ""},
+			{"GET", "/v1/dead-letters?id=" + id, ""},
+			{"POST", "/v1/dead-letters/replay", `{"id":"` + id + `","source":"webhook-queue"}`},
+			{"POST", "/v1/dead-letters/" + id + "/replay", ""},
+		} {
+			code, body := r.call(t, rq.method, rq.path, rq.body, false)
+			if code != http.StatusUnauthorized || strings.Contains(string(body), "503") {
+				t.Errorf("%s %s without a token = %d %s, want 401 and no error text", rq.method, rq.path, code, body)
+			}
+		}
+		resp, err := http.Get(r.api + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET / without a token = %d, want the page (it asks for the token)", resp.StatusCode)
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("the page's Content-Security-Policy = %q", csp)
+		}
+	})
+
+	run(t, ctx, "open the page",
+		chromedp.Navigate(r.api+"/"),
+		chromedp.WaitVisible(chromedp.ID("login")),
+	)
+	// Whatever the page does from here on stays within its
+	// Content-Security-Policy, which the browser enforces.
+	watchPolicy(t, ctx)
+	if evaluate[bool](t, ctx, `!document.getElementById("app").hidden`) {
+		t.Fatal("the notifications show before a log-in")
+	}
+	run(t, ctx, "log in with a wrong token",
+		chromedp.SendKeys(chromedp.ID("token"), "not-the-token-0123456789"),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.ID("login-error")),
+	)
+	if msg := evaluate[string](t, ctx, `document.getElementById("login-error").textContent`); !strings.Contains(msg, "not one the API accepts") {
+		t.Errorf("log-in error %q, want it to say the token is not accepted", msg)
+	}
+	clear(t, ctx, "token")
+	run(t, ctx, "log in",
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.ID("app")),
+		chromedp.WaitNotVisible(chromedp.ID("login")),
+		waitFor(`document.querySelector('#conn[data-state="live"]') !== null`),
+	)
+	if got := evaluate[string](t, ctx, `sessionStorage.getItem("relay.token")`); got != token {
+		t.Errorf("sessionStorage holds %q, want the token", got)
+	}
+
+	run(t, ctx, "search by recipient",
+		chromedp.SendKeys(chromedp.ID("search"), strings.TrimSuffix(recipient, "@example.com")),
+		chromedp.Click(chromedp.ID("search-submit")),
+		waitFor(`document.querySelectorAll("#rows tr[data-id]").length === 1 &&
+			document.querySelector('#rows tr[data-id="`+id+`"]') !== null`),
+	)
+	clear(t, ctx, "search")
+	run(t, ctx, "filter parked copies",
+		chromedp.SetValue(chromedp.ID("status"), "parked"),
+		chromedp.Click(chromedp.ID("search-submit")),
+		waitFor(`document.querySelector('#rows tr[data-id="`+id+`"] .chip[data-channel="webhook"][data-status="parked"]') !== null &&
+			document.querySelector('#rows tr[data-id="`+decoy+`"]') === null`),
+	)
+
+	run(t, ctx, "open the detail",
+		chromedp.Click(chromedp.CSS(`#rows tr[data-id="`+id+`"] button.open`)),
+		chromedp.WaitVisible(chromedp.CSS(`#detail section.copy[data-channel="webhook"][data-status="parked"]`)),
+	)
+	type attemptRow struct{ Outcome, N, Error string }
+	rows := evaluate[[]attemptRow](t, ctx, `[...document.querySelectorAll('#detail section.copy[data-channel="webhook"] tr.attempt')].map(tr => ({
+		Outcome: tr.dataset.outcome, N: tr.dataset.n,
+		Error: (tr.querySelector(".error-text") || {textContent: ""}).textContent}))`)
+	want := copies["webhook"].Attempts
+	if len(rows) != len(want) || len(want) < 3 {
+		t.Fatalf("the detail shows %d attempts %+v, the API %d", len(rows), rows, len(want))
+	}
+	for i, a := range want {
+		if rows[i].Outcome != a.Outcome || rows[i].N != fmt.Sprint(a.N) || rows[i].Error != a.Error || a.Error == "" {
+			t.Errorf("attempt %d shows %+v, want %s #%d with the full error %q", i+1, rows[i], a.Outcome, a.N, a.Error)
+		}
+	}
+	if !evaluate[bool](t, ctx, `document.querySelector("#payload").textContent.includes('"order": 42')`) {
+		t.Error("the detail does not show the payload")
+	}
+	run(t, ctx, "the parked message's headers",
+		waitFor(`[...document.querySelectorAll('#detail section.copy[data-channel="webhook"] .headers dt')].some(dt => dt.textContent === "x-dead-reason")`))
+	screenshot(t, ctx, "relay-dashboard-parked.png")
+
+	// The outage began when the receiver started, before it failed the
+	// first attempt, so it is over outage after that attempt.
+	over := want[0].At.Add(outage)
+	retrytest.Eventually(t, outage+10*time.Second, func() bool { return time.Now().After(over) }, "the outage is not over")
+	run(t, ctx, "replay the parked copy and see it delivered",
+		chromedp.Click(chromedp.CSS(`#detail section.copy[data-channel="webhook"] button.replay`)),
+		waitFor(`document.querySelector('#detail section.copy[data-channel="webhook"][data-status="delivered"]') !== null`),
+		waitFor(`document.querySelector('#detail section.copy[data-channel="webhook"] tr.attempt[data-outcome="replayed"][data-round="1"]') !== null`),
+		// The list follows the live events: its row shows the copy delivered.
+		waitFor(`document.querySelector('#rows tr[data-id="`+id+`"] .chip[data-channel="webhook"][data-status="delivered"]') !== null`),
+	)
+	screenshot(t, ctx, "relay-dashboard-replayed.png")
+	checkPolicy(t, ctx)
+	if got := r.copies(t, id)["webhook"].Status; got != "delivered" {
+		t.Errorf("the API says the webhook copy is %s after the replay, want delivered", got)
+	}
+}
+
+// TestPublicDashboard runs relay with DASHBOARD_PUBLIC=true: visitors
+// without a token get the list, the detail and the live events with no
+// error text and no payload, the page says it is public, and replay still
+// needs the token.
+func TestPublicDashboard(t *testing.T) {
+	r := startRelay(t, map[string]string{"DASHBOARD_PUBLIC": "true"})
+	id, copies := r.parkedWebhook(t, "public@example.com")
+	secret := copies["webhook"].Attempts[0].Error
+	if secret == "" {
+		t.Fatal("the API shows no error text for the failed attempt")
+	}
+
+	for _, path := range []string{"/dashboard/notifications", "/dashboard/notifications/" + id, "/dashboard/queues"} {
+		code, body := r.call(t, http.MethodGet, path, "", false)
+		if code != http.StatusOK || !strings.Contains(string(body), "{") {
+			t.Errorf("GET %s without a token = %d %s, want 200 on a public dashboard", path, code, body)
+		}
+		for _, leak := range []string{secret, "503", `"order"`, "payload"} {
+			if strings.Contains(string(body), leak) {
+				t.Errorf("GET %s without a token shows %q:\n%s", path, leak, body)
+			}
+		}
+	}
+	if code, _ := r.call(t, http.MethodGet, "/dashboard/notifications/"+id, "", true); code != http.StatusOK {
+		t.Errorf("GET the detail with the token = %d", code)
+	}
+	for _, path := range []string{"/v1/notifications/" + id, "/v1/dead-letters?id=" + id} {
+		if code, _ := r.call(t, http.MethodGet, path, "", false); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without a token = %d, want 401: the API itself is never public", path, code)
+		}
+	}
+	if code, _ := r.call(t, http.MethodPost, "/v1/dead-letters/replay", `{"id":"`+id+`","source":"webhook-queue"}`, false); code != http.StatusUnauthorized {
+		t.Errorf("replay without a token = %d, want 401", code)
+	}
+
+	t.Run("the event stream without a token is redacted", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.api+"/dashboard/events", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /dashboard/events without a token = %d, want 200", resp.StatusCode)
+		}
+		// A second notification fails during the outage, or is delivered
+		// after it: either way, events flow.
+		r.post(t, `{"webhook":{"url":"`+r.hooks+`/webhooks/public","payload":{"n":2}}}`)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var ev struct{ Error string }
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				t.Fatalf("event %q: %v", data, err)
+			}
+			if ev.Error != "" || strings.Contains(data, "503") {
+				t.Fatalf("event without a token holds an error text: %s", data)
+			}
+			return
+		}
+		t.Fatalf("the stream ended without an event: %v", sc.Err())
+	})
+
+	t.Run("the page says it is public", func(t *testing.T) {
+		ctx := browser(t)
+		run(t, ctx, "open the public page",
+			chromedp.Navigate(r.api+"/"),
+			chromedp.WaitVisible(chromedp.ID("public-note")),
+			chromedp.WaitVisible(chromedp.CSS(`#rows tr[data-id="`+id+`"]`)),
+			chromedp.Click(chromedp.CSS(`#rows tr[data-id="`+id+`"] button.open`)),
+			chromedp.WaitVisible(chromedp.CSS(`#detail section.copy[data-channel="webhook"][data-status="parked"]`)),
+			chromedp.WaitVisible(chromedp.ID("detail-redacted")),
+		)
+		if !evaluate[bool](t, ctx, `document.getElementById("login").hidden && document.getElementById("mode").textContent.includes("public")`) {
+			t.Error("the public page does not say it is public, or asks for a log-in")
+		}
+		if evaluate[bool](t, ctx, `document.body.innerText.includes(`+fmt.Sprintf("%q", secret)+`)`) {
+			t.Error("the public page shows an error text")
+		}
+		if !evaluate[bool](t, ctx, `document.querySelector('#detail section.copy[data-channel="webhook"] button.replay').disabled`) {
+			t.Error("replay is enabled without a token")
+		}
+		screenshot(t, ctx, "relay-dashboard-public.png")
+	})
+}

@@ -1,0 +1,226 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/relay-demo/relay/services/internal/history"
+)
+
+// HistoryReader reads the notification history; *history.Store is one.
+type HistoryReader interface {
+	Get(ctx context.Context, id string) (*history.Notification, error)
+	List(ctx context.Context, q history.Query) (history.Page, error)
+}
+
+// notificationView is one notification as GET /v1/notifications/{id}
+// shows it. Redacted says error texts and the payload were left out.
+type notificationView struct {
+	ID         string          `json:"id"`
+	CreatedAt  time.Time       `json:"created_at"`
+	Accepted   bool            `json:"accepted"`
+	Channels   []string        `json:"channels"`
+	Recipients []string        `json:"recipients"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+	Copies     []copyView      `json:"copies"`
+	Redacted   bool            `json:"redacted"`
+}
+
+// copyView is one channel copy: its status and its attempts.
+type copyView struct {
+	Channel       string        `json:"channel"`
+	Status        string        `json:"status"`
+	Reason        string        `json:"reason,omitempty"`
+	NextAttemptAt *time.Time    `json:"next_attempt_at,omitempty"`
+	Round         int           `json:"round"`
+	AttemptCount  int           `json:"attempt_count"`
+	LastError     string        `json:"last_error,omitempty"`
+	UpdatedAt     time.Time     `json:"updated_at"`
+	Attempts      []attemptView `json:"attempts"`
+}
+
+// attemptView is one attempt, or the replay that started a round (n 0).
+type attemptView struct {
+	N          int       `json:"n"`
+	Round      int       `json:"round"`
+	At         time.Time `json:"at"`
+	Outcome    string    `json:"outcome"`
+	Error      string    `json:"error,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+	DelayMS    *int64    `json:"delay_ms,omitempty"`
+	WaitedMS   *int64    `json:"waited_ms,omitempty"`
+	DurationMS *int64    `json:"duration_ms,omitempty"`
+}
+
+// summaryView is one notification of a list.
+type summaryView struct {
+	ID         string            `json:"id"`
+	CreatedAt  time.Time         `json:"created_at"`
+	Channels   []string          `json:"channels"`
+	Recipients []string          `json:"recipients"`
+	Status     map[string]string `json:"status"`
+}
+
+// listView is one page of the list.
+type listView struct {
+	Notifications []summaryView `json:"notifications"`
+	NextCursor    string        `json:"next_cursor,omitempty"`
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// viewOf is n as the page shows it; without full, no error text and no
+// payload.
+func viewOf(n *history.Notification, full bool) notificationView {
+	v := notificationView{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: nonNil(n.Channels),
+		Recipients: nonNil(n.Recipients), Copies: []copyView{}, Redacted: !full}
+	if full {
+		v.Payload = n.Payload
+	}
+	for _, c := range n.Copies {
+		cv := copyView{Channel: c.Channel, Status: c.Status, Reason: c.Reason, NextAttemptAt: c.NextAttemptAt, Round: c.Round,
+			AttemptCount: c.Attempts, UpdatedAt: c.UpdatedAt, Attempts: []attemptView{}}
+		if full {
+			cv.LastError = c.LastError
+		}
+		for _, a := range c.Timeline {
+			av := attemptView{N: a.Attempt, Round: a.Round, At: a.At, Outcome: a.Outcome, Reason: a.Reason,
+				DelayMS: a.DelayMS, WaitedMS: a.WaitedMS, DurationMS: a.DurationMS}
+			if full {
+				av.Error = a.Error
+			}
+			cv.Attempts = append(cv.Attempts, av)
+		}
+		v.Copies = append(v.Copies, cv)
+	}
+	return v
+}
+
+func historyUnavailable(detail string) problem {
+	return problem{Type: problemBase + "history-unavailable", Title: "History unavailable",
+		Status: http.StatusServiceUnavailable, Detail: detail, retryAfter: 1}
+}
+
+// reader returns the history, or answers 503 without one.
+func (s *server) reader(w http.ResponseWriter) HistoryReader {
+	if s.History == nil {
+		writeProblem(w, historyUnavailable("this dashboard runs without a history store"))
+	}
+	return s.History
+}
+
+// failed answers a history error the client cannot act on: logged here,
+// never sent, since it may quote the store.
+func (s *server) failed(w http.ResponseWriter, err error) {
+	s.Log.Error("read the history", "error", err)
+	writeProblem(w, historyUnavailable("the history store could not be read; try again shortly"))
+}
+
+func (s *server) detail(w http.ResponseWriter, r *http.Request) {
+	full, ok := s.allow(w, r)
+	if !ok {
+		return
+	}
+	store := s.reader(w)
+	if store == nil {
+		return
+	}
+	id := r.PathValue("id")
+	n, err := store.Get(r.Context(), id)
+	switch {
+	case errors.Is(err, history.ErrNotFound):
+		writeProblem(w, problem{Type: problemBase + "not-found", Title: "Not found", Status: http.StatusNotFound,
+			Detail: "no notification has the id " + strconv.Quote(id) + " (or it is older than the history keeps)"})
+	case err != nil:
+		s.failed(w, err)
+	default:
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, viewOf(n, full))
+	}
+}
+
+// statuses are the values the status filter takes.
+var statuses = []string{history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked}
+
+func (s *server) list(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.allow(w, r); !ok {
+		return
+	}
+	q, bad := listQuery(r)
+	if len(bad) > 0 {
+		writeProblem(w, problem{Type: problemBase + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the query has " + strconv.Itoa(len(bad)) + " invalid parameter(s); see errors", Errors: bad})
+		return
+	}
+	store := s.reader(w)
+	if store == nil {
+		return
+	}
+	page, err := store.List(r.Context(), q)
+	switch {
+	case errors.Is(err, history.ErrBadCursor):
+		writeProblem(w, problem{Type: problemBase + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the cursor is not one this dashboard gave out", Errors: []fieldError{{"cursor", "not a cursor this dashboard gave out"}}})
+		return
+	case errors.Is(err, history.ErrBadQuery):
+		// The store's own words about the query the client sent.
+		writeProblem(w, problem{Type: problemBase + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the query cannot be run; see errors", Errors: []fieldError{{"q", err.Error()}}})
+		return
+	case err != nil:
+		s.failed(w, err)
+		return
+	}
+	out := listView{Notifications: []summaryView{}, NextCursor: page.Next}
+	for _, n := range page.Items {
+		sv := summaryView{ID: n.ID, CreatedAt: n.CreatedAt, Channels: nonNil(n.Channels), Recipients: nonNil(n.Recipients),
+			Status: map[string]string{}}
+		for _, c := range n.Copies {
+			sv.Status[c.Channel] = c.Status
+		}
+		out.Notifications = append(out.Notifications, sv)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listQuery reads the list's query parameters, naming each bad one.
+func listQuery(r *http.Request) (history.Query, []fieldError) {
+	v := r.URL.Query()
+	var q history.Query
+	var bad []fieldError
+	for name := range v {
+		switch name {
+		case "status", "channel", "limit", "cursor", "q":
+		default:
+			bad = append(bad, fieldError{name, "unknown parameter: use status, channel, q, limit or cursor"})
+		}
+	}
+	if st := v.Get("status"); st != "" {
+		if !slices.Contains(statuses, st) {
+			bad = append(bad, fieldError{"status", "one of queued, retrying, delivered, parked"})
+		}
+		q.Status = st
+	}
+	q.Channel = v.Get("channel")
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > history.MaxLimit {
+			bad = append(bad, fieldError{"limit", "a whole number from 1 to " + strconv.Itoa(history.MaxLimit)})
+		}
+		q.Limit = n
+	}
+	q.Cursor = v.Get("cursor")
+	q.Search = v.Get("q")
+	return q, bad
+}

@@ -1,0 +1,780 @@
+// relay's dashboard: the notification history a page at a time, searched
+// and filtered; a notification's copies with every attempt and its full
+// error text; replay of a parked copy; live updates from the event stream;
+// queue depths. Every request carries the API token the visitor logged in
+// with (kept in this tab's sessionStorage) as a bearer token. Plain
+// JavaScript, no dependencies, no inline script or style (the page's
+// Content-Security-Policy allows neither).
+"use strict";
+
+(() => {
+  const TOKEN_KEY = "relay.token";
+  const PAGE_SIZE = 25;
+  const QUEUE_REFRESH_MS = 2000;
+  const DETAIL_REFRESH_MS = 1500;
+  const LIST_RELOAD_DEBOUNCE_MS = 800;
+  const STREAM_RETRY_MIN_MS = 1000;
+  const STREAM_RETRY_MAX_MS = 15000;
+
+  const $ = (id) => document.getElementById(id);
+
+  // ---- requests ----------------------------------------------------------
+
+  let token = sessionStorage.getItem(TOKEN_KEY) || "";
+  let session = { public: false, authenticated: false };
+
+  // Unauthorized is a 401: the token is missing, wrong or no longer valid.
+  class Unauthorized extends Error {}
+
+  function headers(extra) {
+    const h = Object.assign({}, extra);
+    if (token) h.Authorization = "Bearer " + token;
+    return h;
+  }
+
+  // problemText says what an error answer says: a problem's detail, the
+  // queue route's error, or the status.
+  async function problemText(res) {
+    try {
+      const b = await res.json();
+      return b.detail || b.error || b.title || res.status + " " + res.statusText;
+    } catch {
+      return res.status + " " + res.statusText;
+    }
+  }
+
+  // call fetches path with the token and throws Unauthorized on a 401 and
+  // an Error with the answer's words on any other failure; it returns the
+  // decoded body.
+  async function call(path, opts = {}) {
+    const res = await fetch(path, Object.assign({ cache: "no-store" }, opts, { headers: headers(opts.headers) }));
+    if (res.status === 401) throw new Unauthorized(await problemText(res));
+    if (!res.ok) throw new Error(await problemText(res));
+    return res.json();
+  }
+
+  function message(err) {
+    return String(err && err.message ? err.message : err);
+  }
+
+  // ---- session: log-in, public mode, log-out -----------------------------
+
+  let running = false;
+
+  async function begin() {
+    let s;
+    try {
+      const res = await fetch("/dashboard/session", { cache: "no-store", headers: headers() });
+      if (res.status === 401) {
+        forget();
+        showLogin("The API does not accept the saved token any more: log in again.");
+        return;
+      }
+      if (!res.ok) throw new Error(await problemText(res));
+      s = await res.json();
+    } catch (err) {
+      showLogin("The dashboard cannot be reached: " + message(err));
+      return;
+    }
+    session = s;
+    if (session.authenticated || session.public) showApp();
+    else showLogin("");
+  }
+
+  function forget() {
+    token = "";
+    sessionStorage.removeItem(TOKEN_KEY);
+  }
+
+  function showLogin(why, canGoBack) {
+    stop();
+    $("app").hidden = true;
+    $("detail").hidden = true;
+    $("login").hidden = false;
+    $("login-cancel").hidden = !canGoBack;
+    $("logout").hidden = true;
+    $("login-open").hidden = true;
+    $("mode").hidden = true;
+    loginError(why);
+    $("token").focus();
+  }
+
+  function loginError(text) {
+    $("login-error").textContent = text || "";
+    $("login-error").hidden = !text;
+  }
+
+  $("login-form").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const candidate = $("token").value.trim();
+    if (!candidate) return;
+    $("login-submit").disabled = true;
+    try {
+      const res = await fetch("/dashboard/session", { cache: "no-store", headers: { Authorization: "Bearer " + candidate } });
+      if (res.status === 401) {
+        loginError("That token is not one the API accepts.");
+        return;
+      }
+      if (!res.ok) throw new Error(await problemText(res));
+      const s = await res.json();
+      if (!s.authenticated) {
+        loginError("That token is not one the API accepts.");
+        return;
+      }
+      token = candidate;
+      sessionStorage.setItem(TOKEN_KEY, token);
+      session = s;
+      $("token").value = "";
+      showApp();
+    } catch (err) {
+      loginError("Log-in failed: " + message(err));
+    } finally {
+      $("login-submit").disabled = false;
+    }
+  });
+
+  $("login-cancel").addEventListener("click", () => begin());
+  $("login-open").addEventListener("click", () => showLogin("", true));
+  $("public-login").addEventListener("click", () => showLogin("", true));
+  $("logout").addEventListener("click", () => {
+    forget();
+    begin();
+  });
+
+  // expired sends the visitor back to the log-in form after a 401.
+  function expired(why) {
+    forget();
+    showLogin("The API refused the token (" + why + "): log in again.");
+  }
+
+  function showApp() {
+    stop();
+    $("login").hidden = true;
+    $("app").hidden = false;
+    const publicView = session.public && !session.authenticated;
+    $("public-note").hidden = !publicView;
+    $("mode").hidden = !session.public;
+    $("mode").textContent = publicView ? "public dashboard" : "public dashboard · logged in";
+    $("login-open").hidden = !publicView;
+    $("logout").hidden = !token;
+    running = true;
+    loadList();
+    refreshQueues();
+    connectStream();
+    if (detail.id) loadDetail();
+  }
+
+  // stop ends every loop: the stream, the queue refresh, the detail's
+  // refresh.
+  function stop() {
+    running = false;
+    stopStream();
+    clearTimeout(queueTimer);
+    clearTimeout(detail.timer);
+    clearTimeout(listTimer);
+  }
+
+  // failed handles an error of a background request: back to the log-in
+  // form on a 401, else a notice.
+  function failed(what, err) {
+    if (err instanceof Unauthorized) {
+      expired(err.message);
+      return;
+    }
+    appError(what + ": " + message(err));
+  }
+
+  function appError(text) {
+    $("app-error").textContent = text || "";
+    $("app-error").hidden = !text;
+  }
+
+  // ---- the list ----------------------------------------------------------
+
+  const filters = { q: "", status: "", channel: "" };
+  let pages = [""]; // the cursor of every page up to the current one
+  let nextCursor = "";
+  let listSeq = 0;
+  let listTimer = 0;
+  const rowsById = new Map();
+
+  async function loadList() {
+    const params = new URLSearchParams();
+    if (filters.q) params.set("q", filters.q);
+    if (filters.status) params.set("status", filters.status);
+    if (filters.channel) params.set("channel", filters.channel);
+    params.set("limit", String(PAGE_SIZE));
+    const cursor = pages[pages.length - 1];
+    if (cursor) params.set("cursor", cursor);
+    const seq = ++listSeq;
+    try {
+      const body = await call("/dashboard/notifications?" + params.toString());
+      if (seq !== listSeq || !running) return;
+      drawList(body.notifications || []);
+      nextCursor = body.next_cursor || "";
+      drawPager();
+      appError("");
+    } catch (err) {
+      if (seq === listSeq && running) failed("The list could not be loaded", err);
+    }
+  }
+
+  // reloadSoon reloads the list once the events of a burst are in.
+  function reloadSoon() {
+    if (listTimer) return;
+    listTimer = setTimeout(() => {
+      listTimer = 0;
+      if (running) loadList();
+    }, LIST_RELOAD_DEBOUNCE_MS);
+  }
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = text;
+    return e;
+  }
+
+  function chip(channel, status) {
+    const c = el("span", "chip " + status, channel + " · " + status);
+    c.dataset.channel = channel;
+    c.dataset.status = status;
+    return c;
+  }
+
+  // drawList shows a page of the list. A row already on the page is
+  // updated in place, so a reload that changes nothing changes no element
+  // (and a click on a row is never lost to a redraw).
+  function drawList(items) {
+    const sameOrder = items.length === rowsById.size && items.every((n, i) => $("rows").children[i] === rowsById.get(n.id));
+    const rows = items.map((n) => {
+      const old = rowsById.get(n.id);
+      if (old) {
+        updateRow(old, n);
+        return old;
+      }
+      return makeRow(n);
+    });
+    if (!sameOrder) {
+      rowsById.clear();
+      for (const tr of rows) rowsById.set(tr.dataset.id, tr);
+      $("rows").replaceChildren(...rows);
+    }
+    $("empty").hidden = rows.length > 0;
+    markSelected();
+  }
+
+  function makeRow(n) {
+    const tr = el("tr", "row");
+    tr.dataset.id = n.id;
+    const idCell = el("td", "id");
+    const open = el("button", "open", n.id);
+    open.type = "button";
+    open.title = "Show " + n.id;
+    idCell.append(open);
+    const created = el("td", "when", fmtTime(n.created_at));
+    created.title = n.created_at;
+    const recipients = el("td", "recipients", (n.recipients || []).join(", "));
+    recipients.title = recipients.textContent;
+    tr.append(idCell, created, el("td", "copies"), recipients);
+    tr.addEventListener("click", () => openDetail(n.id));
+    updateRow(tr, n);
+    return tr;
+  }
+
+  // updateRow sets the status chip of each copy, touching only those that
+  // changed.
+  function updateRow(tr, n) {
+    const cell = tr.querySelector(".copies");
+    const status = n.status || {};
+    const channels = n.channels && n.channels.length ? n.channels : Object.keys(status);
+    const chips = [...cell.children];
+    const same = chips.length === channels.length &&
+      channels.every((ch, i) => chips[i].dataset.channel === ch && chips[i].dataset.status === (status[ch] || "queued"));
+    if (!same) cell.replaceChildren(...channels.map((ch) => chip(ch, status[ch] || "queued")));
+  }
+
+  function drawPager() {
+    $("newest").disabled = pages.length <= 1;
+    $("older").disabled = !nextCursor;
+    $("page-info").textContent = "page " + pages.length;
+  }
+
+  $("older").addEventListener("click", () => {
+    if (!nextCursor) return;
+    pages.push(nextCursor);
+    loadList();
+  });
+  $("newest").addEventListener("click", () => {
+    pages = [""];
+    loadList();
+  });
+
+  function applyFilters() {
+    filters.q = $("search").value.trim();
+    filters.status = $("status").value;
+    filters.channel = $("channel").value;
+    pages = [""];
+    loadList();
+  }
+
+  $("filters").addEventListener("submit", (e) => {
+    e.preventDefault();
+    applyFilters();
+  });
+  $("status").addEventListener("change", applyFilters);
+  $("channel").addEventListener("change", applyFilters);
+  $("clear").addEventListener("click", () => {
+    $("search").value = "";
+    $("status").value = "";
+    $("channel").value = "";
+    applyFilters();
+  });
+
+  // ---- live updates ------------------------------------------------------
+
+  // The status a copy has after an event with this outcome.
+  const STATUS_OF = {
+    delivered: "delivered",
+    parked: "parked",
+    failed: "retrying",
+    retrying: "retrying",
+    waiting: "retrying",
+    requeued: "retrying",
+    replayed: "queued",
+  };
+
+  // The rank of an outcome within one attempt, as the history orders them.
+  const RANK_OF = { replayed: 0, failed: 1, retrying: 2, waiting: 2, requeued: 2, delivered: 3, parked: 3 };
+
+  // The greatest (round, attempt, rank) shown per copy: events arrive from
+  // several processes, so a replay's own event can come after the delivery
+  // it led to. An older event never overwrites a newer status.
+  const shown = new Map();
+
+  function newest(ev) {
+    const key = ev.id + "\u0000" + ev.channel;
+    const at = [ev.round || 0, ev.attempt || 0, RANK_OF[ev.outcome] ?? -1];
+    const had = shown.get(key);
+    if (had && (had[0] - at[0] || had[1] - at[1] || had[2] - at[2]) > 0) return false;
+    shown.set(key, at);
+    if (shown.size > 5000) shown.delete(shown.keys().next().value);
+    return true;
+  }
+
+  function onEvent(ev) {
+    if (!ev || !ev.id) return;
+    const tr = rowsById.get(ev.id);
+    const status = STATUS_OF[ev.outcome];
+    if (tr && status && ev.channel && newest(ev)) {
+      const cell = tr.querySelector(".copies");
+      const old = cell.querySelector('.chip[data-channel="' + CSS.escape(ev.channel) + '"]');
+      const fresh = chip(ev.channel, status);
+      if (old) old.replaceWith(fresh);
+      else cell.append(fresh);
+      tr.classList.remove("flash");
+      void tr.offsetWidth; // restart the animation
+      tr.classList.add("flash");
+    } else if (!tr && pages.length === 1) {
+      // A notification not on the newest page may belong there now.
+      reloadSoon();
+    }
+    if (ev.id === detail.id) detailSoon();
+  }
+
+  let streamCtl = null;
+  let streamTimer = 0;
+  let streamGen = 0;
+  let streamRetry = STREAM_RETRY_MIN_MS;
+  let streamedBefore = false;
+
+  function setConn(state, text) {
+    $("conn").dataset.state = state;
+    $("conn-text").textContent = text;
+  }
+
+  function stopStream() {
+    streamGen++;
+    clearTimeout(streamTimer);
+    if (streamCtl) streamCtl.abort();
+    streamCtl = null;
+    streamedBefore = false;
+    setConn("idle", "not connected");
+  }
+
+  // connectStream reads /dashboard/events with fetch (EventSource cannot
+  // send a token) and reconnects with a growing pause when it ends.
+  async function connectStream() {
+    const gen = ++streamGen;
+    const ctl = new AbortController();
+    streamCtl = ctl;
+    setConn("connecting", "connecting…");
+    try {
+      const res = await fetch("/dashboard/events", {
+        cache: "no-store",
+        headers: headers({ Accept: "text/event-stream" }),
+        signal: ctl.signal,
+      });
+      if (res.status === 401) {
+        expired(await problemText(res));
+        return;
+      }
+      if (!res.ok || !res.body) throw new Error(await problemText(res));
+      streamRetry = STREAM_RETRY_MIN_MS;
+      setConn("live", session.authenticated ? "live" : "live, redacted");
+      if (streamedBefore) {
+        // What happened while the stream was down is in the history.
+        loadList();
+        if (detail.id) loadDetail();
+      }
+      streamedBefore = true;
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value;
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          onFrame(buf.slice(0, i));
+          buf = buf.slice(i + 2);
+        }
+      }
+    } catch (err) {
+      if (ctl.signal.aborted || gen !== streamGen) return;
+      setConn("down", "stream failed: " + message(err));
+    }
+    if (ctl.signal.aborted || gen !== streamGen || !running) return;
+    const wait = streamRetry;
+    streamRetry = Math.min(streamRetry * 2, STREAM_RETRY_MAX_MS);
+    setConn("down", "disconnected, retrying in " + fmtDur(wait));
+    streamTimer = setTimeout(connectStream, wait);
+  }
+
+  // onFrame handles one Server-Sent Event: comments and retry hints are
+  // skipped, "attempt" events applied.
+  function onFrame(text) {
+    let event = "message";
+    const data = [];
+    for (const line of text.split("\n")) {
+      if (line.startsWith(":")) continue;
+      const colon = line.indexOf(":");
+      const field = colon < 0 ? line : line.slice(0, colon);
+      const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+      if (field === "event") event = value;
+      else if (field === "data") data.push(value);
+    }
+    if (event !== "attempt" || data.length === 0) return;
+    try {
+      onEvent(JSON.parse(data.join("\n")));
+    } catch {
+      // not an event: skip it
+    }
+  }
+
+  // ---- the detail --------------------------------------------------------
+
+  const detail = { id: "", timer: 0, seq: 0, replayedAt: 0, notes: new Map(), deadLetters: null, soon: 0 };
+
+  function openDetail(id) {
+    if (detail.id !== id) {
+      detail.notes = new Map();
+      detail.deadLetters = null;
+      detail.replayedAt = 0;
+    }
+    detail.id = id;
+    $("detail-title").textContent = id;
+    $("detail").hidden = false;
+    markSelected();
+    loadDetail();
+  }
+
+  function closeDetail() {
+    detail.id = "";
+    clearTimeout(detail.timer);
+    $("detail").hidden = true;
+    markSelected();
+  }
+
+  $("detail-close").addEventListener("click", closeDetail);
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && !$("detail").hidden) closeDetail();
+  });
+
+  function markSelected() {
+    for (const [id, tr] of rowsById) tr.classList.toggle("selected", id === detail.id);
+  }
+
+  function detailSoon() {
+    if (detail.soon) return;
+    detail.soon = setTimeout(() => {
+      detail.soon = 0;
+      if (detail.id && running) loadDetail();
+    }, 300);
+  }
+
+  async function loadDetail() {
+    const id = detail.id;
+    if (!id) return;
+    const seq = ++detail.seq;
+    clearTimeout(detail.timer);
+    let n;
+    try {
+      n = await call("/dashboard/notifications/" + encodeURIComponent(id));
+    } catch (err) {
+      if (seq !== detail.seq || !running) return;
+      if (err instanceof Unauthorized) {
+        expired(err.message);
+        return;
+      }
+      $("copies").replaceChildren(el("p", "error", "The notification could not be loaded: " + message(err)));
+      detail.timer = setTimeout(loadDetail, DETAIL_REFRESH_MS * 2);
+      return;
+    }
+    if (seq !== detail.seq || id !== detail.id || !running) return;
+    const parked = n.copies.some((c) => c.status === "parked");
+    if (parked && session.authenticated && detail.deadLetters === null) loadDeadLetters(id);
+    drawDetail(n);
+    // Follow a copy that is not done yet, and one just replayed, whose
+    // replay the history may not have recorded yet.
+    const moving = n.copies.some((c) => c.status === "queued" || c.status === "retrying") ||
+      Date.now() - detail.replayedAt < 15000;
+    if (moving) detail.timer = setTimeout(loadDetail, DETAIL_REFRESH_MS);
+  }
+
+  // loadDeadLetters reads the parked messages of the notification, whose
+  // headers the detail shows.
+  async function loadDeadLetters(id) {
+    detail.deadLetters = [];
+    try {
+      const body = await call("/v1/dead-letters?id=" + encodeURIComponent(id));
+      if (id !== detail.id) return;
+      detail.deadLetters = body.dead_letters || [];
+      if (lastDetail && lastDetail.id === id) drawDetail(lastDetail);
+    } catch (err) {
+      if (err instanceof Unauthorized) expired(err.message);
+    }
+  }
+
+  let lastDetail = null;
+
+  function drawDetail(n) {
+    lastDetail = n;
+    const meta = $("detail-meta");
+    meta.replaceChildren();
+    const item = (k, v) => meta.append(el("dt", null, k), el("dd", null, v));
+    item("Created", fmtTime(n.created_at, true));
+    item("Channels", (n.channels || []).join(", ") || "—");
+    item("Recipients", (n.recipients || []).join(", ") || "—");
+    if (!n.accepted) item("Note", "known from its events only: the API's record of it has not arrived");
+    $("detail-redacted").hidden = !n.redacted;
+    $("copies").replaceChildren(...n.copies.map((c) => drawCopy(n, c)));
+    $("payload-box").hidden = !n.payload;
+    $("payload").textContent = n.payload ? JSON.stringify(n.payload, null, 2) : "";
+  }
+
+  function drawCopy(n, c) {
+    const box = el("section", "copy " + c.status);
+    box.dataset.channel = c.channel;
+    box.dataset.status = c.status;
+    const head = el("div", "copy-head");
+    head.append(el("h3", null, c.channel), el("span", "badge " + c.status, c.status));
+    const facts = [];
+    if (c.reason) facts.push(c.reason);
+    facts.push(c.attempt_count + (c.attempt_count === 1 ? " attempt" : " attempts"));
+    if (c.round > 0) facts.push("round " + c.round);
+    if (c.next_attempt_at) facts.push("next attempt " + fmtTime(c.next_attempt_at));
+    head.append(el("span", "facts", facts.join(" · ")));
+    box.append(head);
+
+    if (c.status === "parked") {
+      const bar = el("div", "replay-bar");
+      const button = el("button", "replay", "Replay");
+      button.type = "button";
+      if (!session.authenticated) {
+        button.disabled = true;
+        button.title = "Replay needs the API token: log in";
+      }
+      button.addEventListener("click", () => replay(n.id, c.channel, button));
+      bar.append(button, el("span", "muted", "sends the parked copy back to " + c.channel + "-queue for a new round of attempts"));
+      box.append(bar);
+    }
+    const note = detail.notes.get(c.channel);
+    if (note) {
+      const p = el("p", "replay-note " + note.kind, note.text);
+      p.setAttribute("role", "status");
+      box.append(p);
+    }
+
+    const table = el("table", "attempts");
+    const head2 = el("tr");
+    for (const h of ["Round", "Attempt", "At", "Outcome", "Waited", "Took", "Next in", "Error"]) head2.append(el("th", null, h));
+    const thead = el("thead");
+    thead.append(head2);
+    const tbody = el("tbody");
+    for (const a of c.attempts) {
+      const tr = el("tr", "attempt " + a.outcome);
+      tr.dataset.outcome = a.outcome;
+      tr.dataset.round = String(a.round);
+      tr.dataset.n = String(a.n);
+      const outcome = a.reason ? a.outcome + " (" + a.reason + ")" : a.outcome;
+      tr.append(
+        el("td", "num", String(a.round)),
+        el("td", "num", a.n === 0 ? "replay" : String(a.n)),
+        el("td", "when", fmtTime(a.at, true)),
+        el("td", "outcome", outcome),
+        el("td", "num", a.waited_ms != null ? fmtDur(a.waited_ms) : ""),
+        el("td", "num", a.duration_ms != null ? fmtDur(a.duration_ms) : ""),
+        el("td", "num", a.delay_ms != null && a.outcome === "failed" ? fmtDur(a.delay_ms) : ""),
+      );
+      const err = el("td", "error");
+      if (a.error) err.append(el("pre", "error-text", a.error));
+      else if (n.redacted && (a.outcome === "failed" || a.outcome === "parked")) err.append(el("span", "muted", "hidden"));
+      tr.append(err);
+      tbody.append(tr);
+    }
+    table.append(thead, tbody);
+    box.append(table);
+
+    const dead = (detail.deadLetters || []).find((d) => d.source && d.source.endsWith(c.channel + "-queue"));
+    if (c.status === "parked" && dead) {
+      const h = el("div", "headers");
+      h.append(el("h4", null, "Headers of the parked message"));
+      const dl = el("dl");
+      const row = (k, v) => {
+        if (v === undefined || v === null || v === "") return;
+        dl.append(el("dt", null, k), el("dd", null, String(v)));
+      };
+      row("x-dead-source", dead.source);
+      row("x-dead-reason", dead.reason);
+      row("x-retry-count", dead.retries);
+      row("x-first-failed-at", dead.first_failed_at);
+      row("x-parked-at", dead.parked_at);
+      row("x-last-error", dead.last_error);
+      h.append(dl);
+      box.append(h);
+    }
+    return box;
+  }
+
+  async function replay(id, channel, button) {
+    button.disabled = true;
+    detail.notes.set(channel, { kind: "pending", text: "replaying…" });
+    if (lastDetail) drawDetail(lastDetail);
+    try {
+      const body = await call("/v1/dead-letters/replay", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ id, source: channel + "-queue" }),
+      });
+      if (body.replayed > 0) {
+        detail.notes.set(channel, { kind: "ok", text: "replayed: the copy is back in " + channel + "-queue" });
+        detail.replayedAt = Date.now();
+        detail.deadLetters = null;
+      } else {
+        detail.notes.set(channel, { kind: "error", text: "nothing replayed: the copy is no longer parked" });
+      }
+    } catch (err) {
+      if (err instanceof Unauthorized) {
+        expired(err.message);
+        return;
+      }
+      detail.notes.set(channel, { kind: "error", text: "replay failed: " + message(err) });
+    }
+    if (id === detail.id) loadDetail();
+  }
+
+  // ---- queue depths ------------------------------------------------------
+
+  let queueTimer = 0;
+
+  function queueRank(name) {
+    if (name === "error-queue") return [1, 0];
+    if (name.startsWith("wait.")) return [2, waitMs(name.slice(5))];
+    if (name === "requeue-queue") return [3, 0];
+    if (name === "dead-letter-queue") return [4, 0];
+    return [0, 0];
+  }
+
+  function waitMs(step) {
+    const m = /^(\d+)(ms|s|m|h)$/.exec(step);
+    if (!m) return 0;
+    return Number(m[1]) * { ms: 1, s: 1000, m: 60000, h: 3600000 }[m[2]];
+  }
+
+  function drawQueues(queues) {
+    const names = Object.keys(queues).sort((a, b) => {
+      const ra = queueRank(a), rb = queueRank(b);
+      return ra[0] - rb[0] || ra[1] - rb[1] || a.localeCompare(b);
+    });
+    const strip = $("queues");
+    if (names.length === 0) {
+      strip.replaceChildren(el("span", "muted", "no queues to show"));
+      return;
+    }
+    strip.replaceChildren(...names.map((name) => {
+      const n = queues[name];
+      const q = el("div", "queue");
+      q.dataset.queue = name;
+      if (n > 0) q.classList.add("busy");
+      if (name === "dead-letter-queue") q.classList.add("dead");
+      if (name.startsWith("wait.")) q.classList.add("waiting");
+      q.append(el("span", "q-name", name), el("span", "q-depth", fmtInt(n)));
+      return q;
+    }));
+  }
+
+  async function refreshQueues() {
+    if (!running) return;
+    try {
+      const body = await call("/dashboard/queues");
+      drawQueues(body.queues || {});
+      $("queues").classList.remove("stale");
+      $("queues").title = "";
+    } catch (err) {
+      if (err instanceof Unauthorized) {
+        expired(err.message);
+        return;
+      }
+      const strip = $("queues");
+      strip.classList.add("stale");
+      if (!strip.querySelector(".queue")) strip.replaceChildren(el("span", "muted", "queue depths unavailable"));
+      strip.title = message(err);
+    }
+    if (running) queueTimer = setTimeout(refreshQueues, QUEUE_REFRESH_MS);
+  }
+
+  // ---- formatting --------------------------------------------------------
+
+  function fmtInt(n) {
+    return Number(n).toLocaleString("en-US");
+  }
+
+  function fmtTime(s, withMillis) {
+    const t = new Date(String(s).replace(/(\.\d{3})\d+/, "$1"));
+    if (Number.isNaN(t.getTime())) return String(s || "");
+    const opts = { hour12: false, hour: "2-digit", minute: "2-digit", second: "2-digit" };
+    if (withMillis) opts.fractionalSecondDigits = 3;
+    const time = t.toLocaleTimeString([], opts);
+    const today = new Date().toDateString() === t.toDateString();
+    return today ? time : t.toLocaleDateString([], { month: "short", day: "numeric" }) + " " + time;
+  }
+
+  function fmtDur(ms) {
+    ms = Math.max(0, Math.round(ms));
+    if (ms < 1000) return ms + "ms";
+    const s = ms / 1000;
+    if (s < 10) return s.toFixed(1).replace(/\.0$/, "") + "s";
+    if (s < 60) return Math.round(s) + "s";
+    const m = Math.floor(s / 60);
+    if (m < 60) {
+      const rs = Math.round(s - m * 60);
+      return rs ? m + "m" + rs + "s" : m + "m";
+    }
+    const h = Math.floor(m / 60);
+    const rm = m - h * 60;
+    return rm ? h + "h" + rm + "m" : h + "h";
+  }
+
+  begin();
+})();

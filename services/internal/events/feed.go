@@ -1,0 +1,267 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/history"
+)
+
+// HistoryQueue is the unprefixed name of the durable queue the history is
+// fed from: bound to every event, it keeps them while no history consumer
+// runs or the store is down.
+const HistoryQueue = "history-queue"
+
+// TypeAccepted is the Type of an Accepted record.
+const TypeAccepted = "accepted"
+
+// Accepted is what the API publishes to the events exchange, beside the
+// channel copies and confirmed with them, for each notification it
+// accepts: the history's record of the notification itself.
+type Accepted struct {
+	// Type is always TypeAccepted.
+	Type       string          `json:"type"`
+	ID         string          `json:"id"`
+	CreatedAt  time.Time       `json:"created_at"`
+	Channels   []string        `json:"channels"`
+	Recipients []string        `json:"recipients,omitempty"`
+	Payload    json.RawMessage `json:"payload,omitempty"`
+}
+
+// AcceptedRoutingKey is the key Accepted records are published with.
+const AcceptedRoutingKey = TypeAccepted
+
+// Publishing is the message that carries a, persistent.
+func (a Accepted) Publishing(service string) (amqp.Publishing, error) {
+	a.Type = TypeAccepted
+	body, err := json.Marshal(a)
+	if err != nil {
+		return amqp.Publishing{}, fmt.Errorf("encode accepted record of %q: %w", a.ID, err)
+	}
+	return amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, Type: TypeAccepted,
+		AppId: service, MessageId: a.ID + ".accepted", Timestamp: a.CreatedAt, Body: body}, nil
+}
+
+// DeclareHistory declares t's events exchange and the durable history
+// queue bound to every event, of the topology's queue type. Whatever
+// publishes events the history depends on declares it first, so none is
+// published before the queue exists to keep it.
+func DeclareHistory(ch *amqp.Channel, t retry.Topology) error {
+	if err := Declare(ch, t); err != nil {
+		return err
+	}
+	args := amqp.Table{}
+	if t.QueueType == retry.Quorum {
+		args["x-queue-type"] = string(retry.Quorum)
+	}
+	q := t.Name(HistoryQueue)
+	if _, err := ch.QueueDeclare(q,
+		true,  // durable
+		false, // autoDelete
+		false, // exclusive
+		false, // noWait
+		args); err != nil {
+		return fmt.Errorf("declare history queue %q: %w", q, err)
+	}
+	if err := ch.QueueBind(q, "#", ExchangeName(t), false /* noWait */, nil); err != nil {
+		return fmt.Errorf("bind history queue %q: %w", q, err)
+	}
+	return nil
+}
+
+// Sink stores what the feed reads; *history.Store is one.
+type Sink interface {
+	Accept(ctx context.Context, ns []history.Accepted) error
+	Record(ctx context.Context, evs []history.Event) error
+}
+
+// Feed moves events from the history queue into a Sink, in batches: up to
+// Batch messages, or what arrived within Linger of the first. A batch is
+// acked only once the sink stored it; while the sink fails (its database
+// is down, say) the batch is retried with a growing pause and the rest
+// waits in the queue. A message that is not an event, or an event the
+// store rejects as invalid, is logged and dropped: it cannot be stored,
+// ever.
+type Feed struct {
+	Topology retry.Topology
+	Sink     Sink
+	// Batch is the largest batch; zero means 500.
+	Batch int
+	// Linger is how long a batch waits to fill; zero means 50ms.
+	Linger time.Duration
+	// Log receives problems; nil discards.
+	Log *slog.Logger
+	// Stored, if set, is told how many events each stored batch held.
+	Stored func(n int)
+}
+
+// Run declares the history queue and feeds the sink from it on conn until
+// ctx is done or the connection is lost.
+func (f *Feed) Run(ctx context.Context, conn *amqp.Connection) error {
+	batch, linger, log := f.Batch, f.Linger, f.Log
+	if batch <= 0 {
+		batch = 500
+	}
+	if linger <= 0 {
+		linger = 50 * time.Millisecond
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open history channel: %w", err)
+	}
+	defer ch.Close()
+	if err := DeclareHistory(ch, f.Topology); err != nil {
+		return err
+	}
+	// Two batches' worth in flight: one being stored, one filling.
+	if err := ch.Qos(2*batch, 0, false /* global */); err != nil {
+		return fmt.Errorf("history queue: set prefetch: %w", err)
+	}
+	deliveries, err := ch.Consume(f.Topology.Name(HistoryQueue), "relay-history",
+		false, // autoAck
+		false, // exclusive
+		false, // noLocal
+		false, // noWait
+		nil)
+	if err != nil {
+		return fmt.Errorf("consume history queue: %w", err)
+	}
+	var held []amqp.Delivery
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		var fire <-chan time.Time
+		if len(held) > 0 {
+			fire = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case d, ok := <-deliveries:
+			if !ok {
+				return fmt.Errorf("%w: history queue", retry.ErrConnectionLost)
+			}
+			if len(held) == 0 {
+				timer.Reset(linger)
+			}
+			held = append(held, d)
+			if len(held) < batch {
+				continue
+			}
+			timer.Stop()
+		case <-fire:
+		}
+		if !f.store(ctx, held, log) {
+			return nil // shutting down: the batch goes back to the queue
+		}
+		if err := held[len(held)-1].Ack(true /* multiple */); err != nil {
+			return fmt.Errorf("ack history batch: %w", err)
+		}
+		held = held[:0]
+	}
+}
+
+// store decodes a batch and writes it, retrying until the sink takes it
+// (true) or ctx is done (false).
+func (f *Feed) store(ctx context.Context, ds []amqp.Delivery, log *slog.Logger) bool {
+	accepted, evs := decode(ds, log)
+	wait := 100 * time.Millisecond
+	for {
+		err := f.write(ctx, accepted, evs, log)
+		if err == nil {
+			if f.Stored != nil {
+				f.Stored(len(accepted) + len(evs))
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		log.Error("history store failed; the batch stays in the queue and is tried again", "events", len(ds), "error", err, "wait_ms", wait.Milliseconds())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+// write stores one batch; an invalid item is dropped and the rest written.
+func (f *Feed) write(ctx context.Context, accepted []history.Accepted, evs []history.Event, log *slog.Logger) error {
+	for {
+		err := f.Sink.Accept(ctx, accepted)
+		var bad *history.InputError
+		if !errors.As(err, &bad) {
+			if err != nil {
+				return err
+			}
+			break
+		}
+		log.Warn("dropped an accepted record the history cannot store", "message_id", accepted[bad.Index].ID, "error", bad.Problem)
+		accepted = append(accepted[:bad.Index:bad.Index], accepted[bad.Index+1:]...)
+	}
+	for {
+		err := f.Sink.Record(ctx, evs)
+		var bad *history.InputError
+		if !errors.As(err, &bad) {
+			return err
+		}
+		log.Warn("dropped an event the history cannot store", "message_id", evs[bad.Index].ID, "error", bad.Problem)
+		evs = append(evs[:bad.Index:bad.Index], evs[bad.Index+1:]...)
+	}
+}
+
+// decode turns deliveries into history records, skipping what is not one.
+func decode(ds []amqp.Delivery, log *slog.Logger) ([]history.Accepted, []history.Event) {
+	var accepted []history.Accepted
+	var evs []history.Event
+	for _, d := range ds {
+		var head struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(d.Body, &head); err != nil {
+			log.Warn("dropped a message in the history queue that is not an event", "message_id", d.MessageId, "error", err)
+			continue
+		}
+		switch head.Type {
+		case TypeAccepted:
+			var a Accepted
+			if err := json.Unmarshal(d.Body, &a); err != nil || a.ID == "" {
+				log.Warn("dropped a malformed accepted record", "message_id", d.MessageId, "error", err)
+				continue
+			}
+			accepted = append(accepted, history.Accepted{ID: a.ID, CreatedAt: a.CreatedAt, Channels: a.Channels,
+				Recipients: a.Recipients, Payload: a.Payload})
+		case TypeAttempt:
+			var ev Event
+			if err := json.Unmarshal(d.Body, &ev); err != nil {
+				log.Warn("dropped a malformed event", "message_id", d.MessageId, "error", err)
+				continue
+			}
+			if ev.ID == "" || ev.Channel == "" {
+				// A message caught outside any work queue (parked as
+				// unknown-source): no copy of a notification to record.
+				continue
+			}
+			evs = append(evs, history.Event{ID: ev.ID, Channel: ev.Channel, Round: ev.Round, Attempt: ev.Attempt,
+				Outcome: string(ev.Outcome), At: ev.At, Error: ev.Error, Reason: ev.Reason, DelayMS: ev.DelayMS,
+				DurationMS: ev.DurationMS, Service: ev.Service})
+		default:
+			log.Warn("dropped a message of unknown type in the history queue", "message_id", d.MessageId, "type", head.Type)
+		}
+	}
+	return accepted, evs
+}

@@ -1,0 +1,40 @@
+// Package cluster holds relay's cluster test, and nothing else: it is
+// test-only code, behind the build tag "cluster".
+//
+// The test starts a RabbitMQ cluster of three nodes from the local
+// rabbitmq-server installation (relay-c1@localhost, relay-c2@localhost and
+// relay-c3@localhost, each with ports and a data directory of its own
+// under a temporary directory, joined with rabbitmqctl join_cluster), runs
+// `relay all` in-process against it with AMQP_URLS naming the three nodes,
+// quorum queues and the TTL delay backend, and posts 5,000 notifications,
+// 30 a second, that fail 30 % of their attempts, while it, each time after
+// a stretch of steady traffic,
+//
+//  1. kills with SIGKILL the node leading the most work queues, then
+//     starts it again;
+//  2. kills with SIGKILL the node leading the most wait queues, then
+//     starts it again;
+//  3. restarts the three nodes one after the other (a rolling restart),
+//     each once no quorum queue depends on it for its majority.
+//
+// The last 10 % of the notifications wait until the rolling restart is
+// over, so that every scenario runs under load to its end.
+//
+// Then it checks that every copy the API accepted was delivered or parked,
+// and prints, for each scenario (the notifications accepted from its start,
+// or from the beginning for the first, until the next one's) and in total: accepted, delivered, parked, lost and
+// duplicates, counted in channel copies, and the time to recover: the
+// longest the API went without accepting a notification, or a channel
+// without delivering a copy, while the fault lasted (under the test's
+// steady load, a few tens of milliseconds when nothing stalls).
+//
+// It needs root, to run the nodes as the rabbitmq user so that rabbitmqctl
+// reaches them with that user's Erlang cookie. The default broker
+// (rabbit@localhost, port 5672) is never touched: the test records its
+// process and cluster before, checks they are the same after, and fails if
+// a node of its own is left running. Every node is stopped and the
+// directory removed when the test ends, failed or not.
+//
+//	make test-cluster
+//	go test -race -count=1 -tags cluster -timeout 15m -v ./services/tests/cluster/
+package cluster

@@ -1,0 +1,341 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/api"
+	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/notification"
+)
+
+// benchToken is the API token of the bench's own API instance.
+const benchToken = "bench-token-0123456789abcdef"
+
+// webhookTarget is the webhook URL of every bench notification. No worker
+// runs during the bench, so nothing is ever sent there; it is a loopback
+// discard port all the same.
+const webhookTarget = "http://127.0.0.1:9/bench"
+
+// requestBody is the body of every POST /v1/notifications: one webhook
+// part, so the API publishes one message per request.
+var requestBody = []byte(`{"webhook":{"url":"` + webhookTarget + `","payload":{"event":"bench","order":12345,"total":"19.99"}}}`)
+
+// messageBody is a body of the size the API publishes for requestBody: the
+// same notification copy, encoded the same way.
+func messageBody() []byte {
+	part, err := json.Marshal(channel.WebhookPart{URL: webhookTarget,
+		Payload: json.RawMessage(`{"event":"bench","order":12345,"total":"19.99"}`)})
+	if err != nil {
+		panic(err) // a fixed value always encodes
+	}
+	n := &notification.Notification{V: notification.Version, ID: api.NewID(), Channel: channel.Webhook.Name(),
+		CreatedAt: time.Now().UTC(), Parts: map[string]json.RawMessage{channel.Webhook.Name(): part}}
+	b, err := json.Marshal(n)
+	if err != nil {
+		panic(err) // a fixed value always encodes
+	}
+	return b
+}
+
+// warmUp is how many untimed requests or publishes precede a timed run, so
+// connections are open and pools are full when the clock starts.
+func warmUp(n int) int { return min(max(n/10, 1), 500) }
+
+// ingestRows measures the API against a raw confirming publisher.
+func (b *bench) ingestRows(ctx context.Context, qt retry.QueueType) ([]Row, error) {
+	relay, raw, err := b.pair(ctx, "ingest", qt,
+		func(ctx context.Context) (side, error) { return b.ingestRaw(ctx, qt) },
+		func(ctx context.Context) (side, error) { return b.ingestRelay(ctx, qt) })
+	if err != nil {
+		return nil, err
+	}
+	q := string(qt)
+	return []Row{
+		{Queue: q, Figure: FigIngestRate, Unit: UnitRate, Relay: ptr(relay.Rate()), Raw: ptr(raw.Rate()),
+			Target: &Target{Kind: RatioAtLeast, Value: 0.8}, RelayCost: &relay.Cost, RawCost: &raw.Cost},
+		{Queue: q, Figure: FigIngestP50, Unit: UnitMs, Relay: ms(relay.Latency.P50), Raw: ms(raw.Latency.P50)},
+		{Queue: q, Figure: FigIngestP99, Unit: UnitMs, Relay: ms(relay.Latency.P99), Raw: ms(raw.Latency.P99)},
+	}, nil
+}
+
+// ingestRaw publishes to a direct exchange bound to one queue of type qt,
+// persistent, with Clients confirms outstanding.
+func (b *bench) ingestRaw(ctx context.Context, qt retry.QueueType) (side, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
+	names := b.names(qt, "ingest-raw")
+	exchange, queue := names+"exchange", names+"webhook"
+	b.janitor.queue(queue)
+	b.janitor.exchange(exchange)
+	conn, err := retry.Dial(b.url, "relay bench raw publisher")
+	if err != nil {
+		return side{}, err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return side{}, fmt.Errorf("open channel: %w", err)
+	}
+	defer ch.Close()
+	if err := declareExchange(ch, exchange, amqp.ExchangeDirect, nil); err != nil {
+		return side{}, err
+	}
+	if err := declareQueue(ch, queue, queueArgs(qt, false)); err != nil {
+		return side{}, err
+	}
+	if err := ch.QueueBind(queue, channel.Webhook.Name(), exchange, false /* noWait */, nil); err != nil {
+		return side{}, fmt.Errorf("bind queue %q: %w", queue, err)
+	}
+	body := messageBody()
+	msg := func(i int) (string, string, amqp.Publishing) {
+		return exchange, channel.Webhook.Name(), amqp.Publishing{ContentType: notification.ContentType,
+			DeliveryMode: amqp.Persistent, MessageId: api.NewID(), Timestamp: time.Now(), Body: body}
+	}
+	if _, err := publishPipelined(ctx, conn, b.opts.Clients, warmUp(b.opts.Ingest), false, msg); err != nil {
+		return side{}, fmt.Errorf("warm up: %w", err)
+	}
+	m := startMeter(b.broker)
+	start := time.Now()
+	lat, err := publishPipelined(ctx, conn, b.opts.Clients, b.opts.Ingest, true, msg)
+	elapsed := time.Since(start)
+	if err != nil {
+		m.abort()
+		return side{}, err
+	}
+	return side{N: b.opts.Ingest, Elapsed: elapsed, Samples: lat, Latency: Summarize(lat), Cost: m.stop(b.opts.Ingest)}, nil
+}
+
+// ingestRelay starts the real API in this process and posts to it from
+// Clients keep-alive HTTP clients at once.
+func (b *bench) ingestRelay(ctx context.Context, qt retry.QueueType) (side, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
+	dataDir, err := os.MkdirTemp("", "relay-bench-history-")
+	if err != nil {
+		return side{}, err
+	}
+	defer os.RemoveAll(dataDir)
+	env := map[string]string{
+		"AMQP_URL": b.url, "TOPOLOGY_PREFIX": b.names(qt, "ingest-relay"), "QUEUE_TYPE": string(qt),
+		"DELAY_BACKEND": string(retry.TTL), "HTTP_ADDR": "127.0.0.1:0", "API_TOKENS": benchToken,
+		"SHUTDOWN_TIMEOUT": "5s", "DATA_DIR": dataDir,
+	}
+	cfg, err := api.LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		return side{}, err
+	}
+	// The API logs every request, as it does in production; the bench
+	// pays for the encoding and throws the lines away.
+	log := config.Logger(io.Discard, "api")
+	topo, err := cfg.Topology(channel.Routes())
+	if err != nil {
+		return side{}, err
+	}
+	b.janitor.topology(topo)
+	b.janitor.exchange(events.ExchangeName(topo))
+	b.janitor.queue(topo.Name(events.HistoryQueue))
+	srvCtx, stop := context.WithCancel(ctx)
+	srv, err := api.Start(srvCtx, cfg, log)
+	if err != nil {
+		stop()
+		return side{}, err
+	}
+	defer func() {
+		stop()
+		_ = srv.Wait()
+	}()
+	base := "http://" + srv.Addr()
+	client := newClient(b.opts.Clients)
+	defer client.CloseIdleConnections()
+	if err := waitReady(ctx, client, base+"/readyz"); err != nil {
+		return side{}, err
+	}
+	post := poster(client, base+"/v1/notifications")
+	if err := waitAccepting(ctx, post); err != nil {
+		return side{}, err
+	}
+	if _, err := drive(ctx, b.opts.Clients, warmUp(b.opts.Ingest), post); err != nil {
+		return side{}, fmt.Errorf("warm up: %w", err)
+	}
+	m := startMeter(b.broker)
+	start := time.Now()
+	lat, err := drive(ctx, b.opts.Clients, b.opts.Ingest, post)
+	elapsed := time.Since(start)
+	if err != nil {
+		m.abort()
+		return side{}, err
+	}
+	return side{N: b.opts.Ingest, Elapsed: elapsed, Samples: lat, Latency: Summarize(lat), Cost: m.stop(b.opts.Ingest)}, nil
+}
+
+// httpFloor serves a handler that reads the body and answers 202, with no
+// broker behind it, and drives it as the ingest figure drives the API:
+// what net/http alone costs on this machine.
+func (b *bench) httpFloor(ctx context.Context) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("listen: %w", err)
+	}
+	answer := []byte(`{"id":"` + api.NewID() + `","channels":["webhook"]}`)
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write(answer)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	client := newClient(b.opts.Clients)
+	defer client.CloseIdleConnections()
+	post := poster(client, "http://"+ln.Addr().String()+"/v1/notifications")
+	if _, err := drive(ctx, b.opts.Clients, warmUp(b.opts.Ingest), post); err != nil {
+		return 0, fmt.Errorf("warm up: %w", err)
+	}
+	start := time.Now()
+	if _, err := drive(ctx, b.opts.Clients, b.opts.Ingest, post); err != nil {
+		return 0, err
+	}
+	return PerSecond(b.opts.Ingest, time.Since(start)), nil
+}
+
+// newClient is an HTTP client keeping a keep-alive connection per client.
+func newClient(clients int) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConns: clients, MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients,
+		DisableCompression: true, IdleConnTimeout: time.Minute,
+	}}
+}
+
+// poster posts requestBody to url as the API expects it, and wants 202.
+func poster(client *http.Client, url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(requestBody))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+benchToken)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			detail, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			return fmt.Errorf("POST %s: status %d, want 202: %s", url, resp.StatusCode, bytes.TrimSpace(detail))
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+}
+
+// waitAccepting posts one notification at a time until the API accepts
+// one, within 10s: a quorum queue declared a moment ago may refuse the
+// first publishes while the API already reports ready.
+func waitAccepting(ctx context.Context, post func(context.Context) error) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		err := post(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the API to accept a notification: %w", ctx.Err())
+		case <-deadline:
+			return fmt.Errorf("the API accepted no notification within 10s: %w", err)
+		case <-tick.C:
+		}
+	}
+}
+
+// drive calls do n times from clients goroutines at once and returns the
+// duration of every call; it stops at the first error.
+func drive(ctx context.Context, clients, n int, do func(context.Context) error) ([]time.Duration, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next atomic.Int64
+	var mu sync.Mutex
+	var first error
+	all := make([]time.Duration, 0, n)
+	var wg sync.WaitGroup
+	for range min(clients, n) {
+		wg.Go(func() {
+			mine := make([]time.Duration, 0, n/clients+1)
+			defer func() {
+				mu.Lock()
+				all = append(all, mine...)
+				mu.Unlock()
+			}()
+			for next.Add(1) <= int64(n) {
+				start := time.Now()
+				if err := do(ctx); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				mine = append(mine, time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, fmt.Errorf("%d of %d calls done: %w", len(all), n, first)
+	}
+	return all, nil
+}
+
+// waitReady polls url until it answers 200, within ctx.
+func waitReady(ctx context.Context, client *http.Client, url string) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(15 * time.Second)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s: %w", url, ctx.Err())
+		case <-deadline:
+			return fmt.Errorf("%s did not answer 200 within 15s", url)
+		case <-tick.C:
+		}
+	}
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// ms writes a duration as milliseconds.
+func ms(d time.Duration) *float64 { return ptr(float64(d) / float64(time.Millisecond)) }

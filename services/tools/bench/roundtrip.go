@@ -1,0 +1,377 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/notification"
+)
+
+// errFirstAttempt is what the bench's handler returns the first time it
+// sees a message: one failure, then success.
+var errFirstAttempt = errors.New("first attempt fails")
+
+// rawRetried marks the copy the raw plugin loop sent to wait.
+const rawRetried = "x-bench-retried"
+
+// tracker follows round trips: when each message first failed, and how
+// much longer than the scheduled delay it took to come back.
+type tracker struct {
+	delay time.Duration
+	n     int
+
+	mu       sync.Mutex
+	failedAt map[string]time.Time
+	extra    []time.Duration
+	done     int
+	finished chan struct{}
+	// each, when set, gets a value per finished round trip.
+	each chan struct{}
+}
+
+func newTracker(n int, delay time.Duration, each bool) *tracker {
+	t := &tracker{delay: delay, n: n, failedAt: make(map[string]time.Time, n), extra: make([]time.Duration, 0, n),
+		finished: make(chan struct{})}
+	if each {
+		t.each = make(chan struct{}, n)
+	}
+	return t
+}
+
+// failed records a first attempt.
+func (t *tracker) failed(id string) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.failedAt[id] = now
+}
+
+// succeeded records a redelivery: a finished round trip.
+func (t *tracker) succeeded(id string) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if at, ok := t.failedAt[id]; ok {
+		t.extra = append(t.extra, now.Sub(at)-t.delay)
+		delete(t.failedAt, id)
+	}
+	t.done++
+	if t.done == t.n {
+		close(t.finished)
+	}
+	if t.each != nil && t.done <= t.n {
+		t.each <- struct{}{}
+	}
+}
+
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.done
+}
+
+func (t *tracker) extras() []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]time.Duration(nil), t.extra...)
+}
+
+// retryRows measures one retry round trip — fail, wait the delay, come
+// back, succeed — through relay's pipeline against the broker's own loop,
+// for one delay backend.
+func (b *bench) retryRows(ctx context.Context, qt retry.QueueType, backend retry.Backend) ([]Row, error) {
+	rate, p50, p99 := FigRetryRate, FigRetryP50, FigRetryP99
+	if backend == retry.Plugin {
+		rate, p50, p99 = FigPluginRate, FigPluginP50, FigPluginP99
+	}
+	relay, raw, err := b.pair(ctx, "retry-"+string(backend), qt,
+		func(ctx context.Context) (side, error) { return b.roundTrips(ctx, qt, backend, false) },
+		func(ctx context.Context) (side, error) { return b.roundTrips(ctx, qt, backend, true) })
+	if err != nil {
+		return nil, err
+	}
+	q := string(qt)
+	return []Row{
+		{Queue: q, Figure: rate, Unit: UnitRate, Relay: ptr(relay.Rate()), Raw: ptr(raw.Rate()),
+			Target: &Target{Kind: RatioAtLeast, Value: 0.6}, RelayCost: &relay.Cost, RawCost: &raw.Cost},
+		{Queue: q, Figure: p50, Unit: UnitMs, Relay: ms(relay.Latency.P50), Raw: ms(raw.Latency.P50)},
+		{Queue: q, Figure: p99, Unit: UnitMs, Relay: ms(relay.Latency.P99), Raw: ms(raw.Latency.P99),
+			Target: &Target{Kind: RatioAtMost, Value: 2}},
+	}, nil
+}
+
+// loop is one side's retry loop, ready to consume: where messages enter
+// it, and how to start and stop its consumers.
+type loop struct {
+	exchange, key string
+	// start begins consuming; every delivery goes to the tracker of the
+	// moment.
+	start func(ctx context.Context, r *runner)
+}
+
+// roundTrips times a burst of RoundTrips round trips that were queued
+// before the clock started (the rate), then Latency more with Window in
+// flight at a time (the extra latency, under light load).
+func (b *bench) roundTrips(ctx context.Context, qt retry.QueueType, backend retry.Backend, relay bool) (side, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
+	conn, err := retry.Dial(b.url, "relay bench retry")
+	if err != nil {
+		return side{}, err
+	}
+	defer conn.Close()
+	var cur atomic.Pointer[tracker]
+	var l loop
+	if relay {
+		l, err = b.relayLoop(ctx, conn, qt, backend, &cur)
+	} else {
+		l, err = b.rawLoop(ctx, conn, qt, backend, &cur)
+	}
+	if err != nil {
+		return side{}, err
+	}
+	n := b.opts.RoundTrips
+	if err := b.preload(ctx, conn, l.exchange, l.key, "b", n); err != nil {
+		return side{}, err
+	}
+	burst := newTracker(n, b.opts.Delay, false)
+	cur.Store(burst)
+	m := startMeter(b.broker)
+	start := time.Now()
+	runCtx, stop := context.WithCancel(ctx)
+	r := newRunner()
+	defer func() {
+		stop()
+		_ = r.wait()
+	}()
+	l.start(runCtx, r)
+	if err := waitFor(ctx, burst.finished, r, "round trips", burst.count, n); err != nil {
+		m.abort()
+		return side{}, err
+	}
+	elapsed := time.Since(start)
+	cost := m.stop(n)
+
+	timed := newTracker(b.opts.Latency, b.opts.Delay, true)
+	cur.Store(timed)
+	if err := b.window(ctx, conn, l.exchange, l.key, timed, r); err != nil {
+		return side{}, err
+	}
+	extra := timed.extras()
+	return side{N: n, Elapsed: elapsed, Cost: cost, Samples: extra, Latency: Summarize(extra)}, nil
+}
+
+// window keeps Window round trips in flight until Latency have finished.
+func (b *bench) window(ctx context.Context, conn *amqp.Connection, exchange, key string, t *tracker, r *runner) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open publish channel: %w", err)
+	}
+	defer ch.Close()
+	if err := ch.Confirm(false /* noWait */); err != nil {
+		return fmt.Errorf("enable publisher confirms: %w", err)
+	}
+	body := messageBody()
+	var pending []*amqp.DeferredConfirmation
+	publish := func(i int) error {
+		dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, false /* mandatory */, false, /* immediate */
+			amqp.Publishing{ContentType: notification.ContentType, DeliveryMode: amqp.Persistent,
+				MessageId: "l" + strconv.Itoa(i), Timestamp: time.Now(), Body: body})
+		if err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+		pending = append(pending, dc)
+		return nil
+	}
+	sent := 0
+	for ; sent < min(b.opts.Window, t.n); sent++ {
+		if err := publish(sent); err != nil {
+			return err
+		}
+	}
+	for sent < t.n {
+		select {
+		case <-t.each:
+			if err := publish(sent); err != nil {
+				return err
+			}
+			sent++
+		case <-r.dead:
+			return fmt.Errorf("consumers stopped at %d of %d timed round trips: %v", t.count(), t.n, r.err)
+		case <-ctx.Done():
+			return fmt.Errorf("timed round trips: %d of %d after the time limit: %w", t.count(), t.n, ctx.Err())
+		}
+	}
+	if err := waitFor(ctx, t.finished, r, "timed round trips", t.count, t.n); err != nil {
+		return err
+	}
+	for _, dc := range pending {
+		if !dc.Acked() {
+			return fmt.Errorf("timed round trips: %w", retry.ErrNacked)
+		}
+	}
+	return nil
+}
+
+// relayLoop declares a relay pipeline with one delay step and runs its
+// stages and a consumer whose handler fails each message once.
+func (b *bench) relayLoop(ctx context.Context, conn *amqp.Connection, qt retry.QueueType, backend retry.Backend, cur *atomic.Pointer[tracker]) (loop, error) {
+	topo := retry.Topology{Prefix: b.names(qt, "retry-"+string(backend)+"-relay"), Routes: channel.Routes(),
+		QueueType: qt, Backend: backend, Policy: retry.Policy{Delays: []time.Duration{b.opts.Delay}}}
+	b.janitor.topology(topo)
+	if err := topo.Declare(ctx, conn); err != nil {
+		return loop{}, err
+	}
+	consumer := &retry.Consumer{Topology: topo, Queue: queueFor(topo, channel.Webhook.Name()),
+		Concurrency: b.opts.Concurrency, Prefetch: b.opts.Prefetch,
+		Handler: retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
+			t := cur.Load()
+			if m.Attempt == 1 {
+				t.failed(m.ID)
+				return errFirstAttempt
+			}
+			t.succeeded(m.ID)
+			return nil
+		})}
+	return loop{exchange: topo.Ingress(), key: channel.Webhook.Name(), start: func(ctx context.Context, r *runner) {
+		// The stages run as `relay retrier` does, on a connection of
+		// their own, with its defaults.
+		r.start(func() error {
+			sconn, err := retry.Dial(b.url, "relay bench retrier")
+			if err != nil {
+				return err
+			}
+			defer sconn.Close()
+			stages := &retry.Stages{Topology: topo}
+			return stages.Run(ctx, sconn)
+		})
+		r.start(func() error { return consumer.Run(ctx, conn) })
+	}}, nil
+}
+
+// rawLoop declares the plainest loop that retries once after the delay.
+// With the TTL backend the broker does all of it: a nack dead-letters the
+// message into a wait queue whose TTL dead-letters it back. With the
+// plugin, the consumer republishes the message to a delayed exchange with
+// x-delay and acks it.
+func (b *bench) rawLoop(ctx context.Context, conn *amqp.Connection, qt retry.QueueType, backend retry.Backend, cur *atomic.Pointer[tracker]) (loop, error) {
+	names := b.names(qt, "retry-"+string(backend)+"-raw")
+	work, wait, delayed := names+"work", names+"wait", names+"delayed"
+	ch, err := conn.Channel()
+	if err != nil {
+		return loop{}, fmt.Errorf("open channel: %w", err)
+	}
+	defer ch.Close()
+	if backend == retry.Plugin {
+		b.janitor.queue(work)
+		b.janitor.exchange(delayed)
+		if err := declareExchange(ch, delayed, "x-delayed-message", amqp.Table{"x-delayed-type": amqp.ExchangeDirect}); err != nil {
+			return loop{}, err
+		}
+		if err := declareQueue(ch, work, queueArgs(qt, false)); err != nil {
+			return loop{}, err
+		}
+		if err := ch.QueueBind(work, work, delayed, false /* noWait */, nil); err != nil {
+			return loop{}, fmt.Errorf("bind queue %q: %w", work, err)
+		}
+	} else {
+		b.janitor.queue(work, wait)
+		workArgs := queueArgs(qt, true)
+		workArgs["x-dead-letter-exchange"] = ""
+		workArgs["x-dead-letter-routing-key"] = wait
+		waitArgs := queueArgs(qt, true)
+		waitArgs["x-message-ttl"] = b.opts.Delay.Milliseconds()
+		waitArgs["x-dead-letter-exchange"] = ""
+		waitArgs["x-dead-letter-routing-key"] = work
+		if err := declareQueue(ch, work, workArgs); err != nil {
+			return loop{}, err
+		}
+		if err := declareQueue(ch, wait, waitArgs); err != nil {
+			return loop{}, err
+		}
+	}
+	delayMs := b.opts.Delay.Milliseconds()
+	return loop{exchange: "", key: work, start: func(ctx context.Context, r *runner) {
+		r.start(func() error {
+			ch, err := conn.Channel()
+			if err != nil {
+				return fmt.Errorf("open channel: %w", err)
+			}
+			defer ch.Close()
+			if err := ch.Qos(b.opts.Prefetch, 0, false /* global */); err != nil {
+				return fmt.Errorf("set prefetch: %w", err)
+			}
+			deliveries, err := ch.Consume(work, "relay-bench-raw-retry",
+				false, // autoAck
+				false, // exclusive
+				false, // noLocal
+				false, // noWait
+				nil)
+			if err != nil {
+				return fmt.Errorf("consume %q: %w", work, err)
+			}
+			// As many goroutines as relay's consumer has handlers.
+			inner := newRunner()
+			for range b.opts.Concurrency {
+				inner.start(func() error { return rawRetry(ctx, ch, deliveries, cur, backend, delayed, work, delayMs) })
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-inner.dead:
+				return inner.err
+			}
+		})
+	}}, nil
+}
+
+// rawRetry handles deliveries of the raw loop: the first time a message
+// comes it fails (a nack, or a republish to the delayed exchange), the
+// second time it succeeds.
+func rawRetry(ctx context.Context, ch *amqp.Channel, deliveries <-chan amqp.Delivery, cur *atomic.Pointer[tracker],
+	backend retry.Backend, delayed, work string, delayMs int64) error {
+	for {
+		var d amqp.Delivery
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return nil
+		case d, ok = <-deliveries:
+		}
+		if !ok {
+			return errors.New("deliveries ended")
+		}
+		t := cur.Load()
+		_, died := d.Headers["x-death"]
+		_, retried := d.Headers[rawRetried]
+		var err error
+		switch {
+		case died || retried:
+			t.succeeded(d.MessageId)
+			err = d.Ack(false)
+		case backend == retry.Plugin:
+			t.failed(d.MessageId)
+			err = ch.PublishWithContext(ctx, delayed, work, false /* mandatory */, false, /* immediate */
+				amqp.Publishing{Headers: amqp.Table{"x-delay": delayMs, rawRetried: true},
+					ContentType: d.ContentType, DeliveryMode: amqp.Persistent, MessageId: d.MessageId, Body: d.Body})
+			if err == nil {
+				err = d.Ack(false)
+			}
+		default:
+			t.failed(d.MessageId)
+			err = d.Nack(false, false /* requeue */)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

@@ -1,0 +1,427 @@
+// Package bench is `relay bench`: it answers "what does all this cost?"
+// with figures measured in one process, back to back on one broker, each
+// relay path next to the plainest amqp091-go code that does the same job.
+// Because both sides run seconds apart on the same machine and broker,
+// their ratio holds even where the absolute figures are noisy.
+//
+// The figures, for classic and quorum queues: the ingest API against a
+// raw confirming publisher, relay's consumer against a raw consume-and-ack
+// loop, a retry round trip through relay's stages against the broker's own
+// dead-letter-and-TTL loop, the process's memory while messages wait in
+// the delay stage, and the API's memory with idle dashboard event streams
+// open and after they closed. Every run is bounded in count and time, talks only
+// to a loopback broker, and deletes everything it declared.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/config"
+)
+
+// Config is the bench command's environment.
+type Config struct {
+	AMQPURL string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/" help:"an amqp:// URL of a broker on this machine"`
+}
+
+// Run parses args, measures every figure and writes the report: to --out
+// if given, else to stdout. Progress lines start with "# " and go to
+// stdout, unless --quiet or a JSON report goes to stdout.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) (err error) {
+	opts, err := ParseOptions(args, stdout)
+	if err != nil {
+		return err
+	}
+	var cfg Config
+	if err := config.Parse(getenv, &cfg); err != nil {
+		return err
+	}
+	if err := checkLoopback(cfg.AMQPURL); err != nil {
+		return err
+	}
+	b := &bench{opts: opts, url: cfg.AMQPURL, prefix: "bench." + randomHex(4) + ".", janitor: &janitor{url: cfg.AMQPURL}}
+	if !opts.Quiet && !(opts.Format == "json" && opts.Out == "") {
+		b.out = stdout
+	}
+	defer func() {
+		if cerr := b.janitor.clean(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+	if opts.CPUProfile != "" {
+		f, err := os.Create(opts.CPUProfile)
+		if err != nil {
+			return fmt.Errorf("create CPU profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("start CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	report, err := b.measure(ctx, "relay bench "+shellJoin(args))
+	if err != nil {
+		return err
+	}
+	if opts.MemProfile != "" {
+		if err := writeHeapProfile(opts.MemProfile); err != nil {
+			return err
+		}
+	}
+	if opts.Out == "" {
+		return report.Render(stdout, opts.Format)
+	}
+	f, err := os.Create(opts.Out)
+	if err != nil {
+		return fmt.Errorf("create report: %w", err)
+	}
+	if err := report.Render(f, opts.Format); err != nil {
+		f.Close()
+		return fmt.Errorf("write report %s: %w", opts.Out, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write report %s: %w", opts.Out, err)
+	}
+	b.progress("report written to %s", opts.Out)
+	return nil
+}
+
+// bench is one run of the command.
+type bench struct {
+	opts    Options
+	url     string
+	prefix  string // unique to this run; every name it declares starts with it
+	janitor *janitor
+	out     io.Writer // progress; nil for none
+	broker  []int     // the broker's processes, for its CPU time
+
+	mu sync.Mutex
+}
+
+// progress writes one "# " line, when progress is wanted.
+func (b *bench) progress(format string, args ...any) {
+	if b.out == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	fmt.Fprintf(b.out, "# "+format+"\n", args...)
+}
+
+// side is what one side of a figure measured.
+type side struct {
+	N       int
+	Elapsed time.Duration
+	// Samples are the latencies measured, if any; Latency sums them up.
+	Samples []time.Duration
+	Latency Latency
+	Cost    Cost
+}
+
+// Rate is the side's throughput.
+func (s side) Rate() float64 { return PerSecond(s.N, s.Elapsed) }
+
+// String writes the side's figures for a progress line.
+func (s side) String() string {
+	out := fmt.Sprintf("%s in %s: %s/s", thousands(int64(s.N)), s.Elapsed.Round(time.Millisecond), thousands(int64(s.Rate())))
+	if s.Latency.N > 0 {
+		out += fmt.Sprintf(", p50 %s, p99 %s", roundDuration(s.Latency.P50), roundDuration(s.Latency.P99))
+	}
+	return out
+}
+
+// roundDuration keeps three significant digits or so.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d >= 10*time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	default:
+		return d.Round(10 * time.Microsecond)
+	}
+}
+
+// quiesce waits, a few seconds at most, until the broker's CPU is nearly
+// idle: deleting a queue of persistent messages leaves it work to do, and
+// the next run should not pay for it.
+func (b *bench) quiesce(ctx context.Context) {
+	if len(b.broker) == 0 {
+		return
+	}
+	const window, idle = 200 * time.Millisecond, 40 * time.Millisecond // 20% of one core
+	limit := 5 * time.Second
+	if b.opts.Quick {
+		limit = 500 * time.Millisecond
+	}
+	tick := time.NewTicker(window)
+	defer tick.Stop()
+	deadline := time.After(limit)
+	last, ok := processCPU(b.broker)
+	for ok {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline:
+			return
+		case <-tick.C:
+		}
+		var now time.Duration
+		if now, ok = processCPU(b.broker); ok && now-last <= idle {
+			return
+		}
+		last = now
+	}
+}
+
+// pair measures both sides of a figure Rounds times, alternating which
+// goes first (raw, relay, relay, raw, …) so that neither always finds the
+// broker busy with the other's leftovers. Each side's best rate counts,
+// with its cost; the latency percentiles are over every round's samples.
+// Everything a run declared is deleted before the next starts.
+func (b *bench) pair(ctx context.Context, figure string, qt retry.QueueType, raw, relay func(context.Context) (side, error)) (relaySide, rawSide side, err error) {
+	best := map[string]*side{}
+	samples := map[string][]time.Duration{}
+	run := map[string]func(context.Context) (side, error){"raw": raw, "relay": relay}
+	for round := range b.opts.Rounds {
+		order := []string{"raw", "relay"}
+		if round%2 == 1 {
+			order = []string{"relay", "raw"}
+		}
+		for _, who := range order {
+			var s side
+			err := labelled(ctx, figure+"/"+who+"/"+string(qt), func(ctx context.Context) (err error) {
+				s, err = run[who](ctx)
+				return err
+			})
+			if cerr := b.janitor.clean(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+			if err != nil {
+				return side{}, side{}, fmt.Errorf("%s: %w", who, err)
+			}
+			b.quiesce(ctx)
+			b.progress("%s: %s %s, round %d: %s", qt, figure, who, round+1, s)
+			samples[who] = append(samples[who], s.Samples...)
+			if best[who] == nil || s.Rate() > best[who].Rate() {
+				best[who] = &s
+			}
+		}
+	}
+	for who, s := range best {
+		s.Samples = samples[who]
+		s.Latency = Summarize(s.Samples)
+	}
+	return *best["relay"], *best["raw"], nil
+}
+
+// labelled runs fn with pprof labels naming the figure, side and queue
+// type, so a CPU profile of the whole command can be cut by them
+// (go tool pprof -tagfocus bench=worker/relay/classic). Goroutines that
+// fn starts, connection readers included, inherit the labels.
+func labelled(ctx context.Context, name string, fn func(context.Context) error) error {
+	var err error
+	pprof.Do(ctx, pprof.Labels("bench", name), func(ctx context.Context) { err = fn(ctx) })
+	return err
+}
+
+// measure runs every figure and builds the report.
+func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
+	started := time.Now()
+	conn, err := retry.Dial(b.url, "relay bench")
+	if err != nil {
+		return nil, err
+	}
+	broker := brokerVersion(conn)
+	conn.Close()
+	plugin, err := retry.HasPlugin(b.url)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Machine: ThisMachine(), Broker: broker, Command: command, Prefix: b.prefix, Started: started.UTC(), Options: b.opts}
+	b.progress("%s; %s, %d cores, %s; names under %s", broker, r.Machine.CPU, r.Machine.Cores, r.Machine.Go, b.prefix)
+	b.broker = brokerPIDs()
+	if len(b.broker) == 0 {
+		b.progress("no beam.smp process visible: broker CPU goes unreported")
+	}
+	if slices.Contains(b.opts.Figures, "ingest") {
+		err := labelled(ctx, "ingest/http-floor", func(ctx context.Context) (err error) {
+			r.HTTPFloor, err = b.httpFloor(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("net/http alone: %w", err)
+		}
+		b.progress("net/http alone, no broker: %s requests/s", thousands(int64(r.HTTPFloor)))
+	}
+	for _, qt := range b.opts.QueueTypes {
+		q := string(qt)
+		steps := []struct {
+			name string
+			run  func(context.Context, retry.QueueType) ([]Row, error)
+		}{
+			{"ingest", b.ingestRows},
+			{"worker", b.workerRows},
+			{"retry", func(ctx context.Context, qt retry.QueueType) ([]Row, error) {
+				rows, err := b.retryRows(ctx, qt, retry.TTL)
+				if err != nil {
+					return nil, err
+				}
+				if !plugin {
+					return append(rows, Row{Queue: q, Figure: FigPluginRate, Unit: UnitRate, Note: "n/a: no plugin",
+						Target: &Target{Kind: RatioAtLeast, Value: 0.6}}), nil
+				}
+				more, err := b.retryRows(ctx, qt, retry.Plugin)
+				return append(rows, more...), err
+			}},
+			{"memory", b.memoryRows},
+		}
+		for _, s := range steps {
+			if !slices.Contains(b.opts.Figures, s.name) {
+				continue
+			}
+			b.progress("%s: %s", q, s.name)
+			rows, err := s.run(ctx, qt)
+			// Clean up after every figure, so the next one finds the broker
+			// as empty as the first did.
+			if cerr := b.janitor.clean(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s, %s queues: %w", s.name, q, err)
+			}
+			r.Rows = append(r.Rows, rows...)
+		}
+	}
+	// The dashboard's streams do not depend on the queue type: one run,
+	// on the first.
+	if slices.Contains(b.opts.Figures, "streams") {
+		qt := b.opts.QueueTypes[0]
+		b.progress("%s: streams", qt)
+		rows, settled, err := b.streamRows(ctx, qt)
+		if cerr := b.janitor.clean(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("streams, %s queues: %w", qt, err)
+		}
+		r.Rows = append(r.Rows, rows...)
+		r.StreamsSettled = settled
+	}
+	r.Elapsed = time.Since(started)
+	r.Evaluate()
+	return r, nil
+}
+
+// names gives the figure's entities their place under the run's prefix.
+func (b *bench) names(qt retry.QueueType, figure string) string {
+	return b.prefix + string(qt) + "." + figure + "."
+}
+
+// checkLoopback refuses a broker that is not on this machine: the bench
+// loads what it talks to, and only loopback is fair game.
+func checkLoopback(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return config.Invalid("AMQP_URL", "(unparsable)", "an amqp:// URL")
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("AMQP_URL points at %q: relay bench loads the broker hard and runs against loopback brokers only (localhost, 127.0.0.0/8, ::1)", host)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// shellJoin writes args as a shell would need them.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create memory profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write memory profile: %w", err)
+	}
+	return f.Close()
+}
+
+// waitFor blocks until done is closed, and fails when ctx ends or a
+// goroutine of r (which may be nil) stops first, saying how far progress
+// got.
+func waitFor(ctx context.Context, done <-chan struct{}, r *runner, what string, progress func() int, n int) error {
+	var dead <-chan struct{}
+	if r != nil {
+		dead = r.dead
+	}
+	select {
+	case <-done:
+		return nil
+	case <-dead:
+		return fmt.Errorf("%s stopped at %d of %d: %v", what, progress(), n, r.err)
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %d of %d after the time limit: %w", what, progress(), n, ctx.Err())
+	}
+}
+
+// runner runs the goroutines of one side (consumers, stages) and tells
+// when the first of them stops.
+type runner struct {
+	wg   sync.WaitGroup
+	once sync.Once
+	dead chan struct{}
+	err  error
+}
+
+func newRunner() *runner { return &runner{dead: make(chan struct{})} }
+
+// start runs fn in a goroutine of its own.
+func (r *runner) start(fn func() error) {
+	r.wg.Go(func() {
+		err := fn()
+		r.once.Do(func() {
+			r.err = err
+			close(r.dead)
+		})
+	})
+}
+
+// wait waits for every goroutine and returns the first one's error.
+func (r *runner) wait() error {
+	r.wg.Wait()
+	return r.err
+}

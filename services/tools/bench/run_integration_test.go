@@ -1,0 +1,278 @@
+//go:build integration
+
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/retry/retrytest"
+	"github.com/relay-demo/relay/services/tools/bench"
+)
+
+// tiny are counts small enough for a whole run to take seconds.
+var tiny = []string{"--quick", "--ingest", "200", "--clients", "16", "--consume", "300", "--roundtrips", "60",
+	"--latency", "30", "--window", "8", "--delay", "20ms", "--delayed", "500", "--timeout", "1m"}
+
+// watched collects a run's output and calls hook on every write.
+type watched struct {
+	mu   sync.Mutex
+	b    strings.Builder
+	hook func(string)
+}
+
+func (w *watched) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if w.hook != nil {
+		w.hook(w.b.String())
+	}
+	return len(p), nil
+}
+
+func (w *watched) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func envFor(url string) func(string) string {
+	return func(k string) string {
+		if k == "AMQP_URL" {
+			return url
+		}
+		return ""
+	}
+}
+
+// TestRunQuick runs every figure with tiny counts and checks the report has
+// every row with sane numbers, and that the broker keeps nothing of it.
+func TestRunQuick(t *testing.T) {
+	url := retrytest.URL(t)
+	out := filepath.Join(t.TempDir(), "report.json")
+	var progress watched
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := bench.Run(ctx, append(tiny, "--format", "json", "--out", out), envFor(url), &progress); err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	if !strings.Contains(progress.String(), "# classic: worker relay, round 1: 300 in ") {
+		t.Errorf("progress lacks the worker's line:\n%s", progress.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r bench.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("report: %v\n%s", err, b)
+	}
+	if r.Broker == "" || r.Machine.Cores < 1 || r.Machine.Go == "" || !strings.HasPrefix(r.Command, "relay bench --quick") {
+		t.Errorf("report header: broker %q, machine %+v, command %q", r.Broker, r.Machine, r.Command)
+	}
+	if r.HTTPFloor <= 0 {
+		t.Errorf("net/http floor = %v, want a positive rate", r.HTTPFloor)
+	}
+
+	plugin, err := retry.HasPlugin(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	figures := []string{bench.FigIngestRate, bench.FigIngestP50, bench.FigIngestP99, bench.FigWorkerRate,
+		bench.FigRetryRate, bench.FigRetryP50, bench.FigRetryP99, bench.FigPluginRate,
+		bench.FigDelayedRSS, bench.FigDelayedGrowth}
+	if plugin {
+		figures = append(figures, bench.FigPluginP50, bench.FigPluginP99)
+	}
+	streams := []string{bench.FigStreamsIdle, bench.FigStreamsOpen, bench.FigStreamsClosed}
+	if got, want := len(r.Rows), 2*len(figures)+len(streams); got != want {
+		t.Errorf("report has %d rows, want %d", got, want)
+	}
+	// The dashboard's streams, measured once, on the first queue type.
+	for _, f := range streams {
+		row, ok := r.Row("classic", f)
+		if !ok || !positive(row.Relay) || *row.Relay > 1024 {
+			t.Errorf("classic %s: %+v, want an RSS between 0 and 1 GiB", f, row)
+		}
+	}
+	if r.StreamsSettled <= 0 {
+		t.Errorf("streams settled after %v, want a positive duration", r.StreamsSettled)
+	}
+	for _, q := range []string{"classic", "quorum"} {
+		for _, f := range figures {
+			row, ok := r.Row(q, f)
+			switch {
+			case !ok:
+				t.Errorf("%s: no row %q", q, f)
+			case f == bench.FigPluginRate && !plugin:
+				if row.Note != "n/a: no plugin" || row.Relay != nil {
+					t.Errorf("%s %s: %+v, want n/a: no plugin", q, f, row)
+				}
+			case f == bench.FigDelayedRSS:
+				if !positive(row.Relay) || *row.Relay > 1024 {
+					t.Errorf("%s %s: relay %v MiB, want between 0 and 1 GiB", q, f, deref(row.Relay))
+				}
+			case f == bench.FigDelayedGrowth:
+				if row.Relay == nil || *row.Relay < 0 || math.IsNaN(*row.Relay) {
+					t.Errorf("%s %s: %v, want 0 or more", q, f, deref(row.Relay))
+				}
+			default:
+				if !positive(row.Relay) || !positive(row.Raw) || !positive(row.Ratio) {
+					t.Errorf("%s %s: relay %v, raw %v, ratio %v: want positive figures", q, f, deref(row.Relay), deref(row.Raw), deref(row.Ratio))
+				}
+				if row.Target != nil && row.Verdict != bench.Met && row.Verdict != bench.NotMet {
+					t.Errorf("%s %s: verdict %q, want met or not met", q, f, row.Verdict)
+				}
+			}
+			if row.Unit == bench.UnitRate && row.Note == "" {
+				for side, c := range map[string]*bench.Cost{"relay": row.RelayCost, "raw": row.RawCost} {
+					if c == nil || c.CPUPerMsg <= 0 || c.AllocsPerMsg <= 0 || c.PeakRSS == 0 {
+						t.Errorf("%s %s: %s cost %+v, want CPU, allocations and RSS", q, f, side, c)
+					}
+				}
+			}
+		}
+		p50, _ := r.Row(q, bench.FigIngestP50)
+		p99, _ := r.Row(q, bench.FigIngestP99)
+		if positive(p50.Relay) && positive(p99.Relay) && *p99.Relay < *p50.Relay {
+			t.Errorf("%s: ingest p99 %v below p50 %v", q, *p99.Relay, *p50.Relay)
+		}
+	}
+	assertGone(t, url, r.Prefix, "classic", "quorum")
+}
+
+// TestRunMarkdown writes the markdown page for one cheap figure.
+func TestRunMarkdown(t *testing.T) {
+	url := retrytest.URL(t)
+	out := filepath.Join(t.TempDir(), "benchmarks.md")
+	if err := bench.Run(context.Background(), append(tiny, "--queues", "classic", "--figures", "memory", "--quiet",
+		"--format", "markdown", "--out", out), envFor(url), &watched{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# Benchmarks", "- broker: RabbitMQ", "- machine: ", "`relay bench --quick",
+		"| classic | " + bench.FigDelayedRSS + " | ", "**Memory.** 500 messages waited"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, b)
+		}
+	}
+}
+
+// TestRunInterrupted cancels a run in the middle and checks it still
+// deleted everything it had declared.
+func TestRunInterrupted(t *testing.T) {
+	url := retrytest.URL(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	prefixLine := regexp.MustCompile(`names under (\S+)`)
+	var prefix string
+	out := &watched{}
+	out.hook = func(s string) {
+		if m := prefixLine.FindStringSubmatch(s); m != nil {
+			prefix = m[1]
+		}
+		// Stop once the relay consumer's queue exists and is full.
+		if strings.Contains(s, "# classic: worker raw, round 1") {
+			cancel()
+		}
+	}
+	err := bench.Run(ctx, append(tiny, "--queues", "classic", "--consume", "20000"), envFor(url), out)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want it to end with the context\n%s", err, out.String())
+	}
+	if prefix == "" {
+		t.Fatalf("no prefix in the progress:\n%s", out.String())
+	}
+	assertGone(t, url, prefix, "classic")
+}
+
+func positive(v *float64) bool { return v != nil && *v > 0 && !math.IsInf(*v, 0) && !math.IsNaN(*v) }
+
+func deref(v *float64) any {
+	if v == nil {
+		return nil
+	}
+	return *v
+}
+
+// assertGone checks that queues and exchanges each figure declares under
+// prefix no longer exist.
+func assertGone(t *testing.T, url, prefix string, queueTypes ...string) {
+	t.Helper()
+	if !strings.HasPrefix(prefix, "bench.") {
+		t.Fatalf("prefix %q: want bench.<hex>.", prefix)
+	}
+	conn, err := retry.Dial(url, "relay bench test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range queueTypes {
+		p := prefix + q + "."
+		queues := []string{"ingest-relay.webhook-queue", "ingest-relay.error-queue", "ingest-raw.webhook",
+			"worker-relay.webhook-queue", "worker-raw.webhook", "retry-ttl-relay.webhook-queue",
+			"retry-ttl-relay.wait.20ms", "retry-ttl-relay.requeue-queue", "retry-ttl-raw.work", "retry-ttl-raw.wait",
+			"memory.wait.1h", "memory.dead-letter-queue"}
+		exchanges := []string{"ingest-relay.notification-exchange", "ingest-relay.notification-events",
+			"ingest-raw.exchange", "worker-relay.error-exchange", "retry-ttl-relay.wait-exchange"}
+		for _, name := range queues {
+			if exists(t, conn, func(ch *amqp.Channel) error {
+				_, err := ch.QueueDeclarePassive(p+name,
+					true,  // durable
+					false, // autoDelete
+					false, // exclusive
+					false, // noWait
+					nil)
+				return err
+			}) {
+				t.Errorf("queue %s%s is still there", p, name)
+			}
+		}
+		for _, name := range exchanges {
+			if exists(t, conn, func(ch *amqp.Channel) error {
+				return ch.ExchangeDeclarePassive(p+name, "direct",
+					true,  // durable
+					false, // autoDelete
+					false, // internal
+					false, // noWait
+					nil)
+			}) {
+				t.Errorf("exchange %s%s is still there", p, name)
+			}
+		}
+	}
+}
+
+// exists runs a passive declaration on a channel of its own: NOT_FOUND
+// means the entity is gone; any other error, a type mismatch included,
+// means it is there.
+func exists(t *testing.T, conn *amqp.Connection, declare func(*amqp.Channel) error) bool {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	err = declare(ch)
+	var aerr *amqp.Error
+	if errors.As(err, &aerr) && aerr.Code == amqp.NotFound {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,109 @@
+// Package send is `relay send`: a small client that posts notifications to
+// the API and, with --watch, follows each one in the API's history until
+// every copy is delivered or parked, printing each attempt once its
+// outcome is known.
+package send
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/relay-demo/relay/services/internal/apiclient"
+)
+
+// Run parses the flags and sends.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("relay send", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	var api apiclient.Flags
+	api.Register(fs, getenv("RELAY_API"), getenv("API_TOKEN"))
+	n := fs.Int("n", 10, "how many notifications to send")
+	channels := fs.String("channels", "email,webhook", "channels each notification uses: email, webhook or both")
+	to := fs.String("to", "ada@example.com", "email recipient")
+	hook := fs.String("webhook-url", or(getenv("DEMO_WEBHOOK_URL"), "http://localhost:9090/webhooks/demo"), "webhook target `url`")
+	key := fs.String("idempotency-prefix", "", "send Idempotency-Key <prefix>-<n>, so a rerun yields the same ids")
+	watch := fs.Bool("watch", false, "follow each notification's attempts in the API's history until it is delivered or parked")
+	timeout := fs.Duration("timeout", 5*time.Minute, "give up watching after this long")
+	interval := fs.Duration("interval", 0, "pause between two posts (0: post them all at once)")
+	poll := fs.Duration("poll", 250*time.Millisecond, "while watching, pause between two requests to the history, whatever the number of notifications")
+	width := fs.Int("width", 100, "while watching, cut each error at a word boundary to fit lines of this many `columns`")
+	full := fs.Bool("full", false, "while watching, print every error in full")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected %q: relay send takes flags only", strings.Join(fs.Args(), " "))
+	}
+	if *n < 1 || *n > 1000000 {
+		return fmt.Errorf("--n %d: want 1 to 1000000", *n)
+	}
+	if *interval < 0 {
+		return fmt.Errorf("--interval %s: want 0 or more", *interval)
+	}
+	if *poll < time.Millisecond {
+		return fmt.Errorf("--poll %s: want 1ms or more", *poll)
+	}
+	if *width < 40 {
+		return fmt.Errorf("--width %d: want 40 columns or more", *width)
+	}
+	body, err := notificationBody(*channels, *to, *hook)
+	if err != nil {
+		return err
+	}
+	client := api.Client()
+
+	var sent []apiclient.Accepted
+	for i := range *n {
+		if i > 0 && *interval > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(*interval):
+			}
+		}
+		k := ""
+		if *key != "" {
+			k = fmt.Sprintf("%s-%d", *key, i)
+		}
+		res, err := client.Post(ctx, body, k)
+		if err != nil {
+			return fmt.Errorf("notification %d of %d: %w", i+1, *n, api.Explain(err))
+		}
+		sent = append(sent, res)
+		fmt.Fprintf(stdout, "%s\t%s\n", res.ID, strings.Join(res.Channels, ","))
+	}
+	if !*watch {
+		return nil
+	}
+	w := &watcher{history: client, out: stdout, width: *width, full: *full, poll: *poll,
+		grace: 3 * time.Second, loc: time.Local, now: time.Now}
+	return api.Explain(w.follow(ctx, sent, *timeout))
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func notificationBody(channels, to, hook string) (map[string]any, error) {
+	body := map[string]any{}
+	for _, ch := range strings.Split(channels, ",") {
+		switch strings.TrimSpace(ch) {
+		case "email":
+			body["email"] = map[string]any{"to": []string{to}, "subject": "Hello from relay",
+				"text": "This message came through relay's retry pipeline.",
+				"html": "<p>This message came through <b>relay</b>'s retry pipeline.</p>"}
+		case "webhook":
+			body["webhook"] = map[string]any{"url": hook, "payload": map[string]any{"event": "demo", "sent_at": time.Now().UTC()}}
+		default:
+			return nil, fmt.Errorf("--channels %q: want email, webhook or email,webhook", channels)
+		}
+	}
+	return body, nil
+}

@@ -1,0 +1,368 @@
+package send
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/relay-demo/relay/services/internal/apiclient"
+)
+
+// history is the part of the API the watcher reads.
+type history interface {
+	Notification(ctx context.Context, id string) (*apiclient.Notification, error)
+}
+
+// watcher follows notifications in the API's history and prints each
+// attempt of each copy once, in order, when its outcome is known.
+type watcher struct {
+	history history
+	out     io.Writer
+	width   int
+	full    bool
+	// poll is the pause between two requests, for all notifications
+	// together: one request at a time, whatever their number.
+	poll time.Duration
+	// grace is how long an attempt waits for the one before it to show
+	// in the history (they are recorded as they arrive, not always in
+	// order) before it is printed without it.
+	grace time.Duration
+	loc   *time.Location
+	now   func() time.Time
+}
+
+// tracked is one notification being followed.
+type tracked struct {
+	id     string
+	copies []*copyWatch
+	// due is when it is worth asking again: now, or while every copy
+	// left waits for a retry, when the first of them is due.
+	due    time.Time
+	polled time.Time
+	left   int
+	// err is why the last request about it got no timeline.
+	err error
+}
+
+// copyWatch is what was printed of one channel copy.
+type copyWatch struct {
+	channel string
+	// last is the last attempt printed, when started.
+	last    apiclient.Attempt
+	started bool
+	// gapSince is when an attempt was first seen whose predecessor is
+	// missing from the history.
+	gapSince time.Time
+	// done is the copy's final outcome, delivered or parked, once printed.
+	done string
+}
+
+// problemHistoryUnavailable is the API's problem type for a history it
+// cannot read, or does not keep.
+const problemHistoryUnavailable = "https://relay.dev/problems/history-unavailable"
+
+// minError is the room an error keeps on a line however long the rest is.
+const minError = 20
+
+// follow polls the history for every notification sent until each copy is
+// delivered or parked, or timeout passes, then prints the summary.
+func (w *watcher) follow(ctx context.Context, sent []apiclient.Accepted, timeout time.Duration) error {
+	deadline := w.now().Add(timeout)
+	var all []*tracked
+	seen := map[string]bool{}
+	total := 0
+	for _, s := range sent {
+		if seen[s.ID] { // the same Idempotency-Key twice
+			continue
+		}
+		seen[s.ID] = true
+		t := &tracked{id: s.ID, left: len(s.Channels)}
+		for _, ch := range s.Channels {
+			t.copies = append(t.copies, &copyWatch{channel: ch})
+		}
+		total += t.left
+		all = append(all, t)
+	}
+	left, delivered, parked := total, 0, 0
+	next := w.now() // no request before this: the pause after the last one
+	for left > 0 {
+		t := pick(all)
+		at := next
+		if t.due.After(at) {
+			at = t.due
+		}
+		if at.After(deadline) {
+			if err := w.wait(ctx, deadline); err != nil {
+				return err
+			}
+			return stillInFlight(all, left, total, timeout)
+		}
+		if err := w.wait(ctx, at); err != nil {
+			return err
+		}
+		now := w.now()
+		n, err := w.history.Notification(ctx, t.id)
+		next, t.polled = w.now().Add(w.poll), now
+		if err != nil {
+			if err := w.failed(ctx, t, now, err); err != nil {
+				return err
+			}
+			continue
+		}
+		t.err = nil
+		var lines [][]printed
+		for _, cw := range t.copies {
+			c, ok := copyOf(n, cw.channel)
+			if !ok || cw.done != "" {
+				continue // not in the history yet, or finished
+			}
+			var ls []printed
+			for _, a := range cw.next(c, now, w.grace) {
+				ls = append(ls, printed{a.At, w.line(t.id, cw.channel, a)})
+			}
+			lines = append(lines, ls)
+			switch cw.done {
+			case apiclient.OutcomeDelivered:
+				delivered++
+			case apiclient.OutcomeParked:
+				parked++
+			}
+			if cw.done != "" {
+				t.left--
+				left--
+			}
+		}
+		for _, l := range merge(lines) {
+			fmt.Fprintln(w.out, l)
+		}
+		t.due = w.dueAfter(t, n, now)
+	}
+	fmt.Fprintf(w.out, "done: %d copies delivered, %d parked\n", delivered, parked)
+	return nil
+}
+
+// failed decides what a failed request means: wait and ask again, or stop.
+func (w *watcher) failed(ctx context.Context, t *tracked, now time.Time, err error) error {
+	var apiErr *apiclient.Error
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, apiclient.ErrNotFound):
+		// The API records a notification in its history shortly after it
+		// answers 202; until then the history does not know it.
+		t.err, t.due = fmt.Errorf("the history has no record of %s", t.id), now
+	case errors.Is(err, apiclient.ErrUnauthorized):
+		return err
+	case errors.As(err, &apiErr) && apiErr.Type == problemHistoryUnavailable && apiErr.RetryAfter == 0:
+		// Not a moment's trouble (that comes with a Retry-After): this
+		// API keeps no history at all.
+		return fmt.Errorf("--watch follows notifications in the API's history: %w", err)
+	case errors.As(err, &apiErr) && apiErr.Status < 500:
+		return fmt.Errorf("read the history of %s: %w", t.id, err)
+	default:
+		t.err, t.due = err, now.Add(max(time.Second, w.poll))
+		if apiErr != nil && apiErr.RetryAfter > 0 {
+			t.due = now.Add(apiErr.RetryAfter)
+		}
+	}
+	return nil
+}
+
+// stillInFlight is the error of a watch that timed out.
+func stillInFlight(all []*tracked, left, total int, timeout time.Duration) error {
+	var waiting []string
+	for _, t := range all {
+		if t.left == 0 {
+			continue
+		}
+		if t.err != nil {
+			waiting = append(waiting, t.err.Error())
+			continue
+		}
+		for _, cw := range t.copies {
+			if cw.done == "" {
+				waiting = append(waiting, t.id+" "+cw.channel)
+			}
+		}
+	}
+	if len(waiting) > 5 {
+		waiting = append(waiting[:5], "…")
+	}
+	return fmt.Errorf("%d of %d copies still in flight after %s: %s", left, total, timeout, strings.Join(waiting, ", "))
+}
+
+// pick returns the unfinished notification to ask about next: the first
+// due, and among those due together, the one asked about least recently.
+func pick(all []*tracked) *tracked {
+	var best *tracked
+	for _, t := range all {
+		if t.left == 0 {
+			continue
+		}
+		if best == nil || cmp.Or(t.due.Compare(best.due), t.polled.Compare(best.polled)) < 0 {
+			best = t
+		}
+	}
+	return best
+}
+
+// dueAfter is when t is worth asking about again: at once while anything
+// may change, or when the first next attempt is due while every copy left
+// waits for one and all it did so far is printed.
+func (w *watcher) dueAfter(t *tracked, n *apiclient.Notification, now time.Time) time.Time {
+	var due time.Time
+	for _, cw := range t.copies {
+		if cw.done != "" {
+			continue
+		}
+		c, ok := copyOf(n, cw.channel)
+		if !ok || c.Status != apiclient.StatusRetrying || c.NextAttemptAt == nil || !c.NextAttemptAt.After(now) ||
+			len(c.Attempts) == 0 || !cw.started || cw.last.Round != c.Attempts[len(c.Attempts)-1].Round ||
+			cw.last.N != c.Attempts[len(c.Attempts)-1].N {
+			return now
+		}
+		if due.IsZero() || c.NextAttemptAt.Before(due) {
+			due = *c.NextAttemptAt
+		}
+	}
+	if due.IsZero() {
+		return now
+	}
+	return due
+}
+
+func copyOf(n *apiclient.Notification, channel string) (apiclient.Copy, bool) {
+	for _, c := range n.Copies {
+		if c.Channel == channel {
+			return c, true
+		}
+	}
+	return apiclient.Copy{}, false
+}
+
+// wait returns at t, or when ctx ends.
+func (w *watcher) wait(ctx context.Context, t time.Time) error {
+	d := t.Sub(w.now())
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// next returns the attempts of c to print now, in order, and notes them
+// as printed. It stops at the first attempt whose outcome the history
+// does not know for good yet (see apiclient.Copy.Decided), and before an
+// attempt whose predecessor is missing, for the grace period.
+func (cw *copyWatch) next(c apiclient.Copy, now time.Time, grace time.Duration) []apiclient.Attempt {
+	var out []apiclient.Attempt
+	for i, a := range c.Attempts {
+		if cw.started && !after(a, cw.last) {
+			continue // printed already, or given up on
+		}
+		if !cw.follows(a) {
+			if cw.gapSince.IsZero() {
+				cw.gapSince = now
+			}
+			if now.Sub(cw.gapSince) < grace {
+				break
+			}
+		}
+		if !c.Decided(i) {
+			break
+		}
+		out = append(out, a)
+		cw.last, cw.started, cw.gapSince = a, true, time.Time{}
+		if a.Final() && i == len(c.Attempts)-1 {
+			cw.done = a.Outcome
+		}
+	}
+	return out
+}
+
+// follows reports whether a is the attempt that comes right after the
+// last one printed.
+func (cw *copyWatch) follows(a apiclient.Attempt) bool {
+	l := cw.last
+	switch {
+	case !cw.started:
+		return a.Round == 0 && a.N == 1
+	case l.N == 0: // a replay: its round's first attempt
+		return a.Round == l.Round && a.N == 1
+	case l.Outcome == apiclient.OutcomeParked: // the next round's replay
+		return a.Round == l.Round+1 && a.N == 0
+	}
+	return a.Round == l.Round && a.N == l.N+1
+}
+
+// after reports whether a comes after b in (round, attempt) order.
+func after(a, b apiclient.Attempt) bool {
+	return cmp.Or(cmp.Compare(a.Round, b.Round), cmp.Compare(a.N, b.N)) > 0
+}
+
+// line is the line of one attempt:
+//
+//	15:04:05.000  ntf_… email   attempt 1  failed  <error>  next in 1s
+//	15:04:05.000  ntf_… email   attempt 2  delivered
+//	15:04:05.000  ntf_… webhook attempt 5  parked  reason max-retries  <error>
+func (w *watcher) line(id, channel string, a apiclient.Attempt) string {
+	head := fmt.Sprintf("%s  %s %-7s %s  %s", a.At.In(w.loc).Format("15:04:05.000"), id, channel, apiclient.Label(a), a.Outcome)
+	tail := ""
+	switch a.Outcome {
+	case apiclient.OutcomeFailed:
+		if a.DelayMS != nil {
+			tail = "  next in " + apiclient.Millis(*a.DelayMS)
+		}
+	case apiclient.OutcomeParked:
+		if a.Reason != "" {
+			head += "  reason " + a.Reason
+		}
+	default:
+		return head
+	}
+	if a.Error == "" {
+		return head + tail
+	}
+	text := apiclient.OneLine(a.Error)
+	if !w.full {
+		room := w.width - utf8.RuneCountInString(head) - 2 - utf8.RuneCountInString(tail)
+		text = apiclient.Clip(text, max(room, minError))
+	}
+	return head + "  " + text + tail
+}
+
+// printed is the line of an attempt that ended at at.
+type printed struct {
+	at   time.Time
+	text string
+}
+
+// merge interleaves the lines of several copies by time, keeping each
+// copy's lines in their order.
+func merge(copies [][]printed) []string {
+	var out []string
+	for {
+		k := -1
+		for i, ls := range copies {
+			if len(ls) > 0 && (k < 0 || ls[0].at.Before(copies[k][0].at)) {
+				k = i
+			}
+		}
+		if k < 0 {
+			return out
+		}
+		out = append(out, copies[k][0].text)
+		copies[k] = copies[k][1:]
+	}
+}

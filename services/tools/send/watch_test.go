@@ -1,0 +1,122 @@
+package send
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/relay-demo/relay/services/internal/apiclient"
+)
+
+// TestCopyWatchNext feeds one copy's timelines, poll after poll, to a
+// copyWatch and checks which attempts it prints at each.
+func TestCopyWatchNext(t *testing.T) {
+	const grace = 3 * time.Second
+	a1 := failed(1, 1000, busy, 1000)
+	a2 := failed(2, 2000, busy, 2000)
+	a3 := apiclient.Attempt{N: 3, At: at(4000), Outcome: "delivered"}
+	parked := apiclient.Attempt{N: 1, At: at(1000), Outcome: "parked", Reason: "permanent"}
+	replay := apiclient.Attempt{N: 0, Round: 1, At: at(5000), Outcome: "replayed"}
+	r1 := apiclient.Attempt{N: 1, Round: 1, At: at(6000), Outcome: "delivered"}
+	type poll struct {
+		now  int // ms after t0
+		copy apiclient.Copy
+		want []string // labels printed
+	}
+	tests := []struct {
+		name     string
+		polls    []poll
+		wantDone string
+	}{
+		{
+			name: "in order, each once",
+			polls: []poll{
+				{1000, cp("email", "retrying", 1000, a1), nil},
+				{1100, cp("email", "retrying", 1002, a1), []string{"attempt 1"}},
+				{1200, cp("email", "retrying", 1002, a1), nil},
+				{4100, cp("email", "delivered", 4000, a1, a2, a3), []string{"attempt 2", "attempt 3"}},
+			},
+			wantDone: "delivered",
+		},
+		{
+			name: "a missing attempt is waited for, then given up on after the grace period",
+			polls: []poll{
+				{2000, cp("email", "retrying", 2002, a2), nil},
+				{4999, cp("email", "retrying", 2002, a2), nil},
+				{5000, cp("email", "retrying", 2002, a2), []string{"attempt 2"}},
+				// Too late: printing it now would put it after attempt 2.
+				{5100, cp("email", "delivered", 4000, a1, a2, a3), []string{"attempt 3"}},
+			},
+			wantDone: "delivered",
+		},
+		{
+			name: "a replayed round follows the parked one",
+			polls: []poll{
+				{6100, cp("email", "delivered", 6000, parked, replay, r1), []string{"attempt 1", "round 1", "attempt 1, round 1"}},
+			},
+			wantDone: "delivered",
+		},
+		{
+			name: "parked, unless replayed since",
+			polls: []poll{
+				{1100, cp("email", "parked", 1000, parked), []string{"attempt 1"}},
+			},
+			wantDone: "parked",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cw := &copyWatch{channel: "email"}
+			for i, p := range tt.polls {
+				var got []string
+				for _, a := range cw.next(p.copy, at(p.now), grace) {
+					got = append(got, apiclient.Label(a))
+				}
+				if diff := cmp.Diff(p.want, got); diff != "" {
+					t.Errorf("poll %d (-want +got):\n%s", i, diff)
+				}
+			}
+			if cw.done != tt.wantDone {
+				t.Errorf("done = %q, want %q", cw.done, tt.wantDone)
+			}
+		})
+	}
+}
+
+// TestDueAfter checks that a notification whose copies all wait for a
+// retry is not asked about again before the first is due.
+func TestDueAfter(t *testing.T) {
+	now := at(1500)
+	due := func(ms int) *time.Time { d := at(ms); return &d }
+	a1 := failed(1, 1000, busy, 1000)
+	retrying := func(channel string, next *time.Time) apiclient.Copy {
+		c := cp(channel, "retrying", 1002, a1)
+		c.NextAttemptAt = next
+		return c
+	}
+	tests := []struct {
+		name    string
+		copies  []apiclient.Copy
+		printed bool // attempt 1 of each copy printed
+		want    time.Time
+	}{
+		{"both wait: the first one due", []apiclient.Copy{retrying("email", due(5000)), retrying("webhook", due(3000))}, true, at(3000)},
+		{"one is due already", []apiclient.Copy{retrying("email", due(5000)), retrying("webhook", due(1400))}, true, now},
+		{"a failure not printed yet", []apiclient.Copy{retrying("email", due(5000)), retrying("webhook", due(3000))}, false, now},
+		{"one is queued", []apiclient.Copy{retrying("email", due(5000)), cp("webhook", "queued", 0)}, true, now},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := &tracked{id: "ntf_1", left: 2}
+			for _, ch := range []string{"email", "webhook"} {
+				tr.copies = append(tr.copies, &copyWatch{channel: ch, last: a1, started: tt.printed})
+			}
+			w := &watcher{}
+			got := w.dueAfter(tr, &apiclient.Notification{ID: "ntf_1", Copies: tt.copies}, now)
+			if !got.Equal(tt.want) {
+				t.Errorf("dueAfter = %s, want %s", got.Format("15:04:05.000"), tt.want.Format("15:04:05.000"))
+			}
+		})
+	}
+}

@@ -1,0 +1,119 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/relay-demo/relay/services/internal/apiclient"
+)
+
+// printer writes a notification's timeline as text.
+type printer struct {
+	w     io.Writer
+	width int
+	full  bool
+	// now is when the answer was read: "due in 3s" is relative to it.
+	now time.Time
+	loc *time.Location
+}
+
+// minError is the room an error keeps on a line however long the rest is.
+const minError = 20
+
+func (p printer) notification(n *apiclient.Notification) error {
+	var b strings.Builder
+	b.WriteString(n.ID)
+	if !n.Accepted {
+		b.WriteString("  (known only from its attempts so far)")
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "  created     %s\n", n.CreatedAt.In(p.loc).Format("2006-01-02 15:04:05.000 MST"))
+	fmt.Fprintf(&b, "  channels    %s\n", list(n.Channels))
+	fmt.Fprintf(&b, "  recipients  %s\n", list(n.Recipients))
+	day := n.CreatedAt.In(p.loc).Format(time.DateOnly)
+	for _, c := range n.Copies {
+		b.WriteString("\n")
+		b.WriteString(p.copyStatus(c))
+		b.WriteString("\n")
+		labels := 0
+		for _, a := range c.Attempts {
+			labels = max(labels, utf8.RuneCountInString(apiclient.Label(a)))
+		}
+		for i, a := range c.Attempts {
+			at := a.At.In(p.loc)
+			// The date only when it is not the day the lines above are on.
+			stamp := at.Format("15:04:05.000")
+			if d := at.Format(time.DateOnly); d != day {
+				stamp, day = d+" "+stamp, d
+			}
+			b.WriteString(p.attempt(stamp, labels, a, c.Decided(i)))
+			b.WriteString("\n")
+		}
+	}
+	_, err := io.WriteString(p.w, b.String())
+	return err
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ", ")
+}
+
+// copyStatus is the head line of a copy: where it stands now.
+func (p printer) copyStatus(c apiclient.Copy) string {
+	head := fmt.Sprintf("%-8s %s", c.Channel, c.Status)
+	switch c.Status {
+	case apiclient.StatusParked:
+		return head + "  reason " + c.Reason
+	case apiclient.StatusQueued:
+		if c.Round > 0 {
+			return fmt.Sprintf("%s  replayed, round %d not attempted yet", head, c.Round)
+		}
+		return head + "  not attempted yet"
+	case apiclient.StatusRetrying:
+		last := len(c.Attempts) - 1
+		if last < 0 || !c.Decided(last) || c.NextAttemptAt == nil {
+			return head + "  the retry stage has not scheduled the next attempt yet"
+		}
+		due := c.NextAttemptAt.In(p.loc)
+		when := "in " + apiclient.Millis(due.Sub(p.now).Milliseconds())
+		if !due.After(p.now) {
+			when = apiclient.Millis(p.now.Sub(due).Milliseconds()) + " ago"
+		}
+		return fmt.Sprintf("%s  attempt %d due %s (%s)", head, c.Attempts[last].N+1, due.Format("15:04:05.000"), when)
+	}
+	return head
+}
+
+// attempt is the line of one attempt: when it ended, which one it was,
+// how it ended, the waits around it, and the error, cut to fit the line.
+func (p printer) attempt(stamp string, labels int, a apiclient.Attempt, decided bool) string {
+	line := fmt.Sprintf("  %s  %-*s  %-9s", stamp, labels, apiclient.Label(a), a.Outcome)
+	var notes []string
+	if a.Outcome == apiclient.OutcomeParked && a.Reason != "" {
+		notes = append(notes, "reason "+a.Reason)
+	}
+	if a.WaitedMS != nil {
+		notes = append(notes, "waited "+apiclient.Millis(*a.WaitedMS))
+	}
+	// A failure's delay is the retry stage's only once it decided.
+	if a.Outcome == apiclient.OutcomeFailed && decided && a.DelayMS != nil {
+		notes = append(notes, "next in "+apiclient.Millis(*a.DelayMS))
+	}
+	for _, n := range notes {
+		line += "  " + n
+	}
+	if a.Error == "" {
+		return strings.TrimRight(line, " ")
+	}
+	line = strings.TrimRight(line, " ") + "  "
+	if p.full {
+		return line + apiclient.OneLine(a.Error)
+	}
+	return line + apiclient.Clip(a.Error, max(p.width-utf8.RuneCountInString(line), minError))
+}

@@ -1,0 +1,277 @@
+package status
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/relay-demo/relay/services/internal/apiclient"
+)
+
+const token = "status-test-token-0001"
+
+var t0 = time.Date(2026, 5, 3, 10, 0, 0, 0, time.UTC)
+
+// at is t0 plus ms milliseconds.
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func ms(v int64) *int64 { return &v }
+
+func ptr(t time.Time) *time.Time { return &t }
+
+const (
+	busy = `send email ntf_a: closing SMTP DATA writer: 451 4.3.0 mailbox busy, try again later`
+	gone = `post webhook https://hooks.example/orders/7f3a9c: 410 Gone: {"error":"this endpoint was deleted by its owner on 2026-04-30; register a new one"}`
+)
+
+// notifications are what the fake API's history holds.
+var notifications = map[string]apiclient.Notification{
+	"ntf_delivered": {
+		ID: "ntf_delivered", CreatedAt: at(0), Accepted: true, Channels: []string{"email", "webhook"},
+		Recipients: []string{"ada@example.com", "https://hooks.example/a"},
+		Copies: []apiclient.Copy{
+			{Channel: "email", Status: "delivered", AttemptCount: 3, LastError: busy, UpdatedAt: at(4200), Attempts: []apiclient.Attempt{
+				{N: 1, At: at(1000), Outcome: "failed", Error: busy, DelayMS: ms(1000), DurationMS: ms(12)},
+				{N: 2, At: at(2100), Outcome: "failed", Error: busy, DelayMS: ms(2000), WaitedMS: ms(1050), DurationMS: ms(11)},
+				{N: 3, At: at(4200), Outcome: "delivered", WaitedMS: ms(2050), DurationMS: ms(9)},
+			}},
+			{Channel: "webhook", Status: "delivered", AttemptCount: 1, UpdatedAt: at(900), Attempts: []apiclient.Attempt{
+				{N: 1, At: at(900), Outcome: "delivered", DurationMS: ms(30)},
+			}},
+		},
+	},
+	"ntf_parked": {
+		ID: "ntf_parked", CreatedAt: at(0), Accepted: true, Channels: []string{"webhook"},
+		Recipients: []string{"https://hooks.example/orders/7f3a9c"},
+		Copies: []apiclient.Copy{
+			{Channel: "webhook", Status: "parked", Reason: "permanent", AttemptCount: 2, LastError: gone, UpdatedAt: at(2500), Attempts: []apiclient.Attempt{
+				{N: 1, At: at(1000), Outcome: "failed", Error: "503 Service Unavailable", DelayMS: ms(1500)},
+				{N: 2, At: at(2500), Outcome: "parked", Reason: "permanent", Error: gone, WaitedMS: ms(1500)},
+			}},
+		},
+	},
+	"ntf_retrying": {
+		ID: "ntf_retrying", CreatedAt: at(0), Accepted: true, Channels: []string{"email", "webhook"},
+		Recipients: []string{"ada@example.com", "https://hooks.example/a"},
+		Copies: []apiclient.Copy{
+			// The retry stage decided: 4 s, after the worker's failure.
+			{Channel: "email", Status: "retrying", AttemptCount: 1, LastError: busy, UpdatedAt: at(1005), NextAttemptAt: ptr(at(5000)), Attempts: []apiclient.Attempt{
+				{N: 1, At: at(1000), Outcome: "failed", Error: busy, DelayMS: ms(4000)},
+			}},
+			// Only the worker reported: its delay is no decision.
+			{Channel: "webhook", Status: "retrying", AttemptCount: 1, LastError: "503", UpdatedAt: at(1500), NextAttemptAt: ptr(at(1500)), Attempts: []apiclient.Attempt{
+				{N: 1, At: at(1500), Outcome: "failed", Error: "503 Service Unavailable", DelayMS: ms(0)},
+			}},
+		},
+	},
+	"ntf_replayed": {
+		ID: "ntf_replayed", CreatedAt: at(0), Accepted: true, Channels: []string{"email"},
+		Recipients: []string{"ada@example.com"},
+		Copies: []apiclient.Copy{
+			{Channel: "email", Status: "delivered", Round: 1, AttemptCount: 3, LastError: busy, UpdatedAt: at(86_400_000 + 2000), Attempts: []apiclient.Attempt{
+				{N: 1, At: at(1000), Outcome: "failed", Error: busy, DelayMS: ms(1000)},
+				{N: 2, At: at(2000), Outcome: "parked", Reason: "max-retries", Error: busy, WaitedMS: ms(1000)},
+				{N: 0, Round: 1, At: at(86_400_000), Outcome: "replayed"},
+				{N: 1, Round: 1, At: at(86_400_000 + 2000), Outcome: "delivered"},
+			}},
+		},
+	},
+	"ntf_queued": {
+		ID: "ntf_queued", CreatedAt: at(0), Accepted: false, Channels: []string{}, Recipients: []string{},
+		Copies: []apiclient.Copy{{Channel: "sms", Status: "queued", UpdatedAt: at(0), Attempts: []apiclient.Attempt{}}},
+	},
+}
+
+// fakeAPI serves GET /v1/notifications/{id} from notifications, behind
+// the bearer token, as the real API does.
+func fakeAPI(t *testing.T) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/notifications/{id}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"type":"https://relay.dev/problems/unauthorized","title":"Unauthorized","status":401,"detail":"the bearer token is not one the API accepts"}`))
+			return
+		}
+		n, ok := notifications[r.PathValue("id")]
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"type":"https://relay.dev/problems/not-found","title":"Not found","status":404,"detail":"no notification has the id"}`))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(n)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestStatus(t *testing.T) {
+	srv := fakeAPI(t)
+	tests := []struct {
+		name    string
+		args    []string
+		want    string
+		wantErr string
+	}{
+		{
+			name: "delivered after two failures",
+			args: []string{"ntf_delivered"},
+			want: `ntf_delivered
+  created     2026-05-03 10:00:00.000 UTC
+  channels    email, webhook
+  recipients  ada@example.com, https://hooks.example/a
+
+email    delivered
+  10:00:01.000  attempt 1  failed     next in 1s  send email ntf_a: closing SMTP DATA writer: 451…
+  10:00:02.100  attempt 2  failed     waited 1.1s  next in 2s  send email ntf_a: closing SMTP DATA…
+  10:00:04.200  attempt 3  delivered  waited 2.1s
+
+webhook  delivered
+  10:00:00.900  attempt 1  delivered
+`,
+		},
+		{
+			name: "parked",
+			args: []string{"ntf_parked"},
+			want: `ntf_parked
+  created     2026-05-03 10:00:00.000 UTC
+  channels    webhook
+  recipients  https://hooks.example/orders/7f3a9c
+
+webhook  parked  reason permanent
+  10:00:01.000  attempt 1  failed     next in 1.5s  503 Service Unavailable
+  10:00:02.500  attempt 2  parked     reason permanent  waited 1.5s  post webhook…
+`,
+		},
+		{
+			name: "parked, errors in full",
+			args: []string{"--full", "ntf_parked"},
+			want: `ntf_parked
+  created     2026-05-03 10:00:00.000 UTC
+  channels    webhook
+  recipients  https://hooks.example/orders/7f3a9c
+
+webhook  parked  reason permanent
+  10:00:01.000  attempt 1  failed     next in 1.5s  503 Service Unavailable
+  10:00:02.500  attempt 2  parked     reason permanent  waited 1.5s  ` + gone + `
+`,
+		},
+		{
+			name: "retrying, decided and not yet",
+			args: []string{"ntf_retrying", "--width", "80"},
+			want: `ntf_retrying
+  created     2026-05-03 10:00:00.000 UTC
+  channels    email, webhook
+  recipients  ada@example.com, https://hooks.example/a
+
+email    retrying  attempt 2 due 10:00:05.000 (in 3s)
+  10:00:01.000  attempt 1  failed     next in 4s  send email ntf_a: closing…
+
+webhook  retrying  the retry stage has not scheduled the next attempt yet
+  10:00:01.500  attempt 1  failed  503 Service Unavailable
+`,
+		},
+		{
+			name: "replayed round",
+			args: []string{"ntf_replayed", "--width", "60"},
+			want: `ntf_replayed
+  created     2026-05-03 10:00:00.000 UTC
+  channels    email
+  recipients  ada@example.com
+
+email    delivered
+  10:00:01.000  attempt 1           failed     next in 1s  send email ntf_a…
+  10:00:02.000  attempt 2           parked     reason max-retries  waited 1s  send email ntf_a…
+  2026-05-04 10:00:00.000  round 1             replayed
+  10:00:02.000  attempt 1, round 1  delivered
+`,
+		},
+		{
+			name: "queued, not accepted yet",
+			args: []string{"ntf_queued"},
+			want: `ntf_queued  (known only from its attempts so far)
+  created     2026-05-03 10:00:00.000 UTC
+  channels    -
+  recipients  -
+
+sms      queued  not attempted yet
+`,
+		},
+		{
+			name:    "unknown id",
+			args:    []string{"ntf_nope"},
+			wantErr: "no notification ntf_nope (or it is older than the history keeps)",
+		},
+		{
+			name:    "unauthorized",
+			args:    []string{"--token", "wrong-token-000000001", "ntf_delivered"},
+			wantErr: "API answered 401 Unauthorized: the bearer token is not one the API accepts; pass a token the API at " + srv.URL + " accepts with --token (or API_TOKEN)",
+		},
+		{
+			name:    "no token",
+			args:    []string{"--token", "", "ntf_delivered"},
+			wantErr: "--token (or API_TOKEN)",
+		},
+		{
+			name:    "API unreachable",
+			args:    []string{"--api", "http://127.0.0.1:1", "ntf_delivered"},
+			wantErr: "no answer from the API at http://127.0.0.1:1: ",
+		},
+		{name: "no id", args: []string{}, wantErr: "want one notification id"},
+		{name: "two ids", args: []string{"ntf_a", "ntf_b"}, wantErr: "got 2"},
+		{name: "narrow", args: []string{"--width", "20", "ntf_a"}, wantErr: "--width 20"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			args := append([]string{"--api", srv.URL, "--token", token}, tt.args...)
+			err := run(context.Background(), args, func(string) string { return "" }, &out,
+				clock{now: func() time.Time { return at(2000) }, loc: time.UTC})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("run = %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, out.String()); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+			for _, line := range strings.Split(out.String(), "\n") {
+				if n := len([]rune(line)); n > 100 && !strings.Contains(strings.Join(tt.args, " "), "--full") {
+					t.Errorf("line of %d columns, over 100: %q", n, line)
+				}
+			}
+		})
+	}
+}
+
+// TestStatusJSON checks that --json prints the API's answer untouched.
+func TestStatusJSON(t *testing.T) {
+	srv := fakeAPI(t)
+	want, err := apiclient.New(srv.URL, token, nil).NotificationJSON(context.Background(), "ntf_parked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err = Run(context.Background(), []string{"ntf_parked", "--json"}, func(k string) string {
+		return map[string]string{"RELAY_API": srv.URL, "API_TOKEN": token}[k]
+	}, &out)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if diff := cmp.Diff(string(want)+"\n", out.String()); diff != "" {
+		t.Errorf("--json output (-want +got):\n%s", diff)
+	}
+}
