@@ -347,10 +347,15 @@ func checkCommands(t *testing.T, s *stack) {
 		cluster bool
 		want    []string
 	}{
-		{false, []string{"api", "flaky", "retrier", "send", "worker email", "worker webhook"}},
+		{false, []string{"api", "flaky", "retrier", "send"}},
 		// The cluster profile shares the demo's flaky downstreams.
-		{true, []string{"api", "retrier", "send", "worker email", "worker webhook"}},
+		{true, []string{"api", "retrier", "send"}},
 	} {
+		// A worker for every channel.
+		for _, ch := range worker.Channels() {
+			c.want = append(c.want, "worker "+ch.Name)
+		}
+		slices.Sort(c.want)
 		var got []string
 		for name := range s.commands {
 			if s.inCluster(name) == c.cluster {
@@ -551,6 +556,28 @@ func checkStackWiring(t *testing.T, s *stack, cluster bool) {
 	sortPrefixes(allow)
 	if !slices.Equal(allow, shared) {
 		t.Errorf("%s: WEBHOOK_ALLOW_CIDRS allows %v, want exactly %v, the subnet it shares with %s", webhook, allow, shared, downstream)
+	}
+
+	// Every channel has its worker, and sms goes to the flaky gateway,
+	// signed with the secret the gateway checks.
+	for _, c := range worker.Channels() {
+		s.runningIn(t, "worker "+c.Name, cluster)
+	}
+	sms := s.runningIn(t, "worker sms", cluster)
+	s.checkURL(t, sms+" SMS_URL", s.setting(t, sms, "SMS_URL"), downstream)
+	if smsURL, err := url.Parse(s.setting(t, sms, "SMS_URL")); err != nil || smsURL.Path != "/webhooks/sms" {
+		t.Errorf("%s: SMS_URL %q, want the flaky gateway's /webhooks/sms", sms, s.setting(t, sms, "SMS_URL"))
+	}
+	if flakyCfg.WebhookSecret != "" && s.setting(t, sms, "WEBHOOK_SECRET") != flakyCfg.WebhookSecret {
+		t.Errorf("%s signs with a WEBHOOK_SECRET other than the one %s checks", sms, downstream)
+	}
+	smsAllow, err := webhooks.ParseAllowList(s.setting(t, sms, "WEBHOOK_ALLOW_CIDRS"))
+	if err != nil {
+		t.Errorf("%s: %v", sms, err)
+	}
+	sortPrefixes(smsAllow)
+	if !slices.Equal(smsAllow, shared) {
+		t.Errorf("%s: WEBHOOK_ALLOW_CIDRS allows %v, want exactly %v, the subnet it shares with %s", sms, smsAllow, shared, downstream)
 	}
 
 	sender := s.runningIn(t, "send", cluster)
@@ -910,8 +937,8 @@ func checkCluster(t *testing.T, s *stack) {
 			t.Errorf("service %s: AMQP_URLS names %q, want each cluster node once: %q", name, hosts, nodes)
 		}
 	}
-	if pipeline != 4 {
-		t.Errorf("the cluster profile runs %d relay services on the pipeline, want 4 (api, both workers, retrier)", pipeline)
+	if want := 2 + len(worker.Channels()); pipeline != want {
+		t.Errorf("the cluster profile runs %d relay services on the pipeline, want %d (api, a worker per channel, retrier)", pipeline, want)
 	}
 }
 
