@@ -12,18 +12,58 @@ export FLAKY_EMAIL_SCENARIO=${FLAKY_EMAIL_SCENARIO:-flaky}
 export FLAKY_WEBHOOK_SCENARIO=${FLAKY_WEBHOOK_SCENARIO:-flaky}
 export FLAKY_RATE=${FLAKY_RATE:-0.5}
 export HTTP_ADDR=${HTTP_ADDR:-:8080}
-api=http://localhost:${HTTP_ADDR##*:}
+port=${HTTP_ADDR##*:}
+api=http://localhost:$port
+
+# listening reports whether something accepts connections on host:port.
+listening() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+# The broker: AMQP_URL's host and port (5672 unless it names one).
+hostport=${AMQP_URL#*://}
+hostport=${hostport#*@}
+hostport=${hostport%%/*}
+broker_host=${hostport%%:*}
+broker_port=5672
+[ "$hostport" != "$broker_host" ] && broker_port=${hostport##*:}
+[ "$broker_host" = localhost ] && broker_host=127.0.0.1
+if ! listening "$broker_host" "$broker_port"; then
+  if [ "$broker_host" = 127.0.0.1 ] && command -v rabbitmq-server >/dev/null 2>&1; then
+    echo "no broker on $broker_host:$broker_port: starting the local rabbitmq-server"
+    rabbitmq-server -detached >/dev/null 2>&1 || true
+    for _ in $(seq 1 90); do
+      listening "$broker_host" "$broker_port" && break
+      sleep 1
+    done
+    listening "$broker_host" "$broker_port" || { echo "rabbitmq-server did not come up on $broker_host:$broker_port; see its logs under /var/log/rabbitmq"; exit 1; }
+  else
+    echo "no RabbitMQ broker on $broker_host:$broker_port: install your distribution's rabbitmq-server package (apt install rabbitmq-server), set AMQP_URL to a broker, or run the whole demo in containers with docker compose up"
+    exit 1
+  fi
+fi
+
+# The API's port must be free: otherwise another program answers in
+# relay's place and the demo fails with puzzling 401s.
+if listening 127.0.0.1 "$port"; then
+  echo "port $port is taken by another program: stop it, or choose another port with HTTP_ADDR=:8081 make demo"
+  exit 1
+fi
 
 bin/relay all > demo.log 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT INT TERM
 
-for _ in $(seq 1 100); do
-  if curl -fs "$api/readyz" >/dev/null 2>&1; then break; fi
-  if ! kill -0 $pid 2>/dev/null; then echo "relay all exited; see demo.log:"; tail -5 demo.log; exit 1; fi
+# Ready means relay's own API answers: it logged that it listens, and
+# /readyz says it has the broker.
+for _ in $(seq 1 150); do
+  if grep -q '"msg":"listening"' demo.log && curl -fs "$api/readyz" >/dev/null 2>&1; then break; fi
+  if ! kill -0 $pid 2>/dev/null; then echo "relay all exited; the end of demo.log:"; tail -5 demo.log; exit 1; fi
   sleep 0.2
 done
-curl -fs "$api/readyz" >/dev/null || { echo "relay all did not become ready; see demo.log"; exit 1; }
+if ! grep -q '"msg":"listening"' demo.log || ! curl -fs "$api/readyz" >/dev/null; then
+  echo "relay all did not become ready in 30s; the end of demo.log:"
+  tail -5 demo.log
+  exit 1
+fi
 
 echo "relay is up (logs in demo.log). Dashboard: $api/   Token: $API_TOKENS"
 echo "Sending ${DEMO_N:-10} notifications with the schedule $RETRY_DELAYS and ${FLAKY_RATE} transient failures:"

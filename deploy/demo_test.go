@@ -1,0 +1,60 @@
+//go:build integration
+
+package deploy
+
+import (
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/relay-demo/relay/retry/retrytest"
+)
+
+// runDemo runs deploy/demo.sh with env added to the environment and
+// returns its combined output and exit error.
+func runDemo(t *testing.T, env ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("bash", "deploy/demo.sh")
+	cmd.Dir = repoRoot
+	cmd.Env = append(cmd.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestDemoRefusesATakenPort checks that make demo says so when another
+// program holds the API's port, instead of reporting relay up and then
+// failing with that program's answers.
+func TestDemoRefusesATakenPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	out, err := runDemo(t, "AMQP_URL="+retrytest.URL(t), "HTTP_ADDR=:"+strconv.Itoa(port))
+	if err == nil {
+		t.Fatalf("demo.sh succeeded with its port taken:\n%s", out)
+	}
+	if want := "port " + strconv.Itoa(port) + " is taken by another program"; !strings.Contains(out, want) {
+		t.Errorf("demo.sh said:\n%s\nwant %q", out, want)
+	}
+	if strings.Contains(out, "relay is up") {
+		t.Errorf("demo.sh said relay is up:\n%s", out)
+	}
+}
+
+// TestDemoSaysHowToGetABroker checks the one-line advice when no broker
+// answers at AMQP_URL and none can be started there.
+func TestDemoSaysHowToGetABroker(t *testing.T) {
+	out, err := runDemo(t, "AMQP_URL=amqp://guest:guest@127.0.0.2:1/", "HTTP_ADDR=:0")
+	if err == nil {
+		t.Fatalf("demo.sh succeeded without a broker:\n%s", out)
+	}
+	for _, want := range []string{"no RabbitMQ broker on 127.0.0.2:1", "rabbitmq-server", "docker compose up"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo.sh said:\n%s\nwant it to mention %q", out, want)
+		}
+	}
+}
