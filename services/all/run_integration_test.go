@@ -51,46 +51,8 @@ func TestEndToEnd(t *testing.T) {
 		"RETRY_DELAYS": "100ms,200ms,400ms", "RETRY_MAX": "8", "FLAKY_RATE": "0.5", "FLAKY_SEED": "3",
 		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
 	}
-	conn := retrytest.Conn(t)
-	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL,
-		Policy: retry.Policy{Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}, MaxRetries: 8}}
-	t.Cleanup(func() {
-		if err := topo.Delete(conn); err != nil {
-			t.Error(err)
-		}
-		ch, err := conn.Channel()
-		if err == nil {
-			_, _ = ch.QueueDelete(prefix+"history-queue", false, false, false)
-			_ = ch.ExchangeDelete(prefix+"notification-events", false, false)
-			ch.Close()
-		}
-	})
-
-	ctx, cancel := context.WithCancel(context.Background())
-	var logs retrytest.Buffer
-	done := make(chan error, 1)
-	go func() { done <- all.Run(ctx, func(k string) string { return env[k] }, &logs) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("relay all: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("relay all did not stop within 30s")
-		}
-	}()
-
+	ctx, _ := startAll(t, env, retry.Policy{Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}, MaxRetries: 8})
 	api := "http://" + env["HTTP_ADDR"]
-	retrytest.Eventually(t, 15*time.Second, func() bool {
-		resp, err := http.Get(api + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, "API never ready; log:\n%s", logs.String())
 
 	// Follow the event stream before sending anything.
 	sctx, stopStream := context.WithCancel(ctx)
@@ -186,7 +148,8 @@ func TestEndToEnd(t *testing.T) {
 	if stats.Email.Duplicates+stats.Webhook.Duplicates != 0 {
 		t.Errorf("duplicates at the downstream: %+v", stats)
 	}
-	parked, err := (retry.DeadLetters{Conn: conn, Topology: topo}).List(context.Background(), retry.Filter{}, 0)
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL}
+	parked, err := (retry.DeadLetters{Conn: retrytest.Conn(t), Topology: topo}).List(context.Background(), retry.Filter{}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,4 +321,54 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		}
 	}
 	t.Logf("%d notifications, %d failed attempts, read back after a restart", len(ids), failures)
+}
+
+// startAll runs relay all in-process with env (which must set
+// TOPOLOGY_PREFIX, DELAY_BACKEND=ttl and HTTP_ADDR) until the test ends,
+// waits for its API to be ready, and deletes what it declared afterwards;
+// policy is env's schedule, for the cleanup. The context ends when the
+// test does.
+func startAll(t *testing.T, env map[string]string, policy retry.Policy) (context.Context, *retrytest.Buffer) {
+	t.Helper()
+	prefix := env["TOPOLOGY_PREFIX"]
+	conn := retrytest.Conn(t)
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL, Policy: policy}
+	t.Cleanup(func() {
+		if err := topo.Delete(conn); err != nil {
+			t.Error(err)
+		}
+		ch, err := conn.Channel()
+		if err == nil {
+			_, _ = ch.QueueDelete(prefix+"history-queue", false, false, false)
+			_ = ch.ExchangeDelete(prefix+"notification-events", false, false)
+			ch.Close()
+		}
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &retrytest.Buffer{}
+	done := make(chan error, 1)
+	go func() { done <- all.Run(ctx, func(k string) string { return env[k] }, logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("relay all: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("relay all did not stop within 30s")
+		}
+	})
+
+	api := "http://" + env["HTTP_ADDR"]
+	retrytest.Eventually(t, 15*time.Second, func() bool {
+		resp, err := http.Get(api + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "API never ready; log:\n%s", logs.String())
+	return ctx, logs
 }
