@@ -222,6 +222,10 @@ func linear(first, last time.Duration, n int) string {
 	return strings.Join(parts, ",")
 }
 
+// ErrBrokerTooOld means the configured backend needs a newer RabbitMQ
+// than the broker's.
+var ErrBrokerTooOld = errors.New("broker too old for the delay backend")
+
 // ErrDelayTooLong means a schedule asks for a wait no backend expresses.
 var ErrDelayTooLong = errors.New("delay too long")
 
@@ -305,7 +309,7 @@ func (t Topology) levelRoute(delay time.Duration, dest string) (exchange, key st
 // broker has the x-delayed-message exchange type; else Levels, which any
 // broker runs. Any other backend is returned as it is.
 func Choose(url string, t Topology) (Backend, string, error) {
-	if t.Backend != Auto {
+	if t.Backend != Auto && t.Backend != Native {
 		return t.Backend, "chosen by the configuration", nil
 	}
 	conn, err := Dial(url, "relay probe")
@@ -314,6 +318,14 @@ func Choose(url string, t Topology) (Backend, string, error) {
 	}
 	version, _ := conn.Properties["version"].(string)
 	conn.Close()
+	if t.Backend == Native {
+		// The broker accepts the delayed-retry arguments before 4.3 and
+		// ignores them: without this check, every retry would come at once.
+		if !atLeast(version, 4, 3) {
+			return "", "", fmt.Errorf("%w: the native delay backend needs RabbitMQ 4.3 or later, and the broker is RabbitMQ %s: choose levels, ttl or auto", ErrBrokerTooOld, version)
+		}
+		return Native, "chosen by the configuration, on RabbitMQ " + version, nil
+	}
 	if t.QueueType == Quorum && atLeast(version, 4, 3) {
 		n := t
 		n.Backend = Native

@@ -130,7 +130,7 @@ func isFatal(err error) bool {
 	if errors.As(err, &aerr) {
 		return aerr.Code == amqp.AccessRefused || aerr.Code == amqp.NotAllowed
 	}
-	return errors.Is(err, ErrConflict) || errors.Is(err, amqp.ErrSASL) || errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost)
+	return errors.Is(err, ErrConflict) || errors.Is(err, ErrBrokerTooOld) || errors.Is(err, amqp.ErrSASL) || errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost)
 }
 
 // HasPlugin asks the broker at url whether it knows the x-delayed-message

@@ -215,10 +215,11 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 // first of urls that answers, logging the choice and why. While no node
 // answers it waits (with Backoff) and tries again, until ctx is done, when
 // it returns t unresolved and no error. Errors another attempt cannot fix,
-// such as refused credentials, end it. Any other backend is returned as
-// it is.
+// such as refused credentials, end it. Native is checked against the
+// broker's version (ErrBrokerTooOld before 4.3); any other backend is
+// returned as it is.
 func Resolve(ctx context.Context, t Topology, urls []string, log *slog.Logger) (Topology, error) {
-	if t.Backend != Auto {
+	if t.Backend != Auto && t.Backend != Native {
 		return t, nil
 	}
 	if len(urls) == 0 {

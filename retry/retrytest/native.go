@@ -1,0 +1,159 @@
+package retrytest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/testcontainers/testcontainers-go"
+	tcrabbit "github.com/testcontainers/testcontainers-go/modules/rabbitmq"
+
+	"github.com/relay-demo/relay/retry"
+)
+
+// NativeImage is the RabbitMQ image started for tests of the native delay
+// backend when the broker at hand is older than RabbitMQ 4.3.
+const NativeImage = "rabbitmq:4.3-management"
+
+var (
+	nativeOnce   sync.Once
+	nativeURL    string
+	nativeSkip   string
+	nativeFailed error
+)
+
+// NativeURL returns the address of a RabbitMQ 4.3 or later broker, for
+// tests of the native delay backend (retry.Native, the broker's own delayed
+// retry for quorum queues). It takes the broker at hand, AMQP_URL if set,
+// else localhost:5672, when that broker reports 4.3 or later, and otherwise
+// starts a NativeImage container with testcontainers.
+//
+// Where Docker is not reachable either, the test is skipped with the
+// reason, under CI=true too: unlike URL, a CI machine without Docker whose
+// broker is older than 4.3 has no broken build, it has no RabbitMQ 4.3,
+// and the skip says exactly that. A reachable Docker engine that fails to
+// start the container fails the test.
+func NativeURL(tb testing.TB) string {
+	tb.Helper()
+	nativeOnce.Do(func() { nativeURL, nativeSkip, nativeFailed = findNative() })
+	if nativeFailed != nil {
+		tb.Fatalf("no RabbitMQ 4.3 broker for the native delay backend: %v", nativeFailed)
+	}
+	if nativeURL == "" {
+		tb.Skipf("the native delay backend needs RabbitMQ 4.3 or later: %s", nativeSkip)
+	}
+	return nativeURL
+}
+
+// findNative returns a 4.3 broker's URL, or why there is none: a reason to
+// skip, or an error that should fail the test.
+func findNative() (u, skip string, failed error) {
+	atHand, name := localURL, "the broker on localhost:5672"
+	if env := os.Getenv("AMQP_URL"); env != "" {
+		atHand, name = env, "the broker at AMQP_URL ("+retry.RedactURL(env)+")"
+	}
+	var why string
+	switch v, err := Version(atHand); {
+	case err != nil:
+		why = fmt.Sprintf("%s does not answer: %v", name, retry.RedactError(err, atHand))
+	case AtLeast(v, 4, 3):
+		return atHand, "", nil
+	default:
+		why = fmt.Sprintf("%s is RabbitMQ %s, older than 4.3", name, v)
+	}
+	if err := dockerReachable(); err != nil {
+		return "", fmt.Sprintf("no Docker engine is reachable for testcontainers (%s: %v), and %s", dockerLooked(), err, why), nil
+	}
+	u, err := startRabbit(NativeImage)
+	if err != nil {
+		return "", "", fmt.Errorf("%s; Docker is reachable, but %s did not start: %w", why, NativeImage, err)
+	}
+	v, err := Version(u)
+	if err != nil {
+		return "", "", fmt.Errorf("the %s container does not answer: %w", NativeImage, err)
+	}
+	if !AtLeast(v, 4, 3) {
+		return "", "", fmt.Errorf("the %s container reports RabbitMQ %s", NativeImage, v)
+	}
+	return u, "", nil
+}
+
+// Version returns the RabbitMQ version the broker at u reports when a
+// client connects, such as "3.10.8".
+func Version(u string) (string, error) {
+	conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	v, _ := conn.Properties["version"].(string)
+	if v == "" {
+		return "", fmt.Errorf("the broker reports no version")
+	}
+	return v, nil
+}
+
+// AtLeast reports whether a RabbitMQ version such as "4.3.1" is at least
+// major.minor; a version it cannot read is not.
+func AtLeast(version string, major, minor int) bool {
+	var ma, mi int
+	if _, err := fmt.Sscanf(version, "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
+}
+
+// dockerReachable asks the Docker engine testcontainers would use for its
+// info: nil if it answers.
+func dockerReachable() (err error) {
+	defer func() {
+		// Some Docker-less environments make the Docker client panic.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := testcontainers.NewDockerProvider()
+	if err != nil {
+		return err
+	}
+	return p.Health(ctx)
+}
+
+// dockerLooked says where a Docker engine was looked for, for a skip
+// message: testcontainers' own error names only the last place it tried.
+func dockerLooked() string {
+	where := "DOCKER_HOST unset"
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		where = "DOCKER_HOST=" + h
+	}
+	if _, err := os.Stat("/var/run/docker.sock"); err != nil {
+		where += ", no /var/run/docker.sock"
+	} else {
+		where += ", /var/run/docker.sock does not answer"
+	}
+	return where
+}
+
+// startRabbit starts image with testcontainers and returns its AMQP URL.
+// The container lives as long as the test binary; testcontainers' reaper
+// removes it afterwards.
+func startRabbit(image string) (u string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("docker client panicked: %v", r)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := tcrabbit.Run(ctx, image)
+	if err != nil {
+		return "", err
+	}
+	return c.AmqpURL(ctx)
+}
