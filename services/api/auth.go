@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // identityKey is the context key of the authenticated client's identity.
@@ -25,16 +27,37 @@ func identity(ctx context.Context) string {
 // presented one, both hashed first so their lengths do not matter, and
 // every comparison runs whatever the earlier ones found. With no tokens,
 // every request is refused.
-func requireToken(tokens []string) func(http.Handler) http.Handler {
+//
+// With failures set, each client address may fail only at its rate: once
+// its missing and wrong tokens have spent its bucket, its requests get 429
+// before their token is even looked at, so guessing tokens goes no faster
+// than the rate, however many requests are sent at once. A right token
+// spends nothing here.
+func requireToken(tokens []string, failures *limiter, now func() time.Time) func(http.Handler) http.Handler {
 	hashes := make([][sha256.Size]byte, len(tokens))
 	for i, t := range tokens {
 		hashes[i] = sha256.Sum256([]byte(t))
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var addr string
+			if failures != nil {
+				addr = clientAddr(r)
+				if ok, wait := failures.check(addr, now()); !ok {
+					writeProblem(w, rateLimited(fmt.Sprintf("more than %s request(s) a second with a missing or wrong bearer token from this address; try again after Retry-After",
+						perSecond(float64(failures.rate))), wait))
+					return
+				}
+			}
+			fail := func(p *Problem) {
+				if failures != nil {
+					failures.charge(addr, now())
+				}
+				writeProblem(w, p)
+			}
 			token, ok := bearer(r.Header.Get("Authorization"))
 			if !ok {
-				writeProblem(w, unauthorized("send Authorization: Bearer <token>", `Bearer realm="relay"`))
+				fail(unauthorized("send Authorization: Bearer <token>", `Bearer realm="relay"`))
 				return
 			}
 			sum := sha256.Sum256([]byte(token))
@@ -43,7 +66,7 @@ func requireToken(tokens []string) func(http.Handler) http.Handler {
 				match |= subtle.ConstantTimeCompare(sum[:], hashes[i][:])
 			}
 			if match != 1 {
-				writeProblem(w, unauthorized("the bearer token is not one the API accepts", `Bearer realm="relay", error="invalid_token"`))
+				fail(unauthorized("the bearer token is not one the API accepts", `Bearer realm="relay", error="invalid_token"`))
 				return
 			}
 			ctx := context.WithValue(r.Context(), identityKey{}, hex.EncodeToString(sum[:]))

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"time"
@@ -46,7 +47,21 @@ type Config struct {
 	// DashboardMaxStreamsPerClient caps the dashboard's event streams open
 	// at once from one client address.
 	DashboardMaxStreamsPerClient int `env:"DASHBOARD_MAX_STREAMS_PER_CLIENT" envDefault:"20" help:"a whole number of streams, from 1 to DASHBOARD_MAX_STREAMS"`
+	// MaxBatch is the most notifications one POST /v1/notifications/batch
+	// may hold.
+	MaxBatch int `env:"MAX_BATCH" envDefault:"500" help:"a whole number of notifications, from 1 to 10000"`
+	// RateLimit is how many requests a second each token may send to /v1/
+	// (each client address with API_AUTH=off), and how many missing or
+	// wrong tokens each client address may send; 0 turns limiting off.
+	RateLimit float64 `env:"API_RATE_LIMIT" envDefault:"0" help:"requests a second per token, such as 50 or 0.5; 0 for no limit"`
+	// RateBurst is how many requests a token may send at once above the
+	// rate; LoadConfig makes 0 twice API_RATE_LIMIT.
+	RateBurst int `env:"API_RATE_BURST" envDefault:"0" help:"a whole number of requests, 1 or more; 0 for twice API_RATE_LIMIT"`
 }
+
+// maxBatchCeiling is the highest MAX_BATCH accepted: a batch fans out
+// into a goroutine per message it publishes.
+const maxBatchCeiling = 10_000
 
 // HistoryStoreDSN is the DSN the history store opens: HISTORY_DSN, or a
 // SQLite file in DATA_DIR.
@@ -67,6 +82,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	cfg.Tokens = cleanTokens(cfg.Tokens)
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
+	}
+	if cfg.RateLimit > 0 && cfg.RateBurst == 0 {
+		cfg.RateBurst = DefaultBurst(cfg.RateLimit)
 	}
 	return cfg, nil
 }
@@ -107,6 +125,12 @@ func (c Config) Validate() error {
 	case c.DashboardMaxStreamsPerClient < 1 || c.DashboardMaxStreamsPerClient > c.DashboardMaxStreams:
 		return config.Invalid("DASHBOARD_MAX_STREAMS_PER_CLIENT", fmt.Sprint(c.DashboardMaxStreamsPerClient),
 			fmt.Sprintf("a whole number of streams, from 1 to DASHBOARD_MAX_STREAMS (%d)", c.DashboardMaxStreams))
+	case c.MaxBatch < 1 || c.MaxBatch > maxBatchCeiling:
+		return config.Invalid("MAX_BATCH", fmt.Sprint(c.MaxBatch), fmt.Sprintf("a whole number of notifications, from 1 to %d", maxBatchCeiling))
+	case c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0):
+		return config.Invalid("API_RATE_LIMIT", fmt.Sprint(c.RateLimit), "requests a second per token, such as 50 or 0.5; 0 for no limit")
+	case c.RateBurst < 0:
+		return config.Invalid("API_RATE_BURST", fmt.Sprint(c.RateBurst), "a whole number of requests, 1 or more; 0 for twice API_RATE_LIMIT")
 	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
 		return config.Invalid("DATA_DIR", c.DataDir, "a writable directory (or set HISTORY_DSN)")
 	}

@@ -36,6 +36,15 @@ func TestConfigRejects(t *testing.T) {
 		{"more per client than in all", map[string]string{"API_TOKENS": tokenA, "DASHBOARD_MAX_STREAMS": "10", "DASHBOARD_MAX_STREAMS_PER_CLIENT": "11"},
 			[]string{"DASHBOARD_MAX_STREAMS_PER_CLIENT", "from 1 to DASHBOARD_MAX_STREAMS (10)"}},
 		{"public maybe", map[string]string{"API_TOKENS": tokenA, "DASHBOARD_PUBLIC": "maybe"}, []string{"DASHBOARD_PUBLIC", "true or false"}},
+		{"zero batch", map[string]string{"API_TOKENS": tokenA, "MAX_BATCH": "0"}, []string{"MAX_BATCH", "from 1 to 10000"}},
+		{"huge batch", map[string]string{"API_TOKENS": tokenA, "MAX_BATCH": "10001"}, []string{"MAX_BATCH", "from 1 to 10000"}},
+		{"word batch", map[string]string{"API_TOKENS": tokenA, "MAX_BATCH": "big"}, []string{"MAX_BATCH"}},
+		{"negative rate", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "-1"}, []string{"API_RATE_LIMIT", "0 for no limit"}},
+		{"word rate", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "fast"}, []string{"API_RATE_LIMIT"}},
+		{"NaN rate", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "NaN"}, []string{"API_RATE_LIMIT"}},
+		{"infinite rate", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "+Inf"}, []string{"API_RATE_LIMIT"}},
+		{"negative burst", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "5", "API_RATE_BURST": "-2"}, []string{"API_RATE_BURST", "1 or more"}},
+		{"fractional burst", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "5", "API_RATE_BURST": "2.5"}, []string{"API_RATE_BURST"}},
 		{"bad history dsn", map[string]string{"API_TOKENS": tokenA, "HISTORY_DSN": "mysql://root:s3cret@db/relay", "MANAGEMENT_URL": "off", "DELAY_BACKEND": "ttl"}, []string{"HISTORY_DSN"}},
 	}
 	for _, tt := range tests {
@@ -66,18 +75,33 @@ func TestConfigDefaults(t *testing.T) {
 		{"tokens", map[string]string{"API_TOKENS": " " + tokenA + ", " + tokenB + ","}, Config{
 			HTTPAddr: ":8080", Tokens: []string{tokenA, tokenB}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
 			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
-			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20,
+			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 500,
 		}},
 		{"auth off", map[string]string{"API_AUTH": "off", "HTTP_ADDR": "127.0.0.1:0", "MAX_BODY_BYTES": "10", "SHUTDOWN_TIMEOUT": "2s"}, Config{
 			HTTPAddr: "127.0.0.1:0", Auth: "off", MaxBodyBytes: 10, ShutdownTimeout: 2 * time.Second,
 			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
-			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20,
+			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 500,
 		}},
 		{"public dashboard", map[string]string{"API_TOKENS": tokenA, "DASHBOARD_PUBLIC": "true", "DASHBOARD_MAX_STREAMS": "50",
 			"DASHBOARD_MAX_STREAMS_PER_CLIENT": "50"}, Config{
 			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
 			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
-			DashboardPublic: true, DashboardMaxStreams: 50, DashboardMaxStreamsPerClient: 50,
+			DashboardPublic: true, DashboardMaxStreams: 50, DashboardMaxStreamsPerClient: 50, MaxBatch: 500,
+		}},
+		{"rate limit and batch", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "10", "MAX_BATCH": "20"}, Config{
+			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
+			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 20, RateLimit: 10, RateBurst: 20,
+		}},
+		{"slow rate", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "0.2"}, Config{
+			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
+			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 500, RateLimit: 0.2, RateBurst: 1,
+		}},
+		{"rate and burst", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "2.5", "API_RATE_BURST": "3"}, Config{
+			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
+			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 500, RateLimit: 2.5, RateBurst: 3,
 		}},
 	}
 	for _, tt := range tests {

@@ -39,7 +39,7 @@ func decodeRequest(body io.Reader) (*notification.Notification, error) {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(req.Interface()); err != nil {
-		return nil, decodeProblem(err, dec.InputOffset(), all)
+		return nil, decodeProblem(err, dec.InputOffset(), "a request holds "+shape(all))
 	}
 	// Exactly one value: anything but white space after it is an error.
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -104,8 +104,9 @@ func shape(all []channel.Channel) string {
 
 // decodeProblem turns a JSON decoding error into the answer a client can
 // act on, naming the position or the field.
-// offset is where the decoder stopped.
-func decodeProblem(err error, offset int64, all []channel.Channel) *Problem {
+// offset is where the decoder stopped; holds says what the body may hold,
+// for an unknown field's message.
+func decodeProblem(err error, offset int64, holds string) *Problem {
 	var (
 		tooBig    *http.MaxBytesError
 		syntax    *json.SyntaxError
@@ -129,9 +130,44 @@ func decodeProblem(err error, offset int64, all []channel.Channel) *Problem {
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	if name, ok := strings.CutPrefix(msg, "unknown field "); ok {
-		return unknownField(fmt.Sprintf("unknown field %s before byte offset %d: a request holds %s", name, offset, shape(all)))
+		return unknownField(fmt.Sprintf("unknown field %s before byte offset %d: %s", name, offset, holds))
 	}
 	return malformed(msg)
+}
+
+// batchRequest is the body of POST /v1/notifications/batch. Its items
+// stay raw here: each is decoded by decodeRequest, as the single route
+// decodes its body, so an item can be refused without refusing the batch.
+type batchRequest struct {
+	Notifications []json.RawMessage `json:"notifications"`
+}
+
+// decodeBatch reads exactly one batch request from body and returns its
+// items, 1 to max of them. Its error is always a *Problem: 400 for a body
+// that is not one well-formed batch, 413 for one over the limit of an
+// http.MaxBytesReader, 422 (invalid-batch) for no items or too many. What
+// the items hold is not looked at here.
+func decodeBatch(body io.Reader, max int) ([]json.RawMessage, error) {
+	var req batchRequest
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, decodeProblem(err, dec.InputOffset(), `a batch holds only "notifications", a list of notifications`)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, tooLarge(tooBig.Limit)
+		}
+		return nil, malformed(fmt.Sprintf("unexpected data after the JSON object, at byte offset %d", dec.InputOffset()))
+	}
+	switch n := len(req.Notifications); {
+	case n == 0:
+		return nil, invalidBatch(fmt.Sprintf("a batch holds 1 to %d notifications, this one none", max))
+	case n > max:
+		return nil, invalidBatch(fmt.Sprintf("a batch holds 1 to %d notifications, this one %d: split it", max, n))
+	}
+	return req.Notifications, nil
 }
 
 // jsonKind names the JSON a Go type is decoded from.

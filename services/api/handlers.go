@@ -116,14 +116,25 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 func publish(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress string, n *notification.Notification, channels []string) error {
 	ctx, cancel := context.WithTimeout(ctx, deps.PublishTimeout)
 	defer cancel()
-	errs := make([]error, len(channels))
 	var wg sync.WaitGroup
+	outcome := send(ctx, deps, m, pub, ingress, n, channels, &wg)
+	wg.Wait()
+	return outcome()
+}
+
+// send starts publishing every channel's copy of n, and the history's
+// record of it, on wg, and returns what gives their outcome once wg is
+// done. Notifications that share wg share one wait for all their confirms.
+// A message that cannot be encoded fails n before anything of it is sent.
+func send(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress string, n *notification.Notification, channels []string, wg *sync.WaitGroup) (outcome func() error) {
+	msgs := make([]amqp.Publishing, len(channels))
 	for i, channel := range channels {
 		body, err := json.Marshal(n.For(channel))
 		if err != nil {
-			return fmt.Errorf("%w: encode %s copy of %s: %w", errInternal, channel, n.ID, err)
+			err = fmt.Errorf("%w: encode %s copy of %s: %w", errInternal, channel, n.ID, err)
+			return func() error { return err }
 		}
-		msg := amqp.Publishing{
+		msgs[i] = amqp.Publishing{
 			ContentType:  notification.ContentType,
 			MessageId:    n.ID,
 			DeliveryMode: amqp.Persistent,
@@ -132,6 +143,16 @@ func publish(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress 
 			Type:         MessageType,
 			Body:         body,
 		}
+	}
+	// The history's record of the notification, confirmed with the
+	// copies: a 202 means the history will know the notification too.
+	rec, err := record(n, channels).Publishing(AppID)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", errInternal, err)
+		return func() error { return err }
+	}
+	errs := make([]error, len(channels)+1)
+	for i, channel := range channels {
 		wg.Go(func() {
 			// A panic here is outside the recoverer's reach: catch it.
 			defer func() {
@@ -142,7 +163,7 @@ func publish(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress 
 				}
 			}()
 			sent := time.Now()
-			err := pub.Publish(ctx, ingress, channel, msg)
+			err := pub.Publish(ctx, ingress, channel, msgs[i])
 			m.confirm.Observe(time.Since(sent).Seconds())
 			m.publishes.WithLabelValues(channel, publishResult(err)).Inc()
 			if err != nil {
@@ -150,26 +171,19 @@ func publish(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress 
 			}
 		})
 	}
-	// The history's record of the notification, confirmed with the
-	// copies: a 202 means the history will know the notification too.
-	rec, err := record(n, channels).Publishing(AppID)
-	if err != nil {
-		return fmt.Errorf("%w: %w", errInternal, err)
-	}
-	var recErr error
 	wg.Go(func() {
+		last := len(channels)
 		defer func() {
 			if v := recover(); v != nil {
 				deps.Log.Error("panic publishing", "id", n.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				recErr = fmt.Errorf("%w: publish the accepted record of %s: panic: %v", errInternal, n.ID, v)
+				errs[last] = fmt.Errorf("%w: publish the accepted record of %s: panic: %v", errInternal, n.ID, v)
 			}
 		}()
 		if err := pub.Publish(ctx, deps.events, events.AcceptedRoutingKey, rec); err != nil {
-			recErr = fmt.Errorf("publish the accepted record of %s: %w", n.ID, err)
+			errs[last] = fmt.Errorf("publish the accepted record of %s: %w", n.ID, err)
 		}
 	})
-	wg.Wait()
-	return errors.Join(append(errs, recErr)...)
+	return func() error { return errors.Join(errs...) }
 }
 
 // record is the history's record of n.

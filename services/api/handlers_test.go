@@ -47,19 +47,25 @@ type published struct {
 }
 
 // fakePublisher records what it publishes and fails as told: err for
-// every publish, or errFor[key] for one routing key. block makes every
-// publish wait for its context; panics makes it panic.
+// every publish, errFor[key] for one routing key, or errForID[id] for one
+// message id. block makes every publish wait for its context; panics makes
+// it panic. tried records every publish, failed or not.
 type fakePublisher struct {
-	err    error
-	errFor map[string]error
-	block  bool
-	panics bool
+	err      error
+	errFor   map[string]error
+	errForID map[string]error
+	block    bool
+	panics   bool
 
-	mu   sync.Mutex
-	sent []published
+	mu    sync.Mutex
+	sent  []published
+	tried []published
 }
 
 func (f *fakePublisher) Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
+	f.mu.Lock()
+	f.tried = append(f.tried, published{Exchange: exchange, Key: key, Msg: msg})
+	f.mu.Unlock()
 	if f.panics {
 		panic("publisher exploded")
 	}
@@ -69,6 +75,9 @@ func (f *fakePublisher) Publish(ctx context.Context, exchange, key string, msg a
 	}
 	err := f.err
 	if e, ok := f.errFor[key]; ok {
+		err = e
+	}
+	if e, ok := f.errForID[msg.MessageId]; ok {
 		err = e
 	}
 	if err != nil {
@@ -578,7 +587,9 @@ func TestOpenAPI(t *testing.T) {
 	}
 	for _, typ := range []string{ProblemMalformedJSON, ProblemUnknownField, ProblemInvalidHeader, ProblemUnauthorized,
 		ProblemNotFound, ProblemMethodNotAllowed, ProblemBodyTooLarge, ProblemUnsupportedMediaType,
-		ProblemInvalidFields, ProblemBrokerUnavailable, ProblemNotReady, ProblemInternal} {
+		ProblemInvalidFields, ProblemBrokerUnavailable, ProblemNotReady, ProblemInternal, ProblemNotDestination,
+		ProblemKeyReused, ProblemKeyInFlight, ProblemHistoryUnavailable, ProblemInvalidQuery, ProblemInvalidBatch,
+		ProblemRateLimited} {
 		if !bytes.Contains(rec.Body.Bytes(), []byte(`"`+typ+`"`)) {
 			t.Errorf("openapi.json does not list problem type %s", typ)
 		}

@@ -2,8 +2,10 @@ package api
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/relay-demo/relay/services/internal/notification"
 )
@@ -31,6 +33,8 @@ const (
 	ProblemKeyInFlight          = ProblemBase + "idempotency-key-in-flight"
 	ProblemHistoryUnavailable   = ProblemBase + "history-unavailable"
 	ProblemInvalidQuery         = ProblemBase + "invalid-query"
+	ProblemInvalidBatch         = ProblemBase + "invalid-batch"
+	ProblemRateLimited          = ProblemBase + "rate-limited"
 )
 
 // ProblemContentType is the media type of every error answer (RFC 9457).
@@ -46,6 +50,8 @@ type Problem struct {
 	Errors []notification.FieldError `json:"errors,omitempty"`
 	// Replayed is how many parked messages a refused replay did move.
 	Replayed *int `json:"replayed,omitempty"`
+	// Results is each item's refusal when no item of a batch was valid.
+	Results []itemResult `json:"results,omitempty"`
 
 	// retryAfter, in seconds, becomes a Retry-After header when set.
 	retryAfter int
@@ -96,6 +102,22 @@ func invalidFields(errs notification.Invalid) *Problem {
 	p := newProblem(ProblemInvalidFields, http.StatusUnprocessableEntity, "Invalid notification",
 		"the notification has "+strconv.Itoa(len(errs))+" invalid field(s); see errors")
 	p.Errors = errs
+	return p
+}
+
+// invalidBatch refuses a batch as a whole: it holds no notification, or
+// more than a batch may.
+func invalidBatch(detail string) *Problem {
+	p := newProblem(ProblemInvalidBatch, http.StatusUnprocessableEntity, "Invalid batch", detail)
+	p.Errors = notification.Invalid{{Field: "notifications", Message: detail}}
+	return p
+}
+
+// rateLimited refuses a request over its rate; the client may try again
+// after wait, rounded up to whole seconds, at least 1.
+func rateLimited(detail string, wait time.Duration) *Problem {
+	p := newProblem(ProblemRateLimited, http.StatusTooManyRequests, "Too many requests", detail)
+	p.retryAfter = max(1, int(math.Ceil(wait.Seconds())))
 	return p
 }
 

@@ -10,9 +10,13 @@ func routes(r *chi.Mux, deps Deps, m *metrics) {
 	r.Get("/openapi.json", handleOpenAPI())
 	r.Route("/v1", func(v1 chi.Router) {
 		if !deps.AuthOff {
-			v1.Use(requireToken(deps.Tokens))
+			v1.Use(requireToken(deps.Tokens, deps.authFailures, deps.Now))
+		}
+		if deps.perClient != nil {
+			v1.Use(limitRate(deps.perClient, deps.Now))
 		}
 		v1.Post("/notifications", handleCreateNotification(deps, m))
+		v1.Post("/notifications/batch", handleCreateBatch(deps, m))
 		v1.Get("/notifications", handleListNotifications(deps))
 		v1.Get("/notifications/{id}", handleGetNotification(deps))
 		v1.Get("/dead-letters", handleListDeadLetters(deps))

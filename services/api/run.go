@@ -79,6 +79,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 	if cfg.AuthOff() {
 		log.Warn("API_AUTH=off: the API is open, anyone who reaches it can send notifications")
 	}
+	if cfg.RateLimit == 0 && cfg.RateBurst > 0 {
+		log.Warn("API_RATE_BURST has no effect while API_RATE_LIMIT is 0: the API is not rate limited")
+	}
 	if cfg.DashboardPublic {
 		log.Warn("DASHBOARD_PUBLIC=true: anyone who reaches the dashboard sees notification ids, recipients and statuses; error texts, payloads and replay still need a token")
 	}
@@ -144,6 +147,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		},
 		History:        store,
 		IdempotencyTTL: cfg.IdempotencyTTL,
+		MaxBatch:       cfg.MaxBatch,
+		RateLimit:      cfg.RateLimit,
+		RateBurst:      cfg.RateBurst,
 		Ready: func() error {
 			p := current.Load()
 			switch {

@@ -5,6 +5,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -37,12 +38,22 @@ func poll(timeout time.Duration, cond func() bool) bool {
 	return true
 }
 
-// TestAPIProcess runs the real `relay api` in-process against the broker:
-// a notification with both parts lands once in each work queue.
-func TestAPIProcess(t *testing.T) {
+// apiProcess is the real `relay api`, run in-process against the broker
+// on a topology of its own.
+type apiProcess struct {
+	base string // http://host:port
+	topo retry.Topology
+	conn *amqp.Connection // for the test's own look at the broker
+	logs *retrytest.Buffer
+	stop func() // stops the API and checks it returned cleanly; idempotent
+}
+
+// startAPI runs `relay api` with token as its one bearer token, waits for
+// /readyz and deletes everything it declared when the test ends.
+func startAPI(t *testing.T, token string) *apiProcess {
+	t.Helper()
 	url := retrytest.URL(t)
 	prefix := retrytest.Prefix(t)
-	const token = "integration-token-0123456789"
 	env := map[string]string{
 		"AMQP_URL": url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
 		"HTTP_ADDR": "127.0.0.1:0", "API_TOKENS": token, "DATA_DIR": t.TempDir(),
@@ -61,9 +72,9 @@ func TestAPIProcess(t *testing.T) {
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs retrytest.Buffer
+	logs := &retrytest.Buffer{}
 	done := make(chan error, 1)
-	go func() { done <- api.Run(ctx, func(k string) string { return env[k] }, &logs) }()
+	go func() { done <- api.Run(ctx, func(k string) string { return env[k] }, logs) }()
 	stopped := false
 	stop := func() {
 		if stopped {
@@ -104,6 +115,15 @@ func TestAPIProcess(t *testing.T) {
 	}) {
 		t.Fatalf("/readyz never answered 200; log:\n%s", logs.String())
 	}
+	return &apiProcess{base: base, topo: topo, conn: conn, logs: logs, stop: stop}
+}
+
+// TestAPIProcess runs the real `relay api` in-process against the broker:
+// a notification with both parts lands once in each work queue.
+func TestAPIProcess(t *testing.T) {
+	const token = "integration-token-0123456789"
+	p := startAPI(t, token)
+	base, topo, conn, logs, stop := p.base, p.topo, p.conn, p.logs, p.stop
 
 	body := `{"email":{"to":["ada@example.com"],"subject":"Hi","text":"hello"},` +
 		`"webhook":{"url":"https://example.com/hook","payload":{"order":42}}}`
@@ -168,4 +188,128 @@ func TestAPIProcess(t *testing.T) {
 	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
 		t.Errorf("no clean stop in the log:\n%s", logs.String())
 	}
+}
+
+// TestAPIBatch posts a batch of 100 notifications to the real API: every
+// item is accepted, each of its copies is in its work queue once, with the
+// single route's message properties, and the history knows every item.
+func TestAPIBatch(t *testing.T) {
+	const token = "integration-token-0123456789"
+	p := startAPI(t, token)
+	const items = 100
+	parts := make([]string, items)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`{"email":{"to":["ada@example.com"],"subject":"Batch %d","text":"hello"},`+
+			`"webhook":{"url":"https://example.com/hook","payload":{"item":%d}}}`, i, i)
+	}
+	body := `{"notifications":[` + strings.Join(parts, ",") + `]}`
+	req, err := http.NewRequest(http.MethodPost, p.base+"/v1/notifications/batch", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Results []struct {
+			ID       string   `json:"id"`
+			Channels []string `json:"channels"`
+		} `json:"results"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusAccepted || len(got.Results) != items {
+		t.Fatalf("status = %d with %d results, want 202 with %d; log:\n%s", resp.StatusCode, len(got.Results), items, p.logs.String())
+	}
+	// Which item each id is, to check each copy holds its own item.
+	index := map[string]int{}
+	for i, r := range got.Results {
+		if _, dup := index[r.ID]; dup || r.ID == "" {
+			t.Fatalf("result %d has id %q: empty or given twice", i, r.ID)
+		}
+		index[r.ID] = i
+		if diff := cmp.Diff([]string{"email", "webhook"}, r.Channels); diff != "" {
+			t.Errorf("result %d channels (-want +got):\n%s", i, diff)
+		}
+	}
+
+	ch, err := p.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	for _, r := range p.topo.WorkRoutes() {
+		if !slices.Contains(got.Results[0].Channels, r.Key) {
+			continue // a channel the items do not use
+		}
+		// The 202 came after every confirm, so every copy is already there.
+		seen := map[string]int{}
+		for {
+			d, ok, err := ch.Get(r.Queue, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			seen[d.MessageId]++
+			n, err := notification.Decode(d.Body)
+			if err != nil {
+				t.Errorf("%s: %v", r.Queue, err)
+				continue
+			}
+			i, known := index[n.ID]
+			if !known || n.ID != d.MessageId || n.Channel != r.Key || d.DeliveryMode != amqp.Persistent || d.AppId != "relay-api" {
+				t.Errorf("%s holds %+v (message id %s, delivery mode %d, app id %s), not a %s copy of the batch",
+					r.Queue, n, d.MessageId, d.DeliveryMode, d.AppId, r.Key)
+				continue
+			}
+			if want := fmt.Sprintf("%d", i); r.Key == "webhook" && !strings.Contains(string(n.Parts["webhook"]), `"item":`+want) {
+				t.Errorf("the webhook copy of item %d holds %s", i, n.Parts["webhook"])
+			}
+		}
+		if len(seen) != items {
+			t.Errorf("%s holds copies of %d notifications, want %d", r.Queue, len(seen), items)
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Errorf("%s holds %d copies of %s", r.Queue, n, id)
+			}
+		}
+	}
+
+	// The accepted records reach the history.
+	missing := items
+	if !poll(15*time.Second, func() bool {
+		req, _ := http.NewRequest(http.MethodGet, p.base+"/v1/notifications?limit=500", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var page struct {
+			Notifications []struct {
+				ID string `json:"id"`
+			} `json:"notifications"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&page) != nil {
+			return false
+		}
+		missing = items
+		for _, n := range page.Notifications {
+			if _, ok := index[n.ID]; ok {
+				missing--
+			}
+		}
+		return missing == 0
+	}) {
+		t.Errorf("the history lacks %d of the batch's %d notifications", missing, items)
+	}
+	p.stop()
 }

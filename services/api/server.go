@@ -80,8 +80,23 @@ type Deps struct {
 	// NewID makes the id of a notification sent without an
 	// Idempotency-Key; nil means NewID.
 	NewID func() string
+	// MaxBatch is the most notifications POST /v1/notifications/batch
+	// takes at once; zero means DefaultMaxBatch.
+	MaxBatch int
+	// RateLimit is how many requests a second each token may send to /v1/
+	// (each client address while AuthOff); zero means no limit. Each
+	// client address may also send that many missing or wrong tokens.
+	RateLimit float64
+	// RateBurst is how many requests over the rate a token may send at
+	// once; zero means DefaultBurst(RateLimit).
+	RateBurst int
+	// LimiterKeys bounds the tokens and addresses the rate limits follow;
+	// zero means DefaultLimiterKeys.
+	LimiterKeys int
 
-	events string // the events exchange, for the accepted records
+	events       string   // the events exchange, for the accepted records
+	perClient    *limiter // the rate of each token (or address), nil for none
+	authFailures *limiter // the rate of each address's failed authentications
 }
 
 // NewServer builds the API's handler: every route of routes.go behind the
@@ -178,6 +193,19 @@ func (d Deps) withDefaults() Deps {
 	}
 	if d.IdempotencyTTL <= 0 {
 		d.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	if d.MaxBatch <= 0 {
+		d.MaxBatch = DefaultMaxBatch
+	}
+	if d.RateLimit > 0 {
+		if d.RateBurst <= 0 {
+			d.RateBurst = DefaultBurst(d.RateLimit)
+		}
+		if d.LimiterKeys <= 0 {
+			d.LimiterKeys = DefaultLimiterKeys
+		}
+		d.perClient = newLimiter(d.RateLimit, d.RateBurst, d.LimiterKeys)
+		d.authFailures = newLimiter(d.RateLimit, d.RateBurst, d.LimiterKeys)
 	}
 	d.events = events.ExchangeName(d.Topology)
 	return d

@@ -1,0 +1,173 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// DefaultLimiterKeys is how many tokens or client addresses a limiter
+// follows at most.
+const DefaultLimiterKeys = 10_000
+
+// sweepEvery is how often a limiter drops the keys that have been idle
+// long enough for their bucket to be full again.
+const sweepEvery = time.Minute
+
+// DefaultBurst is the burst for a rate when none is configured: twice the
+// rate, at least 1.
+func DefaultBurst(rate float64) int {
+	return max(1, int(math.Ceil(2*rate)))
+}
+
+// limiter is a token bucket per key (golang.org/x/time/rate): each key
+// may spend burst requests at once, and earns rate more a second. It
+// follows at most max keys, so a flood of new keys cannot grow it without
+// bound: a key whose bucket is full holds nothing worth keeping and is
+// dropped first; when every key is busy, an arbitrary one goes (and starts
+// again with a full bucket).
+type limiter struct {
+	rate  rate.Limit
+	burst int
+	max   int
+
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter
+	swept   time.Time
+}
+
+func newLimiter(perSecond float64, burst, keys int) *limiter {
+	return &limiter{rate: rate.Limit(perSecond), burst: burst, max: keys, buckets: map[string]*rate.Limiter{}}
+}
+
+// wait is how long b needs to hold one token again, as of now.
+func (l *limiter) wait(b *rate.Limiter, now time.Time) time.Duration {
+	return time.Duration(math.Ceil((1 - b.TokensAt(now)) / float64(l.rate) * float64(time.Second)))
+}
+
+// get returns key's bucket, making a full one if need be.
+func (l *limiter) get(key string, now time.Time) *rate.Limiter {
+	b, ok := l.buckets[key]
+	if !ok {
+		l.makeRoom(now)
+		b = rate.NewLimiter(l.rate, l.burst)
+		l.buckets[key] = b
+	}
+	return b
+}
+
+// take spends one of key's tokens if it has one; if not, it says how long
+// until it will.
+func (l *limiter) take(key string, now time.Time) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.get(key, now)
+	if b.AllowN(now, 1) {
+		return true, 0
+	}
+	return false, l.wait(b, now)
+}
+
+// check says whether key holds a token, without spending it, and if not
+// how long until it will. A key the limiter does not follow holds a full
+// bucket, and is not followed for being checked.
+func (l *limiter) check(key string, now time.Time) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[key]
+	if !ok || b.TokensAt(now) >= 1 {
+		return true, 0
+	}
+	return false, l.wait(b, now)
+}
+
+// charge spends one of key's tokens, into debt if it has none: requests
+// checked together and charged after all count, so the rate holds however
+// many arrive at once.
+func (l *limiter) charge(key string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.get(key, now).ReserveN(now, 1)
+}
+
+// makeRoom drops idle keys now and then, and makes room for one more key.
+// The lock is held.
+func (l *limiter) makeRoom(now time.Time) {
+	full := len(l.buckets) >= l.max
+	// When full, sweep at most once a second: if every key is busy, a sweep
+	// per new key would cost the whole map each time.
+	if now.Sub(l.swept) >= sweepEvery || (full && now.Sub(l.swept) >= time.Second) {
+		l.swept = now
+		for k, b := range l.buckets {
+			if b.TokensAt(now) >= float64(l.burst) {
+				delete(l.buckets, k)
+			}
+		}
+	}
+	for k := range l.buckets {
+		if len(l.buckets) < l.max {
+			break
+		}
+		delete(l.buckets, k)
+	}
+}
+
+// size is how many keys the limiter follows.
+func (l *limiter) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.buckets)
+}
+
+// clientAddr is the address a request comes from, without its port, as a
+// limiter key: an IPv6 address counts by its /64, which one client
+// usually holds whole. Behind a proxy, every client is the proxy:
+// X-Forwarded-For is not trusted, as anyone can send it.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap()
+	if ip.Is6() {
+		p, _ := ip.WithZone("").Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
+
+// perSecond writes a rate for a message: "50", "0.5".
+func perSecond(rate float64) string {
+	return strconv.FormatFloat(rate, 'f', -1, 64)
+}
+
+// limitRate answers 429 to a client over its rate. Each bearer token has
+// a bucket of its own; while authentication is off, each client address.
+// It runs after requireToken, which has found the token's identity.
+func limitRate(l *limiter, now func() time.Time) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			key, whose := identity(r.Context()), "with this token"
+			if key == "" {
+				key, whose = "addr "+clientAddr(r), "from this address"
+			}
+			if ok, wait := l.take(key, now()); !ok {
+				writeProblem(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",
+					perSecond(float64(l.rate)), whose, int(l.burst)), wait))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}

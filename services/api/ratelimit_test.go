@@ -1,0 +1,292 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// clock is a settable clock for the limiters; tests move it by hand.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time          { return c.t }
+func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
+// limited is a test server with API_RATE_LIMIT=rate, API_RATE_BURST=burst
+// and a clock of its own.
+func limited(t *testing.T, rate float64, burst int, change func(*Deps)) (http.Handler, *clock) {
+	t.Helper()
+	c := &clock{t: now}
+	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
+		d.RateLimit, d.RateBurst, d.Now = rate, burst, c.now
+		if change != nil {
+			change(d)
+		}
+	})
+	return h, c
+}
+
+// postFrom posts a notification from addr with the Authorization header auth
+// ("" for none) and returns the status and the Retry-After header.
+func postFrom(h http.Handler, addr, auth string) (int, string) {
+	req := httptest.NewRequest(http.MethodPost, "/v1/notifications", strings.NewReader(bothParts))
+	req.RemoteAddr = addr
+	req.Header.Set("Content-Type", "application/json")
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code == http.StatusTooManyRequests {
+		var p problemBody
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Type != ProblemRateLimited || p.Status != 429 ||
+			rec.Header().Get("Content-Type") != ProblemContentType {
+			return -1, fmt.Sprintf("not a rate-limited problem: %v %s", err, rec.Body)
+		}
+	}
+	return rec.Code, rec.Header().Get("Retry-After")
+}
+
+const (
+	addrA = "192.0.2.1:1234"
+	addrB = "198.51.100.7:4321"
+	bearA = "Bearer " + tokenA
+	bearB = "Bearer " + tokenB
+	wrong = "Bearer token-c-0123456789abcdef"
+)
+
+// answers sends n requests and lists their statuses, Retry-After
+// appended where there is one: "202", "429 1".
+func answers(h http.Handler, n int, addr, auth string) []string {
+	var out []string
+	for range n {
+		code, after := postFrom(h, addr, auth)
+		s := fmt.Sprint(code)
+		if after != "" {
+			s += " " + after
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestRateLimitBurst(t *testing.T) {
+	tests := []struct {
+		name  string
+		rate  float64
+		burst int
+		want  []string
+		// after waiting this long, the next request passes
+		wait time.Duration
+	}{
+		{name: "burst then 429", rate: 1, burst: 3, want: []string{"202", "202", "202", "429 1", "429 1"}, wait: time.Second},
+		{name: "default burst is twice the rate", rate: 2, want: []string{"202", "202", "202", "202", "429 1"}, wait: 500 * time.Millisecond},
+		{name: "slow rate waits whole seconds", rate: 0.25, burst: 1, want: []string{"202", "429 4"}, wait: 4 * time.Second},
+		{name: "fast rate waits at least a second", rate: 1000, burst: 2, want: []string{"202", "202", "429 1"}, wait: time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, c := limited(t, tt.rate, tt.burst, nil)
+			if diff := cmp.Diff(tt.want, answers(h, len(tt.want), addrA, bearA)); diff != "" {
+				t.Errorf("statuses (-want +got):\n%s", diff)
+			}
+			c.advance(tt.wait - tt.wait/100)
+			if code, _ := postFrom(h, addrA, bearA); code != http.StatusTooManyRequests {
+				t.Errorf("just before the wait is over: status %d, want 429", code)
+			}
+			c.advance(tt.wait / 100)
+			if code, _ := postFrom(h, addrA, bearA); code != http.StatusAccepted {
+				t.Errorf("after the wait: status %d, want 202", code)
+			}
+		})
+	}
+}
+
+func TestRateLimitPerToken(t *testing.T) {
+	h, _ := limited(t, 1, 2, nil)
+	if diff := cmp.Diff([]string{"202", "202", "429 1"}, answers(h, 3, addrA, bearA)); diff != "" {
+		t.Errorf("token A (-want +got):\n%s", diff)
+	}
+	// Token B, from the same address, has a bucket of its own.
+	if diff := cmp.Diff([]string{"202", "202", "429 1"}, answers(h, 3, addrA, bearB)); diff != "" {
+		t.Errorf("token B (-want +got):\n%s", diff)
+	}
+	// Token A from another address is still token A.
+	if code, _ := postFrom(h, addrB, bearA); code != http.StatusTooManyRequests {
+		t.Errorf("token A from another address: status %d, want 429", code)
+	}
+	// Every /v1/ route counts, not only POST.
+	rec := call(h, http.MethodGet, "/v1/dead-letters", "", map[string]string{"Authorization": bearB})
+	if rec.Code != http.StatusTooManyRequests {
+		t.Errorf("GET /v1/dead-letters over the limit: status %d, want 429", rec.Code)
+	}
+	// Operations routes are not limited.
+	if rec := call(h, http.MethodGet, "/healthz", "", nil); rec.Code != http.StatusOK {
+		t.Errorf("/healthz: status %d", rec.Code)
+	}
+}
+
+func TestRateLimitAuthOff(t *testing.T) {
+	h, _ := limited(t, 1, 2, func(d *Deps) { d.AuthOff, d.Tokens = true, nil })
+	if diff := cmp.Diff([]string{"202", "202", "429 1"}, answers(h, 3, addrA, "")); diff != "" {
+		t.Errorf("address A (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"202", "202"}, answers(h, 2, addrB, "")); diff != "" {
+		t.Errorf("address B (-want +got):\n%s", diff)
+	}
+}
+
+func TestRateLimitOffByDefault(t *testing.T) {
+	h, _, _ := testServer(t, nil)
+	for i := range 1000 {
+		if code, _ := postFrom(h, addrA, bearA); code != http.StatusAccepted {
+			t.Fatalf("request %d: status %d, want 202", i+1, code)
+		}
+	}
+	for i := range 1000 {
+		if code, _ := postFrom(h, addrA, wrong); code != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: status %d, want 401", i+1, code)
+		}
+	}
+	cfg, err := LoadConfig(func(k string) string { return map[string]string{"API_TOKENS": tokenA}[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RateLimit != 0 || cfg.RateBurst != 0 {
+		t.Errorf("API_RATE_LIMIT = %v, API_RATE_BURST = %d by default, want 0 and 0 (off)", cfg.RateLimit, cfg.RateBurst)
+	}
+}
+
+// TestRateLimitWrongToken sends 20,000 requests with a wrong token from
+// one address: the burst is answered 401, the rest 429 before the token
+// is looked at, so that guessing goes no faster than the rate.
+func TestRateLimitWrongToken(t *testing.T) {
+	h, c := limited(t, 1, 5, nil)
+	count := map[string]int{}
+	for i := range 20_000 {
+		auth := wrong
+		if i%2 == 1 {
+			auth = "" // a missing token counts as a wrong one
+		}
+		code, after := postFrom(h, addrA, auth)
+		count[fmt.Sprint(code, " ", after)]++
+	}
+	if diff := cmp.Diff(map[string]int{"401 ": 5, "429 1": 19_995}, count); diff != "" {
+		t.Errorf("statuses (-want +got):\n%s", diff)
+	}
+	// Over the limit, not even the right token is looked at from there...
+	if code, _ := postFrom(h, addrA, bearA); code != http.StatusTooManyRequests {
+		t.Errorf("right token from the limited address: status %d, want 429", code)
+	}
+	// ...but other addresses are not concerned.
+	if code, _ := postFrom(h, addrB, bearA); code != http.StatusAccepted {
+		t.Errorf("right token from another address: status %d, want 202", code)
+	}
+	if code, _ := postFrom(h, addrB, wrong); code != http.StatusUnauthorized {
+		t.Errorf("wrong token from another address: status %d, want 401", code)
+	}
+	// One failure a second earns one more try a second.
+	c.advance(time.Second)
+	if diff := cmp.Diff([]string{"401", "429 1"}, answers(h, 2, addrA, wrong)); diff != "" {
+		t.Errorf("a second later (-want +got):\n%s", diff)
+	}
+	// Right tokens spend nothing of the address's failures.
+	h2, _ := limited(t, 1, 2, nil)
+	for range 2 {
+		postFrom(h2, addrA, bearA)
+		postFrom(h2, addrA, bearB)
+	}
+	if diff := cmp.Diff([]string{"401", "401", "429 1"}, answers(h2, 3, addrA, wrong)); diff != "" {
+		t.Errorf("failures after successes (-want +got):\n%s", diff)
+	}
+}
+
+func TestLimiter(t *testing.T) {
+	t.Run("debt", func(t *testing.T) {
+		l := newLimiter(1, 2, 10)
+		// Failures checked together and charged after all count.
+		for range 5 {
+			if ok, _ := l.check("a", now); !ok {
+				t.Fatal("check refused before any charge")
+			}
+		}
+		for range 5 {
+			l.charge("a", now)
+		}
+		ok, wait := l.check("a", now)
+		if ok || wait != 4*time.Second {
+			t.Errorf("check after 5 charges on a burst of 2 = %t, %s; want false, 4s", ok, wait)
+		}
+	})
+	t.Run("check follows no new key", func(t *testing.T) {
+		l := newLimiter(1, 2, 10)
+		for i := range 100 {
+			l.check(fmt.Sprint(i), now)
+		}
+		if n := l.size(); n != 0 {
+			t.Errorf("%d keys followed after checks alone", n)
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		l := newLimiter(1, 2, 3)
+		for i := range 1000 {
+			if ok, _ := l.take(fmt.Sprint(i), now); !ok {
+				t.Fatalf("a new key was refused")
+			}
+			if n := l.size(); n > 3 {
+				t.Fatalf("%d keys followed, want 3 at most", n)
+			}
+		}
+	})
+	t.Run("idle keys go first", func(t *testing.T) {
+		l := newLimiter(1, 2, 3)
+		l.take("idle", now)
+		l.take("busy", now.Add(5*time.Second))
+		l.take("busy", now.Add(5*time.Second))
+		l.take("busy2", now.Add(5*time.Second))
+		// Full: the next key makes room, and "idle" refilled long ago.
+		l.take("new", now.Add(6*time.Second))
+		l.mu.Lock()
+		_, idle := l.buckets["idle"]
+		_, busy := l.buckets["busy"]
+		l.mu.Unlock()
+		if idle || !busy {
+			t.Errorf("after making room: idle kept %t, busy kept %t; want false, true", idle, busy)
+		}
+	})
+	t.Run("swept now and then", func(t *testing.T) {
+		l := newLimiter(1, 2, 100)
+		for i := range 50 {
+			l.take(fmt.Sprint(i), now)
+		}
+		l.take("later", now.Add(sweepEvery))
+		if n := l.size(); n != 1 {
+			t.Errorf("%d keys after a sweep, want 1", n)
+		}
+	})
+}
+
+func TestClientAddr(t *testing.T) {
+	tests := []struct{ remote, want string }{
+		{"192.0.2.1:1234", "192.0.2.1"},
+		{"192.0.2.1", "192.0.2.1"},
+		{"[::ffff:192.0.2.1]:80", "192.0.2.1"},
+		{"[2001:db8:1:2:3:4:5:6]:443", "2001:db8:1:2::/64"},
+		{"[2001:db8:1:2:ffff::9]:443", "2001:db8:1:2::/64"},
+		{"[fe80::1%eth0]:80", "fe80::/64"},
+		{"@unix", "@unix"},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.RemoteAddr = tt.remote
+		if got := clientAddr(r); got != tt.want {
+			t.Errorf("clientAddr(%q) = %q, want %q", tt.remote, got, tt.want)
+		}
+	}
+}
