@@ -5,6 +5,7 @@ import (
 	"fmt"
 	netmail "net/mail"
 	"strings"
+	"time"
 
 	mail "github.com/wneessen/go-mail"
 )
@@ -29,12 +30,13 @@ type Message struct {
 	Subject string
 	// Text and HTML are the bodies. Either may be empty, not both; with
 	// both the email is multipart/alternative and the reader's client picks
-	// the one it can show.
+	// the one it can show. HTML alone gets a text alternative made from
+	// it: its text, with the target of each link.
 	Text, HTML string
 }
 
-// newMsg builds the go-mail message for m, sent from from.
-func newMsg(m Message, from *netmail.Address) (*mail.Msg, error) {
+// newMsg builds the go-mail message for m, sent from from at now.
+func newMsg(m Message, from *netmail.Address, now time.Time) (*mail.Msg, error) {
 	switch {
 	case m.ID == "":
 		return nil, fmt.Errorf("%w: notification id is empty", ErrInvalidMessage)
@@ -49,16 +51,24 @@ func newMsg(m Message, from *netmail.Address) (*mail.Msg, error) {
 	if err := msg.To(m.To...); err != nil {
 		return nil, fmt.Errorf("%w: recipients: %w", ErrInvalidMessage, err)
 	}
-	msg.Subject(m.Subject)
+	// go-mail's own folding would start a long encoded subject on a
+	// line of its own (see subjectValue).
+	msg.SetGenHeaderPreformatted(mail.HeaderSubject, subjectValue(string(mail.HeaderSubject), m.Subject))
+	msg.SetDateWithValue(now.UTC())
 	msg.SetGenHeader(mail.HeaderMessageID, MessageID(m.ID, from.Address))
 	msg.SetGenHeader(mail.Header(HeaderNotificationID), m.ID)
+	text := m.Text
+	if text == "" {
+		text = plainText(m.HTML)
+	}
 	switch {
-	case m.Text != "" && m.HTML != "":
-		msg.SetBodyString(mail.TypeTextPlain, m.Text)
+	case text != "" && m.HTML != "":
+		msg.SetBodyString(mail.TypeTextPlain, text)
 		msg.AddAlternativeString(mail.TypeTextHTML, m.HTML)
-	case m.Text != "":
-		msg.SetBodyString(mail.TypeTextPlain, m.Text)
+	case text != "":
+		msg.SetBodyString(mail.TypeTextPlain, text)
 	default:
+		// HTML without a word of text, such as a lone image.
 		msg.SetBodyString(mail.TypeTextHTML, m.HTML)
 	}
 	return msg, nil

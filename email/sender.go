@@ -71,8 +71,11 @@ type Config struct {
 	Username, Password string
 	// TLS is the transport security; empty means TLSStartTLS.
 	TLS TLSPolicy
-	// From is the sender address, with or without a display name. Its
-	// domain is also the right-hand side of every Message-ID.
+	// From is the sender address, with or without a display name:
+	// "relay@example.com" or "Relay <relay@example.com>" (RFC 5322; a
+	// name that is not ASCII is encoded as RFC 2047 asks). The address
+	// alone is the envelope sender (MAIL FROM), and its domain is the
+	// right-hand side of every Message-ID.
 	From string
 	// Timeout bounds one Send from start to finish, connecting included;
 	// zero means DefaultTimeout.
@@ -193,7 +196,7 @@ func NewSender(cfg Config) (*Sender, error) {
 // error is already sorted by Classify: marked permanent (IsPermanent) when no
 // retry can help, returned as it is otherwise.
 func (s *Sender) Send(ctx context.Context, m Message) error {
-	msg, err := newMsg(m, s.from)
+	msg, err := newMsg(m, s.from, time.Now())
 	if err != nil {
 		return permanent{fmt.Errorf("send email %s: %w", m.ID, err)}
 	}

@@ -352,7 +352,8 @@ func collectBodies(t *testing.T, h textproto.MIMEHeader, body io.Reader, into ma
 	if err != nil {
 		t.Fatalf("read body: %v", err)
 	}
-	into[mediaType] = strings.TrimRight(string(b), "\r\n")
+	// Text travels with CRLF line ends.
+	into[mediaType] = strings.ReplaceAll(strings.TrimRight(string(b), "\r\n"), "\r\n", "\n")
 }
 
 func TestSendDelivers(t *testing.T) {
@@ -376,9 +377,12 @@ func TestSendDelivers(t *testing.T) {
 			want: map[string]string{"text/plain": "Hello Ada"},
 		},
 		{
-			name: "html only",
-			html: "<p>Hello Ada</p>",
-			want: map[string]string{"text/html": "<p>Hello Ada</p>"},
+			name: "html only gets a text alternative",
+			html: `<p>Hello Ada,</p><p>your order <a href="https://shop.example/o/42?a=1&amp;b=2">shipped</a>&nbsp;&mdash; thanks!</p>`,
+			want: map[string]string{
+				"text/plain": "Hello Ada,\n\nyour order shipped (https://shop.example/o/42?a=1&b=2) \u2014 thanks!",
+				"text/html":  `<p>Hello Ada,</p><p>your order <a href="https://shop.example/o/42?a=1&amp;b=2">shipped</a>&nbsp;&mdash; thanks!</p>`,
+			},
 		},
 	}
 	for _, tt := range tests {

@@ -33,8 +33,12 @@ const secretPrefix = "whsec_"
 // clock skew between sender and receiver.
 const tolerance = 5 * time.Minute
 
+// MinKeyBytes is the shortest key CheckSecret accepts: 24 bytes (192
+// bits), the least the Standard Webhooks specification asks of a secret.
+const MinKeyBytes = 24
+
 // ErrBadSecret is returned by NewSigner for a secret that is empty or is
-// not base64.
+// not base64, and by CheckSecret for one that is not fit to sign with.
 var ErrBadSecret = errors.New("bad webhook secret")
 
 // ErrMissingHeaders is returned by Verify when webhook-id,
@@ -57,11 +61,44 @@ type Signer struct {
 }
 
 // NewSigner returns a Signer for secret, given as "whsec_" followed by the
-// base64 key, or as the bare base64 key. Padding may be left off.
+// base64 key, or as the bare base64 key. Padding may be left off. It takes
+// any key that is not empty, so a receiver can verify with whatever secret
+// its sender was given; a sender's configuration should call CheckSecret
+// first. Its errors never quote the secret.
 func NewSigner(secret string) (*Signer, error) {
+	key, err := decodeSecret(secret)
+	if err != nil {
+		return nil, fmt.Errorf("new signer: %w", err)
+	}
+	return &Signer{key: key}, nil
+}
+
+// CheckSecret reports whether secret is fit to sign with: "whsec_"
+// followed by the base64 (standard alphabet, padding optional) of a key of
+// at least MinKeyBytes bytes, such as a secret made of 32 random bytes:
+//
+//	echo "whsec_$(head -c 32 /dev/urandom | base64)"
+//
+// Its errors wrap ErrBadSecret and never quote the secret.
+func CheckSecret(secret string) error {
+	if !strings.HasPrefix(strings.TrimSpace(secret), secretPrefix) {
+		return fmt.Errorf("%w: no whsec_ prefix", ErrBadSecret)
+	}
+	key, err := decodeSecret(secret)
+	if err != nil {
+		return err
+	}
+	if len(key) < MinKeyBytes {
+		return fmt.Errorf("%w: the key is %d bytes, want %d or more", ErrBadSecret, len(key), MinKeyBytes)
+	}
+	return nil
+}
+
+// decodeSecret returns the key of a secret in either of NewSigner's forms.
+func decodeSecret(secret string) ([]byte, error) {
 	b64 := strings.TrimPrefix(strings.TrimSpace(secret), secretPrefix)
 	if b64 == "" {
-		return nil, fmt.Errorf("new signer: %w: empty, want whsec_<base64 key> or <base64 key>", ErrBadSecret)
+		return nil, fmt.Errorf("%w: empty, want whsec_<base64 key> or <base64 key>", ErrBadSecret)
 	}
 	key, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
@@ -70,13 +107,13 @@ func NewSigner(secret string) (*Signer, error) {
 		if key, rawErr = base64.RawStdEncoding.DecodeString(b64); rawErr != nil {
 			// Wrap the padded decoder's error only: it names the offending
 			// byte, and the secret itself must not reach a log.
-			return nil, fmt.Errorf("new signer: %w: want whsec_<base64 key> or <base64 key>: %w", ErrBadSecret, err)
+			return nil, fmt.Errorf("%w: want whsec_<base64 key> or <base64 key>: %w", ErrBadSecret, err)
 		}
 	}
 	if len(key) == 0 {
-		return nil, fmt.Errorf("new signer: %w: empty key, want whsec_<base64 key> or <base64 key>", ErrBadSecret)
+		return nil, fmt.Errorf("%w: empty key, want whsec_<base64 key> or <base64 key>", ErrBadSecret)
 	}
-	return &Signer{key: key}, nil
+	return key, nil
 }
 
 // Sign returns the signature of one message, "v1," followed by the base64

@@ -1,9 +1,12 @@
 package webhooks
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +46,51 @@ func TestNewSigner(t *testing.T) {
 			}
 			if err == nil && s == nil {
 				t.Fatal("NewSigner returned neither a Signer nor an error")
+			}
+		})
+	}
+}
+
+func TestCheckSecret(t *testing.T) {
+	key32 := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xa7}, 32))
+	tests := []struct {
+		name    string
+		secret  string
+		wantErr string // "" for none
+	}{
+		{"spec vector, 24 bytes", specSecret, ""},
+		{"32 bytes", "whsec_" + key32, ""},
+		{"32 bytes unpadded", "whsec_" + strings.TrimRight(key32, "="), ""},
+		{"surrounding space", " whsec_" + key32 + "\n", ""},
+		{"23 bytes", "whsec_" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 23)), "the key is 23 bytes, want 24 or more"},
+		{"short key", "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHM=", "the key is 20 bytes"},
+		{"no prefix", key32, "no whsec_ prefix"},
+		{"other prefix", "whsk_" + key32, "no whsec_ prefix"},
+		{"prefix only", "whsec_", "empty"},
+		{"empty", "", "no whsec_ prefix"},
+		{"not base64", "whsec_" + key32[:10] + "*" + key32[11:], "illegal base64"},
+		{"url alphabet", "whsec_" + strings.NewReplacer("+", "-", "/", "_").Replace(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xfb}, 30))), "illegal base64"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckSecret(tt.secret)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("CheckSecret = %v, want nil", err)
+				}
+				if _, err := NewSigner(tt.secret); err != nil {
+					t.Errorf("CheckSecret accepted a secret NewSigner refuses: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBadSecret) {
+				t.Fatalf("CheckSecret = %v, want ErrBadSecret", err)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("CheckSecret = %q, want it to say %q", err, tt.wantErr)
+			}
+			if key := strings.TrimPrefix(strings.TrimSpace(tt.secret), "whsec_"); len(key) > 4 && strings.Contains(err.Error(), key) {
+				t.Errorf("CheckSecret's error quotes the secret: %v", err)
 			}
 		})
 	}

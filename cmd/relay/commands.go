@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,17 +24,27 @@ import (
 
 var errUsage = errors.New("usage: relay <command> [arguments]; `relay help` lists the commands")
 
+// runFunc runs a command with its arguments.
+type runFunc func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error
+
 // command is one subcommand of relay.
 type command struct {
 	name, summary string
-	run           func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error
+	run           runFunc
+	// env, for a service, returns the tables of the variables it reads,
+	// which `relay <service> --help` prints. Nil for a tool, whose flags
+	// say what it takes.
+	env func() ([]envTable, error)
+	// verbs are the words a tool takes before its flags (relay workshop
+	// run), for the completion scripts.
+	verbs []string
 }
 
 // service adapts a long-running service's Run, which takes no arguments.
-func service(run func(context.Context, func(string) string, io.Writer) error) func(context.Context, []string, func(string) string, io.Writer) error {
+func service(run func(context.Context, func(string) string, io.Writer) error) runFunc {
 	return func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 		if len(args) > 0 {
-			return fmt.Errorf("%w (unexpected %q: services are configured by environment)", errUsage, strings.Join(args, " "))
+			return fmt.Errorf("%w (unexpected %q: services are configured by environment; --help lists the variables)", errUsage, strings.Join(args, " "))
 		}
 		return run(ctx, getenv, stdout)
 	}
@@ -47,7 +58,7 @@ func workerFor(channel string) func(context.Context, func(string) string, io.Wri
 }
 
 // deadVerb runs one verb of `relay dead`, answering its questions from stdin.
-func deadVerb(verb string, stdin io.Reader) func(context.Context, []string, func(string) string, io.Writer) error {
+func deadVerb(verb string, stdin io.Reader) runFunc {
 	return func(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 		return dead.Run(ctx, append([]string{verb}, args...), getenv, stdin, stdout)
 	}
@@ -55,25 +66,35 @@ func deadVerb(verb string, stdin io.Reader) func(context.Context, []string, func
 
 func commands() []command {
 	cmds := []command{
-		{"api", "run the ingest HTTP API (POST /v1/notifications) and the dashboard", service(api.Run)},
+		{name: "api", summary: "run the ingest HTTP API (POST /v1/notifications) and the dashboard", run: service(api.Run), env: serviceEnv("api")},
 	}
 	// A worker command for every channel in the registry.
 	for _, c := range worker.Channels() {
-		cmds = append(cmds, command{"worker " + c.Name, c.Summary, service(workerFor(c.Name))})
+		name := "worker " + c.Name
+		cmds = append(cmds, command{name: name, summary: c.Summary, run: service(workerFor(c.Name)), env: serviceEnv(name)})
 	}
 	return append(cmds, []command{
-		{"retrier", "run the error and requeue stages of the retry pipeline", service(retrier.Run)},
-		{"all", "run every service in one process, wired together for the local demo", service(all.Run)},
-		{"flaky", "run the fake, deliberately unreliable SMTP server and webhook receiver", service(flaky.Run)},
-		{"send", "post demo notifications to the API (--n N, --watch)", send.Run},
-		{"status", "print a notification's copies and attempts from the API's history (relay status <id>, --json)", status.Run},
-		{"dead list", "list parked messages (--source Q, --id ID, --limit N, --json)", deadVerb("list", os.Stdin)},
-		{"dead replay", "send parked messages back with a fresh retry count (--id ID | --source Q | --all)", deadVerb("replay", os.Stdin)},
-		{"dead purge", "delete parked messages for good (--id ID | --source Q | --all) [--yes]", deadVerb("purge", os.Stdin)},
-		{"workshop", "run the retry strategies side by side (list, run, compare, topology, docs)", workshop.Run},
-		{"bench", "measure relay's paths against raw amqp091-go on the broker (--format text|markdown|json, --quick, --out FILE)", bench.Run},
-		{"topology", "declare the exchanges and queues and print them (--format mermaid, --no-declare)", topology.Run},
+		{name: "retrier", summary: "run the error and requeue stages of the retry pipeline", run: service(retrier.Run), env: serviceEnv("retrier")},
+		{name: "all", summary: "run every service in one process, wired together for the local demo", run: service(all.Run), env: readmeTables},
+		{name: "flaky", summary: "run the fake, deliberately unreliable SMTP server and webhook receiver", run: service(flaky.Run), env: serviceEnv("flaky")},
+		{name: "send", summary: "post demo notifications to the API (--n N, --watch)", run: send.Run},
+		{name: "status", summary: "print a notification's copies and attempts from the API's history (relay status <id>, --json)", run: status.Run},
+		{name: "dead list", summary: "list parked messages (--source Q, --id ID, --limit N, --json)", run: deadVerb("list", os.Stdin)},
+		{name: "dead replay", summary: "send parked messages back with a fresh retry count (--id ID | --source Q | --all)", run: deadVerb("replay", os.Stdin)},
+		{name: "dead purge", summary: "delete parked messages for good (--id ID | --source Q | --all) [--yes]", run: deadVerb("purge", os.Stdin)},
+		{name: "workshop", summary: "run the retry strategies side by side (list, run, compare, topology, docs)", run: workshop.Run,
+			verbs: []string{"list", "run", "compare", "topology", "docs"}},
+		{name: "bench", summary: "measure relay's paths against raw amqp091-go on the broker (--format text|markdown|json, --quick, --out FILE)", run: bench.Run},
+		{name: "topology", summary: "declare the exchanges and queues and print them (--format mermaid, --no-declare)", run: topology.Run},
+		{name: "version", summary: "print relay's version and the revision it was built from (also --version)", run: runVersion},
+		{name: "completion", summary: "print a shell completion script: relay completion bash|zsh|fish", run: runCompletion,
+			verbs: shells},
 	}...)
+}
+
+// isHelp reports whether args ask a service for its help.
+func isHelp(args []string) bool {
+	return len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "-help" || args[0] == "help")
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -82,21 +103,42 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return errUsage
 	}
 	name, rest := args[0], args[1:]
-	if name == "help" || name == "-h" || name == "--help" {
-		usage(stdout)
-		return nil
+	switch name {
+	case "help", "-h", "--help", "-help":
+		return help(ctx, rest, getenv, stdout)
+	case "--version", "-version", "-v":
+		return runVersion(ctx, rest, getenv, stdout)
 	}
-	// Two-word commands: "worker email", "dead list".
+	c, rest, err := lookup(args)
+	if err != nil {
+		if errors.Is(err, errUnknown) {
+			usage(stderr)
+		}
+		return err
+	}
+	if c.env != nil && isHelp(rest) {
+		return serviceHelp(stdout, c)
+	}
+	return c.run(ctx, rest, getenv, stdout)
+}
+
+// errUnknown marks a command relay does not have.
+var errUnknown = errors.New("unknown command")
+
+// lookup finds the command args name, one word or two ("worker email",
+// "dead list"), and returns it with the arguments that follow its name.
+func lookup(args []string) (command, []string, error) {
+	name, rest := args[0], args[1:]
 	if len(rest) > 0 {
 		for _, c := range commands() {
 			if c.name == name+" "+rest[0] {
-				return c.run(ctx, rest[1:], getenv, stdout)
+				return c, rest[1:], nil
 			}
 		}
 	}
 	for _, c := range commands() {
 		if c.name == name {
-			return c.run(ctx, rest, getenv, stdout)
+			return c, rest, nil
 		}
 	}
 	var verbs []string
@@ -106,10 +148,33 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	if len(verbs) > 0 {
-		return fmt.Errorf("%w: relay %s needs one of: %s", errUsage, name, strings.Join(verbs, ", "))
+		return command{}, nil, fmt.Errorf("%w: relay %s needs one of: %s", errUsage, name, strings.Join(verbs, ", "))
 	}
-	usage(stderr)
-	return fmt.Errorf("%w: unknown command %q", errUsage, strings.Join(args, " "))
+	return command{}, nil, fmt.Errorf("%w: %w %q", errUsage, errUnknown, strings.Join(args, " "))
+}
+
+// help is `relay help`: the command list; `relay help env [--format
+// text|markdown]`, every service's variables; `relay help <command>`, a
+// command's own help.
+func help(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 {
+		usage(stdout)
+		return nil
+	}
+	if args[0] == "env" {
+		return envCommand(args[1:], stdout)
+	}
+	c, rest, err := lookup(args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("%w: relay help takes one command, got %q", errUsage, strings.Join(args, " "))
+	}
+	if c.env != nil {
+		return serviceHelp(stdout, c)
+	}
+	return c.run(ctx, []string{"-h"}, getenv, stdout)
 }
 
 func usage(w io.Writer) {
@@ -117,5 +182,34 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w, "\nConfiguration is read from the environment; see README.md.")
+	fmt.Fprintln(w, "\nServices read their configuration from the environment: `relay <service> --help`\n"+
+		"lists a service's variables, `relay help env` every one. A tool's -h lists its flags.")
+}
+
+// exitCode prints err, if any, to stderr the way relay reports errors and
+// returns the process's exit code: 0, 2 for a usage error, 1 otherwise.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	fmt.Fprintln(stderr, errorLine(err))
+	return 1
+}
+
+// errorLine is the line relay prints for err: "relay: " and the error, but
+// once only. A message that already names relay, as the tools' own usage
+// errors do ("relay dead replay needs --id, …", "usage: relay workshop
+// <verb>"), stands as it is.
+func errorLine(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"relay ", "relay:", "usage: relay"} {
+		if strings.HasPrefix(msg, p) {
+			return msg
+		}
+	}
+	return "relay: " + msg
 }

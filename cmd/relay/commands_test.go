@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/caarlos0/env/v11"
 )
 
 func TestDispatch(t *testing.T) {
@@ -18,10 +22,29 @@ func TestDispatch(t *testing.T) {
 		{nil, errUsage, ""},
 		{[]string{"help"}, nil, "dead replay"},
 		{[]string{"help"}, nil, "status"},
+		{[]string{"help"}, nil, "version"},
 		{[]string{"status", "-h"}, flag.ErrHelp, ""},
 		{[]string{"nope"}, errUsage, "unknown command"},
+		{[]string{"help", "nope"}, errUsage, "unknown command"},
 		{[]string{"dead"}, errUsage, "list, replay, purge"},
 		{[]string{"retrier", "extra"}, errUsage, "configured by environment"},
+		{[]string{"api", "--help"}, nil, "HTTP_ADDR"},
+		{[]string{"api", "-h"}, nil, "AMQP_URL"},
+		{[]string{"help", "api"}, nil, "API_TOKENS"},
+		{[]string{"worker", "email", "--help"}, nil, "SMTP_HOST"},
+		{[]string{"help", "worker", "sms"}, nil, "SMS_URL"},
+		{[]string{"help", "send"}, flag.ErrHelp, ""},
+		{[]string{"help", "env"}, nil, "FLAKY_SEED"},
+		{[]string{"help", "env", "--format", "markdown"}, nil, "<!-- env:broker -->"},
+		{[]string{"help", "env", "--format", "html"}, errUsage, "want text or markdown"},
+		{[]string{"version"}, nil, "revision: "},
+		{[]string{"--version"}, nil, "relay "},
+		{[]string{"version", "x"}, errUsage, "no arguments"},
+		{[]string{"completion", "bash"}, nil, "complete -F _relay relay"},
+		{[]string{"completion", "zsh"}, nil, "compdef _relay relay"},
+		{[]string{"completion", "fish"}, nil, "complete -c relay"},
+		{[]string{"completion"}, errUsage, "bash, zsh, fish"},
+		{[]string{"completion", "powershell"}, errUsage, "bash, zsh, fish"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -38,5 +61,134 @@ func TestDispatch(t *testing.T) {
 				t.Errorf("output %q lacks %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestErrorOutput checks what relay prints for an error, and its exit
+// code: "relay: " once, never before a message that already names relay.
+func TestErrorOutput(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		want     string
+		wantCode int
+	}{
+		{"nil", nil, "", 0},
+		{"help", flag.ErrHelp, "", 0},
+		{"wrapped help", fmt.Errorf("x: %w", flag.ErrHelp), "", 0},
+		{"usage", fmt.Errorf("%w: unknown command %q", errUsage, "x"), "usage: relay <command> [arguments]; `relay help` lists the commands: unknown command \"x\"\n", 2},
+		{"plain", errors.New("configuration: PREFETCH=\"x\" is not valid"), "relay: configuration: PREFETCH=\"x\" is not valid\n", 1},
+		{"a tool naming itself", errors.New("relay dead replay needs --id, --source or --all"), "relay dead replay needs --id, --source or --all\n", 1},
+		{"a tool's usage", errors.New("usage: relay workshop <verb> [arguments]"), "usage: relay workshop <verb> [arguments]\n", 1},
+		{"already prefixed", errors.New("relay: x"), "relay: x\n", 1},
+		{"relay inside the message", errors.New("dial: the relay broker is down"), "relay: dial: the relay broker is down\n", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			if code := exitCode(tt.err, &stderr); code != tt.wantCode {
+				t.Errorf("exitCode = %d, want %d", code, tt.wantCode)
+			}
+			if stderr.String() != tt.want {
+				t.Errorf("stderr = %q, want %q", stderr.String(), tt.want)
+			}
+			if strings.Count(stderr.String(), "relay:") > 1 || strings.Contains(stderr.String(), "relay: relay") {
+				t.Errorf("stderr names relay twice: %q", stderr.String())
+			}
+		})
+	}
+}
+
+// TestServiceHelp checks that each service's --help lists every variable
+// the structs it parses read, with its default, and each once.
+func TestServiceHelp(t *testing.T) {
+	for _, c := range commands() {
+		if c.env == nil {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := run(context.Background(), append(strings.Fields(c.name), "--help"), func(string) string { return "" }, &out, &out); err != nil {
+				t.Fatal(err)
+			}
+			help := out.String()
+			if c.name != "flaky" && !strings.Contains(help, "\n"+brokerTitle+":\n  AMQP_URL ") {
+				t.Errorf("relay %s --help does not list the broker's variables under %q:\n%s", c.name, brokerTitle, help)
+			}
+			var cfgs []any
+			if c.name == "all" {
+				for _, name := range []string{"api", "retrier", "flaky", "worker email", "worker webhook", "worker sms"} {
+					more, err := serviceConfigs(name)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cfgs = append(cfgs, more...)
+				}
+			} else {
+				var err error
+				if cfgs, err = serviceConfigs(c.name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, cfg := range cfgs {
+				params, err := env.GetFieldParams(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range params {
+					line := "\n  " + p.Key + " "
+					if !strings.Contains(help, line) && !strings.Contains(help, "\n  "+p.Key+"\n") {
+						t.Errorf("relay %s --help does not list %s:\n%s", c.name, p.Key, help)
+					}
+					// Two structs of one process that read a variable must
+					// agree on its default: the help shows one.
+					if p.HasDefaultValue && p.DefaultValue != "" && c.name != "all" && !strings.Contains(help, p.Key+" (default "+strconv.Quote(p.DefaultValue)) {
+						t.Errorf("relay %s --help does not give %s's default %q", c.name, p.Key, p.DefaultValue)
+					}
+					if c.name != "all" && strings.Count(help, "\n  "+p.Key+" ")+strings.Count(help, "\n  "+p.Key+"\n") != 1 {
+						t.Errorf("relay %s --help lists %s more than once", c.name, p.Key)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestWrap(t *testing.T) {
+	tests := []struct {
+		s     string
+		width int
+		want  []string
+	}{
+		{"", 10, nil},
+		{"a b c", 10, []string{"a b c"}},
+		{"aaaa bbbb cccc", 9, []string{"aaaa bbbb", "cccc"}},
+		{"aaaaaaaaaaaa b", 5, []string{"aaaaaaaaaaaa", "b"}},
+	}
+	for _, tt := range tests {
+		got := wrap(tt.s, tt.width)
+		if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("wrap(%q, %d) = %q, want %q", tt.s, tt.width, got, tt.want)
+		}
+	}
+}
+
+func TestMarkdownBlock(t *testing.T) {
+	got := markdownBlock(envTable{id: "x", vars: []envVar{
+		{key: "A", def: "1", hasDefault: true, help: "a | b <c>"},
+		{key: "B", required: true, secret: true, help: "h"},
+		{key: "C", zero: "0", help: "n"},
+		{key: "D", zero: "empty", help: "s"},
+		{key: "E", hasDefault: true, zero: "empty", help: "s"},
+	}})
+	want := "<!-- env:x -->\n| variable | default | meaning |\n|---|---|---|\n" +
+		"| `A` | `1` | a \\| b &lt;c&gt; |\n" +
+		"| `B` | required | h (secret: the start-up log masks it) |\n" +
+		"| `C` | `0` | n |\n" +
+		"| `D` | empty | s |\n" +
+		"| `E` | empty | s |\n" +
+		"<!-- /env:x -->\n"
+	if got != want {
+		t.Errorf("markdownBlock =\n%s\nwant\n%s", got, want)
 	}
 }

@@ -29,13 +29,13 @@ type EmailPart struct {
 
 // EmailConfig is the email channel's environment.
 type EmailConfig struct {
-	Host        string        `env:"SMTP_HOST" envDefault:"localhost" help:"a host name or address"`
-	Port        int           `env:"SMTP_PORT" envDefault:"587" help:"a port number from 1 to 65535"`
-	Username    string        `env:"SMTP_USERNAME" help:"the SMTP user name (empty: no authentication)"`
+	Host        string        `env:"SMTP_HOST" envDefault:"localhost" help:"the mail server's host name or address"`
+	Port        int           `env:"SMTP_PORT" envDefault:"587" help:"a port number from 1 to 65535, the mail server's"`
+	Username    string        `env:"SMTP_USERNAME" help:"the SMTP user name for AUTH PLAIN, which needs SMTP_TLS starttls or tls (empty: no authentication)"`
 	Password    string        `env:"SMTP_PASSWORD" secret:"true" help:"the SMTP password"`
-	TLS         string        `env:"SMTP_TLS" envDefault:"starttls" help:"none, starttls or tls"`
-	From        string        `env:"EMAIL_FROM" envDefault:"relay@localhost" help:"a plain address such as relay@example.com"`
-	Timeout     time.Duration `env:"SMTP_TIMEOUT" envDefault:"10s" help:"a duration such as 10s"`
+	TLS         string        `env:"SMTP_TLS" envDefault:"starttls" help:"none, starttls (mandatory: a server without it is refused) or tls (implicit, SMTPS)"`
+	From        string        `env:"EMAIL_FROM" envDefault:"relay@localhost" help:"the sender, an address such as relay@example.com or, with a display name, Relay <relay@example.com>; its domain names the Message-ID"`
+	Timeout     time.Duration `env:"SMTP_TIMEOUT" envDefault:"10s" help:"a duration such as 10s: one send, from dial to the server's answer"`
 	Concurrency int           `env:"CONCURRENCY" envDefault:"8" help:"a whole number, 1 or more"`
 }
 

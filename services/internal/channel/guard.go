@@ -17,7 +17,7 @@ const retiredAllowPrivate = "WEBHOOK_ALLOW_PRIVATE"
 // AllowConfig is the address guard's environment, shared by the channels
 // that deliver over HTTP (webhook and sms).
 type AllowConfig struct {
-	AllowCIDRs string `env:"WEBHOOK_ALLOW_CIDRS" help:"a comma-separated list of CIDRs such as 10.1.0.0/16,fd00:1::/64 (empty: none)"`
+	AllowCIDRs string `env:"WEBHOOK_ALLOW_CIDRS" help:"a comma-separated list of CIDRs such as 10.1.0.0/16,fd00:1::/64: the networks webhooks and SMS may reach although they are not public (empty: none, so loopback, private, link-local and every other special-purpose address is refused)"`
 }
 
 // allowList returns the networks the address guard lets through, from
@@ -37,12 +37,18 @@ func allowList(getenv func(string) string, cfg AllowConfig) ([]netip.Prefix, err
 	return allow, nil
 }
 
-// signer reads a Standard Webhooks secret, naming WEBHOOK_SECRET when it
-// is not one.
+// signer reads the secret WEBHOOK_SECRET holds, which must be fit to sign
+// with (webhooks.CheckSecret): whsec_ followed by the base64 of a key of at
+// least webhooks.MinKeyBytes bytes. Its error names the variable and never
+// quotes the secret.
 func signer(secret string) (*webhooks.Signer, error) {
-	s, err := webhooks.NewSigner(secret)
+	err := webhooks.CheckSecret(secret)
+	var s *webhooks.Signer
+	if err == nil {
+		s, err = webhooks.NewSigner(secret)
+	}
 	if err != nil {
-		return nil, config.Invalid("WEBHOOK_SECRET", "***", "a Standard Webhooks secret: whsec_ followed by base64 ("+err.Error()+")")
+		return nil, config.Invalid("WEBHOOK_SECRET", "***", fmt.Sprintf("a Standard Webhooks secret: whsec_ followed by the base64 of a random key of %d bytes or more (%v)", webhooks.MinKeyBytes, err))
 	}
 	return s, nil
 }

@@ -1,6 +1,8 @@
 package channel
 
 import (
+	"bytes"
+	"encoding/base64"
 	"strings"
 	"testing"
 )
@@ -47,6 +49,46 @@ func TestAllowListRetiredVariable(t *testing.T) {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("allowList error = %q, want it to contain %q", err, want)
 				}
+			}
+		})
+	}
+}
+
+// TestSignerSecret checks that WEBHOOK_SECRET must be a whsec_ secret of at
+// least 24 bytes, and that the error names the variable without quoting
+// the secret.
+func TestSignerSecret(t *testing.T) {
+	key := func(n int) string { return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0x5c}, n)) }
+	tests := []struct {
+		name, secret string
+		want         string // in the error; "" for none
+	}{
+		{"32 bytes", "whsec_" + key(32), ""},
+		{"24 bytes", "whsec_" + key(24), ""},
+		{"23 bytes", "whsec_" + key(23), "the key is 23 bytes"},
+		{"bare base64", key(32), "no whsec_ prefix"},
+		{"not base64", "whsec_" + key(30) + "!!", "illegal base64"},
+		{"empty", "", "no whsec_ prefix"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := signer(tt.secret)
+			if tt.want == "" {
+				if err != nil || s == nil {
+					t.Fatalf("signer = %v, %v; want a Signer", s, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("signer accepted the secret")
+			}
+			for _, w := range []string{`WEBHOOK_SECRET="***" is not valid`, "24 bytes or more", tt.want} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("signer error = %q, want it to contain %q", err, w)
+				}
+			}
+			if k := strings.TrimPrefix(tt.secret, "whsec_"); k != "" && strings.Contains(err.Error(), k) {
+				t.Errorf("signer error quotes the secret: %v", err)
 			}
 		})
 	}

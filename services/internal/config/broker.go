@@ -15,27 +15,65 @@ import (
 // shares: where the broker is, how the topology is named and shaped, and
 // the retry policy.
 type Broker struct {
-	AMQPURL string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/" help:"an amqp:// or amqps:// URL"`
+	AMQPURL string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/" help:"the broker, an amqp:// or amqps:// URL"`
 	// AMQPURLs lists the nodes of a RabbitMQ cluster, one URL each. When
 	// set, it replaces AMQPURL: see URLs.
-	AMQPURLs     URLList `env:"AMQP_URLS" help:"a comma-separated list of amqp:// or amqps:// URLs, one per node"`
-	Prefix       string  `env:"TOPOLOGY_PREFIX" help:"a name prefix such as test-42."`
-	QueueType    string  `env:"QUEUE_TYPE" envDefault:"classic" help:"classic or quorum"`
-	DelayBackend string  `env:"DELAY_BACKEND" envDefault:"auto" help:"auto, plugin, ttl, levels or native"`
-	Handoff      string  `env:"RETRY_HANDOFF" envDefault:"stages" help:"stages (through the error and requeue stages) or direct (each worker schedules its own retries)"`
-	MetricsAddr  string  `env:"METRICS_ADDR" help:"a host:port such as :9100 to serve /metrics on (empty: none)"`
+	AMQPURLs     URLList `env:"AMQP_URLS" help:"a comma-separated list of amqp:// or amqps:// URLs, one per node of a cluster (a comma in a password is %2C); replaces AMQP_URL when set. Each connection starts at a node picked at random and moves to the next when it loses its node"`
+	Prefix       string  `env:"TOPOLOGY_PREFIX" help:"a name prefix such as test-42. for every exchange and queue, so runs can share a broker"`
+	QueueType    string  `env:"QUEUE_TYPE" envDefault:"classic" help:"classic or quorum (quorum dead-letters at least once)"`
+	DelayBackend string  `env:"DELAY_BACKEND" envDefault:"auto" help:"auto, plugin, ttl, levels or native: how a retry waits (see Delay backends)"`
+	Handoff      string  `env:"RETRY_HANDOFF" envDefault:"stages" help:"stages (a failure goes through the error and requeue stages of relay retrier) or direct (each worker counts a failure and publishes it to its wait itself, one confirmed publish per retry; the retrier still runs, for the nacks a worker falls back to)"`
+	MetricsAddr  string  `env:"METRICS_ADDR" help:"a host:port such as :9100 where workers and the retrier serve Prometheus /metrics (empty: none; the API serves its own)"`
 	// ManagementURL reaches the broker's management HTTP API, which lets
 	// relay move aside a message too large for an AMQP frame.
-	ManagementURL string `env:"MANAGEMENT_URL" help:"an http:// or https:// URL with credentials, such as http://guest:guest@localhost:15672, or off"`
+	ManagementURL string `env:"MANAGEMENT_URL" help:"the broker's management HTTP API, used only to move aside a message too large for an AMQP frame: an http:// or https:// URL with credentials such as http://guest:guest@localhost:15672; empty: derived from the first broker URL (same host and credentials, port 15672); off: none, and such a message stalls its queue until removed by hand"`
 
-	RetryDelays     string        `env:"RETRY_DELAYS" help:"a comma-separated list of durations such as 500ms,5s,1m,5m"`
-	RetryMax        int           `env:"RETRY_MAX" help:"a whole number of retries, 0 for the schedule's length"`
-	RetryInitial    time.Duration `env:"RETRY_INITIAL" help:"a duration such as 1s (enables exponential backoff)"`
-	RetryMultiplier float64       `env:"RETRY_MULTIPLIER" help:"a number of 1 or more, such as 2"`
-	RetryCap        time.Duration `env:"RETRY_CAP" help:"a duration such as 10m"`
-	RetryJitter     float64       `env:"RETRY_JITTER" help:"a fraction between 0 and 1, such as 0.2"`
-	RetryDeferrals  int           `env:"RETRY_DEFERRALS" envDefault:"10" help:"how often a message may wait as a downstream asked (Retry-After) without spending a retry; 0 for never"`
-	RetryDeadline   time.Duration `env:"RETRY_DEADLINE" envDefault:"24h" help:"a duration such as 24h: past it, a failure parks the message whatever its count; 0 for none"`
+	RetryDelays     string        `env:"RETRY_DELAYS" help:"a comma-separated list of durations such as 500ms,5s,1m,5m, the wait before each retry (empty: 500ms,5s,1m,5m unless RETRY_INITIAL is set)"`
+	RetryMax        int           `env:"RETRY_MAX" help:"a whole number of retries before a message is parked, 0 for the schedule's length (5 for exponential); past the schedule the last delay repeats"`
+	RetryInitial    time.Duration `env:"RETRY_INITIAL" help:"a duration such as 1s, the first delay of an exponential backoff (leave RETRY_DELAYS empty)"`
+	RetryMultiplier float64       `env:"RETRY_MULTIPLIER" help:"a number of 1 or more such as 2, the exponential growth factor (0: 2)"`
+	RetryCap        time.Duration `env:"RETRY_CAP" help:"a duration such as 10m, the longest exponential delay (0: none)"`
+	RetryJitter     float64       `env:"RETRY_JITTER" help:"a fraction between 0 and 1, such as 0.2, by which each delay is spread either way (plugin and levels backends)"`
+	RetryDeferrals  int           `env:"RETRY_DEFERRALS" envDefault:"10" help:"a whole number: how often a message may wait as a downstream asked (Retry-After, a 429) without spending a retry; 0 for never"`
+	RetryDeadline   time.Duration `env:"RETRY_DEADLINE" envDefault:"24h" help:"a duration such as 24h: past this age, counted from the first publish, a failure parks the message whatever its count; 0 for none"`
+}
+
+// Derived returns what RETRY_MAX=0, an empty RETRY_DELAYS and an empty
+// MANAGEMENT_URL stand for: the schedule's length, the default schedule
+// and the management API derived from the first broker URL. It implements
+// Deriver, so the start-up log shows them; it contacts nothing.
+func (b Broker) Derived() map[string]string {
+	out := map[string]string{}
+	if p, err := b.Policy(); err == nil {
+		if b.RetryMax == 0 {
+			out["RETRY_MAX"] = strconv.Itoa(p.Retries())
+		}
+		if b.RetryDelays == "" && b.RetryInitial == 0 {
+			delays := make([]string, len(retry.DefaultDelays))
+			for i, d := range retry.DefaultDelays {
+				delays[i] = shortDuration(d)
+			}
+			out["RETRY_DELAYS"] = strings.Join(delays, ",")
+		}
+	}
+	if strings.TrimSpace(b.ManagementURL) == "" && len(b.URLs()) > 0 {
+		if m, err := retry.ManagementFor(b.URLs()[0]); err == nil {
+			out["MANAGEMENT_URL"] = m.URL
+		}
+	}
+	return out
+}
+
+// shortDuration writes d as the README does: 1m rather than 1m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // URLList is a comma-separated list of broker URLs, such as AMQP_URLS.

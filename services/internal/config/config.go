@@ -3,8 +3,12 @@
 // run a service with an environment of their own.
 //
 // Fields carry an `env` tag (the variable), optionally `envDefault`, a
-// `help` tag with the accepted form (quoted in error messages) and
-// `secret:"true"` (masked in the start-up log).
+// `help` tag with the accepted form and what it means (quoted in error
+// messages after "want", and listed by `relay <service> --help` and the
+// README's Configuration tables, which cmd/relay generates) and
+// `secret:"true"` (masked in the start-up log). A struct whose zero
+// settings stand for derived values implements Deriver, so the start-up
+// log shows those values.
 package config
 
 import (
@@ -85,13 +89,41 @@ func fieldInfo(t reflect.Type) map[string]field {
 	return out
 }
 
+// Deriver is implemented by a configuration some of whose settings, left
+// at zero, stand for a value derived from the others: RETRY_MAX=0 for the
+// length of the retry schedule, an empty MANAGEMENT_URL for one derived
+// from AMQP_URL. Masked shows the derived values in their place, so the
+// start-up log says what the service runs with.
+type Deriver interface {
+	// Derived returns, keyed by variable, the value each such setting
+	// left at zero stands for. It does no I/O: it runs before the
+	// service contacts anything. A value it cannot derive (from settings
+	// that are not valid) is left out.
+	Derived() map[string]string
+}
+
 // Masked returns the configuration as key, value pairs for a start-up log.
 // Fields tagged `secret:"true"` show as "***" when set; URLs, and every
 // variable named *_URL whatever it holds, are masked by retry.RedactURL:
 // a URL loses its password, and a value that does not parse as one shows
-// no more than its scheme.
+// no more than its scheme. A setting left at a zero that stands for a
+// derived value shows that value (see Deriver), masked the same way.
 func Masked(cfg any) []any {
-	v := reflect.Indirect(reflect.ValueOf(cfg))
+	return masked(reflect.Indirect(reflect.ValueOf(cfg)), map[string]string{})
+}
+
+// masked walks v, an embedded struct's fields included, with the derived
+// values of the structs around it.
+func masked(v reflect.Value, derived map[string]string) []any {
+	if d, ok := v.Interface().(Deriver); ok {
+		for k, val := range d.Derived() {
+			// The outer struct's word stands: it may shadow an embedded
+			// struct's Derived with its own.
+			if _, set := derived[k]; !set {
+				derived[k] = val
+			}
+		}
+	}
 	t := v.Type()
 	var out []any
 	for i := 0; i < t.NumField(); i++ {
@@ -102,11 +134,14 @@ func Masked(cfg any) []any {
 		key := strings.Split(f.Tag.Get("env"), ",")[0]
 		if key == "" {
 			if f.Type.Kind() == reflect.Struct {
-				out = append(out, Masked(v.Field(i).Interface())...)
+				out = append(out, masked(v.Field(i), derived)...)
 			}
 			continue
 		}
 		val := fmt.Sprint(v.Field(i).Interface())
+		if d, ok := derived[key]; ok && v.Field(i).IsZero() {
+			val = d
+		}
 		out = append(out, key, mask(key, val, f.Tag.Get("secret") == "true"))
 	}
 	return out
@@ -119,6 +154,10 @@ func mask(key, val string, secret bool) string {
 		return ""
 	case secret:
 		return "***"
+	case val == "off":
+		// A keyword some *_URL variables take (MANAGEMENT_URL), not a URL
+		// that could hold a password.
+		return val
 	case strings.HasSuffix(key, "_URL") || strings.Contains(val, "://"):
 		// A malformed URL is masked too: it is the one a password is
 		// most likely to leak from, half-parsed.

@@ -110,3 +110,88 @@ func ExampleMasked() {
 	// [AMQP_URL amqp://guest:***@localhost:5672/ WEBHOOK_SECRET ***]
 	// [AMQP_URL amqp://*** WEBHOOK_SECRET ]
 }
+
+// TestMaskedDerived checks that the start-up log shows what a setting left
+// at a "derived" zero stands for, masked like any other value, and the
+// value itself once it is set.
+func TestMaskedDerived(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want map[string]string
+	}{
+		{"defaults", nil, map[string]string{
+			"RETRY_MAX": "4", "RETRY_DELAYS": "500ms,5s,1m,5m", "MANAGEMENT_URL": "http://guest:***@localhost:15672"}},
+		{"schedule set", map[string]string{"RETRY_DELAYS": "1s,2s"}, map[string]string{
+			"RETRY_MAX": "2", "RETRY_DELAYS": "1s,2s"}},
+		{"exponential", map[string]string{"RETRY_INITIAL": "1s"}, map[string]string{
+			"RETRY_MAX": "5", "RETRY_DELAYS": ""}},
+		{"all set", map[string]string{"RETRY_MAX": "7", "MANAGEMENT_URL": "https://admin:s3cret@mgmt.example.com"}, map[string]string{
+			"RETRY_MAX": "7", "MANAGEMENT_URL": "https://admin:***@mgmt.example.com"}},
+		{"management off", map[string]string{"MANAGEMENT_URL": "off"}, map[string]string{"MANAGEMENT_URL": "off"}},
+		{"from AMQP_URL", map[string]string{"AMQP_URL": "amqps://relay:s3cret@rabbit.example.com/prod"}, map[string]string{
+			"MANAGEMENT_URL": "https://relay:***@rabbit.example.com:15671"}},
+		{"from the first of AMQP_URLS", map[string]string{"AMQP_URLS": "amqp://u:s3cret@rabbit-1/,amqp://u:s3cret@rabbit-2/"}, map[string]string{
+			"MANAGEMENT_URL": "http://u:***@rabbit-1:15672"}},
+		{"nothing to derive from", map[string]string{"AMQP_URL": "amqp//u:s3cret@host"}, map[string]string{"MANAGEMENT_URL": ""}},
+		{"schedule not valid", map[string]string{"RETRY_DELAYS": "soon"}, map[string]string{"RETRY_MAX": "0", "RETRY_DELAYS": "soon"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b Broker
+			if err := Parse(func(k string) string { return tt.env[k] }, &b); err != nil {
+				t.Fatal(err)
+			}
+			// Through a struct that embeds Broker, as every service's
+			// Config does.
+			svc := struct {
+				Broker
+				Prefetch int `env:"PREFETCH"`
+			}{Broker: b}
+			kv := Masked(svc)
+			got := map[string]string{}
+			for i := 0; i+1 < len(kv); i += 2 {
+				if _, ok := tt.want[kv[i].(string)]; ok {
+					got[kv[i].(string)] = kv[i+1].(string)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Masked (-want +got):\n%s", diff)
+			}
+			if strings.Contains(fmt.Sprint(kv), "s3cret") {
+				t.Errorf("Masked shows a password: %v", kv)
+			}
+		})
+	}
+}
+
+// outer derives a value of its own beside the embedded Broker's.
+type outer struct {
+	Broker
+	Concurrency int `env:"CONCURRENCY"`
+	Prefetch    int `env:"PREFETCH"`
+}
+
+func (o outer) Derived() map[string]string {
+	return map[string]string{"PREFETCH": fmt.Sprint(2 * o.Concurrency), "RETRY_MAX": "99"}
+}
+
+// TestMaskedDerivedShadowed checks that a Config's own Derived, which
+// shadows the embedded Broker's, applies to its fields, and the Broker's
+// still applies to the Broker's.
+func TestMaskedDerivedShadowed(t *testing.T) {
+	kv := Masked(outer{Concurrency: 8})
+	got := map[string]any{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		got[kv[i].(string)] = kv[i+1]
+	}
+	want := map[string]any{"PREFETCH": "16", "RETRY_MAX": "99", "RETRY_DELAYS": "500ms,5s,1m,5m", "CONCURRENCY": "8"}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("Masked %s = %v, want %v", k, got[k], w)
+		}
+	}
+	if kv := Masked(outer{Concurrency: 8, Prefetch: 3}); fmt.Sprint(kv[len(kv)-1]) != "3" {
+		t.Errorf("Masked PREFETCH = %v, want the 3 it was set to", kv[len(kv)-1])
+	}
+}

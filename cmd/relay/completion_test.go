@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func script(t *testing.T, shell string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"completion", shell}, func(string) string { return "" }, &out, &out); err != nil {
+		t.Fatalf("relay completion %s: %v", shell, err)
+	}
+	return out.String()
+}
+
+// TestCompletionNamesEveryCommand checks that every script offers every
+// word of every command, and the flags of a tool.
+func TestCompletionNamesEveryCommand(t *testing.T) {
+	for _, shell := range shells {
+		t.Run(shell, func(t *testing.T) {
+			s := script(t, shell)
+			for _, c := range commands() {
+				for _, w := range append(strings.Fields(c.name), c.verbs...) {
+					if !containsWord(s, w) {
+						t.Errorf("the %s script does not name %q (of relay %s)", shell, w, c.name)
+					}
+				}
+			}
+			for _, w := range []string{"help", "env", "--watch", "--token", "--no-declare", "--yes"} {
+				if shell == "fish" && strings.HasPrefix(w, "--") {
+					w = "-l " + strings.TrimPrefix(w, "--")
+				}
+				if !containsWord(s, w) {
+					t.Errorf("the %s script does not name %q", shell, w)
+				}
+			}
+		})
+	}
+}
+
+// containsWord reports whether s holds w between characters that cannot
+// be part of a command word or flag.
+func containsWord(s, w string) bool {
+	part := func(b byte) bool {
+		return b == '-' || b == '_' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
+	}
+	for i := 0; ; {
+		j := strings.Index(s[i:], w)
+		if j < 0 {
+			return false
+		}
+		j += i
+		if (j == 0 || !part(s[j-1])) && (j+len(w) == len(s) || !part(s[j+len(w)])) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+// TestCompletionBash runs the bash script's function on command lines and
+// checks what it offers.
+func TestCompletionBash(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash on PATH")
+	}
+	path := filepath.Join(t.TempDir(), "relay.bash")
+	if err := os.WriteFile(path, []byte(script(t, "bash")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var top, channels []string
+	for _, c := range commands() {
+		if w := strings.Fields(c.name); !slices.Contains(top, w[0]) {
+			top = append(top, w[0])
+		}
+		if ch, ok := strings.CutPrefix(c.name, "worker "); ok {
+			channels = append(channels, ch)
+		}
+	}
+	tests := []struct {
+		line []string // the words, the one being completed last
+		want string
+	}{
+		{[]string{""}, strings.Join(append(top, "help"), " ")},
+		{[]string{"wor"}, "worker workshop"},
+		{[]string{"worker", ""}, strings.Join(channels, " ")},
+		{[]string{"worker", "email", "--"}, "--help"},
+		{[]string{"api", ""}, "--help"},
+		{[]string{"send", "--wa"}, "--watch"},
+		{[]string{"send", "--n", "3", "--to"}, "--to --token"},
+		{[]string{"status", "--j"}, "--json"},
+		{[]string{"dead", ""}, "list replay purge"},
+		{[]string{"dead", "purge", "--y"}, "--yes"},
+		{[]string{"dead", "list", "--y"}, ""},
+		{[]string{"workshop", "r"}, "run"},
+		{[]string{"workshop", "docs", "--"}, "--chapter --out"},
+		{[]string{"topology", "--no"}, "--no-declare"},
+		{[]string{"completion", ""}, "bash zsh fish"},
+		{[]string{"help", "e"}, "env"},
+		{[]string{"version", ""}, ""},
+		{[]string{"nope", ""}, ""},
+	}
+	var prog strings.Builder
+	prog.WriteString("source " + path + "\n")
+	for _, tt := range tests {
+		words := append([]string{"relay"}, tt.line...)
+		quoted := make([]string, len(words))
+		for i, w := range words {
+			quoted[i] = "'" + w + "'"
+		}
+		prog.WriteString("COMP_WORDS=(" + strings.Join(quoted, " ") + "); COMP_CWORD=" + strconv.Itoa(len(words)-1) +
+			"; COMPREPLY=(); _relay; echo \"${COMPREPLY[*]}\"\n")
+	}
+	out, err := exec.Command(bash, "--norc", "--noprofile", "-c", prog.String()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bash: %v\n%s", err, out)
+	}
+	got := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(got) != len(tests) {
+		t.Fatalf("bash printed %d lines for %d command lines:\n%s", len(got), len(tests), out)
+	}
+	for i, tt := range tests {
+		if got[i] != tt.want {
+			t.Errorf("relay %s<TAB> offers %q, want %q", strings.Join(tt.line, " "), got[i], tt.want)
+		}
+	}
+}
+
+// TestCompletionSyntax checks each script with its shell's parser, where
+// the shell is installed.
+func TestCompletionSyntax(t *testing.T) {
+	for _, shell := range shells {
+		t.Run(shell, func(t *testing.T) {
+			bin, err := exec.LookPath(shell)
+			if err != nil {
+				t.Skipf("no %s on PATH", shell)
+			}
+			path := filepath.Join(t.TempDir(), "relay."+shell)
+			if err := os.WriteFile(path, []byte(script(t, shell)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(bin, "-n", path).CombinedOutput(); err != nil {
+				t.Errorf("%s -n: %v\n%s", shell, err, out)
+			}
+		})
+	}
+}
+
+// TestToolFlags checks that the flags the scripts offer are read from
+// each tool's help.
+func TestToolFlags(t *testing.T) {
+	for _, c := range commands() {
+		if c.env != nil || len(c.verbs) > 0 || c.name == "version" {
+			continue
+		}
+		if flags := toolFlags(context.Background(), c); len(flags) == 0 {
+			t.Errorf("relay %s -h lists no flags", c.name)
+		}
+	}
+	send := commands()[slices.IndexFunc(commands(), func(c command) bool { return c.name == "send" })]
+	flags := toolFlags(context.Background(), send)
+	for _, want := range []string{"--api", "--token", "--n", "--watch"} {
+		if !slices.Contains(flags, want) {
+			t.Errorf("relay send's flags %q lack %s", flags, want)
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the README's Configuration tables from the code")
+
+const readme = "../../README.md"
+
+// TestREADMEConfiguration checks that the README's Configuration tables
+// are what the configuration structs say; -update rewrites them.
+func TestREADMEConfiguration(t *testing.T) {
+	raw, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := readmeTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := replaceEnvBlocks(string(raw), tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if got != string(raw) {
+			if err := os.WriteFile(readme, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("rewrote the Configuration tables of %s", readme)
+		}
+		return
+	}
+	if diff := cmp.Diff(string(raw), got); diff != "" {
+		t.Errorf("README.md's Configuration tables differ from the code (-README +code):\n%s\n"+
+			"Rewrite them with: go test ./cmd/relay -run TestREADMEConfiguration -update", diff)
+	}
+}
+
+var envMarker = regexp.MustCompile(`<!-- (/?)env:([a-z0-9-]+) -->`)
+
+// replaceEnvBlocks returns readme with the text between each table's
+// markers, <!-- env:id --> and <!-- /env:id -->, replaced by the table. A
+// table without its markers, or a marker without its table, is an error.
+func replaceEnvBlocks(readme string, tables []envTable) (string, error) {
+	byID := map[string]envTable{}
+	for _, t := range tables {
+		byID[t.id] = t
+	}
+	for _, m := range envMarker.FindAllStringSubmatch(readme, -1) {
+		if _, ok := byID[m[2]]; !ok {
+			return "", fmt.Errorf("README.md has a marker %s, but the code has no table %q", m[0], m[2])
+		}
+	}
+	var errs []error
+	for _, t := range tables {
+		open, end := "<!-- env:"+t.id+" -->\n", "<!-- /env:"+t.id+" -->\n"
+		i := strings.Index(readme, open)
+		j := strings.Index(readme, end)
+		if i < 0 || j < i || strings.Count(readme, open) != 1 || strings.Count(readme, end) != 1 {
+			errs = append(errs, fmt.Errorf("README.md needs the markers %q and %q, once each and in that order, around the table of %s",
+				strings.TrimSpace(open), strings.TrimSpace(end), t.title))
+			continue
+		}
+		readme = readme[:i] + markdownBlock(t) + readme[j+len(end):]
+	}
+	return readme, errors.Join(errs...)
+}
+
+func TestReplaceEnvBlocks(t *testing.T) {
+	tables := []envTable{{id: "a", title: "A"}, {id: "b", title: "B"}}
+	tests := []struct {
+		name, in string
+		want     string // "" when an error is wanted
+		wantErr  string
+	}{
+		{"replaces", "x\n<!-- env:a -->\nold\n<!-- /env:a -->\ny\n<!-- env:b -->\n<!-- /env:b -->\n",
+			"x\n" + markdownBlock(tables[0]) + "y\n" + markdownBlock(tables[1]), ""},
+		{"missing table markers", "<!-- env:a -->\n<!-- /env:a -->\n", "", `markers "<!-- env:b -->"`},
+		{"unknown marker", "<!-- env:a -->\n<!-- /env:a -->\n<!-- env:b -->\n<!-- /env:b -->\n<!-- env:c -->\n", "", "no table \"c\""},
+		{"reversed", "<!-- /env:a -->\n<!-- env:a -->\n<!-- env:b -->\n<!-- /env:b -->\n", "", "in that order"},
+		{"twice", "<!-- env:a -->\n<!-- /env:a -->\n<!-- env:a -->\n<!-- /env:a -->\n<!-- env:b -->\n<!-- /env:b -->\n", "", "once each"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := replaceEnvBlocks(tt.in, tables)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("replaceEnvBlocks error = %v, want one saying %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("replaceEnvBlocks (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
