@@ -46,7 +46,8 @@ func TestReadmeSendExample(t *testing.T) {
 		t.Fatal("the README's example needs curl: install it (apt-get install curl)")
 	}
 	code, shown := readmeBlock(t, "send")
-	const token = "readme-token-0123456789abcdef"
+	// The token the example sets: the one make demo uses.
+	const token = "demo-token-change-me-0001"
 	env := map[string]string{
 		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": retrytest.Prefix(t), "DELAY_BACKEND": "ttl",
 		"RETRY_DELAYS": "100ms,200ms", "FLAKY_EMAIL_SCENARIO": "healthy", "FLAKY_WEBHOOK_SCENARIO": "healthy",
@@ -65,7 +66,6 @@ func TestReadmeSendExample(t *testing.T) {
 	run := func() (id string, channels []string) {
 		t.Helper()
 		cmd := exec.Command("bash", "-c", "set -euo pipefail\n"+code)
-		cmd.Env = append(os.Environ(), "API_TOKEN="+token)
 		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("the README's example failed: %v\n%s\nlog:\n%s", err, out, logs.String())

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -20,7 +21,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs := flag.NewFlagSet("relay send", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	var api apiclient.Flags
-	api.Register(fs, getenv("RELAY_API"), getenv("API_TOKEN"))
+	api.Register(fs, getenv("RELAY_API"), apiclient.Token(getenv, os.Stderr))
 	n := fs.Int("n", 10, "how many notifications to send")
 	channels := fs.String("channels", "email,webhook", "channels each notification uses: email, webhook or both")
 	to := fs.String("to", "ada@example.com", "email recipient")

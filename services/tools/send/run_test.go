@@ -307,7 +307,7 @@ func TestSendHeaders(t *testing.T) {
 	f, srv := newFake(t, []string{"email", "webhook"}, nil)
 	var out bytes.Buffer
 	err := Run(context.Background(), []string{"--n", "3", "--idempotency-prefix", "k"},
-		func(k string) string { return map[string]string{"RELAY_API": srv.URL, "API_TOKEN": "tok"}[k] }, &out)
+		func(k string) string { return map[string]string{"RELAY_API": srv.URL, "API_TOKENS": "tok"}[k] }, &out)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}

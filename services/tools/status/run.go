@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/relay-demo/relay/services/internal/apiclient"
@@ -34,7 +35,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		fs.PrintDefaults()
 	}
 	var api apiclient.Flags
-	api.Register(fs, getenv("RELAY_API"), getenv("API_TOKEN"))
+	api.Register(fs, getenv("RELAY_API"), apiclient.Token(getenv, os.Stderr))
 	asJSON := fs.Bool("json", false, "print the API's answer as it is")
 	width := fs.Int("width", 100, "cut each error at a word boundary to fit lines of this many `columns`")
 	full := fs.Bool("full", false, "print every error in full")

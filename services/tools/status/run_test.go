@@ -214,12 +214,12 @@ sms      queued  not attempted yet
 		{
 			name:    "unauthorized",
 			args:    []string{"--token", "wrong-token-000000001", "ntf_delivered"},
-			wantErr: "API answered 401 Unauthorized: the bearer token is not one the API accepts; pass a token the API at " + srv.URL + " accepts with --token (or API_TOKEN)",
+			wantErr: "API answered 401 Unauthorized: the bearer token is not one the API accepts; pass a token the API at " + srv.URL + " accepts with --token (or API_TOKENS)",
 		},
 		{
 			name:    "no token",
 			args:    []string{"--token", "", "ntf_delivered"},
-			wantErr: "--token (or API_TOKEN)",
+			wantErr: "--token (or API_TOKENS)",
 		},
 		{
 			name:    "API unreachable",
@@ -266,7 +266,7 @@ func TestStatusJSON(t *testing.T) {
 	}
 	var out bytes.Buffer
 	err = Run(context.Background(), []string{"ntf_parked", "--json"}, func(k string) string {
-		return map[string]string{"RELAY_API": srv.URL, "API_TOKEN": token}[k]
+		return map[string]string{"RELAY_API": srv.URL, "API_TOKENS": token}[k]
 	}, &out)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
