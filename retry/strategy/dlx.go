@@ -26,7 +26,7 @@ func (s *dlxRequeue) Describe() string {
 
 func (s *dlxRequeue) names() names { return names{s.o.Prefix} }
 
-func (s *dlxRequeue) Layout() Layout { return s.names().layout(true) }
+func (s *dlxRequeue) Layout() Layout { return s.names().layout(true, RequeueQueue) }
 
 func (s *dlxRequeue) Plan() retry.Plan {
 	n := s.names()

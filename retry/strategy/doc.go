@@ -31,6 +31,19 @@
 //     never resets so that count % max == 0 parks once per cycle (a message
 //     replayed from the dead-letter queue gets a fresh cycle), and parking
 //     through a headers exchange with x-dead-source.
+//   - delay-levels: the default pipeline on binary delay levels
+//     (retry.Levels): 32 queues holding a message 2^k ms each, chained by
+//     topic exchanges that route on one word per bit of the delay, so any
+//     delay is served exactly, jitter included, on any broker.
+//   - native-delayed-retry: the default pipeline on RabbitMQ 4.3's delayed
+//     retry (retry.Native): the quorum work queue delays a rejected message
+//     itself and dead-letters it past the delivery limit. On an older
+//     broker Declare fails with a NotRunnable naming the broker's version.
+//
+// The pipeline strategies (delayed-exchange, ttl-tiers, delay-levels) also
+// run with the direct hand-off (retry.Direct) under their name with
+// DirectSuffix, such as delay-levels/direct: the worker publishes each
+// retry to wait itself, and no requeue stage sends it back.
 //
 // Messages that are given up on go through dead-letter-exchange, a headers
 // exchange, into dead-letter-queue, keeping their body and headers.

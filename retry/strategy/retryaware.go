@@ -49,7 +49,7 @@ func (s *retryAware) names() names { return names{s.o.Prefix} }
 
 func (s *retryAware) Layout() Layout {
 	n := s.names()
-	l := n.layout(true)
+	l := n.layout(true, ErrorQueue)
 	l.Copies = []string{n.of(UrgentQueue)}
 	return l
 }

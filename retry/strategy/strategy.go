@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -44,6 +45,42 @@ type Strategy interface {
 // does not run.
 var ErrUnsupported = errors.New("the broker cannot run this strategy")
 
+// NotRunnable is the ErrUnsupported of a strategy that needs a newer broker
+// than the one it was declared on: it names the version the broker's
+// connection reported and what the strategy needs.
+type NotRunnable struct {
+	// Version is the broker's version, as its connection reported it.
+	Version string
+	// Needs says what the strategy needs, such as "4.3 with quorum queues".
+	Needs string
+}
+
+// Error says what the broker is and what it would need to be.
+func (e *NotRunnable) Error() string {
+	v := e.Version
+	if v == "" {
+		v = "(version not reported)"
+	}
+	return fmt.Sprintf("not runnable on RabbitMQ %s: needs %s", v, e.Needs)
+}
+
+// Is makes a NotRunnable an ErrUnsupported.
+func (e *NotRunnable) Is(target error) bool { return target == ErrUnsupported }
+
+// NativeSupport reports whether a broker that reports version (the
+// "version" property of its connection, such as "4.3.0") can run
+// native-delayed-retry: nil if it can, else a *NotRunnable. Delayed retry
+// for quorum queues arrived in RabbitMQ 4.3; an older broker would take the
+// queue arguments it does not know and requeue at once, so the strategy is
+// refused rather than run without its delays.
+func NativeSupport(version string) error {
+	var major, minor int
+	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err == nil && (major > 4 || major == 4 && minor >= 3) {
+		return nil
+	}
+	return &NotRunnable{Version: version, Needs: "4.3 with quorum queues"}
+}
+
 // Layout is where a strategy's notifications enter and where they end.
 type Layout struct {
 	// Exchange and Key are where producers publish a notification.
@@ -57,6 +94,11 @@ type Layout struct {
 	// parked messages (bound on business headers); a runner counts them
 	// but must not count them as in flight.
 	Copies []string
+	// Consumed are the queues Run consumes, the work queue first. Run
+	// does not wait for all of them to have a consumer (relay's stages
+	// declare their topology first): a runner that times retries waits
+	// until each has one.
+	Consumed []string
 }
 
 // Event is one decision a strategy's consumers made about a message.
@@ -144,13 +186,36 @@ func Names() []string {
 	return []string{
 		"naive-requeue", "naive-requeue-once", "dlx-requeue", "delayed-exchange",
 		"ttl-wait-queue", "per-message-ttl", "ttl-tiers", "quorum-delivery-limit", "retry-aware-dlx",
+		"delay-levels", "native-delayed-retry",
 	}
 }
 
-// New returns the named strategy.
+// DirectSuffix names a pipeline strategy run with the direct hand-off
+// (retry.Direct) instead of the stages: "delay-levels/direct" is
+// delay-levels whose worker publishes each retry to wait itself.
+const DirectSuffix = "/direct"
+
+// Handoffs lists the strategies that run with either hand-off: relay's
+// pipeline on the backends that wait outside the work queue. Each also
+// runs as its name + DirectSuffix.
+func Handoffs() []string { return []string{"delayed-exchange", "ttl-tiers", "delay-levels"} }
+
+// New returns the named strategy: one of Names, or one of Handoffs with
+// DirectSuffix.
 func New(name string, o Options) (Strategy, error) {
 	if err := o.Policy.Validate(); err != nil {
 		return nil, err
+	}
+	if base, direct := strings.CutSuffix(name, DirectSuffix); direct {
+		if !slices.Contains(Handoffs(), base) {
+			return nil, fmt.Errorf("strategy %q has no direct hand-off: only %s do", base, strings.Join(Handoffs(), ", "))
+		}
+		s, err := New(base, o)
+		if err != nil {
+			return nil, err
+		}
+		s.(*pipeline).handoff = retry.Direct
+		return s, nil
 	}
 	switch name {
 	case "naive-requeue":
@@ -171,22 +236,35 @@ func New(name string, o Options) (Strategy, error) {
 		return &deliveryLimit{o: o}, nil
 	case "retry-aware-dlx":
 		return &retryAware{o: o}, nil
+	case "delay-levels":
+		return &pipeline{o: o, backend: retry.Levels}, nil
+	case "native-delayed-retry":
+		return &pipeline{o: o, backend: retry.Native}, nil
 	}
-	return nil, fmt.Errorf("unknown strategy %q: want one of %v", name, Names())
+	return nil, fmt.Errorf("unknown strategy %q: want one of %v, or %s after one of %v", name, Names(), DirectSuffix, Handoffs())
 }
 
 // Known reports whether name is a strategy New accepts.
-func Known(name string) bool { return slices.Contains(Names(), name) }
+func Known(name string) bool {
+	if base, direct := strings.CutSuffix(name, DirectSuffix); direct {
+		return slices.Contains(Handoffs(), base)
+	}
+	return slices.Contains(Names(), name)
+}
 
 // names is the prefixed naming every strategy shares.
 type names struct{ prefix string }
 
 func (n names) of(base string) string { return n.prefix + base }
 
-// layout is the shared layout; copies are added by the strategies that
-// have them.
-func (n names) layout(parks bool) Layout {
-	l := Layout{Exchange: n.of(IngressExchange), Key: RoutingKey, WorkQueue: n.of(WorkQueue)}
+// layout is the shared layout, with the queues the strategy consumes
+// besides the work queue; copies are added by the strategies that have
+// them.
+func (n names) layout(parks bool, consumed ...string) Layout {
+	l := Layout{Exchange: n.of(IngressExchange), Key: RoutingKey, WorkQueue: n.of(WorkQueue), Consumed: []string{n.of(WorkQueue)}}
+	for _, q := range consumed {
+		l.Consumed = append(l.Consumed, n.of(q))
+	}
 	if parks {
 		l.DeadQueue = n.of(DeadQueue)
 	}

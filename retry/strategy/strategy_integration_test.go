@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +84,13 @@ type started struct {
 // A broker that cannot run the strategy skips the test with the reason.
 func start(t *testing.T, name string, policy retry.Policy) *started {
 	t.Helper()
+	down := &downstream{fail: map[string]int{}, attempts: map[string]int{}, delivered: map[string]int{}}
+	return startWith(t, name, policy, down, nil)
+}
+
+// startWith is start with the handler and observer given.
+func startWith(t *testing.T, name string, policy retry.Policy, h retry.Handler, observe func(strategy.Event)) *started {
+	t.Helper()
 	prefix := retrytest.Prefix(t)
 	s, err := strategy.New(name, strategy.Options{Prefix: prefix, URL: retrytest.URL(t), Policy: policy})
 	if err != nil {
@@ -100,17 +108,42 @@ func start(t *testing.T, name string, policy retry.Policy) *started {
 			t.Errorf("delete %s: %v", name, err)
 		}
 	})
-	down := &downstream{fail: map[string]int{}, attempts: map[string]int{}, delivered: map[string]int{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx, conn, down, nil) }()
+	go func() { done <- s.Run(ctx, conn, h, observe) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("run %s: %v", name, err)
 		}
 	})
+	ready(t, conn, s.Layout().Consumed)
+	down, _ := h.(*downstream)
 	return &started{prefix: prefix, s: s, conn: conn, down: down}
+}
+
+// ready waits until every queue has a consumer: relay's stages declare
+// their topology before they consume, and a retry that reached a stage
+// before it was up would wait for it, not for its delay.
+func ready(t *testing.T, conn *amqp.Connection, queues []string) {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	retrytest.Eventually(t, 10*time.Second, func() bool {
+		for _, name := range queues {
+			q, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+			if err != nil {
+				t.Fatalf("inspect %s: %v", name, err)
+			}
+			if q.Consumers == 0 {
+				return false
+			}
+		}
+		return true
+	}, "the strategy's consumers did not start on %v", queues)
 }
 
 func (st *started) publish(t *testing.T, id string, headers amqp.Table) {
@@ -348,5 +381,163 @@ func TestRetryAwareDLXReplayStartsAFreshCycle(t *testing.T) {
 	}
 	if diff := cmp.Diff([]any{int32(2), int32(4)}, totals); diff != "" {
 		t.Errorf("x-retry-total when parked, per cycle (-want +got):\n%s", diff)
+	}
+}
+
+// TestDelayLevels runs the retry table on binary delay levels, with the
+// stages and with the direct hand-off: both park where relay parks, with the
+// reason, the count and the last error.
+func TestDelayLevels(t *testing.T) {
+	for _, name := range []string{"delay-levels", "delay-levels/direct"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			parked := start(t, name, tiny).check(t, retrying)
+			for _, d := range parked {
+				if got := d.Headers[retry.HeaderDeadReason]; got != retry.ReasonMaxRetries {
+					t.Errorf("parked %s: %s %v, want %s", d.MessageId, retry.HeaderDeadReason, got, retry.ReasonMaxRetries)
+				}
+				if got := retry.RetryCount(d.Headers); got != 2 {
+					t.Errorf("parked %s: x-retry-count %d, want 2", d.MessageId, got)
+				}
+				if got, _ := d.Headers[retry.HeaderLastError].(string); !strings.Contains(got, "fails on purpose") {
+					t.Errorf("parked %s: %s %q, want the handler's error", d.MessageId, retry.HeaderLastError, got)
+				}
+			}
+		})
+	}
+}
+
+// TestTTLTiersDirect runs the retry table on the TTL backend with the direct
+// hand-off, whose wait queues dead-letter straight into the work queue.
+func TestTTLTiersDirect(t *testing.T) {
+	t.Parallel()
+	start(t, "ttl-tiers/direct", tiny).check(t, retrying)
+}
+
+// clocked is a downstream that fails every attempt and notes when each
+// began, and the waits the strategy scheduled, by message id.
+type clocked struct {
+	mu        sync.Mutex
+	at        map[string][]time.Time
+	scheduled map[string][]time.Duration
+}
+
+func (c *clocked) Handle(_ context.Context, m *retry.Message) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at[m.ID] = append(c.at[m.ID], time.Now())
+	return errors.New("503 on purpose")
+}
+
+func (c *clocked) observe(e strategy.Event) {
+	if e.Outcome != retry.Retrying {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.scheduled[e.ID] = append(c.scheduled[e.ID], e.Delay)
+}
+
+// TestDelayLevelsKeepEachDelay measures binary delay levels against the
+// broker: with jitter, every retry gets a delay of its own, and each message
+// waits that delay, to the millisecond, plus the hops.
+func TestDelayLevelsKeepEachDelay(t *testing.T) {
+	// Delays with many bits set: 37ms is 100101 in binary, three levels.
+	policy := retry.Policy{Delays: []time.Duration{37 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond}, Jitter: 0.5}
+	// Above the wait: a consume, a confirmed publish and an ack per hop,
+	// a dead-lettering per level, on a shared two-core machine.
+	const slack = 150 * time.Millisecond
+	for _, name := range []string{"delay-levels", "delay-levels/direct"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := &clocked{at: map[string][]time.Time{}, scheduled: map[string][]time.Duration{}}
+			st := startWith(t, name, policy, c, c.observe)
+			ids := []string{"a", "b", "c"}
+			for _, id := range ids {
+				st.publish(t, id, nil)
+			}
+			parked := map[string]amqp.Delivery{}
+			retrytest.Eventually(t, 15*time.Second, func() bool {
+				for id, d := range take(t, st.conn, st.s.Layout().DeadQueue) {
+					parked[id] = d
+				}
+				return len(parked) == len(ids)
+			}, "%s: not every message was parked", name)
+
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			distinct := map[time.Duration]bool{}
+			for _, id := range ids {
+				at, sched := c.at[id], c.scheduled[id]
+				if len(at) != 4 || len(sched) != 3 {
+					t.Fatalf("%s: %d attempts and %d scheduled waits, want 4 and 3", id, len(at), len(sched))
+				}
+				for i, want := range sched {
+					base := policy.Delay(i + 1)
+					if want < base/2 || want > base*3/2 {
+						t.Errorf("%s retry %d: scheduled %s, outside %s ± 50%%", id, i+1, want, base)
+					}
+					distinct[want] = true
+					gap := at[i+1].Sub(at[i])
+					// The levels wait whole milliseconds: the scheduled delay
+					// truncated.
+					if floor := want.Truncate(time.Millisecond); gap < floor || gap > want+slack {
+						t.Errorf("%s retry %d: waited %s, scheduled %s (want %s to %s)", id, i+1, gap, want, floor, want+slack)
+					}
+					t.Logf("%s retry %d: scheduled %s, measured %s", id, i+1, want.Round(time.Microsecond), gap.Round(time.Microsecond))
+				}
+				if got := parked[id].Headers[retry.HeaderDeadReason]; got != retry.ReasonMaxRetries {
+					t.Errorf("parked %s: %s %v", id, retry.HeaderDeadReason, got)
+				}
+			}
+			// Nine jittered delays drawn from a continuous spread: equal
+			// ones would mean the jitter was not applied.
+			if len(distinct) < 8 {
+				t.Errorf("%d distinct delays of 9: jitter not applied", len(distinct))
+			}
+		})
+	}
+}
+
+// TestNativeDelayedRetry runs the retry table on RabbitMQ 4.3's delayed
+// retry; older brokers skip it (see the next test).
+func TestNativeDelayedRetry(t *testing.T) {
+	t.Parallel()
+	parked := start(t, "native-delayed-retry", tiny).check(t, retrying)
+	for _, d := range parked {
+		if got := d.Headers[retry.HeaderDeadReason]; got != retry.ReasonMaxRetries {
+			t.Errorf("parked %s: %s %v, want %s", d.MessageId, retry.HeaderDeadReason, got, retry.ReasonMaxRetries)
+		}
+	}
+}
+
+// TestNativeDelayedRetryIsNotRunnableBefore43 checks, on a broker older
+// than 4.3, that the strategy names the version its connection reports and
+// declares nothing.
+func TestNativeDelayedRetryIsNotRunnableBefore43(t *testing.T) {
+	t.Parallel()
+	conn := retrytest.Conn(t)
+	version, _ := conn.Properties["version"].(string)
+	if strategy.NativeSupport(version) == nil {
+		t.Skipf("RabbitMQ %s runs native-delayed-retry: TestNativeDelayedRetry covers it", version)
+	}
+	prefix := retrytest.Prefix(t)
+	s, err := strategy.New("native-delayed-retry", strategy.Options{Prefix: prefix, Policy: tiny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Declare(context.Background(), conn)
+	t.Cleanup(func() { _ = s.Delete(conn) })
+	want := "not runnable on RabbitMQ " + version + ": needs 4.3 with quorum queues"
+	if !errors.Is(err, strategy.ErrUnsupported) || err.Error() != want {
+		t.Fatalf("Declare = %v, want %q", err, want)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if _, err := ch.QueueDeclarePassive(s.Layout().WorkQueue, true, false, false, false, nil); err == nil {
+		t.Errorf("%s exists: the refusal came after declaring", s.Layout().WorkQueue)
 	}
 }

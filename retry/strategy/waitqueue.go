@@ -30,7 +30,7 @@ func (s *waitQueue) delay() retryDelay { return retryDelay(s.o.Policy.Delay(1)) 
 
 func (s *waitQueue) names() names { return names{s.o.Prefix} }
 
-func (s *waitQueue) Layout() Layout { return s.names().layout(true) }
+func (s *waitQueue) Layout() Layout { return s.names().layout(true, ErrorQueue) }
 
 func (s *waitQueue) Plan() retry.Plan {
 	n := s.names()

@@ -16,7 +16,9 @@ type attempt struct {
 
 // record is everything a run saw, by notification id.
 type record struct {
-	// published is when each accepted notification was published.
+	// published is when each accepted notification arrived: when the
+	// release let it into the strategy's ingress (the whole load is
+	// published before the clock starts; see publishLoad).
 	published map[string]time.Time
 	// attempts are each notification's calls to the downstream, in order.
 	attempts map[string][]attempt
@@ -117,8 +119,9 @@ type Figures struct {
 	ScheduledP99 Duration `json:"scheduled_delay_p99_ms"`
 	ActualP50    Duration `json:"actual_delay_p50_ms"`
 	ActualP99    Duration `json:"actual_delay_p99_ms"`
-	// Healthy is the time from publish to delivery of the notifications
-	// that never failed (or, if they were never attempted, to the end).
+	// Healthy is the time from arrival to first attempt of the
+	// notifications that never failed (or, if they were never attempted,
+	// to the end).
 	HealthyP50 Duration `json:"healthy_wait_p50_ms"`
 	HealthyP99 Duration `json:"healthy_wait_p99_ms"`
 	// HoLP99 is the 99th percentile, over notifications, of the time each
@@ -132,6 +135,9 @@ type Figures struct {
 	// Wall is the run's duration; TimedOut, whether its bound ended it.
 	Wall     Duration `json:"wall_ms"`
 	TimedOut bool     `json:"timed_out"`
+	// Verdict sums the row up in a line, against the other rows of the
+	// same compare (see rowVerdict).
+	Verdict string `json:"verdict,omitempty"`
 }
 
 // skippedRow is the row of a strategy the broker cannot run.
@@ -145,10 +151,10 @@ func emptyRow(f Figures) Figures {
 		ActualP99: none, HealthyP50: none, HealthyP99: none, HoLP99: none, Wall: none}
 }
 
-// measure turns a record into figures. baseline is the typical time from
-// publish to first attempt with no failures at all; head-of-line waits are
+// measure turns a record into figures. base is, for each notification, the
+// time to its first attempt with no failures at all; head-of-line waits are
 // counted beyond it.
-func measure(strategy string, r *record, baseline time.Duration) Figures {
+func measure(strategy string, r *record, base baseline) Figures {
 	f := Figures{Strategy: strategy, Accepted: len(r.published), Copies: r.copies,
 		Wall: Duration(r.end.Sub(r.start)), TimedOut: r.timedOut}
 	var scheduled, actual, healthy, hol []time.Duration
@@ -184,7 +190,7 @@ func measure(strategy string, r *record, baseline time.Duration) Figures {
 		case !slices.ContainsFunc(atts, func(a attempt) bool { return !a.ok }):
 			healthy = append(healthy, atts[0].start.Sub(published))
 		}
-		hol = append(hol, headOfLine(published, atts, sched, r.end, baseline, delivered || r.parked[id]))
+		hol = append(hol, headOfLine(published, atts, sched, r.end, base[id], delivered || r.parked[id]))
 	}
 	f.ScheduledP50, f.ScheduledP99 = percentile(scheduled, 50), percentile(scheduled, 99)
 	f.ActualP50, f.ActualP99 = percentile(actual, 50), percentile(actual, 99)
@@ -197,8 +203,8 @@ func measure(strategy string, r *record, baseline time.Duration) Figures {
 }
 
 // headOfLine is the time one notification spent waiting behind others
-// beyond what was meant: before its first attempt, whatever exceeds the
-// baseline; before each retry, whatever exceeds the wait the strategy
+// beyond what was meant: before its first attempt, whatever exceeds its
+// baseline (when a plain queue would have reached it); before each retry, whatever exceeds the wait the strategy
 // scheduled; and, if it never finished, the same for the wait it was in
 // when the run stopped.
 func headOfLine(published time.Time, atts []attempt, sched []time.Duration, end time.Time, baseline time.Duration, finished bool) time.Duration {

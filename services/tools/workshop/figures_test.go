@@ -42,7 +42,12 @@ func TestMeasureCountsWhereEveryNotificationEnded(t *testing.T) {
 	r.publishes = 7
 	r.copies = 1
 
-	got := measure("x", r, ms(1))
+	// A plain queue would have reached each of them 1ms after the start.
+	base := baseline{}
+	for id := range r.published {
+		base[id] = ms(1)
+	}
+	got := measure("x", r, base)
 	want := Figures{
 		Strategy: "x", Accepted: 7, Delivered: 3, Parked: 1, InFlight: 2, Lost: 1, Duplicates: 2, Attempts: 11, Copies: 1,
 		ScheduledP50: Duration(ms(250)), ScheduledP99: Duration(ms(500)),
@@ -67,7 +72,7 @@ func TestMeasureCountsWhereEveryNotificationEnded(t *testing.T) {
 func TestMeasureEmptyRun(t *testing.T) {
 	r := newRecord()
 	r.start, r.end = t0, at(10)
-	got := measure("x", r, 0)
+	got := measure("x", r, nil)
 	want := Figures{Strategy: "x", ScheduledP50: none, ScheduledP99: none, ActualP50: none, ActualP99: none,
 		HealthyP50: none, HealthyP99: none, HoLP99: none, Wall: Duration(ms(10))}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -9,11 +9,19 @@
 // notification id. No HTTP is involved, so what is measured is the retry
 // design and the broker, not a network stack.
 //
+// Every run waits until every consumer of the strategy is up, then
+// publishes its whole load before the clock starts, for the broker to
+// release at the scenario's pace: neither start-up nor publishing shows in
+// the figures.
+//
 //	relay workshop list
-//	relay workshop run <strategy> [--scenario S] [--n N] [--seed S] [--timeout D]
-//	relay workshop compare [--scenario S] [--n N] [--seed S] [--format text|markdown|json]
+//	relay workshop run <strategy> [--scenario S] [--n N] [--seed S] [--timeout D] [--jitter J] [--wide]
+//	relay workshop compare [--scenario S] [--n N] [--seed S] [--strategies a,b] [--format text|markdown|json] [--wide]
 //	relay workshop topology <strategy> [--format text|mermaid]
 //	relay workshop docs [--out docs/workshop]
+//
+// A pipeline strategy runs with the direct hand-off as <strategy>/direct,
+// such as delay-levels/direct.
 package workshop
 
 import (
@@ -25,6 +33,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/strategy"
 	"github.com/relay-demo/relay/services/internal/config"
 )
@@ -37,7 +46,7 @@ type Config struct {
 const usage = `usage: relay workshop <verb> [arguments]
   list                                   the strategies and the scenarios
   run <strategy> [flags]                 run one strategy, printing every attempt
-  compare [flags]                        run every strategy on the same scenario and print one table
+  compare [flags]                        run every strategy on the same scenario: one table, one verdict each
   topology <strategy> [--format mermaid] the strategy's exchanges and queues (no broker needed)
   docs [--out docs/workshop]             rerun the commands in the workshop chapters and write their output in`
 
@@ -91,9 +100,24 @@ func splitName(fs *flag.FlagSet, args []string) (string, error) {
 		return "", fmt.Errorf("name a strategy: %s", strings.Join(strategy.Names(), ", "))
 	}
 	if !strategy.Known(name) {
-		return "", fmt.Errorf("unknown strategy %q: want one of %s", name, strings.Join(strategy.Names(), ", "))
+		return "", fmt.Errorf("unknown strategy %q: want one of %s, or %s after one of %s", name,
+			strings.Join(strategy.Names(), ", "), strategy.DirectSuffix, strings.Join(strategy.Handoffs(), ", "))
 	}
 	return name, nil
+}
+
+// compared is what compare runs by default: every strategy, and
+// delay-levels once more with the direct hand-off, so the table shows what
+// the stages cost.
+func compared() []string {
+	var out []string
+	for _, name := range strategy.Names() {
+		out = append(out, name)
+		if name == "delay-levels" {
+			out = append(out, name+strategy.DirectSuffix)
+		}
+	}
+	return out
 }
 
 func list(w io.Writer) error {
@@ -105,6 +129,8 @@ func list(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "\n  %s\n%s", name, wrap(s.Describe(), "    ", 100))
 	}
+	fmt.Fprint(w, "\n"+wrap(fmt.Sprintf("Hand-offs: %s also run with the direct hand-off, as <name>%s (the worker "+
+		"publishes each retry to wait itself; no requeue stage).", strings.Join(strategy.Handoffs(), ", "), strategy.DirectSuffix), "", 100))
 	fmt.Fprintln(w, "\nScenarios (the first is the default):")
 	for _, sc := range Scenarios() {
 		fmt.Fprintf(w, "  %-12s %s\n", sc.Name, sc.Summary)
@@ -142,6 +168,8 @@ type runFlags struct {
 	n        int
 	seed     uint64
 	bound    time.Duration
+	jitter   float64
+	wide     bool
 }
 
 func (r *runFlags) register(fs *flag.FlagSet, bound time.Duration) {
@@ -149,6 +177,9 @@ func (r *runFlags) register(fs *flag.FlagSet, bound time.Duration) {
 	fs.IntVar(&r.n, "n", 0, "how many notifications to publish (0: the scenario's default)")
 	fs.Uint64Var(&r.seed, "seed", 1, "seed choosing which notifications fail")
 	fs.DurationVar(&r.bound, "timeout", bound, "stop a strategy that has not settled after this long")
+	fs.Float64Var(&r.jitter, "jitter", 0, "spread every delay over ±`J`×delay (0 to 1); only the designs that "+
+		"schedule each delay per message honour it")
+	fs.BoolVar(&r.wide, "wide", false, "show every column (wider than 120 columns)")
 }
 
 func (r *runFlags) resolve() (Scenario, error) {
@@ -165,32 +196,60 @@ func (r *runFlags) resolve() (Scenario, error) {
 	if r.bound <= 0 || r.bound > time.Hour {
 		return sc, fmt.Errorf("--timeout %s: want a positive duration up to 1h", r.bound)
 	}
+	if r.jitter < 0 || r.jitter > 1 {
+		return sc, fmt.Errorf("--jitter %g: want 0 to 1", r.jitter)
+	}
 	return sc, nil
 }
 
 func (r *runFlags) spec(cfg Config, name string, sc Scenario) spec {
-	return spec{url: cfg.AMQPURL, strategy: name, scenario: sc, n: r.n, seed: r.seed, bound: r.bound}
+	p := Policy
+	p.Jitter = r.jitter
+	return spec{url: cfg.AMQPURL, strategy: name, scenario: sc, n: r.n, seed: r.seed, policy: p, bound: r.bound}
 }
 
-// baseline measures the typical publish-to-first-attempt time with no
-// failures: naive-requeue, which is a bare queue when nothing fails.
-func baseline(ctx context.Context, sp spec, w io.Writer, bullet string) (time.Duration, error) {
-	sp.strategy, sp.scenario = "naive-requeue", sp.scenario.healthy()
-	f, err := runOne(ctx, sp, &timeline{w: io.Discard})
+// measureBaseline runs the same load with no failures through naive-requeue,
+// which is a plain queue when nothing fails, and notes how long after its
+// arrival each notification was first attempted: head-of-line waits count
+// beyond that.
+// It returns the p50 as well, for the report.
+func measureBaseline(ctx context.Context, sp spec, w io.Writer, bullet string) (baseline, Duration, error) {
+	sp.strategy, sp.scenario, sp.baseline = "naive-requeue", sp.scenario.healthy(), nil
+	rec, err := play(ctx, sp, &timeline{w: io.Discard})
 	if err != nil {
-		return 0, fmt.Errorf("baseline: %w", err)
+		return nil, none, fmt.Errorf("baseline: %w", err)
 	}
-	fmt.Fprintf(w, "%sbaseline: first attempt %s after publish (p50; p99 %s), a plain queue with no failures\n", bullet, f.HealthyP50, f.HealthyP99)
-	return time.Duration(f.HealthyP50), nil
+	b := baseline{}
+	var firsts []time.Duration
+	for id, atts := range rec.attempts {
+		if len(atts) > 0 {
+			b[id] = atts[0].start.Sub(rec.published[id])
+			firsts = append(firsts, b[id])
+		}
+	}
+	p50 := percentile(firsts, 50)
+	fmt.Fprintf(w, "%sbaseline: with no failures, a plain queue first attempts a notification %s after it arrives (p50; p99 %s)\n",
+		bullet, p50, percentile(firsts, 99))
+	return b, p50, nil
+}
+
+// policyString writes the policy of a run, with its jitter if any.
+func policyString(p retry.Policy) string {
+	if p.Jitter > 0 {
+		return fmt.Sprintf("%s, jitter ±%g%%", p, p.Jitter*100)
+	}
+	return p.String()
 }
 
 // header describes the conditions of a run, one item a line: wrapped for a
 // terminal, or as a Markdown list.
-func header(w io.Writer, verb string, sc Scenario, n int, seed uint64, markdown bool) {
+func header(w io.Writer, verb string, sp spec, markdown bool) {
+	sc := sp.scenario
 	items := []string{
-		fmt.Sprintf("relay workshop %s: scenario %s, %d notifications, seed %d", verb, sc.Name, n, seed),
-		fmt.Sprintf("scenario: %s; %g published per second, each attempt takes the downstream %s.", sc.Summary, sc.Rate, sc.Cost),
-		fmt.Sprintf("policy: %s, %d consumers per queue", Policy, Concurrency),
+		fmt.Sprintf("relay workshop %s: scenario %s, %d notifications, seed %d", verb, sc.Name, sp.n, sp.seed),
+		fmt.Sprintf("scenario: %s; all published before the clock starts, released to the strategy at %g per second; "+
+			"each attempt takes the downstream %s.", sc.Summary, sc.Rate, sc.Cost),
+		fmt.Sprintf("policy: %s, %d consumers per queue", policyString(sp.policy), Concurrency),
 	}
 	for _, item := range items {
 		if markdown {
@@ -221,17 +280,17 @@ func runCmd(ctx context.Context, cfg Config, args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s, err := strategy.New(name, strategy.Options{Policy: Policy})
+	sp := rf.spec(cfg, name, sc)
+	s, err := strategy.New(name, strategy.Options{Policy: sp.policy})
 	if err != nil {
 		return err
 	}
-	header(w, "run "+name, sc, rf.n, rf.seed, false)
+	header(w, "run "+name, sp, false)
 	fmt.Fprint(w, wrap(s.Describe(), "", 100))
-	sp := rf.spec(cfg, name, sc)
 	if err := preflight(ctx, sp); err != nil {
 		return err
 	}
-	if sp.baseline, err = baseline(ctx, sp, w, ""); err != nil {
+	if sp.baseline, _, err = measureBaseline(ctx, sp, w, ""); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
@@ -240,7 +299,9 @@ func runCmd(ctx context.Context, cfg Config, args []string, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w)
-	if err := writeText(w, []Figures{f}, false); err != nil {
+	rows := []Figures{f}
+	verdicts(rows)
+	if err := writeText(w, rows, false, rf.wide); err != nil {
 		return err
 	}
 	if copies := s.Layout().Copies; len(copies) > 0 {
@@ -250,12 +311,13 @@ func runCmd(ctx context.Context, cfg Config, args []string, w io.Writer) error {
 }
 
 func compareCmd(ctx context.Context, cfg Config, args []string, w io.Writer) error {
+	began := time.Now()
 	fs := flag.NewFlagSet("relay workshop compare", flag.ContinueOnError)
 	fs.SetOutput(w)
 	var rf runFlags
 	rf.register(fs, 15*time.Second)
 	format := fs.String("format", "text", "output `format`: text, markdown or json")
-	only := fs.String("strategies", "", "comma-separated strategies to run (default: all)")
+	only := fs.String("strategies", "", "comma-separated strategies to run (default: all, and delay-levels/direct)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -269,7 +331,7 @@ func compareCmd(ctx context.Context, cfg Config, args []string, w io.Writer) err
 	if err != nil {
 		return err
 	}
-	names := strategy.Names()
+	names := compared()
 	if *only != "" {
 		names = strings.Split(*only, ",")
 		for _, n := range names {
@@ -287,16 +349,16 @@ func compareCmd(ctx context.Context, cfg Config, args []string, w io.Writer) err
 	if *format == "markdown" {
 		bullet = "- "
 	}
-	if *format != "json" {
-		header(progress, "compare", sc, rf.n, rf.seed, *format == "markdown")
-	}
 	sp := rf.spec(cfg, "", sc)
-	base, err := baseline(ctx, sp, progress, bullet)
+	if *format != "json" {
+		header(progress, "compare", sp, *format == "markdown")
+	}
+	base, p50, err := measureBaseline(ctx, sp, progress, bullet)
 	if err != nil {
 		return err
 	}
 	sp.baseline = base
-	report := Report{Scenario: sc.Name, Summary: sc.Summary, N: rf.n, Seed: rf.seed, Policy: Policy.String(), Baseline: Duration(base)}
+	report := Report{Scenario: sc.Name, Summary: sc.Summary, N: rf.n, Seed: rf.seed, Policy: policyString(sp.policy), Baseline: p50}
 	fmt.Fprintln(progress)
 	// Text output shows each run's progress lines too; Markdown and JSON
 	// only the outcome.
@@ -322,13 +384,16 @@ func compareCmd(ctx context.Context, cfg Config, args []string, w io.Writer) err
 		fmt.Fprintf(progress, "%s%s: %d delivered, %d parked, %d in flight, %d lost in %s\n",
 			bullet, name, f.Delivered, f.Parked, f.InFlight, f.Lost, f.Wall)
 	}
-	fmt.Fprintln(progress)
+	verdicts(report.Rows)
+	report.Took = Duration(time.Since(began))
+	fmt.Fprintf(progress, "%scompare took %s: %d strategies and the baseline, each declared, run and deleted\n\n",
+		bullet, report.Took, len(names))
 	switch *format {
 	case "json":
 		return writeJSON(w, report)
 	case "markdown":
-		return writeMarkdown(w, report.Rows)
+		return writeMarkdown(w, report.Rows, rf.wide)
 	default:
-		return writeText(w, report.Rows, true)
+		return writeText(w, report.Rows, true, rf.wide)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/retry/retrytest"
+	"github.com/relay-demo/relay/retry/strategy"
 	"github.com/relay-demo/relay/services/tools/workshop"
 )
 
@@ -85,10 +86,73 @@ func TestCompareAccountsForEveryNotification(t *testing.T) {
 	}
 }
 
+// TestCompareReportsNativeAsNotRunnable runs compare with the native
+// strategy beside one that runs: on a broker before 4.3, its row says which
+// version the broker reported, and the other row has its figures.
+func TestCompareReportsNativeAsNotRunnable(t *testing.T) {
+	conn := retrytest.Conn(t)
+	version, _ := conn.Properties["version"].(string)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	args := []string{"compare", "--n", "20", "--format", "json", "--strategies", "native-delayed-retry,delay-levels/direct"}
+	if err := workshop.Run(ctx, args, env(t), &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var r workshop.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("compare --format json is not JSON: %v\n%s", err, out.String())
+	}
+	if len(r.Rows) != 2 || r.Took <= 0 {
+		t.Fatalf("%d rows, took %s: %+v", len(r.Rows), r.Took, r)
+	}
+	native, levels := r.Rows[0], r.Rows[1]
+	if strategy.NativeSupport(version) != nil {
+		want := "not runnable on RabbitMQ " + version + ": needs 4.3 with quorum queues"
+		if native.Skipped != want || native.Verdict != want {
+			t.Errorf("native row: skipped %q, verdict %q; want %q", native.Skipped, native.Verdict, want)
+		}
+	} else if native.Skipped != "" || native.Delivered != 20 {
+		t.Errorf("RabbitMQ %s runs native-delayed-retry, but its row is %+v", version, native)
+	}
+	if levels.Skipped != "" || levels.Failed != "" || levels.Delivered != 20 || levels.Lost != 0 || levels.InFlight != 0 {
+		t.Errorf("delay-levels/direct row: %+v", levels)
+	}
+}
+
+// TestDelayLevelsRunKeepsJitteredDelays runs delay-levels with jitter and
+// reads the figures: every scheduled delay is kept, give or take the hops.
+func TestDelayLevelsRunKeepsJitteredDelays(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	args := []string{"compare", "--n", "40", "--jitter", "0.3", "--format", "json", "--strategies", "delay-levels"}
+	if err := workshop.Run(ctx, args, env(t), &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var r workshop.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	f := r.Rows[0]
+	if f.Delivered != 40 || f.Lost != 0 || f.ScheduledP50 <= 0 {
+		t.Fatalf("delay-levels: %+v", f)
+	}
+	// Jitter spreads the delays: 250ms × 0.7 to the 1.25s cap × 1.3.
+	if s := time.Duration(f.ScheduledP99); s < 175*time.Millisecond || s > 1625*time.Millisecond {
+		t.Errorf("scheduled p99 %s, outside the jittered schedule", s)
+	}
+	if late := time.Duration(f.ActualP50 - f.ScheduledP50); late < 0 || late > 150*time.Millisecond {
+		t.Errorf("delays: p50 scheduled %s, taken %s", f.ScheduledP50, f.ActualP50)
+	}
+}
+
 func TestRunRefusesWhatItCannotDo(t *testing.T) {
 	tests := [][]string{
 		{"run"},
 		{"run", "retry-harder"},
+		{"run", "naive-requeue/direct"},
+		{"run", "ttl-tiers", "--jitter", "2"},
 		{"run", "ttl-tiers", "--scenario", "gentle"},
 		{"run", "ttl-tiers", "--once"},
 		{"compare", "--format", "yaml"},

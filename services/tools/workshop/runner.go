@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,29 +34,57 @@ type spec struct {
 	scenario Scenario
 	n        int
 	seed     uint64
+	// policy is the retry schedule: Policy, with a chosen jitter.
+	policy retry.Policy
 	// bound stops a run that has not settled by then.
 	bound time.Duration
-	// baseline is the typical publish-to-first-attempt time without
-	// failures; head-of-line waits count beyond it.
-	baseline time.Duration
+	// baseline is when a plain queue with no failures first attempts each
+	// notification; head-of-line waits count beyond it.
+	baseline baseline
 }
+
+// baseline is, by notification id, the time from its arrival to its first
+// attempt in a run with no failures through a plain queue.
+type baseline map[string]time.Duration
 
 // session is the state of one run: the downstream the handler calls, and
 // what it records.
 type session struct {
-	judge judge
-	cost  time.Duration
-	tl    *timeline
+	cost time.Duration
+	tl   *timeline
+	// gate holds every attempt until the clock starts: the strategy's
+	// consumers may take deliveries before all of them are up.
+	gate chan struct{}
 
 	mu       sync.Mutex
+	judge    judge
 	rec      *record
 	first    map[string]time.Time
 	finished map[string]bool
 }
 
+// open starts the clock at the first arrival: every notification counts
+// as published when the release lets it into the ingress.
+func (s *session) open(sp spec, names []string, r release) {
+	s.mu.Lock()
+	s.judge = newJudge(sp.scenario, names, sp.seed, r.start)
+	s.rec.start = r.start
+	for i, id := range names {
+		s.rec.published[id] = r.arrival(i)
+	}
+	s.tl.start = r.start
+	s.mu.Unlock()
+	close(s.gate)
+}
+
 // Handle is the downstream: it records the attempt, waits the scenario's
 // cost, and answers as the scenario decides.
 func (s *session) Handle(ctx context.Context, m *retry.Message) error {
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	start := time.Now()
 	s.mu.Lock()
 	first, ok := s.first[m.ID]
@@ -65,9 +94,10 @@ func (s *session) Handle(ctx context.Context, m *retry.Message) error {
 	}
 	k := len(s.rec.attempts[m.ID]) + 1
 	s.rec.attempts[m.ID] = append(s.rec.attempts[m.ID], attempt{start: start})
+	j := s.judge
 	s.mu.Unlock()
 
-	v := s.judge.decide(m.ID, k, first, start)
+	v := j.decide(m.ID, k, first, start)
 	t := time.NewTimer(s.cost)
 	select {
 	case <-t.C:
@@ -130,8 +160,13 @@ func (s *session) park(d *amqp.Delivery) {
 	s.mu.Unlock()
 	reason, _ := d.Headers[retry.HeaderDeadReason].(string)
 	if reason == "" {
-		// The broker dead-lettered it: its own record says why.
-		reason, _ = d.Headers["x-first-death-reason"].(string)
+		// The broker dead-lettered it: its own record says why, newest
+		// first (the first is the release queue's expiry).
+		if deaths, ok := d.Headers["x-death"].([]any); ok && len(deaths) > 0 {
+			if t, ok := deaths[0].(amqp.Table); ok {
+				reason, _ = t["reason"].(string)
+			}
+		}
 	}
 	s.tl.parked(time.Now(), d.MessageId, n, reason)
 }
@@ -177,7 +212,7 @@ func randomHex() string {
 // broker cannot run is refused before anything else happens.
 func preflight(ctx context.Context, sp spec) error {
 	s, err := strategy.New(sp.strategy, strategy.Options{
-		Prefix: fmt.Sprintf("workshop.%s.%s.", sp.strategy, randomHex()), URL: sp.url, Policy: Policy,
+		Prefix: prefix(sp.strategy), URL: sp.url, Policy: sp.policy,
 	})
 	if err != nil {
 		return err
@@ -187,39 +222,81 @@ func preflight(ctx context.Context, sp spec) error {
 		return err
 	}
 	defer conn.Close()
-	if err := s.Declare(ctx, conn); err != nil {
-		if errors.Is(err, strategy.ErrUnsupported) {
-			return fmt.Errorf("%s: %w", sp.strategy, err)
-		}
-		return fmt.Errorf("declare %s: %w", sp.strategy, err)
+	if err := declare(ctx, s, conn); err != nil {
+		return err
 	}
 	return s.Delete(conn)
+}
+
+// prefix is a fresh namespace for one run of a strategy.
+func prefix(strategy string) string {
+	return fmt.Sprintf("workshop.%s.%s.", strings.ReplaceAll(strategy, "/", "."), randomHex())
 }
 
 // errSkipped wraps the reason a strategy could not run at all.
 var errSkipped = errors.New("skipped")
 
-// runOne declares the strategy under a fresh prefix, runs it against the
-// scenario until every notification is delivered or parked or the bound
-// passes, takes stock of what is left in its queues, deletes everything it
-// declared, and measures.
+// runOne runs the strategy (see play) and measures the run, or returns the
+// row of a strategy the broker cannot run.
 func runOne(ctx context.Context, sp spec, tl *timeline) (Figures, error) {
+	rec, err := play(ctx, sp, tl)
+	if err != nil {
+		var why *skip
+		if errors.As(err, &why) {
+			return skippedRow(sp.strategy, why.reason), err
+		}
+		return Figures{}, err
+	}
+	return measure(sp.strategy, rec, sp.baseline), nil
+}
+
+// skip is the error of a strategy the broker cannot run: errSkipped, with
+// the reason the strategy gave.
+type skip struct {
+	strategy, reason string
+}
+
+func (e *skip) Error() string { return fmt.Sprintf("%s: %s", e.strategy, e.reason) }
+
+func (e *skip) Is(target error) bool { return target == errSkipped }
+
+// declare declares s on conn. A broker that cannot run s is a *skip with the
+// strategy's reason, which the row shows as it is.
+func declare(ctx context.Context, s strategy.Strategy, conn *amqp.Connection) error {
+	err := s.Declare(ctx, conn)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, strategy.ErrUnsupported):
+		return &skip{strategy: s.Name(), reason: err.Error()}
+	}
+	return fmt.Errorf("declare %s: %w", s.Name(), err)
+}
+
+// play declares the strategy under a fresh prefix, runs it, and waits
+// until every one of its consumers is up; then it publishes the whole load
+// before the clock starts, for the broker to release at the scenario's
+// pace (publishLoad), and starts the clock at the first arrival. So
+// neither how fast the notifications were published nor how long the
+// consumers took to start shows in the figures. It runs until every
+// notification is delivered or parked or the bound passes, takes stock of
+// what is left in the strategy's queues, and deletes everything it
+// declared.
+func play(ctx context.Context, sp spec, tl *timeline) (*record, error) {
+	pre := prefix(sp.strategy)
 	s, err := strategy.New(sp.strategy, strategy.Options{
-		Prefix: fmt.Sprintf("workshop.%s.%s.", sp.strategy, randomHex()), URL: sp.url, Policy: Policy, Concurrency: Concurrency,
+		Prefix: pre, URL: sp.url, Policy: sp.policy, Concurrency: Concurrency,
 	})
 	if err != nil {
-		return Figures{}, err
+		return nil, err
 	}
 	conn, err := retry.Dial(sp.url, "relay workshop "+sp.strategy)
 	if err != nil {
-		return Figures{}, err
+		return nil, err
 	}
 	defer conn.Close()
-	if err := s.Declare(ctx, conn); err != nil {
-		if errors.Is(err, strategy.ErrUnsupported) {
-			return skippedRow(sp.strategy, err.Error()), fmt.Errorf("%w: %s: %w", errSkipped, sp.strategy, err)
-		}
-		return Figures{}, fmt.Errorf("declare %s: %w", sp.strategy, err)
+	if err := declare(ctx, s, conn); err != nil {
+		return nil, err
 	}
 	defer func() {
 		// On a connection of its own: the strategy's may be gone.
@@ -227,35 +304,46 @@ func runOne(ctx context.Context, sp spec, tl *timeline) (Figures, error) {
 			if err := s.Delete(c); err != nil {
 				tl.printf("  cleanup of %s: %v\n", sp.strategy, err)
 			}
+			if err := deleteRelease(c, pre+ReleaseQueue); err != nil {
+				tl.printf("  cleanup of %s: %v\n", pre+ReleaseQueue, err)
+			}
 			c.Close()
 		}
 	}()
 	rconn, err := retry.Dial(sp.url, "relay workshop runner")
 	if err != nil {
-		return Figures{}, err
+		return nil, err
 	}
 	defer rconn.Close()
 
 	names := ids(sp.n)
-	start := time.Now()
-	tl.start = start
 	ses := &session{
-		judge: newJudge(sp.scenario, names, sp.seed, start), cost: sp.scenario.Cost, tl: tl,
+		cost: sp.scenario.Cost, tl: tl, gate: make(chan struct{}),
 		rec: newRecord(), first: map[string]time.Time{}, finished: map[string]bool{},
 	}
-	ses.rec.start = start
-
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	ran := make(chan error, 1)
 	go func() { ran <- s.Run(runCtx, conn, ses, ses.observe) }()
+	if err := ready(ctx, rconn, s.Layout().Consumed, ran); err != nil {
+		stop()
+		return nil, fmt.Errorf("start %s: %w", sp.strategy, err)
+	}
+	r, err := publishLoad(ctx, rconn, pre, s.Layout(), names, sp.scenario.Rate)
+	if err == nil {
+		err = waitUntil(ctx, r.start)
+	}
+	if err != nil {
+		stop()
+		<-ran
+		return nil, err
+	}
+	ses.open(sp, names, r)
 	watched := make(chan error, 1)
 	go func() { watched <- watchParked(runCtx, rconn, s.Layout().DeadQueue, ses) }()
-	published := make(chan error, 1)
-	go func() { published <- publish(runCtx, rconn, s.Layout(), names, sp.scenario.Rate, ses) }()
 
 	tl.header()
-	stopped, err := wait(ctx, sp, ses, tl, ran, published)
+	stopped, err := wait(ctx, sp, ses, tl, ran)
 	ses.mu.Lock()
 	ses.rec.end = time.Now()
 	ses.mu.Unlock()
@@ -269,36 +357,76 @@ func runOne(ctx context.Context, sp spec, tl *timeline) (Figures, error) {
 		err = werr
 	}
 	if err != nil {
-		return Figures{}, err
+		return nil, err
 	}
-	if err := takeStock(rconn, s, ses); err != nil {
-		return Figures{}, err
+	if err := takeStock(rconn, s, r.queue, ses); err != nil {
+		return nil, err
 	}
-	return measure(sp.strategy, ses.rec, sp.baseline), nil
+	return ses.rec, nil
 }
 
-// wait returns once publishing is over and every notification is delivered
-// or parked, or the bound has passed (the record says so), or the strategy
-// or the publisher failed. It prints progress every second. stopped says
-// the strategy's Run has already returned (its result read from ran).
-func wait(ctx context.Context, sp spec, ses *session, tl *timeline, ran, published <-chan error) (stopped bool, err error) {
+// ready waits until every one of queues has a consumer, or the strategy
+// stopped. relay's stages declare their topology before they consume (65
+// objects for delay levels): a retry that reached a stage before it was up
+// would be measured waiting for the stage, not for its delay.
+func ready(ctx context.Context, conn *amqp.Connection, queues []string, ran <-chan error) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open channel: %w", err)
+	}
+	defer ch.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		up := 0
+		for _, name := range queues {
+			q, err := ch.QueueDeclarePassive(name,
+				true,  // durable
+				false, // autoDelete
+				false, // exclusive
+				false, // noWait
+				nil)
+			if err != nil {
+				return fmt.Errorf("inspect %q: %w", name, err)
+			}
+			if q.Consumers > 0 {
+				up++
+			}
+		}
+		if up == len(queues) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("its consumers did not start on %v within 30s", queues)
+		}
+		t := time.NewTimer(5 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case err := <-ran:
+			t.Stop()
+			return fmt.Errorf("it stopped before its consumers were up: %v", err)
+		case <-t.C:
+		}
+	}
+}
+
+// wait returns once every notification is delivered or parked, or the
+// bound has passed (the record says so), or the strategy failed. It prints
+// progress every second. stopped says the strategy's Run has already
+// returned (its result read from ran).
+func wait(ctx context.Context, sp spec, ses *session, tl *timeline, ran <-chan error) (stopped bool, err error) {
 	deadline := time.NewTimer(sp.bound)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	report := time.Now().Add(time.Second)
-	publishing := true
 	for {
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
 		case err := <-ran:
 			return true, fmt.Errorf("%s stopped during the run: %v", sp.strategy, err)
-		case err := <-published:
-			if err != nil {
-				return false, err
-			}
-			publishing = false
 		case <-deadline.C:
 			ses.mu.Lock()
 			ses.rec.timedOut = true
@@ -308,66 +436,18 @@ func wait(ctx context.Context, sp spec, ses *session, tl *timeline, ran, publish
 				sp.strategy, sp.bound, a-d-p, a)
 			return false, nil
 		case now := <-tick.C:
-			if !publishing && ses.settled() {
+			if ses.settled() {
 				a, d, p := ses.counts()
-				tl.progress(now, sp.strategy, a, d, p, false)
+				tl.progress(now, sp.strategy, a, d, p)
 				return false, nil
 			}
 			if now.After(report) {
 				report = now.Add(time.Second)
 				a, d, p := ses.counts()
-				tl.progress(now, sp.strategy, a, d, p, publishing)
+				tl.progress(now, sp.strategy, a, d, p)
 			}
 		}
 	}
-}
-
-// publish sends the notifications at rate per second, each confirmed
-// before it counts as accepted. Every tenth is marked priority high.
-func publish(ctx context.Context, conn *amqp.Connection, l strategy.Layout, names []string, rate float64, ses *session) error {
-	pub, err := retry.NewPublisher(conn, 0)
-	if err != nil {
-		return err
-	}
-	defer pub.Close()
-	every := time.Duration(float64(time.Second) / max(rate, 1))
-	next := time.Now()
-	for i, id := range names {
-		if d := time.Until(next); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
-			}
-		}
-		next = next.Add(every)
-		priority := "standard"
-		if i%10 == 9 {
-			priority = "high"
-		}
-		at := time.Now()
-		ses.mu.Lock()
-		// Published before the confirm: the handler may see it first.
-		ses.rec.published[id] = at
-		ses.mu.Unlock()
-		err := pub.Publish(ctx, l.Exchange, l.Key, amqp.Publishing{
-			MessageId: id, Timestamp: at, ContentType: "application/json", DeliveryMode: amqp.Persistent,
-			Headers: amqp.Table{"priority": priority},
-			Body:    fmt.Appendf(nil, `{"id":%q,"to":"/webhooks/workshop"}`, id),
-		})
-		if err != nil {
-			ses.mu.Lock()
-			delete(ses.rec.published, id)
-			ses.mu.Unlock()
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("publish %s: %w", id, err)
-		}
-	}
-	return nil
 }
 
 // watchParked consumes the dead-letter queue as messages arrive, so the
@@ -406,11 +486,12 @@ func watchParked(ctx context.Context, conn *amqp.Connection, queue string, ses *
 	}
 }
 
-// takeStock empties every queue of the stopped strategy and notes where
-// each notification was: parked, a parked copy, or still in flight. A
-// message can move while this runs (a TTL expires into another queue), so
-// it goes round until a whole pass finds nothing.
-func takeStock(conn *amqp.Connection, s strategy.Strategy, ses *session) error {
+// takeStock empties every queue of the stopped strategy, and the release
+// queue, and notes where each notification was: parked, a parked copy, or
+// still in flight (one not yet released is in flight too). A message can
+// move while this runs (a TTL expires into another queue), so it goes
+// round until a whole pass finds nothing.
+func takeStock(conn *amqp.Connection, s strategy.Strategy, releaseQueue string, ses *session) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("open channel: %w", err)
@@ -423,7 +504,8 @@ func takeStock(conn *amqp.Connection, s strategy.Strategy, ses *session) error {
 	}
 	for pass := 0; pass < 20; pass++ {
 		found := 0
-		for _, q := range s.Plan().Queues {
+		queues := append(s.Plan().Queues, retry.Queue{Name: releaseQueue})
+		for _, q := range queues {
 			for {
 				d, ok, err := ch.Get(q.Name, true /* autoAck */)
 				if err != nil {

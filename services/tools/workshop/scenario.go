@@ -18,7 +18,9 @@ type Scenario struct {
 	Summary string
 	// N is the default number of notifications.
 	N int
-	// Rate is how many notifications are published per second.
+	// Rate is how many notifications arrive per second. They are all
+	// published before the clock starts; the broker releases them at this
+	// rate (see release).
 	Rate float64
 	// Cost is how long every attempt takes the downstream, failed or not.
 	Cost time.Duration
@@ -36,7 +38,7 @@ type Scenario struct {
 
 // Scenarios lists the scenarios; the first is the default.
 func Scenarios() []Scenario {
-	common := Scenario{N: 200, Rate: 100, Cost: 2 * time.Millisecond}
+	common := Scenario{N: 200, Rate: 200, Cost: 2 * time.Millisecond}
 	sickTenth := common
 	sickTenth.Name, sickTenth.Sick, sickTenth.SickFor = "sick-tenth", 0.1, 900*time.Millisecond
 	sickTenth.Summary = "one notification in ten fails every attempt during the 900ms after its first attempt; the other nine never fail"

@@ -74,13 +74,9 @@ func (t *timeline) parked(at time.Time, id string, attempts int, reason string) 
 }
 
 // progress prints where the run stands.
-func (t *timeline) progress(at time.Time, name string, accepted, delivered, parked int, publishing bool) {
-	more := ""
-	if publishing {
-		more = ", still publishing"
-	}
-	t.printf("  %s %s: %d accepted, %d delivered, %d parked, %d pending%s\n",
-		t.since(at), name, accepted, delivered, parked, accepted-delivered-parked, more)
+func (t *timeline) progress(at time.Time, name string, accepted, delivered, parked int) {
+	t.printf("  %s %s: %d accepted, %d delivered, %d parked, %d pending\n",
+		t.since(at), name, accepted, delivered, parked, accepted-delivered-parked)
 }
 
 // wrap breaks text into lines of at most width characters, each starting
