@@ -242,8 +242,10 @@ func (t Topology) schedule(ctx context.Context, hop *Hop, d *amqp.Delivery, h am
 	switch t.Backend {
 	case Plugin:
 		h[HeaderDelay] = clampDelay(delay)
-		// The delayed exchange cannot route at publish time, so it does
-		// not support mandatory: a return would never come.
+		// The delayed exchange routes only once the delay is over: with
+		// mandatory, it returns every message as unroutable (312 NO_ROUTE)
+		// at publish time and still delivers it later, so relay never
+		// sets mandatory here.
 		return delay, hop.Publish(ctx, t.Name(WaitExchange), t.waitKey(dest), false, Republish(d, h))
 	case Levels:
 		exchange, key := t.levelRoute(delay, dest)
@@ -321,12 +323,12 @@ func Choose(url string, t Topology) (Backend, string, error) {
 	if t.Backend == Native {
 		// The broker accepts the delayed-retry arguments before 4.3 and
 		// ignores them: without this check, every retry would come at once.
-		if !atLeast(version, 4, 3) {
+		if !VersionAtLeast(version, 4, 3) {
 			return "", "", fmt.Errorf("%w: the native delay backend needs RabbitMQ 4.3 or later, and the broker is RabbitMQ %s: choose levels, ttl or auto", ErrBrokerTooOld, version)
 		}
 		return Native, "chosen by the configuration, on RabbitMQ " + version, nil
 	}
-	if t.QueueType == Quorum && atLeast(version, 4, 3) {
+	if t.QueueType == Quorum && VersionAtLeast(version, 4, 3) {
 		n := t
 		n.Backend = Native
 		err := n.validateBackend()
@@ -349,9 +351,10 @@ func Choose(url string, t Topology) (Backend, string, error) {
 	return Levels, "no delayed-message plugin on RabbitMQ " + version + ": binary delay levels", nil
 }
 
-// atLeast reports whether a RabbitMQ version such as "4.3.1" is at least
-// major.minor; an unknown version is not.
-func atLeast(version string, major, minor int) bool {
+// VersionAtLeast reports whether a RabbitMQ version, as a connection's
+// "version" property gives it ("3.10.8", "4.3.0"), is major.minor or
+// later; false for a version it cannot read.
+func VersionAtLeast(version string, major, minor int) bool {
 	var ma, mi int
 	if _, err := fmt.Sscanf(version, "%d.%d", &ma, &mi); err != nil {
 		return false

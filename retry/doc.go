@@ -117,8 +117,10 @@
 // With the Plugin backend, wait-exchange is an x-delayed-message exchange
 // (rabbitmq_delayed_message_exchange) and the delay travels per message in
 // the x-delay header, in milliseconds, clamped to 1..2^32-1. The plugin keeps
-// waiting messages outside any queue on a single node and cannot return
-// unroutable messages, so it is never published to with mandatory.
+// waiting messages outside any queue on a single node and routes them only
+// once their delay is over: with mandatory it would return every message as
+// unroutable (312 NO_ROUTE) and still deliver it later, so it is never
+// published to with mandatory.
 //
 // With the TTL backend, wait-exchange is a direct exchange routing to one
 // queue per distinct delay (wait.500ms, wait.5s, ...) whose x-message-ttl

@@ -265,7 +265,7 @@ func TestNativeNotChosenBefore43(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if retrytest.AtLeast(version, 4, 3) {
+	if retry.VersionAtLeast(version, 4, 3) {
 		t.Skipf("the test broker is RabbitMQ %s; TestNativeChosenOn43 covers it", version)
 	}
 	topo := retry.Topology{Backend: retry.Auto, QueueType: retry.Quorum, Routes: retrytest.Routes,
@@ -290,7 +290,7 @@ func TestNativeRefusedBefore43(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if retrytest.AtLeast(version, 4, 3) {
+	if retry.VersionAtLeast(version, 4, 3) {
 		t.Skipf("the test broker is RabbitMQ %s; TestNativeChosenOn43 covers it", version)
 	}
 	topo := retry.Topology{Backend: retry.Native, QueueType: retry.Quorum, Routes: retrytest.Routes,

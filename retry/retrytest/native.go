@@ -60,7 +60,7 @@ func findNative() (u, skip string, failed error) {
 	switch v, err := Version(atHand); {
 	case err != nil:
 		why = fmt.Sprintf("%s does not answer: %v", name, retry.RedactError(err, atHand))
-	case AtLeast(v, 4, 3):
+	case retry.VersionAtLeast(v, 4, 3):
 		return atHand, "", nil
 	default:
 		why = fmt.Sprintf("%s is RabbitMQ %s, older than 4.3", name, v)
@@ -76,7 +76,7 @@ func findNative() (u, skip string, failed error) {
 	if err != nil {
 		return "", "", fmt.Errorf("the %s container does not answer: %w", NativeImage, err)
 	}
-	if !AtLeast(v, 4, 3) {
+	if !retry.VersionAtLeast(v, 4, 3) {
 		return "", "", fmt.Errorf("the %s container reports RabbitMQ %s", NativeImage, v)
 	}
 	return u, "", nil
@@ -95,16 +95,6 @@ func Version(u string) (string, error) {
 		return "", fmt.Errorf("the broker reports no version")
 	}
 	return v, nil
-}
-
-// AtLeast reports whether a RabbitMQ version such as "4.3.1" is at least
-// major.minor; a version it cannot read is not.
-func AtLeast(version string, major, minor int) bool {
-	var ma, mi int
-	if _, err := fmt.Sscanf(version, "%d.%d", &ma, &mi); err != nil {
-		return false
-	}
-	return ma > major || ma == major && mi >= minor
 }
 
 // dockerReachable asks the Docker engine testcontainers would use for its

@@ -74,8 +74,7 @@ func (e *NotRunnable) Is(target error) bool { return target == ErrUnsupported }
 // queue arguments it does not know and requeue at once, so the strategy is
 // refused rather than run without its delays.
 func NativeSupport(version string) error {
-	var major, minor int
-	if _, err := fmt.Sscanf(version, "%d.%d", &major, &minor); err == nil && (major > 4 || major == 4 && minor >= 3) {
+	if retry.VersionAtLeast(version, 4, 3) {
 		return nil
 	}
 	return &NotRunnable{Version: version, Needs: "4.3 with quorum queues"}
