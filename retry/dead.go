@@ -1,30 +1,50 @@
 package retry
 
 import (
+	"cmp"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // DeadLetter is one message in the dead-letter queue, with its history.
 type DeadLetter struct {
-	ID            string     `json:"id"`
-	Source        string     `json:"source"`
-	Reason        string     `json:"reason"`
-	Retries       int        `json:"retries"`
-	FirstFailedAt time.Time  `json:"first_failed_at,omitzero"`
-	ParkedAt      time.Time  `json:"parked_at,omitzero"`
-	LastError     string     `json:"last_error,omitempty"`
-	Headers       amqp.Table `json:"-"`
-	Body          []byte     `json:"-"`
+	ID      string `json:"id"`
+	Source  string `json:"source"`
+	Reason  string `json:"reason"`
+	Retries int    `json:"retries"`
+	// Replays is how often the message was replayed before it was parked
+	// this time (HeaderReplays): the round of retries that parked it.
+	Replays int `json:"replays"`
+	// PriorRetries and PriorError are what the rounds before this one
+	// left (HeaderPriorRetries, HeaderPriorError): a replay restarts the
+	// retry count and clears the last error, and keeps them here.
+	PriorRetries  int       `json:"prior_retries,omitempty"`
+	PriorError    string    `json:"prior_error,omitempty"`
+	FirstFailedAt time.Time `json:"first_failed_at,omitzero"`
+	ParkedAt      time.Time `json:"parked_at,omitzero"`
+	LastError     string    `json:"last_error,omitempty"`
+	// PublishedAt is the message's timestamp property: when the API
+	// first published it.
+	PublishedAt     time.Time  `json:"published_at,omitzero"`
+	ContentType     string     `json:"-"`
+	ContentEncoding string     `json:"-"`
+	Headers         amqp.Table `json:"-"`
+	Body            []byte     `json:"-"`
 }
 
 // Filter selects parked messages. Its zero value selects all of them.
 type Filter struct {
-	// ID selects one message id.
+	// ID selects one message id. The channel copies of one notification
+	// share its id, so one id can select a parked copy from each channel.
 	ID string
 	// Source selects messages parked from one work queue (as named in
 	// x-dead-source, prefix included).
@@ -36,6 +56,19 @@ func (f Filter) match(d *amqp.Delivery) bool {
 		(f.Source == "" || headerString(d.Headers, HeaderDeadSource) == f.Source)
 }
 
+// ErrNotParked means no parked message has the id a Filter names: Get,
+// Replay and Purge return it, wrapped with the id, rather than report
+// that they did nothing. A Filter without an id never gets it.
+var ErrNotParked = errors.New("not in the dead-letter queue")
+
+// notParked is ErrNotParked for f's id (and source, if it names one).
+func notParked(f Filter) error {
+	if f.Source != "" {
+		return fmt.Errorf("message %q parked from %q: %w", f.ID, f.Source, ErrNotParked)
+	}
+	return fmt.Errorf("message %q: %w", f.ID, ErrNotParked)
+}
+
 func parkedFrom(d *amqp.Delivery) DeadLetter {
 	t := func(key string) time.Time {
 		at, _ := time.Parse(time.RFC3339Nano, headerString(d.Headers, key))
@@ -43,8 +76,100 @@ func parkedFrom(d *amqp.Delivery) DeadLetter {
 	}
 	return DeadLetter{
 		ID: d.MessageId, Source: headerString(d.Headers, HeaderDeadSource), Reason: headerString(d.Headers, HeaderDeadReason),
-		Retries: RetryCount(d.Headers), FirstFailedAt: t(HeaderFirstFailedAt), ParkedAt: t(HeaderParkedAt),
-		LastError: headerString(d.Headers, HeaderLastError), Headers: d.Headers, Body: d.Body,
+		Retries: RetryCount(d.Headers), Replays: replays(d.Headers), PriorRetries: priorRetries(d.Headers),
+		PriorError: headerString(d.Headers, HeaderPriorError), FirstFailedAt: t(HeaderFirstFailedAt), ParkedAt: t(HeaderParkedAt),
+		LastError: headerString(d.Headers, HeaderLastError), PublishedAt: d.Timestamp,
+		ContentType: d.ContentType, ContentEncoding: d.ContentEncoding, Headers: d.Headers, Body: d.Body,
+	}
+}
+
+// priorRetries reads HeaderPriorRetries; garbage counts as 0.
+func priorRetries(h amqp.Table) int {
+	n, ok := headerInt(h, HeaderPriorRetries)
+	if !ok || n < 0 {
+		return 0
+	}
+	return int(min(n, 1<<30))
+}
+
+// DeadLetterDetail is one parked message in full: its DeadLetter, every
+// header and the body. It is what `relay dead show` prints with --json and
+// GET /v1/dead-letters/{id} answers, so the two read the same.
+type DeadLetterDetail struct {
+	DeadLetter
+	ContentType     string `json:"content_type,omitempty"`
+	ContentEncoding string `json:"content_encoding,omitempty"`
+	// Headers are the message's headers, x-death included; a byte-array
+	// value that is UTF-8 reads as a string.
+	Headers map[string]any `json:"headers"`
+	// Size is the body's length in bytes.
+	Size int `json:"size"`
+	// Body is the body itself when it is JSON (see BodyIsJSON).
+	Body json.RawMessage `json:"body,omitempty"`
+	// BodyBase64 is the body in standard, padded base64 when it is not
+	// JSON; ContentType says what it is.
+	BodyBase64 string `json:"body_base64,omitempty"`
+}
+
+// Detail returns p in full: its headers and its body, the body as JSON
+// when it is JSON, else as base64.
+func (p DeadLetter) Detail() DeadLetterDetail {
+	d := DeadLetterDetail{DeadLetter: p, ContentType: p.ContentType, ContentEncoding: p.ContentEncoding,
+		Headers: plainTable(p.Headers), Size: len(p.Body)}
+	switch {
+	case len(p.Body) == 0:
+	case BodyIsJSON(p.ContentType, p.ContentEncoding, p.Body):
+		d.Body = json.RawMessage(p.Body)
+	default:
+		d.BodyBase64 = base64.StdEncoding.EncodeToString(p.Body)
+	}
+	return d
+}
+
+// BodyIsJSON reports whether a body can be shown as JSON: it is valid
+// UTF-8 JSON, not compressed or otherwise encoded, and its content type is
+// JSON (application/json, or any +json type) or not given.
+func BodyIsJSON(contentType, contentEncoding string, body []byte) bool {
+	if e := strings.TrimSpace(contentEncoding); e != "" && !strings.EqualFold(e, "identity") {
+		return false
+	}
+	if contentType != "" {
+		mt, _, err := mime.ParseMediaType(contentType)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return false
+		}
+	}
+	return utf8.Valid(body) && json.Valid(body)
+}
+
+// plainTable copies h for JSON: byte arrays that are UTF-8 become strings
+// (some clients send every string header that way), in nested tables and
+// arrays too.
+func plainTable(h amqp.Table) map[string]any {
+	out := make(map[string]any, len(h))
+	for k, v := range h {
+		out[k] = plainValue(v)
+	}
+	return out
+}
+
+func plainValue(v any) any {
+	switch x := v.(type) {
+	case []byte:
+		if utf8.Valid(x) {
+			return string(x)
+		}
+		return x
+	case amqp.Table:
+		return plainTable(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = plainValue(e)
+		}
+		return out
+	default:
+		return v
 	}
 }
 
@@ -68,10 +193,11 @@ type DeadLetters struct {
 
 // walk takes up to the queue's current depth and calls fn for each
 // matching message; fn says whether to ack it (remove it from the queue).
-func (dl DeadLetters) walk(ctx context.Context, f Filter, fn func(*amqp.Delivery) (remove bool, err error)) error {
+// It returns how many messages matched f.
+func (dl DeadLetters) walk(ctx context.Context, f Filter, fn func(*amqp.Delivery) (remove bool, err error)) (int, error) {
 	ch, err := dl.Conn.Channel()
 	if err != nil {
-		return fmt.Errorf("open channel: %w", err)
+		return 0, fmt.Errorf("open channel: %w", err)
 	}
 	// Closing the channel returns every message taken and not acked.
 	defer ch.Close()
@@ -79,18 +205,19 @@ func (dl DeadLetters) walk(ctx context.Context, f Filter, fn func(*amqp.Delivery
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	var aerr *amqp.Error
 	if errors.As(err, &aerr) && aerr.Code == amqp.NotFound {
-		return fmt.Errorf("no queue %q on the broker: declare the topology first (relay topology, or start any relay service)", queue)
+		return 0, fmt.Errorf("no queue %q on the broker: declare the topology first (relay topology, or start any relay service)", queue)
 	}
 	if err != nil {
-		return fmt.Errorf("inspect %q: %w", queue, err)
+		return 0, fmt.Errorf("inspect %q: %w", queue, err)
 	}
+	matched := 0
 	for range q.Messages {
 		if err := ctx.Err(); err != nil {
-			return err
+			return matched, err
 		}
 		d, ok, err := ch.Get(queue, false /* autoAck */)
 		if err != nil {
-			return fmt.Errorf("get from %q: %w", queue, err)
+			return matched, fmt.Errorf("get from %q: %w", queue, err)
 		}
 		if !ok {
 			break
@@ -98,24 +225,25 @@ func (dl DeadLetters) walk(ctx context.Context, f Filter, fn func(*amqp.Delivery
 		if !f.match(&d) {
 			continue
 		}
+		matched++
 		remove, err := fn(&d)
 		if err != nil {
-			return err
+			return matched, err
 		}
 		if remove {
 			if err := d.Ack(false); err != nil {
-				return fmt.Errorf("remove %q from %q: %w", d.MessageId, queue, err)
+				return matched, fmt.Errorf("remove %q from %q: %w", d.MessageId, queue, err)
 			}
 		}
 	}
-	return nil
+	return matched, nil
 }
 
 // List returns up to limit parked messages that match f (limit 0: all).
 func (dl DeadLetters) List(ctx context.Context, f Filter, limit int) ([]DeadLetter, error) {
 	var out []DeadLetter
 	errEnough := errors.New("enough")
-	err := dl.walk(ctx, f, func(d *amqp.Delivery) (bool, error) {
+	_, err := dl.walk(ctx, f, func(d *amqp.Delivery) (bool, error) {
 		out = append(out, parkedFrom(d))
 		if limit > 0 && len(out) >= limit {
 			return false, errEnough
@@ -128,6 +256,20 @@ func (dl DeadLetters) List(ctx context.Context, f Filter, limit int) ([]DeadLett
 	return out, err
 }
 
+// Get returns every parked message with f's id (narrowed to f.Source, if
+// set): one per channel copy of a notification parked from several. None
+// is ErrNotParked. Like List, it removes nothing.
+func (dl DeadLetters) Get(ctx context.Context, f Filter) ([]DeadLetter, error) {
+	if f.ID == "" {
+		return nil, errors.New("get a parked message: no id given")
+	}
+	list, err := dl.List(ctx, f, 0)
+	if err == nil && len(list) == 0 {
+		err = notParked(f)
+	}
+	return list, err
+}
+
 // ErrNotDestination means a parked message names, as the queue it came
 // from, a queue that is not one of the topology's work queues: replay
 // leaves it parked rather than publish it there.
@@ -136,11 +278,12 @@ var ErrNotDestination = errors.New("not one of the topology's work queues")
 // Replay publishes every parked message that matches f back to the queue
 // it was parked from, with a fresh retry count, and removes the parked
 // copy once the broker has confirmed the new one. The message keeps its
-// first failure time and starts its next round (HeaderReplays), so its
-// history runs on instead of starting over. It returns how many it
-// replayed. A message whose source is not one of the topology's work
-// queues (ErrNotDestination), or whose queue no longer exists
-// (ErrUnroutable), stays parked and is reported in the error.
+// history (replayHeaders): its first failure time, the retries and the
+// last error of the rounds before, and the round it starts
+// (HeaderReplays). It returns how many it replayed. A message whose
+// source is not one of the topology's work queues (ErrNotDestination), or
+// whose queue no longer exists (ErrUnroutable), stays parked and is
+// reported in the error; an id that matches nothing is ErrNotParked.
 func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 	pub, err := NewHop(dl.Conn)
 	if err != nil {
@@ -149,18 +292,13 @@ func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 	defer pub.Close()
 	n := 0
 	var failed []error
-	err = dl.walk(ctx, f, func(d *amqp.Delivery) (bool, error) {
+	matched, err := dl.walk(ctx, f, func(d *amqp.Delivery) (bool, error) {
 		source := headerString(d.Headers, HeaderDeadSource)
 		if !dl.Topology.Destination(source) {
 			failed = append(failed, fmt.Errorf("message %q: source %q is %w: it stays parked", d.MessageId, source, ErrNotDestination))
 			return false, nil
 		}
-		h := without(Forward(d.Headers), pipelineHeaders)
-		round := replays(d.Headers) + 1
-		h[HeaderReplays] = int32(round)
-		if first := headerString(d.Headers, HeaderFirstFailedAt); first != "" {
-			h[HeaderFirstFailedAt] = first
-		}
+		h := replayHeaders(d.Headers)
 		if err := pub.Publish(ctx, "", source, true /* mandatory */, Republish(d, h)); err != nil {
 			if errors.Is(err, ErrUnroutable) {
 				failed = append(failed, fmt.Errorf("message %q: %w", d.MessageId, err))
@@ -170,20 +308,52 @@ func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 		}
 		n++
 		if dl.Observe != nil {
-			dl.Observe(Event{Outcome: Replayed, MessageID: d.MessageId, Queue: source, Round: round, At: time.Now(), Published: d.Timestamp})
+			dl.Observe(Event{Outcome: Replayed, MessageID: d.MessageId, Queue: source, Round: replays(h), At: time.Now(), Published: d.Timestamp})
 		}
 		return true, nil
 	})
+	if err == nil && matched == 0 && f.ID != "" {
+		err = notParked(f)
+	}
 	return n, errors.Join(append([]error{err}, failed...)...)
 }
 
+// replayHeaders are the headers a parked message is replayed with. Every
+// header relay wrote for the round that parked it goes (a fresh retry
+// count, no stale x-last-error or x-dead-*), and its history carries on:
+//
+//   - x-first-failed-at stays, so a message parked again still says when
+//     it first failed;
+//   - x-replays goes up by one: the round it starts, which the events and
+//     the history read (Event.Round);
+//   - x-prior-retries adds this round's retries to the earlier rounds';
+//   - x-prior-error is this round's last error (or, if it had none, the
+//     one before).
+//
+// The business headers a producer set stay as they were.
+func replayHeaders(h amqp.Table) amqp.Table {
+	out := without(Forward(h), pipelineHeaders)
+	out[HeaderReplays] = int32(min(replays(h)+1, 1<<30))
+	if first := headerString(h, HeaderFirstFailedAt); first != "" {
+		out[HeaderFirstFailedAt] = first
+	}
+	if prior := min(priorRetries(h)+RetryCount(h), 1<<30); prior > 0 {
+		out[HeaderPriorRetries] = int32(prior)
+	}
+	if e := cmp.Or(lastError(h), headerString(h, HeaderPriorError)); e != "" {
+		out[HeaderPriorError] = truncate(e, maxHeaderError)
+	}
+	return out
+}
+
 // Purge removes every parked message that matches f for good and returns
-// how many it removed.
+// how many it removed; an id that matches nothing is ErrNotParked.
 func (dl DeadLetters) Purge(ctx context.Context, f Filter) (int, error) {
-	n := 0
-	err := dl.walk(ctx, f, func(*amqp.Delivery) (bool, error) {
-		n++
+	n, err := dl.walk(ctx, f, func(*amqp.Delivery) (bool, error) {
 		return true, nil
 	})
+	if err == nil && n == 0 && f.ID != "" {
+		err = notParked(f)
+	}
 	return n, err
 }

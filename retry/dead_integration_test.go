@@ -107,12 +107,44 @@ func TestDeadLetters(t *testing.T) {
 			t.Errorf("replayed message still has %s: a fresh cycle must start clean", h)
 		}
 	}
-	// Its history runs on: the first failure stays, the round advances.
-	if back.Headers[retry.HeaderFirstFailedAt] != parkedAt.Add(-time.Minute).Format(time.RFC3339Nano) || back.Headers[retry.HeaderReplays] != int32(1) {
-		t.Errorf("replayed headers = %v, want the first failure kept and %s = 1", back.Headers, retry.HeaderReplays)
+	// Its history runs on: the first failure stays, the round advances,
+	// the round's retries and last error are kept as the prior ones.
+	if back.Headers[retry.HeaderFirstFailedAt] != parkedAt.Add(-time.Minute).Format(time.RFC3339Nano) || back.Headers[retry.HeaderReplays] != int32(1) ||
+		back.Headers[retry.HeaderPriorRetries] != int32(4) || back.Headers[retry.HeaderPriorError] != "503" {
+		t.Errorf("replayed headers = %v, want the first failure kept, %s = 1, %s = 4 and %s = 503", back.Headers,
+			retry.HeaderReplays, retry.HeaderPriorRetries, retry.HeaderPriorError)
 	}
 	if len(replayed) != 1 || replayed[0].Outcome != "replayed" || replayed[0].MessageID != "b" || replayed[0].Round != 1 || replayed[0].Queue != webhook {
 		t.Errorf("observed %+v, want one replayed event for b in round 1", replayed)
+	}
+
+	// An id that matches nothing is an error for Get, Replay and Purge,
+	// not a quiet zero; a source that matches nothing is not.
+	for name, op := range map[string]func(retry.Filter) (int, error){
+		"Get": func(f retry.Filter) (int, error) {
+			list, err := dl.Get(ctx, f)
+			return len(list), err
+		},
+		"Replay": func(f retry.Filter) (int, error) { return dl.Replay(ctx, f) },
+		"Purge":  func(f retry.Filter) (int, error) { return dl.Purge(ctx, f) },
+	} {
+		if n, err := op(retry.Filter{ID: "zzz"}); n != 0 || !errors.Is(err, retry.ErrNotParked) || !strings.Contains(err.Error(), `"zzz"`) {
+			t.Errorf("%s(unknown id) = %d, %v; want 0 and ErrNotParked naming the id", name, n, err)
+		}
+		if n, err := op(retry.Filter{ID: "a", Source: webhook}); n != 0 || !errors.Is(err, retry.ErrNotParked) {
+			t.Errorf("%s(id a from the wrong source) = %d, %v; want ErrNotParked", name, n, err)
+		}
+	}
+	if n, err := dl.Purge(ctx, retry.Filter{Source: topo.Name("nowhere")}); n != 0 || err != nil {
+		t.Errorf("Purge(a source with nothing parked) = %d, %v; want 0, nil", n, err)
+	}
+	// Get shows the message in full and leaves it parked.
+	got, err := dl.Get(ctx, retry.Filter{ID: "a"})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Get(a) = %v, %v", got, err)
+	}
+	if d := got[0].Detail(); string(d.Body) != `{"v":1}` || d.Headers["priority"] != "high" || d.Size != 7 || d.LastError != "503" {
+		t.Errorf("Get(a) in full = %+v", d)
 	}
 
 	n, err = dl.Purge(ctx, retry.Filter{Source: email})
@@ -161,5 +193,106 @@ func TestReplayKeepsWhatItCannotSend(t *testing.T) {
 		if got := depth(t, conn, q); got != 0 {
 			t.Errorf("%s holds %d messages", q, got)
 		}
+	}
+}
+
+// TestReplayedAndParkedAgain replays a parked message, parks it again as
+// its next round would, and replays it again: the parked copy still says
+// when the message first failed, which round it was in and what the
+// rounds before left, and each replay's event carries the round it starts.
+func TestReplayedAndParkedAgain(t *testing.T) {
+	conn := retrytest.Conn(t)
+	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL})
+	email, webhook := topo.WorkRoutes()[0].Queue, topo.WorkRoutes()[1].Queue
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	first := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	// The two channel copies of one notification share its id.
+	for _, source := range []string{email, webhook} {
+		if err := ch.Publish(topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{
+			MessageId: "twin", Body: []byte(`{"v":1}`), ContentType: "application/json",
+			Headers: amqp.Table{retry.HeaderDeadSource: source, retry.HeaderDeadReason: retry.ReasonMaxRetries,
+				retry.HeaderRetryCount: int32(4), retry.HeaderFirstFailedAt: first.Format(time.RFC3339Nano),
+				retry.HeaderParkedAt: first.Add(time.Minute).Format(time.RFC3339Nano), retry.HeaderLastError: "503"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	var rounds []int
+	dl := retry.DeadLetters{Conn: conn, Topology: topo, Observe: func(e retry.Event) { rounds = append(rounds, e.Round) }}
+	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == 2 }, "not parked")
+	if both, err := dl.Get(ctx, retry.Filter{ID: "twin"}); err != nil || len(both) != 2 {
+		t.Fatalf("Get(twin) = %d copies, %v; want both channels' copies", len(both), err)
+	}
+	if one, err := dl.Get(ctx, retry.Filter{ID: "twin", Source: email}); err != nil || len(one) != 1 || one[0].Source != email {
+		t.Fatalf("Get(twin from email) = %+v, %v", one, err)
+	}
+
+	hop, err := retry.NewHop(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hop.Close()
+	// replayAndPark replays the email copy, takes it from its work queue
+	// and parks it again after retries more failures ending in lastErr.
+	replayAndPark := func(retries int, lastErr string) {
+		t.Helper()
+		if n, err := dl.Replay(ctx, retry.Filter{ID: "twin", Source: email}); err != nil || n != 1 {
+			t.Fatalf("Replay = %d, %v", n, err)
+		}
+		var d amqp.Delivery
+		retrytest.Eventually(t, 5*time.Second, func() bool {
+			var ok bool
+			d, ok, err = ch.Get(email, false /* autoAck */)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}, "the replayed copy never reached %s", email)
+		if err := retry.Park(ctx, hop, topo, &d, email, retry.ReasonMaxRetries, lastErr, retries); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Ack(false); err != nil {
+			t.Fatal(err)
+		}
+		retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == 2 }, "not parked again")
+	}
+	parkedEmail := func() retry.DeadLetter {
+		t.Helper()
+		got, err := dl.Get(ctx, retry.Filter{ID: "twin", Source: email})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("Get = %v, %v", got, err)
+		}
+		return got[0]
+	}
+	ignore := cmp.FilterPath(func(p cmp.Path) bool {
+		switch p.Last().String() {
+		case ".Headers", ".Body", ".ParkedAt", ".ContentType":
+			return true
+		}
+		return false
+	}, cmp.Ignore())
+
+	replayAndPark(2, "timeout")
+	want := retry.DeadLetter{ID: "twin", Source: email, Reason: retry.ReasonMaxRetries, Retries: 2, Replays: 1,
+		PriorRetries: 4, PriorError: "503", FirstFailedAt: first, LastError: "timeout"}
+	if diff := cmp.Diff(want, parkedEmail(), ignore); diff != "" {
+		t.Errorf("parked again after one replay (-want +got):\n%s", diff)
+	}
+	replayAndPark(3, "refused")
+	want.Retries, want.Replays, want.PriorRetries, want.PriorError, want.LastError = 3, 2, 6, "timeout", "refused"
+	if diff := cmp.Diff(want, parkedEmail(), ignore); diff != "" {
+		t.Errorf("parked again after two replays (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{1, 2}, rounds); diff != "" {
+		t.Errorf("replay events' rounds (-want +got):\n%s", diff)
+	}
+	// The webhook copy was never touched.
+	if w, err := dl.Get(ctx, retry.Filter{ID: "twin", Source: webhook}); err != nil || len(w) != 1 || w[0].Replays != 0 || w[0].Retries != 4 {
+		t.Errorf("webhook copy = %+v, %v", w, err)
 	}
 }

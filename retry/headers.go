@@ -56,6 +56,13 @@ const (
 	// backend's longest wait queue because a downstream asked for a longer
 	// wait (HeaderNotBefore). It is bounded: see the requeue stage.
 	HeaderWaits = "x-retry-waits"
+	// HeaderPriorRetries is, on a replayed message, the retries it had in
+	// the rounds before this one, summed: a replay restarts
+	// HeaderRetryCount, not the message's history.
+	HeaderPriorRetries = "x-prior-retries"
+	// HeaderPriorError is, on a replayed message, the last error of the
+	// round that ended when it was parked.
+	HeaderPriorError = "x-prior-error"
 )
 
 // pipelineHeaders are the headers relay writes to route, count and explain
@@ -65,7 +72,7 @@ const (
 var pipelineHeaders = []string{
 	HeaderRetryCount, HeaderOriginalQueue, HeaderFirstFailedAt, HeaderLastError, HeaderRetryAfter,
 	HeaderNotBefore, HeaderWaits, HeaderDeadSource, HeaderDeadReason, HeaderParkedAt, HeaderClaimedSource,
-	HeaderReplays, HeaderAttempts, HeaderDeferrals,
+	HeaderReplays, HeaderAttempts, HeaderDeferrals, HeaderPriorRetries, HeaderPriorError,
 }
 
 // attempts is how many deliveries a message has had in this round:

@@ -82,6 +82,7 @@ func commands() []command {
 		{name: "dead list", summary: "list parked messages (--source Q, --id ID, --limit N, --json)", run: deadVerb("list", os.Stdin)},
 		{name: "dead replay", summary: "send parked messages back with a fresh retry count (--id ID | --source Q | --all)", run: deadVerb("replay", os.Stdin)},
 		{name: "dead purge", summary: "delete parked messages for good (--id ID | --source Q | --all) [--yes]", run: deadVerb("purge", os.Stdin)},
+		{name: "dead show", summary: "print a parked message in full: history, headers, payload (relay dead show ID, --source Q, --json)", run: deadVerb("show", os.Stdin)},
 		{name: "workshop", summary: "run the retry strategies side by side (list, run, compare, topology, docs)", run: workshop.Run,
 			verbs: []string{"list", "run", "compare", "topology", "docs"}},
 		{name: "bench", summary: "measure relay's paths against raw amqp091-go on the broker (--format text|markdown|json, --quick, --out FILE)", run: bench.Run},

@@ -97,7 +97,7 @@ func TestCompletionBash(t *testing.T) {
 		{[]string{"send", "--wa"}, "--watch"},
 		{[]string{"send", "--n", "3", "--to"}, "--to --token"},
 		{[]string{"status", "--j"}, "--json"},
-		{[]string{"dead", ""}, "list replay purge"},
+		{[]string{"dead", ""}, "list replay purge show"},
 		{[]string{"dead", "purge", "--y"}, "--yes"},
 		{[]string{"dead", "list", "--y"}, ""},
 		{[]string{"workshop", "r"}, "run"},

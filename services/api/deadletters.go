@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,11 +17,14 @@ import (
 	"github.com/relay-demo/relay/services/internal/notification"
 )
 
-// DeadLetterStore lists and replays parked messages; retry.DeadLetters is
-// one.
+// DeadLetterStore lists, shows, replays and purges parked messages;
+// retry.DeadLetters is one. Get, Replay and Purge answer
+// retry.ErrNotParked for an id that matches nothing.
 type DeadLetterStore interface {
 	List(ctx context.Context, f retry.Filter, limit int) ([]retry.DeadLetter, error)
+	Get(ctx context.Context, f retry.Filter) ([]retry.DeadLetter, error)
 	Replay(ctx context.Context, f retry.Filter) (int, error)
+	Purge(ctx context.Context, f retry.Filter) (int, error)
 }
 
 // dialedDeadLetters runs each operation on a connection of its own.
@@ -29,26 +34,55 @@ type dialedDeadLetters struct {
 	observe func(retry.Event) // told of every replay
 }
 
-func (d dialedDeadLetters) List(ctx context.Context, f retry.Filter, limit int) ([]retry.DeadLetter, error) {
+// open dials the broker for one operation; done ends the connection.
+func (d dialedDeadLetters) open() (dl retry.DeadLetters, done func(), err error) {
 	conn, err := retry.DialAny(d.urls, "relay api dead letters")
+	if err != nil {
+		return retry.DeadLetters{}, nil, err
+	}
+	return retry.DeadLetters{Conn: conn, Topology: d.topo, Observe: d.observe}, func() { conn.Close() }, nil
+}
+
+func (d dialedDeadLetters) List(ctx context.Context, f retry.Filter, limit int) ([]retry.DeadLetter, error) {
+	dl, done, err := d.open()
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	return retry.DeadLetters{Conn: conn, Topology: d.topo}.List(ctx, f, limit)
+	defer done()
+	return dl.List(ctx, f, limit)
+}
+
+func (d dialedDeadLetters) Get(ctx context.Context, f retry.Filter) ([]retry.DeadLetter, error) {
+	dl, done, err := d.open()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return dl.Get(ctx, f)
 }
 
 func (d dialedDeadLetters) Replay(ctx context.Context, f retry.Filter) (int, error) {
-	conn, err := retry.DialAny(d.urls, "relay api dead letters")
+	dl, done, err := d.open()
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close()
-	return retry.DeadLetters{Conn: conn, Topology: d.topo, Observe: d.observe}.Replay(ctx, f)
+	defer done()
+	return dl.Replay(ctx, f)
 }
 
-// maxDeadLetterList bounds one listing.
-const maxDeadLetterList = 1000
+func (d dialedDeadLetters) Purge(ctx context.Context, f retry.Filter) (int, error) {
+	dl, done, err := d.open()
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	return dl.Purge(ctx, f)
+}
+
+// DefaultDeadLetterLimit is how many parked messages a listing shows when
+// it names no limit; `relay dead list` shows as many. A limit of 0 shows
+// every one, on both.
+const DefaultDeadLetterLimit = 50
 
 // deadLetterStore returns the store of the moment, or answers 503.
 func deadLetterStore(deps Deps, w http.ResponseWriter) DeadLetterStore {
@@ -71,23 +105,91 @@ func sourceQueue(t retry.Topology, q string) string {
 	return t.Name(strings.TrimPrefix(q, t.Prefix))
 }
 
+// deadLetterQuery reads the query parameters of a dead-letter route, which
+// takes those in allowed (of source, id and limit), naming each bad one.
+// Without a limit parameter, limit is DefaultDeadLetterLimit.
+func deadLetterQuery(r *http.Request, t retry.Topology, allowed ...string) (f retry.Filter, limit int, bad notification.Invalid) {
+	v := r.URL.Query()
+	names := make([]string, 0, len(v))
+	for name := range v {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the errors in a stable order
+	for _, name := range names {
+		switch {
+		case !slices.Contains(allowed, name):
+			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: this route takes " + orList(allowed)})
+		case len(v[name]) > 1:
+			bad = append(bad, notification.FieldError{Field: name, Message: "given " + strconv.Itoa(len(v[name])) + " times: give it once"})
+		}
+	}
+	f = retry.Filter{ID: v.Get("id"), Source: sourceQueue(t, v.Get("source"))}
+	limit = DefaultDeadLetterLimit
+	if s := v.Get("limit"); s != "" && slices.Contains(allowed, "limit") {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			bad = append(bad, notification.FieldError{Field: "limit", Message: "a whole number, 0 or more (0: every parked message; default " +
+				strconv.Itoa(DefaultDeadLetterLimit) + ")"})
+		}
+		limit = n
+	}
+	return f, limit, bad
+}
+
+// orList joins names as "a", "a or b", "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// invalidRequest refuses a dead-letter request body with invalid fields.
+func invalidRequest(errs notification.Invalid) *Problem {
+	p := newProblem(ProblemInvalidFields, http.StatusUnprocessableEntity, "Invalid request",
+		"the request has "+strconv.Itoa(len(errs))+" invalid field(s); see errors")
+	p.Errors = errs
+	return p
+}
+
+// deadLetterFailed answers an error of the store: 404 for an id nothing
+// matches, 409 for a replay refused into a queue that is not relay's, 503
+// otherwise. what is "read", "replayed" or "purged"; done says how many
+// messages were replayed or purged before the error.
+func deadLetterFailed(deps Deps, w http.ResponseWriter, what string, done int, err error) {
+	switch {
+	case errors.Is(err, retry.ErrNotParked):
+		writeProblem(w, newProblem(ProblemNotFound, http.StatusNotFound, "Not found", err.Error()))
+	case errors.Is(err, retry.ErrNotDestination):
+		// A parked message that names a queue relay does not deliver to
+		// stays parked: the client learns which, and that nothing moved.
+		deps.Log.Warn("replay refused", "replayed", done, "error", err)
+		p := newProblem(ProblemNotDestination, http.StatusConflict, "Not one of relay's work queues",
+			"replayed "+strconv.Itoa(done)+"; these stay parked: "+err.Error())
+		p.Replayed = &done
+		writeProblem(w, p)
+	case what == "read":
+		deps.Log.Error("read dead letters", "error", err)
+		writeProblem(w, unavailable("the dead-letter queue could not be read: "+err.Error()))
+	default:
+		verb := map[string]string{"replayed": "replay", "purged": "purge"}[what]
+		deps.Log.Error(verb+" dead letters", what, done, "error", err)
+		writeProblem(w, unavailable(what+" "+strconv.Itoa(done)+" before an error: "+err.Error()))
+	}
+}
+
 func handleListDeadLetters(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		limit := 50
-		if v := q.Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > maxDeadLetterList {
-				writeProblem(w, invalidFields(notification.Invalid{{Field: "limit", Message: "a whole number from 1 to " + strconv.Itoa(maxDeadLetterList)}}))
-				return
-			}
-			limit = n
+		f, limit, bad := deadLetterQuery(r, deps.Topology, "id", "limit", "source")
+		if len(bad) > 0 {
+			writeProblem(w, invalidQuery(bad))
+			return
 		}
 		store := deadLetterStore(deps, w)
 		if store == nil {
 			return
 		}
-		list, err := store.List(r.Context(), retry.Filter{ID: q.Get("id"), Source: sourceQueue(deps.Topology, q.Get("source"))}, limit)
+		list, err := store.List(r.Context(), f, limit)
 		if err != nil {
 			deps.Log.Error("list dead letters", "error", err)
 			writeProblem(w, unavailable("the dead-letter queue could not be read: "+err.Error()))
@@ -96,66 +198,184 @@ func handleListDeadLetters(deps Deps) http.HandlerFunc {
 		if list == nil {
 			list = []retry.DeadLetter{}
 		}
+		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, map[string]any{"dead_letters": list})
+	}
+}
+
+// idFilter reads the {id} of a dead-letter route and its source
+// parameter, or answers 422.
+func idFilter(deps Deps, w http.ResponseWriter, r *http.Request) (retry.Filter, bool) {
+	f, _, bad := deadLetterQuery(r, deps.Topology, "source")
+	if len(bad) > 0 {
+		writeProblem(w, invalidQuery(bad))
+		return f, false
+	}
+	f.ID = chi.URLParam(r, "id")
+	return f, true
+}
+
+// deadLetterView is the answer of GET /v1/dead-letters/{id}.
+type deadLetterView struct {
+	ID string `json:"id"`
+	// DeadLetters holds a parked copy from each channel the notification
+	// was parked from: they share its id.
+	DeadLetters []retry.DeadLetterDetail `json:"dead_letters"`
+}
+
+func handleGetDeadLetter(deps Deps) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		f, ok := idFilter(deps, w, r)
+		if !ok {
+			return
+		}
+		store := deadLetterStore(deps, w)
+		if store == nil {
+			return
+		}
+		list, err := store.Get(r.Context(), f)
+		if err != nil {
+			deadLetterFailed(deps, w, "read", 0, err)
+			return
+		}
+		view := deadLetterView{ID: f.ID, DeadLetters: make([]retry.DeadLetterDetail, len(list))}
+		for i, p := range list {
+			view.DeadLetters[i] = p.Detail()
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, view)
+	}
+}
+
+func handleDeleteDeadLetter(deps Deps) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if f, ok := idFilter(deps, w, r); ok {
+			purge(deps, w, r, f)
+		}
 	}
 }
 
 func handleReplayDeadLetter(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		id := chi.URLParam(r, "id")
-		replay(deps, w, r, retry.Filter{ID: id}, true)
+		if f, ok := idFilter(deps, w, r); ok {
+			replay(deps, w, r, f)
+		}
 	}
 }
 
-// replayRequest is the body of POST /v1/dead-letters/replay.
+// replayRequest is the body of POST /v1/dead-letters/replay: which parked
+// messages.
 type replayRequest struct {
 	Source string `json:"source"`
 	ID     string `json:"id"`
 	All    bool   `json:"all"`
 }
 
+// invalid names what is wrong with the selection: nothing selected, or
+// all together with a narrower choice.
+func (req replayRequest) invalid() notification.Invalid {
+	switch {
+	case req.All && (req.Source != "" || req.ID != ""):
+		return notification.Invalid{{Field: "all", Message: "all selects every parked message: leave out source and id, or leave out all"}}
+	case !req.All && req.Source == "" && req.ID == "":
+		return notification.Invalid{{Field: "source", Message: "name a source queue or an id, or set all to true"}}
+	}
+	return nil
+}
+
+func (req replayRequest) filter(t retry.Topology) retry.Filter {
+	return retry.Filter{ID: req.ID, Source: sourceQueue(t, req.Source)}
+}
+
+// purgeRequest is the body of POST /v1/dead-letters/purge.
+type purgeRequest struct {
+	replayRequest
+	// Confirm must be true: a purge cannot be undone.
+	Confirm bool `json:"confirm"`
+}
+
+// decodeSelection decodes the JSON body of a replay or purge into v, or
+// answers 400 (not JSON, or a field the request does not have: takes
+// lists those it has) or 422 (a field of the wrong type, named). An empty
+// body is an empty object.
+func decodeSelection(w http.ResponseWriter, r *http.Request, v any, takes string) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case err == nil, errors.Is(err, io.EOF):
+		return true
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		want := "a string"
+		if typeErr.Type.Kind() == reflect.Bool {
+			want = "true or false"
+		}
+		writeProblem(w, invalidRequest(notification.Invalid{{Field: typeErr.Field, Message: want + ", not a JSON " + typeErr.Value}}))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		writeProblem(w, unknownField(strings.TrimPrefix(err.Error(), "json: ")+": the request takes "+takes))
+	default:
+		writeProblem(w, malformed("the body must be a JSON object such as {\"source\": \"email-queue\"} or {\"all\": true}: "+err.Error()))
+	}
+	return false
+}
+
 func handleReplayDeadLetters(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req replayRequest
-		dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-			writeProblem(w, malformed("the body must be a JSON object such as {\"source\": \"email-queue\"} or {\"all\": true}: "+err.Error()))
+		if !decodeSelection(w, r, &req, "source, id or all") {
 			return
 		}
-		if !req.All && req.Source == "" && req.ID == "" {
-			writeProblem(w, invalidFields(notification.Invalid{{Field: "source", Message: "name a source queue or an id, or set all to true"}}))
+		if bad := req.invalid(); len(bad) > 0 {
+			writeProblem(w, invalidRequest(bad))
 			return
 		}
-		replay(deps, w, r, retry.Filter{ID: req.ID, Source: sourceQueue(deps.Topology, req.Source)}, false)
+		replay(deps, w, r, req.filter(deps.Topology))
 	}
 }
 
-func replay(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter, one bool) {
+func handlePurgeDeadLetters(deps Deps) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req purgeRequest
+		if !decodeSelection(w, r, &req, "source, id or all, and confirm") {
+			return
+		}
+		bad := req.invalid()
+		if !req.Confirm {
+			bad = append(bad, notification.FieldError{Field: "confirm", Message: "must be true: a purge deletes parked messages for good"})
+		}
+		if len(bad) > 0 {
+			writeProblem(w, invalidRequest(bad))
+			return
+		}
+		purge(deps, w, r, req.filter(deps.Topology))
+	}
+}
+
+func replay(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) {
 	store := deadLetterStore(deps, w)
 	if store == nil {
 		return
 	}
 	n, err := store.Replay(r.Context(), f)
-	if errors.Is(err, retry.ErrNotDestination) {
-		// A parked message that names a queue relay does not deliver to
-		// stays parked: the client learns which, and that nothing moved.
-		deps.Log.Warn("replay refused", "replayed", n, "error", err)
-		p := newProblem(ProblemNotDestination, http.StatusConflict, "Not one of relay's work queues",
-			"replayed "+strconv.Itoa(n)+"; these stay parked: "+err.Error())
-		p.Replayed = &n
-		writeProblem(w, p)
-		return
-	}
 	if err != nil {
-		deps.Log.Error("replay dead letters", "replayed", n, "error", err)
-		writeProblem(w, unavailable("replayed "+strconv.Itoa(n)+" before an error: "+err.Error()))
-		return
-	}
-	if one && n == 0 {
-		writeProblem(w, newProblem(ProblemNotFound, http.StatusNotFound, "Not found", "no parked message has the id "+strconv.Quote(f.ID)))
+		deadLetterFailed(deps, w, "replayed", n, err)
 		return
 	}
 	deps.Log.Info("replayed dead letters", "replayed", n, "id", f.ID, "source", f.Source)
 	writeJSON(w, http.StatusOK, map[string]int{"replayed": n})
+}
+
+func purge(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) {
+	store := deadLetterStore(deps, w)
+	if store == nil {
+		return
+	}
+	n, err := store.Purge(r.Context(), f)
+	if err != nil {
+		deadLetterFailed(deps, w, "purged", n, err)
+		return
+	}
+	deps.Log.Info("purged dead letters", "purged", n, "id", f.ID, "source", f.Source)
+	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
 }

@@ -15,36 +15,86 @@ import (
 	"github.com/relay-demo/relay/retry"
 )
 
+// fakeStore is a dead-letter queue in memory. It answers as
+// retry.DeadLetters does (limit 0: all; ErrNotParked for an id that
+// matches nothing) and records each call.
 type fakeStore struct {
-	parked  []retry.DeadLetter
-	filters []retry.Filter
-	err     error
+	parked []retry.DeadLetter
+	calls  []string
+	err    error
+}
+
+func (f *fakeStore) record(op string, flt retry.Filter, limit int) {
+	f.calls = append(f.calls, fmt.Sprintf("%s id=%q source=%q limit=%d", op, flt.ID, flt.Source, limit))
+}
+
+func (f *fakeStore) match(flt retry.Filter) []retry.DeadLetter {
+	var out []retry.DeadLetter
+	for _, p := range f.parked {
+		if (flt.ID == "" || p.ID == flt.ID) && (flt.Source == "" || p.Source == flt.Source) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// notParked is what retry.DeadLetters answers for an id that matches
+// nothing.
+func (f *fakeStore) notParked(flt retry.Filter, n int) error {
+	if f.err == nil && n == 0 && flt.ID != "" {
+		return fmt.Errorf("message %q: %w", flt.ID, retry.ErrNotParked)
+	}
+	return f.err
 }
 
 func (f *fakeStore) List(_ context.Context, flt retry.Filter, limit int) ([]retry.DeadLetter, error) {
-	f.filters = append(f.filters, flt)
-	var out []retry.DeadLetter
-	for _, p := range f.parked {
-		if (flt.ID == "" || p.ID == flt.ID) && (flt.Source == "" || p.Source == flt.Source) && len(out) < limit {
-			out = append(out, p)
-		}
+	f.record("List", flt, limit)
+	out := f.match(flt)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
 	}
 	return out, f.err
 }
 
+func (f *fakeStore) Get(_ context.Context, flt retry.Filter) ([]retry.DeadLetter, error) {
+	f.record("Get", flt, 0)
+	out := f.match(flt)
+	return out, f.notParked(flt, len(out))
+}
+
 func (f *fakeStore) Replay(_ context.Context, flt retry.Filter) (int, error) {
-	f.filters = append(f.filters, flt)
-	n := 0
-	for _, p := range f.parked {
-		if (flt.ID == "" || p.ID == flt.ID) && (flt.Source == "" || p.Source == flt.Source) {
-			n++
+	f.record("Replay", flt, 0)
+	n := len(f.match(flt))
+	return n, f.notParked(flt, n)
+}
+
+func (f *fakeStore) Purge(_ context.Context, flt retry.Filter) (int, error) {
+	f.record("Purge", flt, 0)
+	n := len(f.match(flt))
+	return n, f.notParked(flt, n)
+}
+
+const deadLetterToken = "dead-letter-token-0123456789"
+
+// deadLetterServer is the API over a fakeStore holding a (email) and b
+// (webhook), under the topology prefix "p.".
+func deadLetterServer(store *fakeStore, noStore bool) http.Handler {
+	if store.parked == nil {
+		store.parked = []retry.DeadLetter{
+			{ID: "a", Source: "p.email-queue", Reason: retry.ReasonMaxRetries, ContentType: "application/json", Body: []byte(`{"to":"ada"}`)},
+			{ID: "b", Source: "p.webhook-queue", Reason: retry.ReasonPermanent, ContentType: "application/octet-stream", Body: []byte{0xff, 0x00}},
 		}
 	}
-	return n, f.err
+	return NewServer(Deps{Tokens: []string{deadLetterToken}, Topology: retry.Topology{Prefix: "p."},
+		DeadLetters: func() DeadLetterStore {
+			if noStore {
+				return nil
+			}
+			return store
+		}})
 }
 
 func TestDeadLetterRoutes(t *testing.T) {
-	const token = "dead-letter-token-0123456789"
 	tests := []struct {
 		name       string
 		method     string
@@ -53,68 +103,192 @@ func TestDeadLetterRoutes(t *testing.T) {
 		noStore    bool
 		storeErr   error
 		wantStatus int
-		wantBody   string
-		wantFilter *retry.Filter
+		wantType   string // the problem type, for an error
+		wantBody   string // in the answer
+		wantCall   string // the one store call, "" for none
 	}{
-		{"list all", "GET", "/v1/dead-letters", "", false, nil, 200, `"id":"a"`, &retry.Filter{}},
-		{"list by source adds the prefix", "GET", "/v1/dead-letters?source=email-queue", "", false, nil, 200, `"source":"p.email-queue"`, &retry.Filter{Source: "p.email-queue"}},
-		{"list bad limit", "GET", "/v1/dead-letters?limit=0", "", false, nil, 422, `"field":"limit"`, nil},
-		{"list while disconnected", "GET", "/v1/dead-letters", "", true, nil, 503, "broker", nil},
-		{"list error", "GET", "/v1/dead-letters", "", false, errors.New("boom"), 503, "boom", nil},
-		{"replay one", "POST", "/v1/dead-letters/a/replay", "", false, nil, 200, `{"replayed":1}`, &retry.Filter{ID: "a"}},
-		{"replay unknown id", "POST", "/v1/dead-letters/zzz/replay", "", false, nil, 404, "zzz", nil},
-		{"replay by source", "POST", "/v1/dead-letters/replay", `{"source":"email-queue"}`, false, nil, 200, `{"replayed":1}`, &retry.Filter{Source: "p.email-queue"}},
-		{"replay all", "POST", "/v1/dead-letters/replay", `{"all":true}`, false, nil, 200, `{"replayed":2}`, &retry.Filter{}},
-		{"replay needs a filter", "POST", "/v1/dead-letters/replay", `{}`, false, nil, 422, `"field":"source"`, nil},
-		{"replay into a queue that is not relay's", "POST", "/v1/dead-letters/a/replay", "", false,
-			fmt.Errorf("message %q: source %q is %w: it stays parked", "a", "victim", retry.ErrNotDestination), 409, `"victim`, nil},
-		{"replay bad body", "POST", "/v1/dead-letters/replay", `{"everything":1}`, false, nil, 400, "everything", nil},
+		{name: "list all", method: "GET", path: "/v1/dead-letters", wantStatus: 200, wantBody: `"id":"a"`,
+			wantCall: `List id="" source="" limit=50`},
+		{name: "list by source adds the prefix", method: "GET", path: "/v1/dead-letters?source=email-queue", wantStatus: 200,
+			wantBody: `"source":"p.email-queue"`, wantCall: `List id="" source="p.email-queue" limit=50`},
+		{name: "list by id", method: "GET", path: "/v1/dead-letters?id=b", wantStatus: 200, wantBody: `"id":"b"`,
+			wantCall: `List id="b" source="" limit=50`},
+		{name: "limit 0 lists every message, as the CLI's --limit 0", method: "GET", path: "/v1/dead-letters?limit=0", wantStatus: 200,
+			wantBody: `"id":"b"`, wantCall: `List id="" source="" limit=0`},
+		{name: "a limit above the default", method: "GET", path: "/v1/dead-letters?limit=5000", wantStatus: 200,
+			wantCall: `List id="" source="" limit=5000`},
+		{name: "limit not a number", method: "GET", path: "/v1/dead-letters?limit=abc", wantStatus: 422, wantType: ProblemInvalidQuery,
+			wantBody: `"field":"limit"`},
+		{name: "negative limit", method: "GET", path: "/v1/dead-letters?limit=-1", wantStatus: 422, wantType: ProblemInvalidQuery,
+			wantBody: `"field":"limit"`},
+		{name: "unknown parameter", method: "GET", path: "/v1/dead-letters?queue=email-queue", wantStatus: 422, wantType: ProblemInvalidQuery,
+			wantBody: `{"field":"queue","message":"unknown parameter: this route takes id, limit or source"}`},
+		{name: "parameter given twice", method: "GET", path: "/v1/dead-letters?limit=1&limit=2", wantStatus: 422, wantType: ProblemInvalidQuery,
+			wantBody: `"field":"limit","message":"given 2 times`},
+		{name: "list while disconnected", method: "GET", path: "/v1/dead-letters", noStore: true, wantStatus: 503,
+			wantType: ProblemBrokerUnavailable, wantBody: "broker"},
+		{name: "list error", method: "GET", path: "/v1/dead-letters", storeErr: errors.New("boom"), wantStatus: 503,
+			wantType: ProblemBrokerUnavailable, wantBody: "boom", wantCall: `List id="" source="" limit=50`},
+
+		{name: "show one", method: "GET", path: "/v1/dead-letters/a", wantStatus: 200, wantBody: `"body":{"to":"ada"}`,
+			wantCall: `Get id="a" source="" limit=0`},
+		{name: "show one from its source", method: "GET", path: "/v1/dead-letters/a?source=email-queue", wantStatus: 200,
+			wantBody: `"id":"a"`, wantCall: `Get id="a" source="p.email-queue" limit=0`},
+		{name: "show unknown id", method: "GET", path: "/v1/dead-letters/zzz", wantStatus: 404, wantType: ProblemNotFound,
+			wantBody: `message \"zzz\": not in the dead-letter queue`, wantCall: `Get id="zzz" source="" limit=0`},
+		{name: "show from the wrong source", method: "GET", path: "/v1/dead-letters/a?source=webhook-queue", wantStatus: 404,
+			wantType: ProblemNotFound, wantCall: `Get id="a" source="p.webhook-queue" limit=0`},
+		{name: "show takes no limit", method: "GET", path: "/v1/dead-letters/a?limit=1", wantStatus: 422, wantType: ProblemInvalidQuery,
+			wantBody: `{"field":"limit","message":"unknown parameter: this route takes source"}`},
+		{name: "an id that reads like a verb", method: "GET", path: "/v1/dead-letters/purge", wantStatus: 404, wantType: ProblemNotFound,
+			wantCall: `Get id="purge" source="" limit=0`},
+		{name: "show error", method: "GET", path: "/v1/dead-letters/a", storeErr: errors.New("boom"), wantStatus: 503,
+			wantType: ProblemBrokerUnavailable, wantBody: "could not be read: boom", wantCall: `Get id="a" source="" limit=0`},
+
+		{name: "delete one", method: "DELETE", path: "/v1/dead-letters/a", wantStatus: 200, wantBody: `{"purged":1}`,
+			wantCall: `Purge id="a" source="" limit=0`},
+		{name: "delete unknown id", method: "DELETE", path: "/v1/dead-letters/zzz", wantStatus: 404, wantType: ProblemNotFound,
+			wantBody: "zzz", wantCall: `Purge id="zzz" source="" limit=0`},
+		{name: "delete with a bad parameter", method: "DELETE", path: "/v1/dead-letters/a?all=true", wantStatus: 422,
+			wantType: ProblemInvalidQuery, wantBody: `"field":"all"`},
+
+		{name: "purge by source", method: "POST", path: "/v1/dead-letters/purge", body: `{"source":"email-queue","confirm":true}`,
+			wantStatus: 200, wantBody: `{"purged":1}`, wantCall: `Purge id="" source="p.email-queue" limit=0`},
+		{name: "purge by id", method: "POST", path: "/v1/dead-letters/purge", body: `{"id":"b","confirm":true}`,
+			wantStatus: 200, wantBody: `{"purged":1}`, wantCall: `Purge id="b" source="" limit=0`},
+		{name: "purge all", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"confirm":true}`,
+			wantStatus: 200, wantBody: `{"purged":2}`, wantCall: `Purge id="" source="" limit=0`},
+		{name: "purge without confirm", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true}`,
+			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `{"field":"confirm","message":"must be true`},
+		{name: "purge with confirm false", method: "POST", path: "/v1/dead-letters/purge", body: `{"source":"email-queue","confirm":false}`,
+			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"field":"confirm"`},
+		{name: "purge with confirm not a boolean", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"confirm":"yes"}`,
+			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `{"field":"confirm","message":"true or false, not a JSON string"}`},
+		{name: "purge source and all", method: "POST", path: "/v1/dead-letters/purge", body: `{"source":"email-queue","all":true,"confirm":true}`,
+			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"field":"all"`},
+		{name: "purge needs a selection and confirm", method: "POST", path: "/v1/dead-letters/purge", body: `{}`,
+			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"errors":[{"field":"source","message":"name a source queue or an id, or set all to true"},{"field":"confirm"`},
+		{name: "purge an empty body", method: "POST", path: "/v1/dead-letters/purge", wantStatus: 422, wantType: ProblemInvalidFields,
+			wantBody: `"field":"confirm"`},
+		{name: "purge unknown id", method: "POST", path: "/v1/dead-letters/purge", body: `{"id":"zzz","confirm":true}`,
+			wantStatus: 404, wantType: ProblemNotFound, wantBody: "zzz", wantCall: `Purge id="zzz" source="" limit=0`},
+		{name: "purge unknown field", method: "POST", path: "/v1/dead-letters/purge", body: `{"everything":true,"confirm":true}`,
+			wantStatus: 400, wantType: ProblemUnknownField, wantBody: `unknown field \"everything\": the request takes source, id or all, and confirm`},
+		{name: "purge not JSON", method: "POST", path: "/v1/dead-letters/purge", body: `all`,
+			wantStatus: 400, wantType: ProblemMalformedJSON},
+		{name: "purge error", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"confirm":true}`, storeErr: errors.New("boom"),
+			wantStatus: 503, wantType: ProblemBrokerUnavailable, wantBody: "purged 2 before an error: boom", wantCall: `Purge id="" source="" limit=0`},
+
+		{name: "replay one", method: "POST", path: "/v1/dead-letters/a/replay", wantStatus: 200, wantBody: `{"replayed":1}`,
+			wantCall: `Replay id="a" source="" limit=0`},
+		{name: "replay one from its source", method: "POST", path: "/v1/dead-letters/a/replay?source=email-queue", wantStatus: 200,
+			wantBody: `{"replayed":1}`, wantCall: `Replay id="a" source="p.email-queue" limit=0`},
+		{name: "replay unknown id", method: "POST", path: "/v1/dead-letters/zzz/replay", wantStatus: 404, wantType: ProblemNotFound,
+			wantBody: "zzz", wantCall: `Replay id="zzz" source="" limit=0`},
+		{name: "replay one with a bad parameter", method: "POST", path: "/v1/dead-letters/a/replay?sorce=email-queue", wantStatus: 422,
+			wantType: ProblemInvalidQuery, wantBody: `"field":"sorce"`},
+		{name: "replay by source", method: "POST", path: "/v1/dead-letters/replay", body: `{"source":"email-queue"}`, wantStatus: 200,
+			wantBody: `{"replayed":1}`, wantCall: `Replay id="" source="p.email-queue" limit=0`},
+		{name: "replay by unknown id", method: "POST", path: "/v1/dead-letters/replay", body: `{"id":"zzz"}`, wantStatus: 404,
+			wantType: ProblemNotFound, wantBody: "zzz", wantCall: `Replay id="zzz" source="" limit=0`},
+		{name: "replay all", method: "POST", path: "/v1/dead-letters/replay", body: `{"all":true}`, wantStatus: 200,
+			wantBody: `{"replayed":2}`, wantCall: `Replay id="" source="" limit=0`},
+		{name: "replay source and all", method: "POST", path: "/v1/dead-letters/replay", body: `{"source":"email-queue","all":true}`,
+			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"field":"all"`},
+		{name: "replay needs a filter", method: "POST", path: "/v1/dead-letters/replay", body: `{}`, wantStatus: 422,
+			wantType: ProblemInvalidFields, wantBody: `"field":"source"`},
+		{name: "replay takes no confirm", method: "POST", path: "/v1/dead-letters/replay", body: `{"all":true,"confirm":true}`,
+			wantStatus: 400, wantType: ProblemUnknownField, wantBody: "confirm"},
+		{name: "replay into a queue that is not relay's", method: "POST", path: "/v1/dead-letters/a/replay",
+			storeErr:   fmt.Errorf("message %q: source %q is %w: it stays parked", "a", "victim", retry.ErrNotDestination),
+			wantStatus: 409, wantType: ProblemNotDestination, wantBody: `"victim`, wantCall: `Replay id="a" source="" limit=0`},
+		{name: "replay bad body", method: "POST", path: "/v1/dead-letters/replay", body: `{"everything":1}`, wantStatus: 400,
+			wantType: ProblemUnknownField, wantBody: "everything"},
+		{name: "replay all with a wrong type", method: "POST", path: "/v1/dead-letters/replay", body: `{"all":1}`, wantStatus: 422,
+			wantType: ProblemInvalidFields, wantBody: `{"field":"all","message":"true or false, not a JSON number"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := &fakeStore{err: tt.storeErr, parked: []retry.DeadLetter{
-				{ID: "a", Source: "p.email-queue", Reason: retry.ReasonMaxRetries},
-				{ID: "b", Source: "p.webhook-queue", Reason: retry.ReasonPermanent}}}
-			deps := Deps{Tokens: []string{token}, Topology: retry.Topology{Prefix: "p."},
-				DeadLetters: func() DeadLetterStore {
-					if tt.noStore {
-						return nil
-					}
-					return store
-				}}
+			store := &fakeStore{err: tt.storeErr}
 			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
-			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Authorization", "Bearer "+deadLetterToken)
 			rec := httptest.NewRecorder()
-			NewServer(deps).ServeHTTP(rec, req)
+			deadLetterServer(store, tt.noStore).ServeHTTP(rec, req)
 			if rec.Code != tt.wantStatus || !strings.Contains(rec.Body.String(), tt.wantBody) {
 				t.Fatalf("%s %s = %d %s, want %d containing %q", tt.method, tt.path, rec.Code, rec.Body, tt.wantStatus, tt.wantBody)
 			}
-			if tt.wantFilter != nil {
-				if diff := cmp.Diff([]retry.Filter{*tt.wantFilter}, store.filters); diff != "" {
-					t.Errorf("filters (-want +got):\n%s", diff)
-				}
+			var want []string
+			if tt.wantCall != "" {
+				want = []string{tt.wantCall}
 			}
-			if rec.Code >= 400 && rec.Header().Get("Content-Type") != ProblemContentType {
-				t.Errorf("error answered as %q, want a problem", rec.Header().Get("Content-Type"))
+			if diff := cmp.Diff(want, store.calls); diff != "" {
+				t.Errorf("store calls (-want +got):\n%s", diff)
+			}
+			if rec.Code < 400 {
+				return
+			}
+			var p Problem
+			if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Header().Get("Content-Type") != ProblemContentType {
+				t.Fatalf("error answered as %q: %s", rec.Header().Get("Content-Type"), rec.Body)
+			}
+			if p.Type != tt.wantType || p.Status != tt.wantStatus {
+				t.Errorf("problem %s %d, want %s %d", p.Type, p.Status, tt.wantType, tt.wantStatus)
 			}
 		})
 	}
 }
 
-func TestDeadLetterRoutesNeedAuth(t *testing.T) {
-	srv := NewServer(Deps{Tokens: []string{"dead-letter-token-0123456789"}})
-	for _, path := range []string{"/v1/dead-letters"} {
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
-		if rec.Code != http.StatusUnauthorized {
-			t.Errorf("GET %s without a token = %d", path, rec.Code)
-		}
-	}
-	var body map[string]any
+// TestShowDeadLetter: GET /v1/dead-letters/{id} answers every parked copy
+// with the id, in full: a JSON body as JSON, any other as base64 with its
+// content type, and never from a cache.
+func TestShowDeadLetter(t *testing.T) {
+	store := &fakeStore{parked: []retry.DeadLetter{
+		{ID: "n1", Source: "p.email-queue", Reason: retry.ReasonMaxRetries, Retries: 4, Replays: 1, PriorRetries: 5, PriorError: "503",
+			LastError: "timeout", ContentType: "application/json", Body: []byte(`{"to":"ada"}`),
+			Headers: map[string]any{retry.HeaderDeadSource: "p.email-queue", "tenant": []byte("acme")}},
+		{ID: "n1", Source: "p.webhook-queue", Reason: retry.ReasonPermanent, ContentType: "application/octet-stream", Body: []byte{0xff, 0x00}},
+		{ID: "n2", Source: "p.email-queue"},
+	}}
 	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/dead-letters/x/replay", nil))
-	_ = json.Unmarshal(rec.Body.Bytes(), &body)
-	if rec.Code != http.StatusUnauthorized || body["status"] != float64(401) {
-		t.Errorf("POST replay without a token = %d %v", rec.Code, body)
+	req := httptest.NewRequest(http.MethodGet, "/v1/dead-letters/n1", nil)
+	req.Header.Set("Authorization", "Bearer "+deadLetterToken)
+	deadLetterServer(store, false).ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || rec.Header().Get("Cache-Control") != "no-store" {
+		t.Fatalf("status %d, Cache-Control %q: %s", rec.Code, rec.Header().Get("Cache-Control"), rec.Body)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"id": "n1", "dead_letters": []any{
+		map[string]any{"id": "n1", "source": "p.email-queue", "reason": "max-retries", "retries": 4.0, "replays": 1.0,
+			"prior_retries": 5.0, "prior_error": "503", "last_error": "timeout", "content_type": "application/json",
+			"headers": map[string]any{"x-dead-source": "p.email-queue", "tenant": "acme"}, "size": 12.0,
+			"body": map[string]any{"to": "ada"}},
+		map[string]any{"id": "n1", "source": "p.webhook-queue", "reason": "permanent", "retries": 0.0, "replays": 0.0,
+			"content_type": "application/octet-stream", "headers": map[string]any{}, "size": 2.0, "body_base64": "/wA="},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("GET /v1/dead-letters/n1 (-want +got):\n%s", diff)
+	}
+}
+
+func TestDeadLetterRoutesNeedAuth(t *testing.T) {
+	srv := deadLetterServer(&fakeStore{}, false)
+	for _, r := range []struct{ method, path string }{
+		{http.MethodGet, "/v1/dead-letters"},
+		{http.MethodGet, "/v1/dead-letters/a"},
+		{http.MethodDelete, "/v1/dead-letters/a"},
+		{http.MethodPost, "/v1/dead-letters/a/replay"},
+		{http.MethodPost, "/v1/dead-letters/replay"},
+		{http.MethodPost, "/v1/dead-letters/purge"},
+	} {
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, httptest.NewRequest(r.method, r.path, strings.NewReader(`{"all":true,"confirm":true}`)))
+		var body map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &body)
+		if rec.Code != http.StatusUnauthorized || body["status"] != float64(401) {
+			t.Errorf("%s %s without a token = %d %v", r.method, r.path, rec.Code, body)
+		}
 	}
 }

@@ -1,5 +1,7 @@
-// Package dead is `relay dead list|replay|purge`: the command-line tools
-// for messages parked in the dead-letter queue.
+// Package dead is `relay dead list|show|replay|purge`: the command-line
+// tools for messages parked in the dead-letter queue. They behave as the
+// API's dead-letter routes do: the same filters, the same limit, the same
+// JSON, and an id that matches nothing is an error on both.
 package dead
 
 import (
@@ -10,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,44 +28,86 @@ type Config struct {
 	config.Broker
 }
 
-// Run dispatches `relay dead <list|replay|purge> [flags]`. stdin answers
-// purge's confirmation question.
-func Run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.Writer) error {
+// DefaultLimit is how many messages `relay dead list` shows without
+// --limit; 0 shows every one. GET /v1/dead-letters reads ?limit the same
+// way.
+const DefaultLimit = 50
+
+// options are a verb's parsed arguments.
+type options struct {
+	verb, id, source string
+	all, json, yes   bool
+	limit            int
+}
+
+// parse reads a verb's flags (and show's ID), and refuses what does not go
+// together. It needs no broker.
+func parse(args []string, stdout io.Writer) (options, error) {
 	if len(args) == 0 {
-		return errors.New("usage: relay dead list|replay|purge [flags]; add -h to a verb for its flags")
+		return options{}, errors.New("usage: relay dead list|show|replay|purge [flags]; add -h to a verb for its flags")
 	}
-	verb, args := args[0], args[1:]
-	fs := flag.NewFlagSet("relay dead "+verb, flag.ContinueOnError)
+	o := options{verb: args[0]}
+	args = args[1:]
+	fs := flag.NewFlagSet("relay dead "+o.verb, flag.ContinueOnError)
 	fs.SetOutput(stdout)
-	id := fs.String("id", "", "only the message with this `id`")
-	source := fs.String("source", "", "only messages parked from this `queue` (e.g. email-queue)")
-	var all, asJSON, yes *bool
-	limit := new(int)
-	switch verb {
+	fs.StringVar(&o.source, "source", "", "only messages parked from this `queue` (e.g. email-queue)")
+	switch o.verb {
 	case "list":
-		limit = fs.Int("limit", 50, "show at most `n` messages (0: all)")
-		asJSON = fs.Bool("json", false, "print JSON, one object per line")
+		fs.StringVar(&o.id, "id", "", "only the message with this `id`")
+		fs.IntVar(&o.limit, "limit", DefaultLimit, "show at most `n` messages (0: all)")
+		fs.BoolVar(&o.json, "json", false, "print JSON, one object per line")
+	case "show":
+		fs.BoolVar(&o.json, "json", false, "print JSON, one object per parked copy a line, as GET /v1/dead-letters/{id}")
+		fs.Usage = func() {
+			fmt.Fprintln(stdout, "usage: relay dead show ID [--source Q] [--json]\n\n"+
+				"Prints every parked copy of the message ID (one per channel it was parked from) in full:\n"+
+				"its history, every header and the body (JSON as JSON, anything else as base64).")
+			fs.PrintDefaults()
+		}
+		// The id comes first (relay dead show ID --json) or after the
+		// flags; the flag package stops at the first argument.
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			o.id, args = args[0], args[1:]
+		}
 	case "replay", "purge":
-		all = fs.Bool("all", false, "every parked message")
-		if verb == "purge" {
-			yes = fs.Bool("yes", false, "do not ask for confirmation")
+		fs.StringVar(&o.id, "id", "", "only the message with this `id`")
+		fs.BoolVar(&o.all, "all", false, "every parked message")
+		if o.verb == "purge" {
+			fs.BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
 		}
 	default:
-		return fmt.Errorf("unknown verb %q: want list, replay or purge", verb)
+		return o, fmt.Errorf("unknown verb %q: want list, show, replay or purge", o.verb)
 	}
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	rest := fs.Args()
+	if o.verb == "show" && o.id == "" && len(rest) > 0 {
+		o.id, rest = rest[0], rest[1:]
+	}
+	if len(rest) > 0 {
+		return o, fmt.Errorf("unexpected argument %q", rest[0])
+	}
+	switch {
+	case o.verb == "show" && o.id == "":
+		return o, errors.New("relay dead show needs an id: relay dead show ID [--source Q] [--json]")
+	case o.all && (o.id != "" || o.source != ""):
+		return o, fmt.Errorf("relay dead %s: --all selects every parked message: leave out --id and --source, or --all", o.verb)
+	case (o.verb == "replay" || o.verb == "purge") && !o.all && o.id == "" && o.source == "":
+		return o, fmt.Errorf("relay dead %s needs --id, --source or --all", o.verb)
+	case o.limit < 0:
+		return o, fmt.Errorf("--limit %d: want 0 or more (0: all)", o.limit)
+	}
+	return o, nil
+}
+
+// Run dispatches `relay dead <list|show|replay|purge> [flags]`. stdin
+// answers purge's confirmation question.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.Writer) error {
+	o, err := parse(args, stdout)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if all != nil && !*all && *id == "" && *source == "" {
-		return fmt.Errorf("relay dead %s needs --id, --source or --all", verb)
-	}
-	if *limit < 0 {
-		return fmt.Errorf("--limit %d: want 0 or more", *limit)
-	}
-
 	var cfg Config
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return err
@@ -71,24 +116,30 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	filter := retry.Filter{ID: *id}
-	if *source != "" {
-		filter.Source = topo.Name(strings.TrimPrefix(*source, topo.Prefix))
+	filter := retry.Filter{ID: o.id}
+	if o.source != "" {
+		filter.Source = topo.Name(strings.TrimPrefix(o.source, topo.Prefix))
 	}
-	conn, err := retry.DialAny(cfg.URLs(), "relay dead "+verb)
+	conn, err := retry.DialAny(cfg.URLs(), "relay dead "+o.verb)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	dl := retry.DeadLetters{Conn: conn, Topology: topo}
 
-	switch verb {
+	switch o.verb {
 	case "list":
-		list, err := dl.List(ctx, filter, *limit)
+		list, err := dl.List(ctx, filter, o.limit)
 		if err != nil {
 			return err
 		}
-		return show(stdout, list, *asJSON)
+		return printList(stdout, list, o.json)
+	case "show":
+		list, err := dl.Get(ctx, filter)
+		if err != nil {
+			return notParkedHint(err)
+		}
+		return printShow(stdout, list, o.json)
 	case "replay":
 		// Each replay is an event, for the history: published, and
 		// confirmed, before the command returns.
@@ -102,13 +153,21 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		if eerr := <-emitted; eerr != nil {
 			err = errors.Join(err, fmt.Errorf("record the replays in the history: %w", eerr))
 		}
+		if errors.Is(err, retry.ErrNotParked) {
+			return notParkedHint(err)
+		}
 		fmt.Fprintf(stdout, "replayed %d message(s) to their source queues with a fresh retry count\n", n)
 		return err
 	default: // purge
-		if !*yes {
-			list, err := dl.List(ctx, filter, 0)
+		if !o.yes {
+			var list []retry.DeadLetter
+			if filter.ID != "" {
+				list, err = dl.Get(ctx, filter)
+			} else {
+				list, err = dl.List(ctx, filter, 0)
+			}
 			if err != nil {
-				return err
+				return notParkedHint(err)
 			}
 			if len(list) == 0 {
 				fmt.Fprintln(stdout, "nothing to purge")
@@ -121,12 +180,23 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			}
 		}
 		n, err := dl.Purge(ctx, filter)
+		if errors.Is(err, retry.ErrNotParked) {
+			return notParkedHint(err)
+		}
 		fmt.Fprintf(stdout, "purged %d message(s)\n", n)
 		return err
 	}
 }
 
-func show(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
+// notParkedHint says where to look when an id matches nothing.
+func notParkedHint(err error) error {
+	if errors.Is(err, retry.ErrNotParked) {
+		return fmt.Errorf("%w (relay dead list shows what is parked)", err)
+	}
+	return err
+}
+
+func printList(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, p := range list {
@@ -141,12 +211,106 @@ func show(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSOURCE\tREASON\tRETRIES\tFIRST FAILURE\tPARKED\tLAST ERROR")
+	fmt.Fprintln(tw, "ID\tSOURCE\tREASON\tRETRIES\tREPLAYS\tFIRST FAILURE\tPARKED\tLAST ERROR")
 	for _, p := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", p.ID, p.Source, p.Reason, p.Retries,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", p.ID, p.Source, p.Reason, p.Retries, p.Replays,
 			stamp(p.FirstFailedAt), stamp(p.ParkedAt), oneLine(p.LastError, 60))
 	}
 	return tw.Flush()
+}
+
+// printShow prints parked copies in full: with asJSON one
+// retry.DeadLetterDetail a line, the objects GET /v1/dead-letters/{id}
+// answers; otherwise a block each, for people.
+func printShow(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	for i, p := range list {
+		d := p.Detail()
+		if asJSON {
+			if err := enc.Encode(d); err != nil {
+				return err
+			}
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(bw)
+		}
+		field := func(name, value string) {
+			if value != "" {
+				fmt.Fprintf(bw, "%-15s%s\n", name, indent(value, 15))
+			}
+		}
+		field("id", d.ID)
+		field("source", d.Source)
+		field("reason", d.Reason)
+		field("retries", fmt.Sprint(d.Retries))
+		if d.Replays > 0 {
+			field("replays", fmt.Sprintf("%d (%d retries in the rounds before)", d.Replays, d.PriorRetries))
+		}
+		field("first failure", stamp(d.FirstFailedAt))
+		field("parked", stamp(d.ParkedAt))
+		if !d.PublishedAt.IsZero() {
+			field("published", stamp(d.PublishedAt))
+		}
+		field("last error", d.LastError)
+		field("prior error", d.PriorError)
+		field("content type", d.ContentType)
+		field("encoding", d.ContentEncoding)
+		if len(d.Headers) == 0 {
+			fmt.Fprintln(bw, "headers        (none)")
+		} else {
+			fmt.Fprintln(bw, "headers")
+		}
+		keys := make([]string, 0, len(d.Headers))
+		for k := range d.Headers {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Fprintf(bw, "  %s: %s\n", k, headerValue(d.Headers[k]))
+		}
+		switch {
+		case d.Body != nil:
+			fmt.Fprintf(bw, "body (JSON, %d bytes)\n", d.Size)
+			var pretty strings.Builder
+			penc := json.NewEncoder(&pretty)
+			penc.SetIndent("  ", "  ")
+			penc.SetEscapeHTML(false)
+			if err := penc.Encode(d.Body); err != nil {
+				return err
+			}
+			fmt.Fprint(bw, "  "+pretty.String())
+		case d.BodyBase64 != "":
+			fmt.Fprintf(bw, "body (base64, %d bytes)\n", d.Size)
+			for s := d.BodyBase64; s != ""; {
+				n := min(len(s), 76)
+				fmt.Fprintf(bw, "  %s\n", s[:n])
+				s = s[n:]
+			}
+		default:
+			fmt.Fprintln(bw, "body (empty)")
+		}
+	}
+	return bw.Flush()
+}
+
+// headerValue prints a header's value: a string as it is, anything else
+// as JSON.
+func headerValue(v any) string {
+	if s, ok := v.(string); ok {
+		return oneLine(s, 200)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// indent puts n spaces before every line of s but the first.
+func indent(s string, n int) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+strings.Repeat(" ", n))
 }
 
 func stamp(t time.Time) string {
@@ -156,10 +320,11 @@ func stamp(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05")
 }
 
+// oneLine puts s on one line of at most n characters.
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n-1] + "…"
+	if r := []rune(s); len(r) > n {
+		s = string(r[:n-1]) + "…"
 	}
 	if s == "" {
 		return "-"

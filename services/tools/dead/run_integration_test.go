@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +37,10 @@ func TestDeadCommands(t *testing.T) {
 	defer ch.Close()
 	for _, id := range []string{"one", "two"} {
 		if err := ch.Publish(topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{MessageId: id,
+			ContentType: "application/json", Body: []byte(`{"to":"ada@example.com"}`),
 			Headers: amqp.Table{retry.HeaderDeadSource: topo.Name("email-queue"), retry.HeaderDeadReason: "permanent",
-				retry.HeaderLastError: "550 mailbox\nunavailable"}}); err != nil {
+				retry.HeaderLastError: "550 mailbox\nunavailable", retry.HeaderRetryCount: int32(3),
+				retry.HeaderFirstFailedAt: "2026-01-02T03:04:05Z"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,6 +62,39 @@ func TestDeadCommands(t *testing.T) {
 		t.Errorf("list table = %q, %v", out, err)
 	}
 
+	// show: every header, the history and the body, in full.
+	out, err = run("", "show", "one")
+	for _, want := range []string{"id             one", "reason         permanent", "last error     550 mailbox\n               unavailable",
+		"x-dead-source: " + topo.Name("email-queue"), `"to": "ada@example.com"`, "body (JSON, "} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("show one = %q, %v; want it to contain %q", out, err, want)
+		}
+	}
+	out, err = run("", "show", "one", "--json")
+	var shown retry.DeadLetterDetail
+	if err := json.Unmarshal([]byte(out), &shown); err != nil || shown.ID != "one" || string(shown.Body) != `{"to":"ada@example.com"}` ||
+		shown.ContentType != "application/json" || shown.Headers[retry.HeaderDeadReason] != "permanent" {
+		t.Errorf("show --json = %q (%v)", out, err)
+	}
+	// An id that matches nothing is an error for show, replay and purge,
+	// which touches nothing; a usage error dials nothing.
+	for _, args := range [][]string{{"show", "zzz"}, {"show", "one", "--source", "webhook-queue"}, {"replay", "--id", "zzz"},
+		{"purge", "--id", "zzz"}, {"purge", "--id", "zzz", "--yes"}} {
+		out, err := run("yes\n", args...)
+		if !errors.Is(err, retry.ErrNotParked) || !strings.Contains(err.Error(), "relay dead list shows what is parked") {
+			t.Errorf("%q = %v, want ErrNotParked with a hint", args, err)
+		}
+		if strings.Contains(out, "Type yes") || strings.Contains(out, "replayed") || strings.Contains(out, "purged") {
+			t.Errorf("%q printed %q", args, out)
+		}
+	}
+	if _, err := run("yes\n", "purge", "--all", "--source", "email-queue", "--yes"); err == nil || !strings.Contains(err.Error(), "--all selects") {
+		t.Errorf("purge --all --source = %v, want a usage error", err)
+	}
+	if got := depth(t, ch, topo.Name(retry.DeadQueue)); got != 2 {
+		t.Fatalf("after the refused commands, %d parked; want both still there", got)
+	}
+
 	if _, err := run("no\n", "purge", "--id", "one"); err == nil || !strings.Contains(err.Error(), "cancelled") {
 		t.Errorf("purge answered no = %v, want cancelled", err)
 	}
@@ -68,15 +104,26 @@ func TestDeadCommands(t *testing.T) {
 	if out, err := run("", "replay", "--all"); err != nil || !strings.Contains(out, "replayed 1") {
 		t.Errorf("replay --all = %q, %v", out, err)
 	}
-	if got := func() int {
-		q, err := ch.QueueDeclarePassive(topo.Name("email-queue"), true, false, false, false, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return q.Messages
-	}(); got != 1 {
-		t.Errorf("email-queue holds %d after replay, want 1", got)
+	d, ok, err := ch.Get(topo.Name("email-queue"), true /* autoAck */)
+	if err != nil || !ok {
+		t.Fatalf("email-queue holds nothing after replay (%v)", err)
 	}
+	// A replay starts a fresh count and keeps the history.
+	if _, has := d.Headers[retry.HeaderRetryCount]; has || d.MessageId != "two" || d.Headers[retry.HeaderReplays] != int32(1) ||
+		d.Headers[retry.HeaderFirstFailedAt] != "2026-01-02T03:04:05Z" || d.Headers[retry.HeaderPriorRetries] != int32(3) ||
+		d.Headers[retry.HeaderPriorError] != "550 mailbox\nunavailable" {
+		t.Errorf("replayed %s with headers %v", d.MessageId, d.Headers)
+	}
+}
+
+// depth is how many messages queue holds.
+func depth(t *testing.T, ch *amqp.Channel, queue string) int {
+	t.Helper()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Messages
 }
 
 // TestReplayRefusesForeignSources: a parked message whose x-dead-source
@@ -125,28 +172,6 @@ func TestReplayRefusesForeignSources(t *testing.T) {
 	}
 	if n := depth(topo.Name(retry.DeadQueue)); n != 1 {
 		t.Errorf("dead-letter-queue holds %d, want the planted message still parked", n)
-	}
-}
-
-func TestDeadUsageErrors(t *testing.T) {
-	tests := []struct {
-		args []string
-		want string
-	}{
-		{nil, "usage"},
-		{[]string{"bury"}, "unknown verb"},
-		{[]string{"replay"}, "needs --id, --source or --all"},
-		{[]string{"purge", "--yes"}, "needs --id, --source or --all"},
-		{[]string{"list", "--limit", "-1"}, "--limit"},
-		{[]string{"list", "extra"}, "unexpected argument"},
-	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			err := dead.Run(context.Background(), tt.args, func(string) string { return "" }, strings.NewReader(""), &bytes.Buffer{})
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Run(%v) = %v, want %q", tt.args, err, tt.want)
-			}
-		})
 	}
 }
 

@@ -44,12 +44,16 @@
   }
 
   // call fetches path with the token and throws Unauthorized on a 401 and
-  // an Error with the answer's words on any other failure; it returns the
-  // decoded body.
+  // an Error with the answer's words (and its status) on any other
+  // failure; it returns the decoded body.
   async function call(path, opts = {}) {
     const res = await fetch(path, Object.assign({ cache: "no-store" }, opts, { headers: headers(opts.headers) }));
     if (res.status === 401) throw new Unauthorized(await problemText(res));
-    if (!res.ok) throw new Error(await problemText(res));
+    if (!res.ok) {
+      const err = new Error(await problemText(res));
+      err.status = res.status;
+      throw err;
+    }
     return res.json();
   }
 
@@ -679,7 +683,10 @@
         expired(err.message);
         return;
       }
-      detail.notes.set(channel, { kind: "error", text: "replay failed: " + message(err) });
+      // 404: nothing with this id is parked any more (replayed from
+      // elsewhere, or purged).
+      const text = err.status === 404 ? "nothing replayed: the copy is no longer parked" : "replay failed: " + message(err);
+      detail.notes.set(channel, { kind: "error", text });
     }
     if (id === detail.id) loadDetail();
   }

@@ -1,0 +1,287 @@
+//go:build integration
+
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/retry/retrytest"
+	"github.com/relay-demo/relay/services/tools/dead"
+)
+
+const deadLetterToken = "integration-token-0123456789"
+
+// defaultWait bounds the wait for a message to be parked.
+const defaultWait = 10 * time.Second
+
+// park publishes a parked copy of id from the work queue named queue
+// (without prefix) straight into p's dead-letter exchange.
+func (p *apiProcess) park(t *testing.T, id, queue string, body []byte, contentType string) {
+	t.Helper()
+	ch, err := p.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if err := ch.Publish(p.topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{
+		MessageId: id, ContentType: contentType, Body: body, DeliveryMode: amqp.Persistent,
+		Headers: amqp.Table{retry.HeaderDeadSource: p.topo.Name(queue), retry.HeaderDeadReason: retry.ReasonMaxRetries,
+			retry.HeaderRetryCount: int32(5), retry.HeaderFirstFailedAt: "2026-01-02T03:04:05Z",
+			retry.HeaderParkedAt: "2026-01-02T03:09:05Z", retry.HeaderLastError: "503 busy", "tenant": "acme"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// depth is how many messages queue (without prefix) holds.
+func (p *apiProcess) depth(t *testing.T, queue string) int {
+	t.Helper()
+	ch, err := p.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(p.topo.Name(queue), true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Messages
+}
+
+// do sends an authenticated request and returns the status and body.
+func (p *apiProcess) do(t *testing.T, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, p.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+deadLetterToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// cli runs `relay dead` against p's topology.
+func (p *apiProcess) cli(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	env := map[string]string{"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": p.topo.Prefix, "DELAY_BACKEND": "ttl"}
+	var out bytes.Buffer
+	err := dead.Run(context.Background(), args, func(k string) string { return env[k] }, strings.NewReader(stdin), &out)
+	return out.String(), err
+}
+
+// TestDeadLetterRoutesOnTheBroker runs the dead-letter routes of the real
+// `relay api` against parked messages on the broker: show, delete, purge
+// and replay, and an unknown id on each.
+func TestDeadLetterRoutesOnTheBroker(t *testing.T) {
+	p := startAPI(t, deadLetterToken)
+	p.park(t, "n1", "email-queue", []byte(`{"to":"ada@example.com"}`), "application/json")
+	p.park(t, "n1", "webhook-queue", []byte{0xff, 0x00, 0x01}, "application/octet-stream")
+	p.park(t, "n2", "email-queue", []byte(`{"to":"bob@example.com"}`), "application/json")
+	p.park(t, "n3", "webhook-queue", nil, "")
+	p.park(t, "n4", "email-queue", []byte(`{}`), "application/json")
+	retrytest.Eventually(t, defaultWait, func() bool { return p.depth(t, retry.DeadQueue) == 5 }, "not parked")
+
+	// Show: both channel copies of n1, in full; the queue keeps them.
+	code, body := p.do(t, http.MethodGet, "/v1/dead-letters/n1", "")
+	var shown struct {
+		ID          string                   `json:"id"`
+		DeadLetters []retry.DeadLetterDetail `json:"dead_letters"`
+	}
+	if err := json.Unmarshal(body, &shown); code != http.StatusOK || err != nil || shown.ID != "n1" || len(shown.DeadLetters) != 2 {
+		t.Fatalf("GET n1 = %d %s (%v)", code, body, err)
+	}
+	email, webhook := shown.DeadLetters[0], shown.DeadLetters[1]
+	if string(email.Body) != `{"to":"ada@example.com"}` || email.Source != p.topo.Name("email-queue") || email.Retries != 5 ||
+		email.LastError != "503 busy" || email.Headers["tenant"] != "acme" || email.FirstFailedAt.IsZero() {
+		t.Errorf("email copy = %+v", email)
+	}
+	if webhook.BodyBase64 != "/wAB" || webhook.Body != nil || webhook.ContentType != "application/octet-stream" || webhook.Size != 3 {
+		t.Errorf("webhook copy = %+v", webhook)
+	}
+	if code, body := p.do(t, http.MethodGet, "/v1/dead-letters/n1?source=webhook-queue", ""); code != http.StatusOK ||
+		strings.Count(string(body), `"size":`) != 1 || !strings.Contains(string(body), `"body_base64":"/wAB"`) {
+		t.Errorf("GET n1 from webhook-queue = %d %s", code, body)
+	}
+	if got := p.depth(t, retry.DeadQueue); got != 5 {
+		t.Fatalf("after showing, %d parked; want all 5", got)
+	}
+
+	// An unknown id is a 404 on every route that takes one, and touches
+	// nothing.
+	for _, r := range []struct{ method, path, body string }{
+		{http.MethodGet, "/v1/dead-letters/zzz", ""},
+		{http.MethodGet, "/v1/dead-letters/n2?source=webhook-queue", ""},
+		{http.MethodDelete, "/v1/dead-letters/zzz", ""},
+		{http.MethodPost, "/v1/dead-letters/zzz/replay", ""},
+		{http.MethodPost, "/v1/dead-letters/replay", `{"id":"zzz"}`},
+		{http.MethodPost, "/v1/dead-letters/purge", `{"id":"zzz","confirm":true}`},
+	} {
+		code, body := p.do(t, r.method, r.path, r.body)
+		if code != http.StatusNotFound || !strings.Contains(string(body), "not in the dead-letter queue") {
+			t.Errorf("%s %s = %d %s, want 404", r.method, r.path, code, body)
+		}
+	}
+	// Refusals touch nothing either.
+	for _, r := range []struct {
+		body, field string
+	}{
+		{`{"all":true}`, "confirm"},
+		{`{"source":"email-queue","all":true,"confirm":true}`, "all"},
+	} {
+		code, body := p.do(t, http.MethodPost, "/v1/dead-letters/purge", r.body)
+		if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), `"field":"`+r.field+`"`) {
+			t.Errorf("purge %s = %d %s, want 422 naming %s", r.body, code, body, r.field)
+		}
+	}
+	if got := p.depth(t, retry.DeadQueue); got != 5 {
+		t.Fatalf("after the refusals, %d parked; want all 5", got)
+	}
+
+	// Delete one id: both its copies go, and then it is unknown.
+	if code, body := p.do(t, http.MethodDelete, "/v1/dead-letters/n1", ""); code != http.StatusOK || string(body) != "{\"purged\":2}\n" {
+		t.Errorf("DELETE n1 = %d %s", code, body)
+	}
+	if code, _ := p.do(t, http.MethodGet, "/v1/dead-letters/n1", ""); code != http.StatusNotFound {
+		t.Errorf("GET n1 after its delete = %d, want 404", code)
+	}
+	// Purge by source.
+	if code, body := p.do(t, http.MethodPost, "/v1/dead-letters/purge", `{"source":"webhook-queue","confirm":true}`); code != http.StatusOK ||
+		string(body) != "{\"purged\":1}\n" {
+		t.Errorf("purge webhook-queue = %d %s", code, body)
+	}
+
+	// Replay one: it goes back to its queue with a fresh count and its
+	// history.
+	if code, body := p.do(t, http.MethodPost, "/v1/dead-letters/n2/replay", ""); code != http.StatusOK || string(body) != "{\"replayed\":1}\n" {
+		t.Fatalf("replay n2 = %d %s", code, body)
+	}
+	ch, err := p.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	d, ok, err := ch.Get(p.topo.Name("email-queue"), true /* autoAck */)
+	if err != nil || !ok {
+		t.Fatalf("email-queue is empty after the replay (%v)", err)
+	}
+	want := amqp.Table{"tenant": "acme", retry.HeaderFirstFailedAt: "2026-01-02T03:04:05Z", retry.HeaderReplays: int32(1),
+		retry.HeaderPriorRetries: int32(5), retry.HeaderPriorError: "503 busy"}
+	if diff := cmp.Diff(want, d.Headers); d.MessageId != "n2" || diff != "" {
+		t.Errorf("replayed %s, headers (-want +got):\n%s", d.MessageId, diff)
+	}
+
+	// Purge all: what is left (n4).
+	if code, body := p.do(t, http.MethodPost, "/v1/dead-letters/purge", `{"all":true,"confirm":true}`); code != http.StatusOK ||
+		string(body) != "{\"purged\":1}\n" {
+		t.Errorf("purge all = %d %s", code, body)
+	}
+	if got := p.depth(t, retry.DeadQueue); got != 0 {
+		t.Errorf("%d still parked", got)
+	}
+}
+
+// TestDeadLettersSameOnBothSurfaces asks `relay dead` and the API the
+// same questions about the same parked messages and wants the same
+// answers: the listing with the default limit and with 0, a message in
+// full, and an unknown id.
+func TestDeadLettersSameOnBothSurfaces(t *testing.T) {
+	p := startAPI(t, deadLetterToken)
+	const parked = dead.DefaultLimit + 3 // more than a default page
+	for i := range parked {
+		p.park(t, "m"+string(rune('a'+i%26))+string(rune('a'+i/26)), "email-queue", []byte(`{"n":1}`), "application/json")
+	}
+	p.park(t, "bin", "webhook-queue", []byte("plain text"), "text/plain")
+	retrytest.Eventually(t, defaultWait, func() bool { return p.depth(t, retry.DeadQueue) == parked+1 }, "not parked")
+
+	apiList := func(query string) []json.RawMessage {
+		t.Helper()
+		code, body := p.do(t, http.MethodGet, "/v1/dead-letters"+query, "")
+		var got struct {
+			DeadLetters []json.RawMessage `json:"dead_letters"`
+		}
+		if err := json.Unmarshal(body, &got); code != http.StatusOK || err != nil {
+			t.Fatalf("GET %s = %d %s", query, code, body)
+		}
+		return got.DeadLetters
+	}
+	cliLines := func(args ...string) []json.RawMessage {
+		t.Helper()
+		out, err := p.cli(t, "", args...)
+		if err != nil {
+			t.Fatalf("relay dead %q: %v", args, err)
+		}
+		var lines []json.RawMessage
+		for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+			lines = append(lines, json.RawMessage(l))
+		}
+		return lines
+	}
+	same := func(name string, api, cli []json.RawMessage, wantLen int) {
+		t.Helper()
+		var a, c []any
+		for _, m := range api {
+			var v any
+			_ = json.Unmarshal(m, &v)
+			a = append(a, v)
+		}
+		for _, m := range cli {
+			var v any
+			_ = json.Unmarshal(m, &v)
+			c = append(c, v)
+		}
+		if len(a) != wantLen {
+			t.Errorf("%s: the API answered %d, want %d", name, len(a), wantLen)
+		}
+		if diff := cmp.Diff(a, c); diff != "" {
+			t.Errorf("%s (-api +cli):\n%s", name, diff)
+		}
+	}
+	same("default limit", apiList(""), cliLines("list", "--json"), dead.DefaultLimit)
+	same("limit 0: every one", apiList("?limit=0"), cliLines("list", "--json", "--limit", "0"), parked+1)
+	same("limit 2 by source", apiList("?limit=2&source=email-queue"), cliLines("list", "--json", "--limit", "2", "--source", "email-queue"), 2)
+
+	code, body := p.do(t, http.MethodGet, "/v1/dead-letters/bin", "")
+	var shown struct {
+		DeadLetters []json.RawMessage `json:"dead_letters"`
+	}
+	if err := json.Unmarshal(body, &shown); code != http.StatusOK || err != nil {
+		t.Fatalf("GET bin = %d %s", code, body)
+	}
+	same("show", shown.DeadLetters, cliLines("show", "bin", "--json"), 1)
+	if !strings.Contains(string(shown.DeadLetters[0]), `"body_base64":"cGxhaW4gdGV4dA=="`) ||
+		!strings.Contains(string(shown.DeadLetters[0]), `"content_type":"text/plain"`) {
+		t.Errorf("a text body is not base64 with its content type: %s", shown.DeadLetters[0])
+	}
+
+	// An unknown id: a 404 from the API, an ErrNotParked (exit 1) from the
+	// command, both naming the id.
+	code, body = p.do(t, http.MethodGet, "/v1/dead-letters/zzz", "")
+	_, err := p.cli(t, "", "show", "zzz")
+	if code != http.StatusNotFound || !strings.Contains(string(body), `\"zzz\"`) || !errors.Is(err, retry.ErrNotParked) ||
+		!strings.Contains(err.Error(), `"zzz"`) {
+		t.Errorf("unknown id: API %d %s; CLI %v", code, body, err)
+	}
+}

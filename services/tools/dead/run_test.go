@@ -1,0 +1,222 @@
+package dead
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    options
+		wantErr string
+	}{
+		{args: nil, wantErr: "usage: relay dead list|show|replay|purge"},
+		{args: []string{"bury"}, wantErr: `unknown verb "bury": want list, show, replay or purge`},
+		{args: []string{"list"}, want: options{verb: "list", limit: DefaultLimit}},
+		{args: []string{"list", "--limit", "0"}, want: options{verb: "list"}},
+		{args: []string{"list", "--limit", "-1"}, wantErr: "--limit -1: want 0 or more (0: all)"},
+		{args: []string{"list", "--limit", "abc"}, wantErr: `invalid value "abc" for flag -limit`},
+		{args: []string{"list", "extra"}, wantErr: `unexpected argument "extra"`},
+		{args: []string{"list", "--all"}, wantErr: "flag provided but not defined: -all"},
+		{args: []string{"show", "n1"}, want: options{verb: "show", id: "n1"}},
+		{args: []string{"show", "n1", "--json", "--source", "email-queue"}, want: options{verb: "show", id: "n1", json: true, source: "email-queue"}},
+		{args: []string{"show", "--json", "n1"}, want: options{verb: "show", id: "n1", json: true}},
+		{args: []string{"show"}, wantErr: "relay dead show needs an id"},
+		{args: []string{"show", "--json"}, wantErr: "relay dead show needs an id"},
+		{args: []string{"show", "n1", "n2"}, wantErr: `unexpected argument "n2"`},
+		{args: []string{"show", "--id", "n1"}, wantErr: "flag provided but not defined: -id"},
+		{args: []string{"replay"}, wantErr: "relay dead replay needs --id, --source or --all"},
+		{args: []string{"replay", "--id", "n1"}, want: options{verb: "replay", id: "n1"}},
+		{args: []string{"replay", "--all"}, want: options{verb: "replay", all: true}},
+		{args: []string{"replay", "--all", "--source", "email-queue"},
+			wantErr: "relay dead replay: --all selects every parked message: leave out --id and --source, or --all"},
+		{args: []string{"replay", "--all", "--id", "n1"}, wantErr: "relay dead replay: --all selects every parked message"},
+		{args: []string{"purge", "--yes"}, wantErr: "relay dead purge needs --id, --source or --all"},
+		{args: []string{"purge", "--source", "email-queue", "--all", "--yes"}, wantErr: "relay dead purge: --all selects every parked message"},
+		{args: []string{"purge", "--source", "email-queue", "--yes"}, want: options{verb: "purge", source: "email-queue", yes: true}},
+		{args: []string{"purge", "--yes", "--id", "n1", "--source", "email-queue"},
+			want: options{verb: "purge", id: "n1", source: "email-queue", yes: true}},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			got, err := parse(tt.args, &bytes.Buffer{})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parse(%q) = %v, want an error containing %q", tt.args, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(options{})); diff != "" {
+				t.Errorf("parse(%q) (-want +got):\n%s", tt.args, diff)
+			}
+		})
+	}
+}
+
+// TestUsageNeedsNoBroker: a usage error is answered before the command
+// reads its environment or dials.
+func TestUsageNeedsNoBroker(t *testing.T) {
+	for _, args := range [][]string{{"replay", "--all", "--source", "email-queue"}, {"show"}, {"list", "--limit", "-1"}} {
+		err := Run(context.Background(), args, func(string) string { return "amqp://nowhere.invalid" }, strings.NewReader(""), &bytes.Buffer{})
+		if err == nil || strings.Contains(err.Error(), "nowhere") {
+			t.Errorf("Run(%q) = %v, want a usage error", args, err)
+		}
+	}
+}
+
+func TestShowHelp(t *testing.T) {
+	var out bytes.Buffer
+	if _, err := parse([]string{"show", "-h"}, &out); err == nil {
+		t.Fatal("show -h: no flag.ErrHelp")
+	}
+	for _, want := range []string{"usage: relay dead show ID", "-json", "-source"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("show -h lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// parked is what retry.DeadLetters reads back for each delivery.
+func parked(ds ...amqp.Delivery) []retry.DeadLetter {
+	out := make([]retry.DeadLetter, len(ds))
+	for i, d := range ds {
+		out[i] = retry.DeadLetter{ID: d.MessageId, Source: d.Headers[retry.HeaderDeadSource].(string),
+			Reason: d.Headers[retry.HeaderDeadReason].(string), Headers: d.Headers, Body: d.Body,
+			ContentType: d.ContentType, ContentEncoding: d.ContentEncoding}
+	}
+	return out
+}
+
+func TestPrintShow(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	jsonCopy := retry.DeadLetter{ID: "n1", Source: "p.email-queue", Reason: retry.ReasonMaxRetries, Retries: 4, Replays: 1,
+		PriorRetries: 5, PriorError: "503", FirstFailedAt: at, ParkedAt: at.Add(time.Hour), LastError: "timeout\nafter 10s",
+		ContentType: "application/json", Body: []byte(`{"to":"ada","note":"<b>"}`),
+		Headers: amqp.Table{retry.HeaderDeadSource: "p.email-queue", retry.HeaderReplays: int32(1), "tenant": []byte("acme")}}
+	binaryCopy := retry.DeadLetter{ID: "n1", Source: "p.webhook-queue", Reason: retry.ReasonPermanent,
+		ContentType: "application/octet-stream", Body: bytes.Repeat([]byte{0xff}, 60)}
+	emptyCopy := retry.DeadLetter{ID: "n2", Source: "p.sms-queue", Reason: retry.ReasonPermanent}
+
+	var out bytes.Buffer
+	if err := printShow(&out, []retry.DeadLetter{jsonCopy, binaryCopy, emptyCopy}, false); err != nil {
+		t.Fatal(err)
+	}
+	want := `id             n1
+source         p.email-queue
+reason         max-retries
+retries        4
+replays        1 (5 retries in the rounds before)
+first failure  2026-01-02 03:04:05
+parked         2026-01-02 04:04:05
+last error     timeout
+               after 10s
+prior error    503
+content type   application/json
+headers
+  tenant: acme
+  x-dead-source: p.email-queue
+  x-replays: 1
+body (JSON, 25 bytes)
+  {
+    "to": "ada",
+    "note": "<b>"
+  }
+
+id             n1
+source         p.webhook-queue
+reason         permanent
+retries        0
+first failure  -
+parked         -
+content type   application/octet-stream
+headers        (none)
+body (base64, 60 bytes)
+  ////////////////////////////////////////////////////////////////////////////
+  ////
+
+id             n2
+source         p.sms-queue
+reason         permanent
+retries        0
+first failure  -
+parked         -
+headers        (none)
+body (empty)
+`
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("show (-want +got):\n%s", diff)
+	}
+
+	// --json prints the objects the API answers, one a line.
+	out.Reset()
+	if err := printShow(&out, []retry.DeadLetter{jsonCopy, binaryCopy}, true); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("show --json printed %d lines:\n%s", len(lines), out.String())
+	}
+	for i, p := range []retry.DeadLetter{jsonCopy, binaryCopy} {
+		var got, want map[string]any
+		wantJSON, _ := json.Marshal(p.Detail())
+		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil {
+			t.Fatal(err)
+		}
+		_ = json.Unmarshal(wantJSON, &want)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("line %d (-want +got):\n%s", i, diff)
+		}
+	}
+	if !strings.Contains(lines[0], `"body":{"to":"ada"`) || !strings.Contains(lines[1], `"body_base64":"////`) {
+		t.Errorf("show --json bodies:\n%s", out.String())
+	}
+}
+
+func TestPrintList(t *testing.T) {
+	list := parked(amqp.Delivery{MessageId: "n1", Headers: amqp.Table{retry.HeaderDeadSource: "p.email-queue", retry.HeaderDeadReason: "permanent"}})
+	list[0].Replays, list[0].LastError = 2, "550 mailbox\nunavailable"
+	var out bytes.Buffer
+	if err := printList(&out, list, false); err != nil {
+		t.Fatal(err)
+	}
+	want := "ID  SOURCE         REASON     RETRIES  REPLAYS  FIRST FAILURE  PARKED  LAST ERROR\n" +
+		"n1  p.email-queue  permanent  0        2        -              -       550 mailbox unavailable\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("list (-want +got):\n%s", diff)
+	}
+	out.Reset()
+	if err := printList(&out, nil, false); err != nil || !strings.Contains(out.String(), "empty") {
+		t.Errorf("empty list = %q, %v", out.String(), err)
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	tests := []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"", 10, "-"},
+		{"a\n  b", 10, "a b"},
+		{"abcdefghijk", 5, "abcd…"},
+		{"ééééééé", 4, "ééé…"},
+	}
+	for _, tt := range tests {
+		if got := oneLine(tt.s, tt.n); got != tt.want {
+			t.Errorf("oneLine(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
+		}
+	}
+}
