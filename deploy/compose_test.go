@@ -49,8 +49,9 @@ const (
 // listen on, by image: the broker's AMQP, management UI and Prometheus
 // (rabbitmq_prometheus, on in the official image) ports, and Prometheus's.
 var imagePorts = map[string][]int{
-	brokerContext:     {5672, 15672, 15692},
-	"prom/prometheus": {9090},
+	brokerContext:          {5672, 15672, 15692},
+	"prom/prometheus":      {9090},
+	"jaegertracing/jaeger": {4317, 4318, 16686},
 }
 
 // stack is docker-compose.yml as docker compose loads it (every profile

@@ -92,7 +92,7 @@ func splitCommand(commands, args []string) (name string, rest []string, ok bool)
 // structs it parses from the environment (see each service's Run).
 func configs() map[string][]any {
 	out := map[string][]any{
-		"api":     {&api.Config{}},
+		"api":     {&api.Config{}, &api.EndpointsConfig{}},
 		"retrier": {&retrier.Config{}},
 		"flaky":   {&flaky.Config{}},
 	}
@@ -115,6 +115,16 @@ var retired = map[string]string{"WEBHOOK_ALLOW_PRIVATE": "WEBHOOK_ALLOW_CIDRS"}
 // its flags' defaults from the environment.
 var directReads = map[string]string{"send": "services/tools/send"}
 
+// otelVariables are the standard variables of the OpenTelemetry SDK that
+// the pipeline's services (api, the workers, the retrier) trace with: the
+// SDK reads them itself, from the process environment.
+var otelVariables = []string{
+	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_HEADERS",
+	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_COMPRESSION",
+	"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+	"OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED",
+}
+
 // readVariables returns the variables a command reads: its Config
 // structs' `env` tags, plus the getenv("NAME") calls in its package.
 func readVariables(t *testing.T, command string) map[string]bool {
@@ -127,6 +137,11 @@ func readVariables(t *testing.T, command string) map[string]bool {
 		}
 		for _, p := range params {
 			vars[p.Key] = true
+		}
+	}
+	if command == "api" || command == "retrier" || strings.HasPrefix(command, "worker ") {
+		for _, v := range otelVariables {
+			vars[v] = true
 		}
 	}
 	if dir, ok := directReads[command]; ok {

@@ -54,6 +54,11 @@ type Request struct {
 	// Leave it zero on retries: receivers refuse timestamps older than a
 	// few minutes.
 	Timestamp time.Time
+	// Signers, when not empty, sign this request instead of the Sender's
+	// signer: an endpoint's own secret, or during a secret rotation the new
+	// and the old, whose signatures webhook-signature then lists
+	// space-separated so that a receiver holding either accepts.
+	Signers []*Signer
 }
 
 // Response is what Send learned from the receiver.
@@ -142,9 +147,12 @@ func (s *Sender) Send(ctx context.Context, r Request) (Response, error) {
 	if err != nil {
 		return Response{}, permanent{fmt.Errorf("webhook %s: %w", where, err)}
 	}
-	if s.signer != nil {
+	switch {
+	case len(r.Signers) > 0:
+		req.Header = Headers(r.ID, ts, r.Payload, r.Signers...)
+	case s.signer != nil:
 		req.Header = s.signer.Headers(r.ID, ts, r.Payload)
-	} else {
+	default:
 		req.Header.Set(HeaderID, r.ID)
 		req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
 	}

@@ -133,7 +133,7 @@ const brokerTitle = "The broker and the retry policy, read by every process on t
 func serviceConfigs(name string) ([]any, error) {
 	switch name {
 	case "api":
-		return []any{&api.Config{}}, nil
+		return []any{&api.Config{}, &api.EndpointsConfig{}}, nil
 	case "retrier":
 		return []any{&retrier.Config{}}, nil
 	case "flaky":
@@ -153,7 +153,14 @@ func serviceEnv(name string) func() ([]envTable, error) {
 		if err != nil {
 			return nil, err
 		}
-		own, err := envVars(cfgs[0])
+		ch, isWorker := strings.CutPrefix(name, "worker ")
+		// A worker's own struct is its first; every other service's
+		// structs are all its own.
+		ownCfgs := cfgs
+		if isWorker {
+			ownCfgs = cfgs[:1]
+		}
+		own, err := envVars(ownCfgs...)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +169,6 @@ func serviceEnv(name string) func() ([]envTable, error) {
 		if len(broker) > 0 {
 			tables = append(tables, envTable{id: "broker", title: brokerTitle, vars: broker})
 		}
-		ch, isWorker := strings.CutPrefix(name, "worker ")
 		if !isWorker {
 			return append(tables, envTable{id: name, title: "relay " + name, vars: own}), nil
 		}
@@ -195,7 +201,10 @@ func readmeTables() ([]envTable, error) {
 		if err != nil {
 			return err
 		}
-		vars, err := envVars(cfgs[0])
+		if strings.HasPrefix(service, "worker ") {
+			cfgs = cfgs[:1]
+		}
+		vars, err := envVars(cfgs...)
 		if err != nil {
 			return err
 		}

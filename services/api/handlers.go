@@ -18,11 +18,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/codes"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/tracing"
 )
 
 // AppID is the app-id property of every message the API publishes.
@@ -163,7 +167,9 @@ func send(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress str
 				}
 			}()
 			sent := time.Now()
-			err := pub.Publish(ctx, ingress, channel, msgs[i])
+			pctx, published := deps.tracePublish(ctx, ingress, channel, n.ID, &msgs[i])
+			err := pub.Publish(pctx, ingress, channel, msgs[i])
+			published(err)
 			m.confirm.Observe(time.Since(sent).Seconds())
 			m.publishes.WithLabelValues(channel, publishResult(err)).Inc()
 			if err != nil {
@@ -184,6 +190,35 @@ func send(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress str
 		}
 	})
 	return func() error { return errors.Join(errs...) }
+}
+
+// tracePublish starts the producer span of one channel copy's publish,
+// when the API traces, and writes its context into msg's headers
+// (traceparent, tracestate): every attempt at the copy, each retry
+// included, continues the trace from there. published ends the span with
+// the publish's outcome.
+func (d Deps) tracePublish(ctx context.Context, exchange, channel, id string, msg *amqp.Publishing) (_ context.Context, published func(error)) {
+	if d.tracer == nil {
+		return ctx, func(error) {}
+	}
+	ctx, span := d.tracer.Start(ctx, "publish "+exchange,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			semconv.MessagingSystemRabbitMQ,
+			semconv.MessagingOperationTypeSend,
+			semconv.MessagingOperationName("publish"),
+			semconv.MessagingDestinationName(exchange),
+			semconv.MessagingRabbitMQDestinationRoutingKey(channel),
+			semconv.MessagingMessageID(id),
+		))
+	msg.Headers = tracing.Inject(ctx, msg.Headers)
+	return ctx, func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
 }
 
 // record is the history's record of n.

@@ -25,6 +25,7 @@ import (
 	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/runner"
+	"github.com/relay-demo/relay/services/internal/tracing"
 )
 
 // errNotConnected is why the API is not ready before the broker is there.
@@ -37,9 +38,13 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
+	ecfg, err := LoadEndpointsConfig(getenv)
+	if err != nil {
+		return err
+	}
 	log := config.Logger(stdout, "api")
-	log.Info("starting", config.Masked(cfg)...)
-	srv, err := Start(ctx, cfg, log)
+	log.Info("starting", append(config.Masked(cfg), config.Masked(ecfg)...)...)
+	srv, err := StartWithEndpoints(ctx, cfg, ecfg, log)
 	if err != nil {
 		return err
 	}
@@ -55,6 +60,7 @@ type Server struct {
 	http  *http.Server
 	hub   *dashboard.Hub
 	done  chan struct{}
+	trace *tracing.Tracing
 	err   error
 }
 
@@ -62,8 +68,16 @@ type Server struct {
 // in the background until ctx is done. It connects to the broker in the
 // background too, and keeps reconnecting: until it is connected, /readyz
 // and POST /v1/notifications answer 503. cfg is expected to be valid (see
-// Config.Validate).
+// Config.Validate). The endpoint routes run with their defaults: a grace
+// period of DefaultRotationGrace, and endpoints on the public internet
+// only (see StartWithEndpoints).
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	return StartWithEndpoints(ctx, cfg, EndpointsConfig{RotationGrace: DefaultRotationGrace}, log)
+}
+
+// StartWithEndpoints is Start with the endpoint routes' configuration,
+// which is expected to be valid (see LoadEndpointsConfig).
+func StartWithEndpoints(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logger) (*Server, error) {
 	topo, err := cfg.Topology(channel.Routes())
 	if err != nil {
 		return nil, err
@@ -93,8 +107,21 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("configuration: DATA_DIR=%q: %w", cfg.DataDir, err)
 	}
 	log.Info("history store open", "backend", store.Backend(), "retention", cfg.HistoryRetention.String())
+	// The endpoint routes find their settings with the store.
+	hist, err := withEndpoints(store, ecfg)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	// Spans go to OTLP when the OTEL_* variables say so.
+	tr, err := tracing.Start(ctx, "relay-api", log)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
+		_ = tr.Shutdown(ctx)
 		store.Close()
 		return nil, fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
@@ -145,11 +172,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		DeadLetters: func() DeadLetterStore {
 			return dialedDeadLetters{urls: cfg.URLs(), topo: topo, observe: emitter.Observe}
 		},
-		History:        store,
+		History:        hist,
 		IdempotencyTTL: cfg.IdempotencyTTL,
 		MaxBatch:       cfg.MaxBatch,
 		RateLimit:      cfg.RateLimit,
 		RateBurst:      cfg.RateBurst,
+		TracerProvider: tr.Provider(),
 		Ready: func() error {
 			p := current.Load()
 			switch {
@@ -167,6 +195,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
 		},
 	})
 	s := &Server{
+		trace: tr,
 		store: store,
 		hub:   hub,
 		log:   log,
@@ -319,6 +348,9 @@ func (s *Server) supervise(ctx context.Context, timeout time.Duration, stopBroke
 		errs = append(errs, <-brokered)
 	}
 	s.bg.Wait() // the history's feed and pruner are done with the store
+	if err := s.trace.Shutdown(ctx); err != nil {
+		s.log.Warn("spans not exported", "error", err.Error())
+	}
 	if err := s.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close the history store: %w", err))
 	}

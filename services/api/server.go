@@ -13,12 +13,18 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/dashboard"
 	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/tracing"
 )
 
 // DefaultMaxBody is the body limit when Deps.MaxBody is zero: 1 MiB.
@@ -93,21 +99,86 @@ type Deps struct {
 	// LimiterKeys bounds the tokens and addresses the rate limits follow;
 	// zero means DefaultLimiterKeys.
 	LimiterKeys int
+	// TracerProvider, when set, traces every request but the probes and
+	// /metrics, as a server span that continues the request's W3C
+	// traceparent, and every channel copy the API publishes, as a
+	// producer span whose context the message carries in its headers, so
+	// each attempt at the copy continues the trace. nil traces nothing.
+	TracerProvider trace.TracerProvider
 
-	events       string   // the events exchange, for the accepted records
-	perClient    *limiter // the rate of each token (or address), nil for none
-	authFailures *limiter // the rate of each address's failed authentications
+	events       string       // the events exchange, for the accepted records
+	perClient    *limiter     // the rate of each token (or address), nil for none
+	authFailures *limiter     // the rate of each address's failed authentications
+	tracer       trace.Tracer // nil: nothing is traced
 }
 
 // NewServer builds the API's handler: every route of routes.go behind the
-// security-header, metrics and panic-recovery middleware.
+// security-header, tracing (with a TracerProvider), metrics and
+// panic-recovery middleware.
 func NewServer(deps Deps) http.Handler {
 	deps = deps.withDefaults()
 	m := newMetrics(deps.Registry)
 	r := chi.NewRouter()
-	r.Use(securityHeaders, m.middleware, recoverer(deps.Log))
+	r.Use(securityHeaders)
+	if deps.tracer != nil {
+		r.Use(traceRequests(deps.tracer))
+	}
+	r.Use(m.middleware, recoverer(deps.Log))
 	routes(r, deps, m)
 	return r
+}
+
+// untraced reports whether no span is made for a path: the probes and the
+// scrapes that come every few seconds and say nothing about a
+// notification.
+func untraced(path string) bool {
+	switch path {
+	case "/healthz", "/readyz", "/metrics":
+		return true
+	}
+	return false
+}
+
+// traceRequests makes each request a server span, the child of the
+// request's traceparent if it has one (the caller's trace goes on) and
+// the root of a new trace otherwise, named by its chi route pattern.
+func traceRequests(tracer trace.Tracer) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if untraced(r.URL.Path) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			method := methodLabel(r.Method)
+			scheme := "http"
+			if r.TLS != nil {
+				scheme = "https"
+			}
+			// The query is left out: q= searches recipients.
+			ctx, span := tracer.Start(tracing.ExtractHTTP(r.Context(), propagation.HeaderCarrier(r.Header)), method,
+				trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method), semconv.URLPath(r.URL.Path), semconv.URLScheme(scheme)))
+			defer span.End()
+			ww, ok := w.(middleware.WrapResponseWriter)
+			if !ok {
+				ww = middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+			}
+			next.ServeHTTP(ww, r.WithContext(ctx))
+			status := ww.Status()
+			if status == 0 {
+				status = http.StatusOK
+			}
+			if rctx := chi.RouteContext(ctx); rctx != nil && rctx.RoutePattern() != "" {
+				span.SetName(method + " " + rctx.RoutePattern())
+				span.SetAttributes(semconv.HTTPRoute(rctx.RoutePattern()))
+			}
+			span.SetAttributes(semconv.HTTPResponseStatusCode(status))
+			// A 4xx is the client's error, not the server's.
+			if status >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(status))
+			}
+		})
+	}
 }
 
 // ContentSecurityPolicy is the Content-Security-Policy of every answer:
@@ -208,6 +279,9 @@ func (d Deps) withDefaults() Deps {
 		d.authFailures = newLimiter(d.RateLimit, d.RateBurst, d.LimiterKeys)
 	}
 	d.events = events.ExchangeName(d.Topology)
+	if d.TracerProvider != nil {
+		d.tracer = d.TracerProvider.Tracer("github.com/relay-demo/relay/services/api")
+	}
 	return d
 }
 

@@ -40,13 +40,17 @@ type deps struct {
 }
 
 // handleWebhook receives a webhook at any path under /webhooks/ and
-// answers as the webhook scenario decides.
+// answers as the webhook scenario decides, or as the per-endpoint scenario
+// of its path does (see EndpointPaths). Webhooks to those paths are not
+// verified: a webhook endpoint signs with a secret of its own, which the
+// receiver does not know.
 func handleWebhook(d deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		at := d.now()
 		log := d.logger.With("channel", Webhook, "scenario", d.scenario.Name, "path", r.URL.Path)
 		reject := func(id string, code int, reason string) {
 			d.stats.Fail(Webhook, code)
+			d.stats.Answered(r.URL.Path, code)
 			log.Info("webhook failed", "message_id", id, "status", code, "reason", reason)
 			writeJSON(w, code, map[string]string{"error": reason})
 		}
@@ -62,7 +66,7 @@ func handleWebhook(d deps) http.HandlerFunc {
 			return
 		}
 		id := r.Header.Get("webhook-id")
-		if d.verifier != nil {
+		if d.verifier != nil && endpointPath(r.URL.Path) == "" {
 			if err := d.verifier.Verify(r.Header, body, at); err != nil {
 				d.stats.Attempt(Webhook, "", at)
 				reject(id, http.StatusUnauthorized, "signature: "+err.Error())
@@ -78,26 +82,31 @@ func handleWebhook(d deps) http.HandlerFunc {
 		attempt := d.stats.Attempt(Webhook, id, at)
 		log = log.With("message_id", id, "attempt", attempt)
 		o := d.scenario.Decide(id, attempt, r.URL.Path, at)
-		if !o.Accept {
-			if o.RetryAfter > 0 {
-				w.Header().Set("Retry-After", retryAfterSeconds(o.RetryAfter))
-			}
-			d.stats.Fail(Webhook, o.Code)
-			log.Info("webhook failed", "status", o.Code, "reason", o.Reason)
-			writeJSON(w, o.Code, map[string]string{"error": o.Reason})
-			return
-		}
+		// The answer is held back first, a failure's too (a hang).
 		if err := wait(r.Context(), o.Delay); err != nil {
 			if d.ctx.Err() != nil {
 				d.stats.Fail(Webhook, http.StatusServiceUnavailable)
+				d.stats.Answered(r.URL.Path, http.StatusServiceUnavailable)
 				log.Info("webhook cut short by shutdown", "status", http.StatusServiceUnavailable)
 				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "shutting down"})
 				return
 			}
 			d.stats.Fail(Webhook, statusClientGone)
+			d.stats.Answered(r.URL.Path, statusClientGone)
 			log.Info("webhook sender gave up", "status", statusClientGone, "delay", o.Delay.String())
 			return
 		}
+		if !o.Accept {
+			if o.RetryAfter > 0 {
+				w.Header().Set("Retry-After", retryAfterSeconds(o.RetryAfter))
+			}
+			d.stats.Fail(Webhook, o.Code)
+			d.stats.Answered(r.URL.Path, o.Code)
+			log.Info("webhook failed", "status", o.Code, "reason", o.Reason)
+			writeJSON(w, o.Code, map[string]string{"error": o.Reason})
+			return
+		}
+		d.stats.Answered(r.URL.Path, o.Code)
 		dup := d.stats.AcceptWebhook(WebhookMessage{ID: id, Path: r.URL.Path, Body: rawJSON(body), ReceivedAt: at.UTC()})
 		log.Info("webhook accepted", "status", o.Code, "duplicate", dup, "delay", o.Delay.String())
 		writeJSON(w, o.Code, map[string]any{"id": id, "duplicate": dup})

@@ -93,6 +93,8 @@ const (
 	httpGone        = 410
 	httpTooMany     = 429
 	httpUnavailable = 503
+	// httpGatewayTimeout ends a hang that outlasted the sender.
+	httpGatewayTimeout = 504
 
 	smtpOK          = 250
 	smtpRateLimited = 421
@@ -102,9 +104,15 @@ const (
 
 // Decide returns the outcome of attempt number attempt (counting from 1) to
 // deliver the message id to target (a recipient address for email, the
-// request path for webhooks), at time now. It has no side effects: the
-// same arguments always give the same outcome.
+// request path for webhooks), at time now. A webhook path under one of
+// EndpointPaths gets that path's outcome, whatever the scenario. It has no
+// side effects: the same arguments always give the same outcome.
 func (s Scenario) Decide(id string, attempt int, target string, now time.Time) Outcome {
+	if s.Channel == Webhook {
+		if o, ok := endpointOutcome(target); ok {
+			return o
+		}
+	}
 	ok := s.accept()
 	switch s.Name {
 	case Flaky:

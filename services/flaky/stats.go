@@ -20,6 +20,24 @@ type Stats struct {
 	webhook  ledger
 	emails   []EmailMessage
 	webhooks []WebhookMessage
+	// paths counts the webhook answers by request path.
+	paths map[string]*PathStats
+}
+
+// maxPaths bounds the webhook paths Stats counts apart; the answers to
+// any other path are counted under otherPaths.
+const (
+	maxPaths   = 100
+	otherPaths = "(other)"
+)
+
+// PathStats counts the answers to webhooks posted to one path.
+type PathStats struct {
+	// Answered counts the webhooks answered, or given up by the sender.
+	Answered int `json:"answered"`
+	// ByCode counts them by status: 2xx for delivered, 499 for a sender
+	// that gave up before the answer.
+	ByCode map[int]int `json:"by_code"`
 }
 
 // ledger holds the counters of one channel.
@@ -67,6 +85,29 @@ func (s *Stats) Attempt(ch Channel, id string, at time.Time) int {
 	}
 	l.attempts[id] = append(l.attempts[id], at.UTC())
 	return len(l.attempts[id])
+}
+
+// Answered counts a webhook to path answered with code (499 when its
+// sender gave up first): the per-path view that tells one webhook
+// endpoint from another.
+func (s *Stats) Answered(path string, code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paths == nil {
+		s.paths = map[string]*PathStats{}
+	}
+	p := s.paths[path]
+	if p == nil {
+		if len(s.paths) >= maxPaths {
+			path = otherPaths
+		}
+		if p = s.paths[path]; p == nil {
+			p = &PathStats{ByCode: map[int]int{}}
+			s.paths[path] = p
+		}
+	}
+	p.Answered++
+	p.ByCode[code]++
 }
 
 // Fail counts an attempt on ch answered with the failure code.
@@ -122,6 +163,9 @@ func keepLast[T any](s []T) []T {
 type StatsReport struct {
 	Email   ChannelStats `json:"email"`
 	Webhook ChannelStats `json:"webhook"`
+	// WebhookPaths counts the webhook answers by request path (the first
+	// 100 paths; the rest under "(other)").
+	WebhookPaths map[string]PathStats `json:"webhook_paths"`
 }
 
 // ChannelStats are the counters of one channel.
@@ -145,7 +189,11 @@ type ChannelStats struct {
 func (s *Stats) Report() StatsReport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return StatsReport{Email: s.email.report(), Webhook: s.webhook.report()}
+	paths := make(map[string]PathStats, len(s.paths))
+	for k, p := range s.paths {
+		paths[k] = PathStats{Answered: p.Answered, ByCode: maps.Clone(p.ByCode)}
+	}
+	return StatsReport{Email: s.email.report(), Webhook: s.webhook.report(), WebhookPaths: paths}
 }
 
 func (l *ledger) report() ChannelStats {

@@ -20,8 +20,12 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/tracing"
 )
 
 // Spec describes a channel whose part is a P.
@@ -129,7 +133,7 @@ func Define[P any](s Spec[P]) Channel {
 			if err != nil {
 				return nil, nil, err
 			}
-			return func(ctx context.Context, n *notification.Notification) error {
+			deliver := func(ctx context.Context, n *notification.Notification, span trace.Span) error {
 				var p P
 				if err := decodeStrict(n.Parts[s.Name], &p); err != nil {
 					return permanent{fmt.Errorf("the %s part: %w", s.Name, err)}
@@ -137,7 +141,28 @@ func Define[P any](s Spec[P]) Channel {
 				if errs := check(&p); len(errs) > 0 {
 					return permanent{errs}
 				}
+				if d, ok := any(&p).(destination); ok && span != nil {
+					span.SetAttributes(d.destination()...)
+				}
 				return send(ctx, n.ID, &p)
+			}
+			return func(ctx context.Context, n *notification.Notification) error {
+				ctx, span, traced := startSend(ctx, s.Name, n.ID)
+				if !traced {
+					return deliver(ctx, n, nil)
+				}
+				// A panic goes on to the pipeline, which makes it a
+				// failure; the span ends as one.
+				panicked := true
+				defer func() {
+					if panicked {
+						tracing.EndPanic(span)
+					}
+				}()
+				err := deliver(ctx, n, span)
+				panicked = false
+				tracing.End(span, err)
+				return err
 			}, closeSend, nil
 		},
 	}
@@ -153,6 +178,39 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+// startSend starts the client span of a send, the child of the attempt
+// that ctx carries (see tracing.Middleware), in that span's tracer
+// provider. Without a recording span in ctx, tracing is off or the trace
+// is not sampled: nothing is started and traced is false.
+func startSend(ctx context.Context, channel, id string) (_ context.Context, span trace.Span, traced bool) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, parent, false
+	}
+	ctx, span = parent.TracerProvider().Tracer(tracerScope).Start(ctx, "send "+channel,
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(AttrChannel.String(channel), AttrNotification.String(id)))
+	return ctx, span, true
+}
+
+// tracerScope is the instrumentation scope of the send spans.
+const tracerScope = "github.com/relay-demo/relay/services/internal/channel"
+
+// Attributes of a send's span, besides where it goes (see destination).
+const (
+	// AttrChannel is the channel's name.
+	AttrChannel = attribute.Key("relay.channel")
+	// AttrNotification is the notification's id.
+	AttrNotification = attribute.Key("relay.notification.id")
+)
+
+// destination is a part that can say where it is delivered, for the span
+// of its send: a host, never a whole URL, whose path or query may hold a
+// secret.
+type destination interface {
+	destination() []attribute.KeyValue
 }
 
 // decodeStrict decodes one JSON value, refusing unknown fields.

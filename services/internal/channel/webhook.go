@@ -2,7 +2,6 @@ package channel
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/webhooks"
 )
 
@@ -20,10 +20,13 @@ const (
 	MaxPayload = 256 << 10
 )
 
-// WebhookPart is the webhook part: Payload is posted to URL as is.
+// WebhookPart is the webhook part: Payload is posted to URL, signed with
+// WEBHOOK_SECRET, or to the registered endpoint Endpoint names, signed with
+// that endpoint's own secret. A part has one or the other.
 type WebhookPart struct {
-	URL     string          `json:"url"`
-	Payload json.RawMessage `json:"payload"`
+	URL      string          `json:"url,omitempty"`
+	Endpoint string          `json:"endpoint,omitempty"`
+	Payload  json.RawMessage `json:"payload"`
 }
 
 // WebhookConfig is the webhook channel's environment.
@@ -31,21 +34,29 @@ type WebhookConfig struct {
 	Secret  string        `env:"WEBHOOK_SECRET,required" secret:"true" help:"a Standard Webhooks secret such as whsec_ followed by base64"`
 	Timeout time.Duration `env:"WEBHOOK_TIMEOUT" envDefault:"10s" help:"a duration such as 10s"`
 	AllowConfig
+	EndpointConfig
 }
 
 // Webhook delivers signed HTTP requests (Standard Webhooks).
 var Webhook = Define(Spec[WebhookPart]{
-	Name:       "webhook",
-	Summary:    "deliver the webhook queue over signed HTTP",
-	Check:      checkWebhook,
-	Recipients: func(p *WebhookPart) []string { return []string{p.URL} },
+	Name:    "webhook",
+	Summary: "deliver the webhook queue over signed HTTP",
+	Check:   checkWebhook,
+	Recipients: func(p *WebhookPart) []string {
+		if p.Endpoint != "" {
+			return []string{p.Endpoint}
+		}
+		return []string{p.URL}
+	},
 	Schema: `{
 	  "type": "object",
-	  "required": ["url", "payload"],
+	  "required": ["payload"],
+	  "oneOf": [{"required": ["url"]}, {"required": ["endpoint"]}],
 	  "additionalProperties": false,
-	  "description": "The webhook part: payload is posted to url as is.",
+	  "description": "The webhook part: payload is posted as is to url, signed with the service's WEBHOOK_SECRET, or to the endpoint endpoint names, signed with its own secret. One of url and endpoint.",
 	  "properties": {
 	    "url": {"type": "string", "format": "uri", "maxLength": 2048, "description": "An absolute http or https URL without credentials."},
+	    "endpoint": {"type": "string", "pattern": "^ep_[a-z2-7]{26}$", "description": "The id of an endpoint (POST /v1/endpoints), which must exist and be enabled.", "examples": ["ep_3kq7ymzd5vbxw2n4c6f7h2j4la"]},
 	    "payload": {"description": "Any JSON value of at most 262144 bytes."}
 	  }
 	}`,
@@ -63,11 +74,14 @@ var Webhook = Define(Spec[WebhookPart]{
 		if err != nil {
 			return nil, nil, err
 		}
+		if err := cfg.EndpointConfig.check(); err != nil {
+			return nil, nil, err
+		}
 		s := webhooks.NewSender(webhooks.Config{Timeout: cfg.Timeout, Allow: allow}, sig)
-		return func(ctx context.Context, id string, w *WebhookPart) error {
-			_, err := s.Send(ctx, webhooks.Request{URL: w.URL, ID: id, Payload: w.Payload})
-			return err
-		}, nothing, nil
+		// The store is opened by the first delivery to an endpoint: a
+		// worker that only sees bare URLs never touches it.
+		w := newWebhookSender(s, cfg.EndpointConfig, openStore(cfg.HistoryStoreDSN()), EndpointCacheTTL, time.Now)
+		return w.deliver, w.endpoints.close, nil
 	},
 	Demo: func(d Downstreams) map[string]string {
 		// Loopback, where the flaky receiver listens, and nothing else
@@ -84,7 +98,16 @@ const DemoAllowCIDRs = "127.0.0.0/8,::1/128"
 func nothing() error { return nil }
 
 func checkWebhook(w *WebhookPart, bad func(field, format string, args ...any)) {
-	checkURL("url", w.URL, bad)
+	switch {
+	case w.URL != "" && w.Endpoint != "":
+		bad("endpoint", "give url or endpoint, not both")
+	case w.Endpoint != "":
+		if !IsEndpointID(w.Endpoint) {
+			bad("endpoint", "%q is not an endpoint id such as ep_3kq7ymzd5vbxw2n4c6f7h2j4la", w.Endpoint)
+		}
+	default:
+		checkURL("url", w.URL, bad)
+	}
 	switch {
 	case len(bytes.TrimSpace(w.Payload)) == 0:
 		bad("payload", "a JSON payload is required")
@@ -93,6 +116,35 @@ func checkWebhook(w *WebhookPart, bad func(field, format string, args ...any)) {
 	case !json.Valid(w.Payload):
 		bad("payload", "is not valid JSON")
 	}
+}
+
+// WebhookEndpoint returns the endpoint id n's webhook part names, or ""
+// for none: no webhook part, a bare URL, or a part that does not decode.
+func WebhookEndpoint(n *notification.Notification) string {
+	var p WebhookPart
+	if raw, ok := n.Parts[Webhook.Name()]; !ok || decodeStrict(raw, &p) != nil {
+		return ""
+	}
+	return p.Endpoint
+}
+
+// AllowList returns the networks WEBHOOK_ALLOW_CIDRS, parsed into cfg,
+// lets webhooks reach besides the public internet: what the API checks an
+// endpoint's URL against when it is registered, as the webhook worker's
+// address guard does when it dials. Its errors name the variable.
+func AllowList(getenv func(string) string, cfg AllowConfig) ([]netip.Prefix, error) {
+	return allowList(getenv, cfg)
+}
+
+// CheckEndpointURL says what is wrong with the URL of an endpoint, or
+// returns "": it must be an absolute http or https URL without
+// credentials, and its host must not read as an IPv4 address in a
+// non-standard form. Where the host leads is the address guard's to judge
+// (see webhooks.Guard).
+func CheckEndpointURL(raw string) string {
+	var problems []string
+	checkURL("url", raw, func(_, format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) })
+	return strings.Join(problems, "; ")
 }
 
 // checkURL checks a URL relay will post to.

@@ -1,7 +1,9 @@
 // Package history is the persistent record of every notification relay
 // accepted: what was accepted, every decision the pipeline made about each
 // channel copy, the state derived from those decisions, and the
-// Idempotency-Key claims of the ingest API.
+// Idempotency-Key claims of the ingest API. It also holds the webhook
+// endpoints (endpoint.go): their URLs, secrets and circuit state, and
+// which notifications name each, for its delivery log.
 //
 // A Store is backed by SQLite (the default, a file on local disk) or by
 // PostgreSQL (for several replicas). Events may arrive in any order and
@@ -127,6 +129,14 @@ func parseDSN(dsn string) (dialect, string, error) {
 		return 0, "", fmt.Errorf("DSN names no database file: %s", acceptedDSNs)
 	}
 	return sqlite, path, nil
+}
+
+// CheckDSN reports whether Open understands dsn, without opening it, for
+// a process that opens its store only when it first needs it. Its errors
+// never quote the DSN.
+func CheckDSN(dsn string) error {
+	_, _, err := parseDSN(dsn)
+	return err
 }
 
 func openPostgres(ctx context.Context, dsn string) (*Store, error) {

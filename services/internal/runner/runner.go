@@ -2,7 +2,8 @@
 // it logs its configuration (passwords masked), builds the pipeline's
 // topology from the environment with every channel's queue, serves
 // /metrics, publishes the pipeline's events on a connection of its own,
-// and runs a retry.Pipeline until it is told to stop.
+// traces every attempt when OTLP export is configured, and runs a
+// retry.Pipeline until it is told to stop.
 package runner
 
 import (
@@ -16,6 +17,7 @@ import (
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/config"
 	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/tracing"
 )
 
 // Process is one relay service as it starts.
@@ -27,6 +29,9 @@ type Process struct {
 	Telemetry *Telemetry
 	// Events publishes the process's pipeline events.
 	Events *events.Emitter
+	// Tracing is where the spans of its attempts go, if anywhere (see
+	// tracing.Start); Run shuts it down.
+	Tracing *tracing.Tracing
 
 	broker config.Broker
 	topo   retry.Topology
@@ -34,9 +39,10 @@ type Process struct {
 }
 
 // Start logs that the service starts, with its configuration cfg (every
-// secret masked), and builds its topology from broker: every channel's
-// work queue, the backend as configured. It contacts no broker; its error
-// names the variable at fault.
+// secret masked), builds its topology from broker (every channel's work
+// queue, the backend as configured) and starts its tracing, as relay-name,
+// from the OTEL_* variables. It contacts no broker; its error names the
+// variable at fault.
 func Start(ctx context.Context, name string, stdout io.Writer, cfg any, broker config.Broker) (*Process, error) {
 	log := config.Logger(stdout, name)
 	log.Info("starting", config.Masked(cfg)...)
@@ -48,8 +54,12 @@ func Start(ctx context.Context, name string, stdout io.Writer, cfg any, broker c
 	if err != nil {
 		return nil, err
 	}
+	tr, err := tracing.Start(ctx, "relay-"+name, log)
+	if err != nil {
+		return nil, err
+	}
 	return &Process{
-		Name: name, Log: log, Telemetry: TelemetryFrom(ctx), Events: events.NewEmitter(topo, name, log),
+		Name: name, Log: log, Telemetry: TelemetryFrom(ctx), Events: events.NewEmitter(topo, name, log), Tracing: tr,
 		broker: broker, topo: topo, mgmt: mgmt,
 	}, nil
 }
@@ -74,7 +84,8 @@ func (p *Process) Observe(ev retry.Event) {
 // Pipeline returns the process's retry pipeline: the topology's settings,
 // the broker's management API, its logger and Observe, with rc's sizes.
 // It declares every channel's queue and consumes those handlers names by
-// channel.
+// channel. With tracing on, every attempt is a span (tracing.Middleware),
+// around any middleware the caller adds.
 func (p *Process) Pipeline(rc retry.Config, handlers map[string]retry.Handler) *retry.Pipeline {
 	rc.Prefix, rc.Exchange, rc.QueueType, rc.Backend, rc.Handoff, rc.Policy =
 		p.topo.Prefix, p.topo.Exchange, p.topo.QueueType, p.topo.Backend, p.topo.Handoff, p.topo.Policy
@@ -83,6 +94,9 @@ func (p *Process) Pipeline(rc retry.Config, handlers map[string]retry.Handler) *
 		rc.Name = "relay " + p.Name
 	}
 	pl := retry.New(rc)
+	if p.Tracing.Enabled() {
+		pl.Use(tracing.Middleware(p.Tracing.Provider()))
+	}
 	for _, r := range p.topo.Routes {
 		if h, ok := handlers[r.Key]; ok {
 			pl.Handle(r.Queue, r.Key, h)
@@ -96,8 +110,13 @@ func (p *Process) Pipeline(rc retry.Config, handlers map[string]retry.Handler) *
 // Run serves /metrics on the broker settings' METRICS_ADDR, publishes the
 // events, and runs pl until ctx is done and pl has stopped. The events
 // go on being published until pl has stopped, so the last decisions are
-// not lost.
+// not lost; so are the last spans, exported before Run returns.
 func (p *Process) Run(ctx context.Context, pl *retry.Pipeline) error {
+	defer func() {
+		if err := p.Tracing.Shutdown(ctx); err != nil {
+			p.Log.Warn("spans not exported", "error", err.Error())
+		}
+	}()
 	if err := p.Telemetry.ServeMetrics(ctx, p.broker.MetricsAddr); err != nil {
 		return err
 	}
