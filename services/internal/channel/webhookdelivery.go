@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -44,9 +43,9 @@ func newWebhookSender(s *webhooks.Sender, cfg EndpointConfig, open func(context.
 func (c EndpointConfig) check() error {
 	switch {
 	case c.Concurrency < 1:
-		return config.Invalid("WEBHOOK_ENDPOINT_CONCURRENCY", fmt.Sprint(c.Concurrency), "deliveries in flight to one endpoint (or one host), 1 or more")
+		return config.Invalid("WEBHOOK_ENDPOINT_CONCURRENCY", fmt.Sprint(c.Concurrency), "deliveries in flight to one endpoint, 1 or more")
 	case c.Failures < 0:
-		return config.Invalid("WEBHOOK_BREAKER_FAILURES", fmt.Sprint(c.Failures), "transient failures in a row that open the circuit of an endpoint (or a host), 1 or more; 0 for no circuit breaker")
+		return config.Invalid("WEBHOOK_BREAKER_FAILURES", fmt.Sprint(c.Failures), "transient failures in a row that open the circuit of an endpoint, 1 or more; 0 for no circuit breaker")
 	case c.Cooldown <= 0:
 		return config.Invalid("WEBHOOK_BREAKER_COOLDOWN", c.Cooldown.String(), "a positive duration such as 5s")
 	case c.DisableAfter < 0:
@@ -68,23 +67,10 @@ func (w *webhookSender) deliver(ctx context.Context, id string, p *WebhookPart) 
 	if p.Endpoint != "" {
 		return w.deliverToEndpoint(ctx, id, p)
 	}
-	target := "host " + hostOf(p.URL)
-	done, _, err := w.iso.admit(ctx, target, nil)
-	if err != nil {
-		return err
-	}
-	_, err = w.send.Send(ctx, webhooks.Request{URL: p.URL, ID: id, Payload: p.Payload})
-	done(ctx, err)
+	// A bare URL, the demo's form, has no breaker and no cap: it is
+	// retried on the schedule like any failure. Endpoints are isolated.
+	_, err := w.send.Send(ctx, webhooks.Request{URL: p.URL, ID: id, Payload: p.Payload})
 	return err
-}
-
-// hostOf is the host, port included, of a URL that checkWebhook passed.
-func hostOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	return strings.ToLower(u.Host)
 }
 
 func (w *webhookSender) deliverToEndpoint(ctx context.Context, id string, p *WebhookPart) error {
