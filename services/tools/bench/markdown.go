@@ -20,9 +20,9 @@ func (r *Report) markdown(w io.Writer) error {
 	o := r.Options
 	fmt.Fprintf(&b, "- sizes: %d requests and %d publishes per side with %d clients; %d messages per consumer (prefetch %d, relay concurrency %d); "+
 		"%d retry round trips per side, then %d more timed with %d in flight; retry delay %s; %d messages delayed; "+
-		"%d idle dashboard event streams\n",
+		"%d idle dashboard event streams; %d history events per round; %d notifications in the history while %d reads are timed\n",
 		o.Ingest, o.Ingest, o.Clients, o.Consume, o.Prefetch, o.Concurrency, o.RoundTrips, o.Latency, o.Window, o.Delay, o.Delayed,
-		o.Streams)
+		o.Streams, o.Consume, o.HistoryNotifications, o.historyGets())
 	fmt.Fprintf(&b, "- rounds: each side measured %d time(s), alternating which goes first; a side's best rate counts, with "+
 		"its costs; latency percentiles are over every round's samples\n\n", o.Rounds)
 	b.WriteString("## Results\n\n")
@@ -115,7 +115,84 @@ func (r *Report) explain() []string {
 	if r.has(FigStreamsOpen) {
 		out = append(out, r.explainStreams())
 	}
+	if r.has(FigHistorySQLiteRate) {
+		out = append(out, r.explainHistory())
+	}
+	if r.has(FigHistoryGetP99) {
+		out = append(out, r.explainHistoryGet())
+	}
 	return out
+}
+
+// explainHistory says how the history's rates were measured.
+func (r *Report) explainHistory() string {
+	lite, _ := r.anyRow(FigHistorySQLiteRate)
+	pg, _ := r.anyRow(FigHistoryPostgresRate)
+	against := func(row Row) string {
+		if row.Note != "" {
+			return row.Note
+		}
+		s := formatValue(row.Relay, row.Unit)
+		if row.Ratio != nil {
+			s += fmt.Sprintf(" (%.2f× the worker", *row.Ratio)
+			if row.Verdict != "" {
+				s += ", target " + row.Verdict
+			}
+			s += ")"
+		}
+		if row.RelayCost != nil {
+			s += fmt.Sprintf(", %s of CPU and %.0f allocations per event", cpu(*row.RelayCost), row.RelayCost.AllocsPerMsg)
+		}
+		return s
+	}
+	pgAgainst := against(pg)
+	if pg.RelayCost != nil {
+		pgAgainst += " (this process's CPU only: the server's own is not counted)"
+	}
+	worker := "the worker was not measured in this run, so there is nothing to hold them against"
+	if lite.Raw != nil {
+		worker = fmt.Sprintf("the worker's messages/s of this run on %s queues, its fastest: %s", lite.Queue, formatValue(lite.Raw, lite.Unit))
+	}
+	return fmt.Sprintf("**History.** The history store was opened with `history.Open` as the API opens it: on SQLite, "+
+		"a file in a temporary DATA_DIR (`DATA_DIR/history.db`, the API's default); on PostgreSQL, a schema of its own "+
+		"on `HISTORY_BENCH_DSN` (the local server by default), dropped at the end. Each store first held %s notifications, "+
+		"loaded in bulk, with planner statistics, as a store in use would. Then each round fed it the history queue's "+
+		"messages about %s events' worth of new notifications as `events.Feed` stores them: batches of %d messages, "+
+		"each an `Accept` of the batch's accepted records and a `Record` of its attempt events, one transaction each, "+
+		"with every notification's accepted record ahead of its events. A notification has an email and a webhook copy, "+
+		"delivered at once, or every tenth after a retry, or every hundredth parked after three failures: 2.34 attempt "+
+		"events on average. The rate counts attempt events only (the accepted records are written, not counted), "+
+		"best of %d rounds, and is the store's alone: the broker's delivery to the feed and its JSON decoding are not in it. "+
+		"The target is %s: every message the worker handles publishes at least one event, so a history slower than "+
+		"the worker falls behind, and the events wait in the durable history queue. SQLite: %s. PostgreSQL: %s. "+
+		"The ids are random, as the API makes them: a batch's rows land on pages all over the store's indexes, "+
+		"and every page a transaction touches is written again, on SQLite to the WAL and, at checkpoints, to the "+
+		"database.",
+		thousands(historyPrefill), thousands(int64(r.Options.Consume)), feedBatch, r.Options.Rounds, worker,
+		against(lite), pgAgainst)
+}
+
+// explainHistoryGet says how the history's reads were timed.
+func (r *Report) explainHistoryGet() string {
+	p50, _ := r.anyRow(FigHistoryGetP50)
+	p99, _ := r.anyRow(FigHistoryGetP99)
+	n := r.Options.HistoryNotifications
+	return fmt.Sprintf("**Reading the history.** A SQLite store was filled with %s notifications, each with its accepted "+
+		"record, an email and a webhook copy and their attempts, through `Store.Load`, which writes the rows `Accept` "+
+		"and `Record` would, in bulk: that took %s (%s notifications/s; `--history-notifications` sets the count). "+
+		"Their ids have the API's form (`ntf_` and 26 base32 characters) but were made in order and loaded in that "+
+		"order, so the fill appends to the indexes: random ids, as the API makes them, would scatter it (see above), "+
+		"take longer the larger the store, and leave the B-trees somewhat less dense than these. "+
+		"Then %s GET /v1/notifications/{id} of random stored ids went one at a time, over a keep-alive loopback "+
+		"connection, through the API's own handler (`api.NewServer`: routing, the token check, security headers, "+
+		"metrics, the JSON view), taking turns with as many calls of the store's `Get` alone (the raw column), each "+
+		"on an id of its own, after a tenth as many untimed: p50 %s and p99 %s through the API, %s and %s for `Get` alone. "+
+		"A read is two lookups by primary key, the notification and its copies joined to their attempts, so its "+
+		"cost grows with the depth of the B-trees, not in proportion to the number of notifications; what the API "+
+		"adds is HTTP and JSON.",
+		thousands(int64(n)), r.HistoryFilled.Round(100*time.Millisecond), thousands(int64(PerSecond(n, r.HistoryFilled))),
+		thousands(int64(r.Options.historyGets())), formatValue(p50.Relay, p50.Unit), formatValue(p99.Relay, p99.Unit),
+		formatValue(p50.Raw, p50.Unit), formatValue(p99.Raw, p99.Unit))
 }
 
 // explainStreams says what the dashboard's event streams cost the API.

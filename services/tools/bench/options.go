@@ -55,6 +55,9 @@ type Options struct {
 	// Streams is the number of idle dashboard event streams the streams
 	// figure opens.
 	Streams int `json:"streams"`
+	// HistoryNotifications is the number of notifications the history
+	// holds while the history-get figure times reads.
+	HistoryNotifications int `json:"history_notifications"`
 	// Timeout bounds each measured run.
 	Timeout time.Duration `json:"timeout_ns"`
 	// CPUProfile and MemProfile name pprof output files; empty means none.
@@ -63,7 +66,7 @@ type Options struct {
 }
 
 // AllFigures are the groups of figures --figures chooses from.
-var AllFigures = []string{"ingest", "worker", "retry", "memory", "streams"}
+var AllFigures = []string{"ingest", "worker", "retry", "memory", "streams", "history", "history-get"}
 
 // errFlags marks an invalid combination of flags.
 var errFlags = errors.New("invalid flags")
@@ -93,6 +96,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.DurationVar(&o.Delay, "delay", 50*time.Millisecond, "scheduled delay of every retry")
 	fs.IntVar(&o.Delayed, "delayed", 0, "messages left waiting in the delay stage for the memory figure (default 100000, --quick 5000)")
 	fs.IntVar(&o.Streams, "streams", 0, "idle dashboard event streams the streams figure opens (default 1500, --quick 300)")
+	fs.IntVar(&o.HistoryNotifications, "history-notifications", 0, "notifications in the history while history-get times reads (default 1000000, --quick 20000)")
 	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "bound on each measured run")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file` (samples labelled bench=<figure>/<side>/<queue>)")
 	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile to `file` at the end")
@@ -116,6 +120,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 		{"latency", &o.Latency, 1000, 100},
 		{"delayed", &o.Delayed, 100000, 5000},
 		{"streams", &o.Streams, 1500, 300},
+		{"history-notifications", &o.HistoryNotifications, 1_000_000, 20000},
 		{"rounds", &o.Rounds, 2, 1},
 	} {
 		switch {
@@ -203,6 +208,8 @@ func (o Options) Validate() error {
 		return bad("delayed", o.Delayed, "1 to 1000000")
 	case o.Streams < 1 || o.Streams > MaxStreams:
 		return bad("streams", o.Streams, fmt.Sprintf("1 to %d (the API's default DASHBOARD_MAX_STREAMS)", MaxStreams))
+	case o.HistoryNotifications < 1 || o.HistoryNotifications > 10_000_000:
+		return bad("history-notifications", o.HistoryNotifications, "1 to 10000000")
 	case o.Timeout < time.Second || o.Timeout > time.Hour:
 		return bad("timeout", o.Timeout, "1s to 1h")
 	}

@@ -22,19 +22,19 @@ func TestParseOptionsDefaults(t *testing.T) {
 	}{
 		{"full run", nil, Options{Format: "text", QueueTypes: both, Figures: AllFigures, Rounds: 2,
 			Ingest: 20000, Clients: 64, Consume: 50000, Prefetch: 16, Concurrency: 8, RoundTrips: 5000,
-			Latency: 1000, Window: 16, Delay: 50 * time.Millisecond, Delayed: 100000, Streams: 1500, Timeout: 2 * time.Minute}},
+			Latency: 1000, Window: 16, Delay: 50 * time.Millisecond, Delayed: 100000, Streams: 1500, HistoryNotifications: 1_000_000, Timeout: 2 * time.Minute}},
 		{"quick run", []string{"--quick"}, Options{Format: "text", Quick: true, QueueTypes: both, Figures: AllFigures, Rounds: 1,
 			Ingest: 1000, Clients: 64, Consume: 3000, Prefetch: 16, Concurrency: 8, RoundTrips: 300,
-			Latency: 100, Window: 16, Delay: 50 * time.Millisecond, Delayed: 5000, Streams: 300, Timeout: 2 * time.Minute}},
-		{"a count given wins over --quick", []string{"--quick", "--ingest", "77", "--rounds", "3"}, Options{Format: "text", Quick: true,
+			Latency: 100, Window: 16, Delay: 50 * time.Millisecond, Delayed: 5000, Streams: 300, HistoryNotifications: 20000, Timeout: 2 * time.Minute}},
+		{"a count given wins over --quick", []string{"--quick", "--ingest", "77", "--rounds", "3", "--history-notifications", "1234"}, Options{Format: "text", Quick: true,
 			QueueTypes: both, Figures: AllFigures, Rounds: 3, Ingest: 77, Clients: 64, Consume: 3000, Prefetch: 16, Concurrency: 8,
-			RoundTrips: 300, Latency: 100, Window: 16, Delay: 50 * time.Millisecond, Delayed: 5000, Streams: 300, Timeout: 2 * time.Minute}},
+			RoundTrips: 300, Latency: 100, Window: 16, Delay: 50 * time.Millisecond, Delayed: 5000, Streams: 300, HistoryNotifications: 1234, Timeout: 2 * time.Minute}},
 		{"markdown to a file, one queue type, two figures, repeated names once",
 			[]string{"--format", "markdown", "--out", "docs/benchmarks.md", "--queues", "quorum,quorum", "--figures", "retry, memory,retry"},
 			Options{Format: "markdown", Out: "docs/benchmarks.md", QueueTypes: []retry.QueueType{retry.Quorum},
 				Figures: []string{"retry", "memory"}, Rounds: 2, Ingest: 20000, Clients: 64, Consume: 50000, Prefetch: 16,
 				Concurrency: 8, RoundTrips: 5000, Latency: 1000, Window: 16, Delay: 50 * time.Millisecond, Delayed: 100000,
-				Streams: 1500, Timeout: 2 * time.Minute}},
+				Streams: 1500, HistoryNotifications: 1_000_000, Timeout: 2 * time.Minute}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,6 +74,9 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"no streams", []string{"--streams", "0"}, "--streams 0"},
 		{"more streams than the API allows", []string{"--streams", "2001"}, "--streams 2001"},
 		{"too many rounds", []string{"--rounds", "11"}, "--rounds 11"},
+		{"an empty history", []string{"--history-notifications", "0"}, "--history-notifications 0"},
+		{"too big a history", []string{"--history-notifications", "20000000"}, "--history-notifications 20000000"},
+		{"an unknown history figure", []string{"--figures", "history-list"}, `--figures "history-list"`},
 		{"timeout too short", []string{"--timeout", "10ms"}, "--timeout 10ms"},
 		{"a stray argument", []string{"--quick", "now"}, `unexpected argument "now"`},
 	}

@@ -27,6 +27,11 @@ const (
 	FigStreamsIdle   = "dashboard: API RSS idle"
 	FigStreamsOpen   = "dashboard: API RSS with idle event streams open"
 	FigStreamsClosed = "dashboard: API RSS after the streams closed"
+	// The history's figures are measured once a run, not per queue type.
+	FigHistorySQLiteRate   = "history (sqlite): events stored/s"
+	FigHistoryPostgresRate = "history (postgres): events stored/s"
+	FigHistoryGetP50       = "history: GET /v1/notifications/{id} p50"
+	FigHistoryGetP99       = "history: GET /v1/notifications/{id} p99"
 )
 
 // Units of the figures.
@@ -62,12 +67,19 @@ type Target struct {
 }
 
 // Describe writes the target for a row in unit, such as "≥ 0.80× raw".
-func (t Target) Describe(unit string) string {
+func (t Target) Describe(unit string) string { return t.describe(unit, "") }
+
+// describe writes the target for a row in unit whose ratio is against
+// baseline; empty means raw.
+func (t Target) describe(unit, baseline string) string {
+	if baseline == "" {
+		baseline = "raw"
+	}
 	switch t.Kind {
 	case RatioAtLeast:
-		return fmt.Sprintf("≥ %.2f× raw", t.Value)
+		return fmt.Sprintf("≥ %.2f× %s", t.Value, baseline)
 	case RatioAtMost:
-		return fmt.Sprintf("≤ %.2f× raw", t.Value)
+		return fmt.Sprintf("≤ %.2f× %s", t.Value, baseline)
 	case AtMost:
 		return fmt.Sprintf("≤ %s %s", trimFloat(t.Value), unit)
 	}
@@ -115,11 +127,18 @@ func ratio(relay, raw *float64) *float64 {
 // Row is one figure on one queue type: relay's value next to the raw
 // amqp091-go baseline's, their ratio and the target's verdict.
 type Row struct {
-	Queue  string   `json:"queue"`
-	Figure string   `json:"figure"`
+	// Queue is the queue type; empty for a figure no queue takes part in.
+	Queue  string `json:"queue"`
+	Figure string `json:"figure"`
+	// Detail follows the figure's name in the table, such as how many
+	// notifications the store held.
+	Detail string   `json:"detail,omitempty"`
 	Unit   string   `json:"unit"`
 	Relay  *float64 `json:"relay"`
 	Raw    *float64 `json:"raw"`
+	// Baseline names what Raw is when it is not the raw amqp091-go side,
+	// such as "worker" for the history's rate held against the worker's.
+	Baseline string `json:"baseline,omitempty"`
 	// Note stands in for figures that were not measured, with the reason.
 	Note   string  `json:"note,omitempty"`
 	Target *Target `json:"target,omitempty"`
@@ -153,6 +172,10 @@ type Report struct {
 	// figure gave up waiting). Zero when the streams figure was not
 	// measured.
 	StreamsSettled time.Duration `json:"streams_settled_ns"`
+	// HistoryFilled is how long filling the history with
+	// Options.HistoryNotifications took, for the GET figure. Zero when
+	// that figure was not measured.
+	HistoryFilled time.Duration `json:"history_filled_ns"`
 }
 
 // Evaluate fills each row's ratio and verdict.
@@ -200,6 +223,9 @@ var columns = []string{"queue", "figure", "relay", "raw", "relay ÷ raw", "targe
 // cells writes a row as the table's cells.
 func (row Row) cells() []string {
 	relay, raw := formatValue(row.Relay, row.Unit), formatValue(row.Raw, row.Unit)
+	if row.Raw != nil && row.Baseline != "" {
+		raw += " (" + row.Baseline + ")"
+	}
 	if row.Note != "" {
 		relay, raw = row.Note, row.Note
 	}
@@ -208,13 +234,20 @@ func (row Row) cells() []string {
 		ratioText = fmt.Sprintf("%.2f×", *row.Ratio)
 	}
 	if row.Target != nil {
-		target = row.Target.Describe(row.Unit)
+		target = row.Target.describe(row.Unit, row.Baseline)
 	}
 	verdict := row.Verdict
 	if verdict == "" {
 		verdict = "—"
 	}
-	return []string{row.Queue, row.Figure, relay, raw, ratioText, target, verdict,
+	queue, figure := row.Queue, row.Figure
+	if queue == "" {
+		queue = "—"
+	}
+	if row.Detail != "" {
+		figure += " " + row.Detail
+	}
+	return []string{queue, figure, relay, raw, ratioText, target, verdict,
 		costPair(row.RelayCost, row.RawCost, func(c Cost) string { return fmt.Sprintf("%.1f", float64(c.CPUPerMsg)/1e3) }),
 		costPair(row.RelayCost, row.RawCost, func(c Cost) string {
 			if c.BrokerCPUPerMsg == 0 {

@@ -237,3 +237,83 @@ func TestRenderUnknownFormat(t *testing.T) {
 		t.Error("Render(yaml) = nil, want an error")
 	}
 }
+
+// historyReport is a report of the history's figures: SQLite against the
+// worker, PostgreSQL skipped, and the reads of a full store.
+func historyReport() *Report {
+	r := sampleReport()
+	r.Options.HistoryNotifications = 1_000_000
+	r.HistoryFilled = 75 * time.Second
+	r.Rows = append(r.Rows,
+		Row{Queue: "classic", Figure: FigHistorySQLiteRate, Unit: UnitRate, Relay: ptr(18000), Raw: ptr(12000), Baseline: "worker",
+			Target: &Target{RatioAtLeast, 1}, RelayCost: &Cost{CPUPerMsg: 90 * time.Microsecond, AllocsPerMsg: 120}},
+		Row{Queue: "classic", Figure: FigHistoryPostgresRate, Unit: UnitRate, Raw: ptr(12000), Baseline: "worker",
+			Note: "skipped: no PostgreSQL at 127.0.0.1:5432/test", Target: &Target{RatioAtLeast, 1}},
+		Row{Figure: FigHistoryGetP50, Detail: "with 1,000,000 stored", Unit: UnitMs, Relay: ptr(0.33), Raw: ptr(0.16), Baseline: "store.Get"},
+		Row{Figure: FigHistoryGetP99, Detail: "with 1,000,000 stored", Unit: UnitMs, Relay: ptr(1.2), Raw: ptr(0.48), Baseline: "store.Get"},
+	)
+	return r
+}
+
+func TestRenderHistory(t *testing.T) {
+	r := historyReport()
+	var b bytes.Buffer
+	if err := r.Render(&b, "markdown"); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| classic | history (sqlite): events stored/s | 18,000/s | 12,000/s (worker) | 1.50× | ≥ 1.00× worker | met |",
+		"| classic | history (postgres): events stored/s | skipped: no PostgreSQL at 127.0.0.1:5432/test | skipped: no PostgreSQL at 127.0.0.1:5432/test | — | ≥ 1.00× worker | — |",
+		"| — | history: GET /v1/notifications/{id} p99 with 1,000,000 stored | 1.20 ms | 0.48 ms (store.Get) | 2.50× | — | — |",
+		"1000000 notifications in the history while 10000 reads are timed",
+		"**History.**", "`DATA_DIR/history.db`", "batches of 500 messages",
+		"the worker's messages/s of this run on classic queues, its fastest: 12,000/s",
+		"SQLite: 18,000/s (1.50× the worker, target met), 90 µs of CPU and 120 allocations per event.", "The ids are random, as the API makes them",
+		"PostgreSQL: skipped: no PostgreSQL at 127.0.0.1:5432/test. The ids",
+		"**Reading the history.** A SQLite store was filled with 1,000,000 notifications",
+		"that took 1m15s (13,333 notifications/s", "made in order and loaded in that order",
+		"10,000 GET /v1/notifications/{id}", "p50 0.33 ms and p99 1.20 ms through the API, 0.16 ms and 0.48 ms for `Get` alone",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown report lacks %q:\n%s", want, out)
+		}
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "| ") {
+			if got := strings.Count(l, " | ") + 1; got != len(columns) {
+				t.Errorf("table line has %d cells, want %d: %q", got, len(columns), l)
+			}
+		}
+	}
+
+	// Without the worker, the rates have nothing to be held against.
+	r = historyReport()
+	r.Rows = r.Rows[len(r.Rows)-4:]
+	r.Rows[0].Queue, r.Rows[0].Raw = "", nil
+	b.Reset()
+	if err := r.Render(&b, "markdown"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| — | history (sqlite): events stored/s | 18,000/s | — | — | ≥ 1.00× worker | — |",
+		"the worker was not measured in this run",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("markdown report without the worker lacks %q:\n%s", want, b.String())
+		}
+	}
+
+	b.Reset()
+	r = historyReport()
+	if err := r.Render(&b, "json"); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(r, &back); diff != "" {
+		t.Errorf("JSON round trip (-rendered +decoded):\n%s", diff)
+	}
+}

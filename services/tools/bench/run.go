@@ -9,8 +9,12 @@
 // loop, a retry round trip through relay's stages against the broker's own
 // dead-letter-and-TTL loop, the process's memory while messages wait in
 // the delay stage, and the API's memory with idle dashboard event streams
-// open and after they closed. Every run is bounded in count and time, talks only
-// to a loopback broker, and deletes everything it declared.
+// open and after they closed. Once a run, the history: how fast it stores
+// the pipeline's events on SQLite and on PostgreSQL, against the worker's
+// rate, and how fast the API reads a notification back from a store of a
+// million. Every run is bounded in count and time, talks only to a
+// loopback broker and database, and deletes everything it declared or
+// created.
 package bench
 
 import (
@@ -36,6 +40,9 @@ import (
 // Config is the bench command's environment.
 type Config struct {
 	AMQPURL string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/" help:"an amqp:// URL of a broker on this machine"`
+	// HistoryDSN is the PostgreSQL of the history figure; the bench works
+	// in a schema of its own there and drops it at the end.
+	HistoryDSN string `env:"HISTORY_BENCH_DSN" envDefault:"postgres://postgres@127.0.0.1:5432/test?sslmode=disable" secret:"true" help:"a postgres:// URL of a PostgreSQL on this machine"`
 }
 
 // Run parses args, measures every figure and writes the report: to --out
@@ -53,7 +60,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := checkLoopback(cfg.AMQPURL); err != nil {
 		return err
 	}
-	b := &bench{opts: opts, url: cfg.AMQPURL, prefix: "bench." + randomHex(4) + ".", janitor: &janitor{url: cfg.AMQPURL}}
+	if slices.Contains(opts.Figures, "history") {
+		if err := checkLoopbackDSN(cfg.HistoryDSN); err != nil {
+			return err
+		}
+	}
+	b := &bench{opts: opts, url: cfg.AMQPURL, historyDSN: cfg.HistoryDSN, prefix: "bench." + randomHex(4) + ".", janitor: &janitor{url: cfg.AMQPURL}}
 	if !opts.Quiet && !(opts.Format == "json" && opts.Out == "") {
 		b.out = stdout
 	}
@@ -102,12 +114,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // bench is one run of the command.
 type bench struct {
-	opts    Options
-	url     string
-	prefix  string // unique to this run; every name it declares starts with it
-	janitor *janitor
-	out     io.Writer // progress; nil for none
-	broker  []int     // the broker's processes, for its CPU time
+	opts       Options
+	url        string
+	historyDSN string // the PostgreSQL of the history figure
+	prefix     string // unique to this run; every name it declares starts with it
+	janitor    *janitor
+	out        io.Writer // progress; nil for none
+	broker     []int     // the broker's processes, for its CPU time
 
 	mu sync.Mutex
 }
@@ -322,6 +335,24 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 		r.Rows = append(r.Rows, rows...)
 		r.StreamsSettled = settled
 	}
+	// Neither does the history: it is held against the fastest worker.
+	if slices.Contains(b.opts.Figures, "history") {
+		b.progress("history")
+		rows, err := b.historyRows(ctx, r.Rows)
+		if err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+		r.Rows = append(r.Rows, rows...)
+	}
+	if slices.Contains(b.opts.Figures, "history-get") {
+		b.progress("history-get")
+		rows, filled, err := b.historyGetRows(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("history-get: %w", err)
+		}
+		r.Rows = append(r.Rows, rows...)
+		r.HistoryFilled = filled
+	}
 	r.Elapsed = time.Since(started)
 	r.Evaluate()
 	return r, nil
@@ -347,6 +378,24 @@ func checkLoopback(raw string) error {
 		return nil
 	}
 	return fmt.Errorf("AMQP_URL points at %q: relay bench loads the broker hard and runs against loopback brokers only (localhost, 127.0.0.0/8, ::1)", host)
+}
+
+// checkLoopbackDSN refuses a PostgreSQL that is not on this machine, as
+// checkLoopback refuses a broker; a DSN with no host means a local socket.
+// No message quotes the DSN, which may hold a password.
+func checkLoopbackDSN(dsn string) error {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return config.Invalid("HISTORY_BENCH_DSN", "(not shown)", "a postgres:// URL")
+	}
+	host := u.Hostname()
+	if host == "" || host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("HISTORY_BENCH_DSN points at %q: relay bench loads the database hard and runs against loopback databases only (localhost, 127.0.0.0/8, ::1)", host)
 }
 
 func randomHex(n int) string {

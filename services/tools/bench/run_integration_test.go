@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
@@ -24,7 +25,7 @@ import (
 
 // tiny are counts small enough for a whole run to take seconds.
 var tiny = []string{"--quick", "--ingest", "200", "--clients", "16", "--consume", "300", "--roundtrips", "60",
-	"--latency", "30", "--window", "8", "--delay", "20ms", "--delayed", "500", "--timeout", "1m"}
+	"--latency", "30", "--window", "8", "--delay", "20ms", "--delayed", "500", "--history-notifications", "3000", "--timeout", "1m"}
 
 // watched collects a run's output and calls hook on every write.
 type watched struct {
@@ -51,8 +52,11 @@ func (w *watched) String() string {
 
 func envFor(url string) func(string) string {
 	return func(k string) string {
-		if k == "AMQP_URL" {
+		switch k {
+		case "AMQP_URL":
 			return url
+		case "HISTORY_BENCH_DSN":
+			return os.Getenv(k)
 		}
 		return ""
 	}
@@ -98,9 +102,11 @@ func TestRunQuick(t *testing.T) {
 		figures = append(figures, bench.FigPluginP50, bench.FigPluginP99)
 	}
 	streams := []string{bench.FigStreamsIdle, bench.FigStreamsOpen, bench.FigStreamsClosed}
-	if got, want := len(r.Rows), 2*len(figures)+len(streams); got != want {
+	historyFigures := []string{bench.FigHistorySQLiteRate, bench.FigHistoryPostgresRate, bench.FigHistoryGetP50, bench.FigHistoryGetP99}
+	if got, want := len(r.Rows), 2*len(figures)+len(streams)+len(historyFigures); got != want {
 		t.Errorf("report has %d rows, want %d", got, want)
 	}
+	checkHistory(t, &r, progress.String())
 	// The dashboard's streams, measured once, on the first queue type.
 	for _, f := range streams {
 		row, ok := r.Row("classic", f)
@@ -152,6 +158,128 @@ func TestRunQuick(t *testing.T) {
 		}
 	}
 	assertGone(t, url, r.Prefix, "classic", "quorum")
+}
+
+// checkHistory checks the history's figures of a quick run: measured
+// once, the rates held against the fastest worker, the reads timed on a
+// store of the size asked for, and nothing left in PostgreSQL.
+func checkHistory(t *testing.T, r *bench.Report, progress string) {
+	t.Helper()
+	rows := map[string]bench.Row{}
+	for _, row := range r.Rows {
+		if strings.HasPrefix(row.Figure, "history") {
+			if _, ok := rows[row.Figure]; ok {
+				t.Errorf("%s: measured twice", row.Figure)
+			}
+			rows[row.Figure] = row
+		}
+	}
+	classic, _ := r.Row("classic", bench.FigWorkerRate)
+	quorum, _ := r.Row("quorum", bench.FigWorkerRate)
+	fastest := classic
+	if positive(quorum.Relay) && positive(classic.Relay) && *quorum.Relay > *classic.Relay {
+		fastest = quorum
+	}
+	for _, f := range []string{bench.FigHistorySQLiteRate, bench.FigHistoryPostgresRate} {
+		row, ok := rows[f]
+		switch {
+		case !ok:
+			t.Errorf("no row %q", f)
+			continue
+		case f == bench.FigHistoryPostgresRate && row.Note != "":
+			// PostgreSQL unreachable: skipped, and said so, but never on CI.
+			if !strings.HasPrefix(row.Note, "skipped: ") || !strings.Contains(progress, "WARNING: history (postgres) SKIPPED") {
+				t.Errorf("%s: note %q, want a loud skip", f, row.Note)
+			}
+			if os.Getenv("CI") == "true" {
+				t.Errorf("%s: %s, and CI=true: CI must measure it", f, row.Note)
+			}
+			continue
+		}
+		if !positive(row.Relay) || !positive(row.Ratio) || row.Raw == nil || *row.Raw != *fastest.Relay || row.Queue != fastest.Queue {
+			t.Errorf("%s: %s relay %v, raw %v, ratio %v; want a positive rate held against the %s worker's %v", f, row.Queue,
+				deref(row.Relay), deref(row.Raw), deref(row.Ratio), fastest.Queue, deref(fastest.Relay))
+		}
+		if row.Target == nil || row.Target.Value != 1 || (row.Verdict != bench.Met && row.Verdict != bench.NotMet) {
+			t.Errorf("%s: target %+v, verdict %q; want at least the worker's rate, met or not met", f, row.Target, row.Verdict)
+		}
+		if c := row.RelayCost; c == nil || c.CPUPerMsg <= 0 || c.AllocsPerMsg <= 0 {
+			t.Errorf("%s: cost %+v, want CPU and allocations per event", f, c)
+		}
+	}
+	if lite, pg := rows[bench.FigHistorySQLiteRate], rows[bench.FigHistoryPostgresRate]; lite.RelayCost != nil && pg.RelayCost != nil &&
+		*lite.RelayCost == *pg.RelayCost {
+		t.Errorf("SQLite and PostgreSQL report the same cost, %+v: one run's, twice", *lite.RelayCost)
+	}
+	for _, f := range []string{bench.FigHistoryGetP50, bench.FigHistoryGetP99} {
+		row := rows[f]
+		if !positive(row.Relay) || !positive(row.Raw) || *row.Relay > 1000 || row.Detail != "with 3,000 stored" {
+			t.Errorf("%s: %+v; want latencies between 0 and 1s, with 3,000 stored", f, row)
+		}
+	}
+	if p50, p99 := rows[bench.FigHistoryGetP50], rows[bench.FigHistoryGetP99]; positive(p50.Relay) && positive(p99.Relay) && *p99.Relay < *p50.Relay {
+		t.Errorf("history GET p99 %v below p50 %v", *p99.Relay, *p50.Relay)
+	}
+	if r.HistoryFilled <= 0 {
+		t.Errorf("history filled in %v, want a positive duration", r.HistoryFilled)
+	}
+	for _, want := range []string{"# history (sqlite), round 1: ", "# history-get: 3,000 notifications stored in "} {
+		if !strings.Contains(progress, want) {
+			t.Errorf("progress lacks %q:\n%s", want, progress)
+		}
+	}
+	assertNoSchema(t, r.Prefix)
+}
+
+// assertNoSchema checks that the run's PostgreSQL schema is gone, where
+// PostgreSQL can be reached.
+func assertNoSchema(t *testing.T, prefix string) {
+	t.Helper()
+	dsn := os.Getenv("HISTORY_BENCH_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Logf("PostgreSQL unreachable, its schema unchecked: %v", err)
+		return
+	}
+	defer conn.Close(ctx)
+	schema := "relay_" + strings.Trim(strings.ReplaceAll(prefix, ".", "_"), "_")
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", schema).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("schema %s is still there", schema)
+	}
+}
+
+// TestRunMarkdownHistory writes the markdown page for the history alone:
+// without the worker, its rates have nothing to be held against.
+func TestRunMarkdownHistory(t *testing.T) {
+	url := retrytest.URL(t)
+	out := filepath.Join(t.TempDir(), "benchmarks.md")
+	if err := bench.Run(context.Background(), append(tiny, "--queues", "classic", "--figures", "history,history-get", "--quiet",
+		"--history-notifications", "2000", "--format", "markdown", "--out", out), envFor(url), &watched{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| — | " + bench.FigHistorySQLiteRate + " | ", "≥ 1.00× worker | — |",
+		"| — | " + bench.FigHistoryGetP99 + " with 2,000 stored | ", "**History.**", "the worker was not measured in this run",
+		"**Reading the history.** A SQLite store was filled with 2,000 notifications"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, b)
+		}
+	}
+	if strings.Contains(string(b), "**Worker.**") {
+		t.Errorf("markdown explains a worker figure it did not measure:\n%s", b)
+	}
 }
 
 // TestRunMarkdown writes the markdown page for one cheap figure.

@@ -20,6 +20,8 @@ func TestRunRefusesBeforeTouchingTheBroker(t *testing.T) {
 		{"bad flag", []string{"--format", "pdf"}, nil, "--format pdf"},
 		{"remote broker", []string{"--quick"}, map[string]string{"AMQP_URL": "amqp://guest:guest@rabbit.example.com:5672/"}, "loopback"},
 		{"private address", []string{"--quick"}, map[string]string{"AMQP_URL": "amqp://192.168.0.10:5672/"}, "loopback"},
+		{"remote history database", []string{"--quick"}, map[string]string{"HISTORY_BENCH_DSN": "postgres://relay:s3cret@db.example.com/relay"}, "HISTORY_BENCH_DSN points at \"db.example.com\""},
+		{"history database not a URL", []string{"--quick", "--figures", "history"}, map[string]string{"HISTORY_BENCH_DSN": "host=db user=relay"}, "HISTORY_BENCH_DSN"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,4 @@
+package history
+
+// LoadChunk is how many notifications Load writes in one transaction.
+const LoadChunk = loadChunk
