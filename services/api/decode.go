@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/notification"
@@ -29,13 +30,36 @@ func requestType(all []channel.Channel) reflect.Type {
 	return reflect.StructOf(fields)
 }
 
+// requestCache holds the channels and the request type built from them,
+// for as long as the registry does not change.
+var requestCache struct {
+	sync.Mutex
+	generation int64
+	all        []channel.Channel
+	typ        reflect.Type
+}
+
+// request returns the registered channels and the request type of their
+// parts, built once per change of the registry.
+func request() ([]channel.Channel, reflect.Type) {
+	gen := channel.Generation()
+	requestCache.Lock()
+	defer requestCache.Unlock()
+	if requestCache.typ == nil || requestCache.generation != gen {
+		requestCache.all = channel.All()
+		requestCache.typ = requestType(requestCache.all)
+		requestCache.generation = gen
+	}
+	return requestCache.all, requestCache.typ
+}
+
 // decodeRequest reads exactly one JSON object from body and validates it
 // as a notification. Its error is always a *Problem: 400 for a body that is
 // not one well-formed request, 413 for one over the limit of an
 // http.MaxBytesReader, 422 for a notification with invalid fields.
 func decodeRequest(body io.Reader) (*notification.Notification, error) {
-	all := channel.All()
-	req := reflect.New(requestType(all))
+	all, typ := request()
+	req := reflect.New(typ)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(req.Interface()); err != nil {

@@ -275,7 +275,18 @@ func (c Channel) Demo(d Downstreams) map[string]string {
 var (
 	mu    sync.RWMutex
 	extra []Channel
+	// generation counts the changes to the registry, so that what is
+	// built from it can be cached (see Generation).
+	generation int64
 )
+
+// Generation changes whenever Register adds or removes a channel: what
+// is built from All can be kept while it stays the same.
+func Generation() int64 {
+	mu.RLock()
+	defer mu.RUnlock()
+	return generation
+}
 
 // All returns every channel: relay's own (registry.go), then any
 // registered since.
@@ -297,10 +308,12 @@ func Register(c Channel) (unregister func()) {
 		}
 	}
 	extra = append(extra, c)
+	generation++
 	return func() {
 		mu.Lock()
 		defer mu.Unlock()
 		extra = slices.DeleteFunc(extra, func(e Channel) bool { return e.name == c.name })
+		generation++
 	}
 }
 
@@ -365,7 +378,8 @@ func RecipientsOf(n *notification.Notification, name string) []string {
 		return nil
 	}
 	p := reflect.New(c.part).Interface()
-	if err := decodeStrict(n.Parts[name], p); err != nil {
+	// Lenient: it only reads whom a part names, of a part checked before.
+	if err := json.Unmarshal(n.Parts[name], p); err != nil {
 		return nil
 	}
 	return c.recipients(p)

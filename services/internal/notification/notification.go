@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -48,48 +49,58 @@ var envelope = []string{"v", "id", "channel", "created_at"}
 func IsEnvelope(name string) bool { return slices.Contains(envelope, name) }
 
 // MarshalJSON writes the envelope, then the parts in name order:
-// {"v":1,"id":"…","channel":"email","created_at":"…","email":{…}}.
+// {"v":1,"id":"…","channel":"email","created_at":"…","email":{…}}. It
+// writes the bytes itself: every copy the API publishes goes through it.
 func (n Notification) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	field := func(name string, v any) error {
-		if b.Len() > 1 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(name)
-		b.Write(k)
-		b.WriteByte(':')
-		enc, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("encode %s: %w", name, err)
-		}
-		b.Write(enc)
-		return nil
-	}
-	b.WriteByte('{')
-	if err := field("v", n.V); err != nil {
-		return nil, err
-	}
-	if err := field("id", n.ID); err != nil {
-		return nil, err
-	}
-	if n.Channel != "" {
-		if err := field("channel", n.Channel); err != nil {
-			return nil, err
-		}
-	}
-	if err := field("created_at", n.CreatedAt); err != nil {
-		return nil, err
-	}
-	for _, name := range slices.Sorted(maps.Keys(n.Parts)) {
+	var names [8]string
+	keys := names[:0]
+	size := 64 + len(n.ID) + len(n.Channel)
+	for name, part := range n.Parts {
 		if IsEnvelope(name) {
 			return nil, fmt.Errorf("encode notification: a part may not be called %q", name)
 		}
-		if err := field(name, n.Parts[name]); err != nil {
-			return nil, err
+		if !json.Valid(part) {
+			return nil, fmt.Errorf("encode %s: the part is not JSON", name)
+		}
+		keys = append(keys, name)
+		size += len(name) + len(part) + 4
+	}
+	slices.Sort(keys)
+	b := make([]byte, 0, size)
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, int64(n.V), 10)
+	b = append(b, `,"id":`...)
+	b = appendString(b, n.ID)
+	if n.Channel != "" {
+		b = append(b, `,"channel":`...)
+		b = appendString(b, n.Channel)
+	}
+	b = append(b, `,"created_at":`...)
+	t, err := n.CreatedAt.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("encode created_at: %w", err)
+	}
+	b = append(b, t...)
+	for _, name := range keys {
+		b = append(b, ',')
+		b = appendString(b, name)
+		b = append(b, ':')
+		b = append(b, n.Parts[name]...)
+	}
+	return append(b, '}'), nil
+}
+
+// appendString appends s as a JSON string, as encoding/json writes it.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
 		}
 	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // UnmarshalJSON reads the envelope; every other key is a part. A part that
