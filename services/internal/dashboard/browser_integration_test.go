@@ -497,7 +497,12 @@ func TestPublicDashboard(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`#rows tr[data-id="`+id+`"] button.open`)),
 			chromedp.WaitVisible(chromedp.CSS(`#detail section.copy[data-channel="webhook"][data-status="parked"]`)),
 			chromedp.WaitVisible(chromedp.ID("detail-redacted")),
+			// The endpoints come from the API, which is never public.
+			chromedp.WaitVisible(chromedp.ID("endpoints-locked")),
 		)
+		if !evaluate[bool](t, ctx, `document.getElementById("endpoints-table").hidden && document.querySelector("#endpoints tr") === null`) {
+			t.Error("the public page shows endpoints without a token")
+		}
 		if !evaluate[bool](t, ctx, `document.getElementById("login").hidden && document.getElementById("mode").textContent.includes("public")`) {
 			t.Error("the public page does not say it is public, or asks for a log-in")
 		}
@@ -509,4 +514,110 @@ func TestPublicDashboard(t *testing.T) {
 		}
 		screenshot(t, ctx, "relay-dashboard-public.png")
 	})
+}
+
+// endpoint registers a webhook endpoint and returns its id.
+func (r relay) endpoint(t *testing.T, url, description string) string {
+	t.Helper()
+	code, b := r.call(t, http.MethodPost, "/v1/endpoints", fmt.Sprintf(`{"url":%q,"description":%q}`, url, description), true)
+	var res struct{ ID string }
+	if err := json.Unmarshal(b, &res); code != http.StatusCreated || err != nil || res.ID == "" {
+		t.Fatalf("POST /v1/endpoints %s = %d %s", url, code, b)
+	}
+	return res.ID
+}
+
+// circuit reads an endpoint's circuit state from the API.
+func (r relay) circuit(t *testing.T, id string) string {
+	t.Helper()
+	code, b := r.call(t, http.MethodGet, "/v1/endpoints/"+id, "", true)
+	var res struct{ Circuit struct{ State string } }
+	if err := json.Unmarshal(b, &res); code != http.StatusOK || err != nil {
+		t.Fatalf("GET /v1/endpoints/%s = %d %s", id, code, b)
+	}
+	return res.Circuit.State
+}
+
+// TestEndpointsInBrowser registers two endpoints on the flaky receiver,
+// one healthy and one always answering 503, and watches the page's
+// endpoints panel follow the sick one's circuit from closed to open while
+// the healthy one's stays closed; the panel shows each URL's host only.
+func TestEndpointsInBrowser(t *testing.T) {
+	ctx := browser(t)
+	r := startRelay(t, map[string]string{
+		// Two failures in a row open a circuit, which stays open for the
+		// rest of the test: no probe half-opens it.
+		"WEBHOOK_BREAKER_FAILURES": "2", "WEBHOOK_BREAKER_COOLDOWN": "5m",
+	})
+	okID := r.endpoint(t, r.hooks+"/webhooks/ok?tenant=secret-query", "orders")
+	downID := r.endpoint(t, r.hooks+"/webhooks/down", "sick receiver")
+	row := func(id, state string) string {
+		return `document.querySelector('#endpoints tr[data-endpoint="` + id + `"][data-circuit="` + state + `"]') !== null`
+	}
+
+	run(t, ctx, "open the page and log in",
+		chromedp.Navigate(r.api+"/"),
+		chromedp.WaitVisible(chromedp.ID("login")),
+	)
+	watchPolicy(t, ctx)
+	run(t, ctx, "log in and see both endpoints closed",
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.ID("endpoints-table")),
+		waitFor(row(okID, "closed")+" && "+row(downID, "closed")),
+	)
+	if !evaluate[bool](t, ctx, `document.getElementById("endpoints-locked").hidden`) {
+		t.Error("the endpoints panel asks for a token after the log-in")
+	}
+
+	delivered := r.post(t, `{"webhook":{"endpoint":"`+okID+`","payload":{"order":1}}}`)
+	for i := range 3 {
+		r.post(t, fmt.Sprintf(`{"webhook":{"endpoint":%q,"payload":{"order":%d}}}`, downID, i))
+	}
+	// The page refreshes the panel by itself: no reload.
+	run(t, ctx, "see the sick endpoint's circuit open",
+		waitFor(row(downID, "open")),
+	)
+	retrytest.Eventually(t, 20*time.Second, func() bool {
+		return r.copies(t, delivered)["webhook"].Status == "delivered"
+	}, "the notification to the healthy endpoint was not delivered")
+	if got := r.circuit(t, downID); got != "open" {
+		t.Errorf("the API says the sick endpoint's circuit is %q while the page says open", got)
+	}
+	if !evaluate[bool](t, ctx, row(okID, "closed")) {
+		t.Errorf("the healthy endpoint is not shown closed (the API says %q)", r.circuit(t, okID))
+	}
+
+	type endpointRow struct{ Host, Description, Enabled, Circuit, Error, FailingSince, Text string }
+	rows := evaluate[map[string]endpointRow](t, ctx, `Object.fromEntries([...document.querySelectorAll("#endpoints tr[data-endpoint]")].map(tr => [tr.dataset.endpoint, {
+		Host: tr.querySelector(".host").textContent, Description: tr.querySelector(".description").textContent,
+		Enabled: tr.querySelector(".enabled").textContent, Circuit: tr.querySelector(".circuit .badge").textContent,
+		Error: tr.querySelector(".error").textContent, FailingSince: tr.querySelector(".when").textContent,
+		Text: tr.textContent + " " + [...tr.querySelectorAll("[title]")].map(e => e.title).join(" ")}]))`)
+	if len(rows) != 2 {
+		t.Fatalf("the panel shows %d endpoints, want 2: %+v", len(rows), rows)
+	}
+	host := strings.TrimPrefix(r.hooks, "http://")
+	for id, want := range map[string]endpointRow{
+		okID:   {Host: host, Description: "orders", Enabled: "yes", Circuit: "closed", FailingSince: "—"},
+		downID: {Host: host, Description: "sick receiver", Enabled: "yes", Circuit: "open"},
+	} {
+		got := rows[id]
+		if got.Host != want.Host || got.Description != want.Description || got.Enabled != want.Enabled || got.Circuit != want.Circuit {
+			t.Errorf("endpoint %s shows %+v, want %+v", id, got, want)
+		}
+		for _, leak := range []string{"/webhooks", "secret-query", "whsec_"} {
+			if strings.Contains(got.Text, leak) {
+				t.Errorf("endpoint %s's row shows %q: %q", id, leak, got.Text)
+			}
+		}
+	}
+	if down := rows[downID]; !strings.Contains(down.Error, "503") || down.FailingSince == "—" || down.FailingSince == "" {
+		t.Errorf("the sick endpoint shows last error %q, failing since %q; want its 503 and a time", down.Error, down.FailingSince)
+	}
+	if ok := rows[okID]; ok.Error != "" {
+		t.Errorf("the healthy endpoint shows last error %q", ok.Error)
+	}
+	screenshot(t, ctx, "relay-dashboard-endpoints.png")
+	checkPolicy(t, ctx)
 }

@@ -2,7 +2,8 @@
 // searched by id or recipient, filtered by status and channel, a page at
 // a time; each copy's attempts with their full error texts, and a replay
 // button on parked copies; live updates as the pipeline decides; and the
-// depth of each queue. The page is plain HTML, CSS and JavaScript embedded
+// depth of each queue; and, with a token, each webhook endpoint's circuit,
+// read from the API's GET /v1/endpoints. The page is plain HTML, CSS and JavaScript embedded
 // in the binary, so it needs no build step and works offline.
 //
 // The API serves it at "/". The page asks for one of the API's tokens,

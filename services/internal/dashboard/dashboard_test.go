@@ -837,3 +837,29 @@ func TestPageHasNothingInline(t *testing.T) {
 		}
 	}
 }
+
+// TestPageHasEveryElement checks that every element app.js looks up by id
+// is on the page: a missing one throws, and the page stops drawing.
+func TestPageHasEveryElement(t *testing.T) {
+	page, err := static.ReadFile("static/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := static.ReadFile("static/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\sid="([^"]+)"`).FindAllSubmatch(page, -1) {
+		ids[string(m[1])] = true
+	}
+	uses := regexp.MustCompile(`\$\("([^"]+)"\)`).FindAllSubmatch(script, -1)
+	if len(uses) == 0 {
+		t.Fatal(`app.js looks up no element with $("…")`)
+	}
+	for _, m := range uses {
+		if !ids[string(m[1])] {
+			t.Errorf(`app.js looks up $(%q), which index.html does not have`, m[1])
+		}
+	}
+}

@@ -121,6 +121,15 @@ func (r *Report) explain() []string {
 	if r.has(FigHistoryGetP99) {
 		out = append(out, r.explainHistoryGet())
 	}
+	if r.Isolation != nil {
+		out = append(out, "**Webhook endpoint isolation.** The webhook channel's own sender (as `relay worker webhook` "+
+			"opens it, with endpoints in a SQLite history store) delivered to two local endpoints at once: a healthy one "+
+			"and one that never answers. (a) is the healthy endpoint alone; with the sick one beside it, (b) with the "+
+			"circuit breaker, (c) without (`WEBHOOK_BREAKER_FAILURES=0`). Without the breaker every delivery to the sick "+
+			"endpoint holds a handler for the whole timeout, and the healthy one starves; with it, the sick endpoint's "+
+			"messages are deferred at once and the healthy one barely notices. `WEBHOOK_ENDPOINT_CONCURRENCY` is set to "+
+			"the handlers' number here, so the cap does not throttle (a) itself.\n\n"+IsolationMarkdown(*r.Isolation))
+	}
 	return out
 }
 

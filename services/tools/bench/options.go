@@ -66,7 +66,7 @@ type Options struct {
 }
 
 // AllFigures are the groups of figures --figures chooses from.
-var AllFigures = []string{"ingest", "worker", "retry", "memory", "streams", "history", "history-get"}
+var AllFigures = []string{"ingest", "worker", "retry", "memory", "streams", "history", "history-get", "isolation"}
 
 // errFlags marks an invalid combination of flags.
 var errFlags = errors.New("invalid flags")

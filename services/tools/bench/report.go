@@ -176,6 +176,10 @@ type Report struct {
 	// Options.HistoryNotifications took, for the GET figure. Zero when
 	// that figure was not measured.
 	HistoryFilled time.Duration `json:"history_filled_ns"`
+	// Isolation is the webhook endpoints' isolation: a healthy endpoint's
+	// figures beside a sick one, with and without the breaker. Nil when
+	// that figure was not measured.
+	Isolation *IsolationResult `json:"isolation,omitempty"`
 }
 
 // Evaluate fills each row's ratio and verdict.

@@ -353,6 +353,20 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 		r.Rows = append(r.Rows, rows...)
 		r.HistoryFilled = filled
 	}
+	// The isolation needs no broker: the webhook sender against two
+	// local receivers, one of them never answering.
+	if slices.Contains(b.opts.Figures, "isolation") {
+		b.progress("isolation: a healthy webhook endpoint beside one that never answers")
+		opts := IsolationOptions{}
+		if b.opts.Quick {
+			opts = IsolationOptions{Workers: 8, Timeout: time.Second, Warmup: time.Second, Duration: time.Second}
+		}
+		res, err := Isolation(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("isolation: %w", err)
+		}
+		r.Isolation = &res
+	}
 	r.Elapsed = time.Since(started)
 	r.Evaluate()
 	return r, nil

@@ -220,6 +220,9 @@ func checkHistory(t *testing.T, r *bench.Report, progress string) {
 	if p50, p99 := rows[bench.FigHistoryGetP50], rows[bench.FigHistoryGetP99]; positive(p50.Relay) && positive(p99.Relay) && *p99.Relay < *p50.Relay {
 		t.Errorf("history GET p99 %v below p50 %v", *p99.Relay, *p50.Relay)
 	}
+	if iso := r.Isolation; iso == nil || iso.Absent.Throughput <= 0 || iso.Breaker.Throughput <= 0 || iso.Breaker.Latency.P99 <= 0 {
+		t.Errorf("isolation figures %+v, want the healthy endpoint measured in every scenario", r.Isolation)
+	}
 	if r.HistoryFilled <= 0 {
 		t.Errorf("history filled in %v, want a positive duration", r.HistoryFilled)
 	}

@@ -1,7 +1,7 @@
 // relay's dashboard: the notification history a page at a time, searched
 // and filtered; a notification's copies with every attempt and its full
 // error text; replay of a parked copy; live updates from the event stream;
-// queue depths. Every request carries the API token the visitor logged in
+// queue depths; the circuit of each webhook endpoint. Every request carries the API token the visitor logged in
 // with (kept in this tab's sessionStorage) as a bearer token. Plain
 // JavaScript, no dependencies, no inline script or style (the page's
 // Content-Security-Policy allows neither).
@@ -11,6 +11,9 @@
   const TOKEN_KEY = "relay.token";
   const PAGE_SIZE = 25;
   const QUEUE_REFRESH_MS = 2000;
+  const ENDPOINT_REFRESH_MS = 5000;
+  const ENDPOINT_PAGE_SIZE = 500; // the API's largest page
+  const ENDPOINT_MAX_PAGES = 4;
   const DETAIL_REFRESH_MS = 1500;
   const LIST_RELOAD_DEBOUNCE_MS = 800;
   const STREAM_RETRY_MIN_MS = 1000;
@@ -140,6 +143,7 @@
   $("login-cancel").addEventListener("click", () => begin());
   $("login-open").addEventListener("click", () => showLogin("", true));
   $("public-login").addEventListener("click", () => showLogin("", true));
+  $("endpoints-login").addEventListener("click", () => showLogin("", true));
   $("logout").addEventListener("click", () => {
     forget();
     begin();
@@ -164,6 +168,7 @@
     running = true;
     loadList();
     refreshQueues();
+    refreshEndpoints();
     connectStream();
     if (detail.id) loadDetail();
   }
@@ -174,6 +179,7 @@
     running = false;
     stopStream();
     clearTimeout(queueTimer);
+    stopEndpoints();
     clearTimeout(detail.timer);
     clearTimeout(listTimer);
   }
@@ -749,6 +755,155 @@
       strip.title = message(err);
     }
     if (running) queueTimer = setTimeout(refreshQueues, QUEUE_REFRESH_MS);
+  }
+
+  // ---- endpoints ---------------------------------------------------------
+
+  // The endpoints come from the API's GET /v1/endpoints, which needs the
+  // token even on a public dashboard. They are read every few seconds
+  // while the page is visible, and not at all while it is hidden.
+  let endpointTimer = 0;
+  let endpointSeq = 0;
+  const endpointRows = new Map();
+
+  function stopEndpoints() {
+    clearTimeout(endpointTimer);
+    endpointTimer = 0;
+    endpointSeq++; // a request in flight is dropped when it ends
+  }
+
+  // hostOf is the host (and port) of an endpoint's URL: never its path or
+  // query, which may hold a receiver's own secret.
+  function hostOf(raw) {
+    try {
+      return new URL(raw).host;
+    } catch {
+      return "";
+    }
+  }
+
+  // hostsOnly cuts the path and query off every URL in an error text: the
+  // sender's errors name the URL it posted to, path and all.
+  function hostsOnly(text) {
+    return String(text || "").replace(/\b(https?:\/\/[^\s/?#"'<>]+)[/?#][^\s"'<>]*?([:;,.)]?)(?=[\s"'<>]|$)/gi, "$1$2");
+  }
+
+  // readEndpoints reads every page of the endpoints, up to a bound.
+  async function readEndpoints() {
+    const all = [];
+    let cursor = "";
+    for (let i = 0; i < ENDPOINT_MAX_PAGES; i++) {
+      const params = new URLSearchParams({ limit: String(ENDPOINT_PAGE_SIZE) });
+      if (cursor) params.set("cursor", cursor);
+      const body = await call("/v1/endpoints?" + params.toString());
+      all.push(...(body.endpoints || []));
+      cursor = body.next_cursor || "";
+      if (!cursor) break;
+    }
+    return { endpoints: all, more: cursor !== "" };
+  }
+
+  async function refreshEndpoints() {
+    stopEndpoints();
+    if (!running) return;
+    const locked = !session.authenticated;
+    $("endpoints-locked").hidden = !locked;
+    if (locked) {
+      endpointRows.clear();
+      $("endpoints").replaceChildren();
+      $("endpoints-table").hidden = true;
+      endpointStatus("");
+      return;
+    }
+    if (document.hidden) return; // visibilitychange starts it again
+    const seq = endpointSeq;
+    try {
+      const got = await readEndpoints();
+      if (seq !== endpointSeq || !running) return;
+      drawEndpoints(got.endpoints, got.more);
+      $("endpoints-table").classList.remove("stale");
+    } catch (err) {
+      if (seq !== endpointSeq || !running) return;
+      if (err instanceof Unauthorized) {
+        expired(err.message);
+        return;
+      }
+      // Keep the last rows, marked stale, and say why.
+      $("endpoints-table").classList.add("stale");
+      endpointStatus("Endpoints unavailable: " + message(err));
+    }
+    if (running && !document.hidden) endpointTimer = setTimeout(refreshEndpoints, ENDPOINT_REFRESH_MS);
+  }
+
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) stopEndpoints();
+    else if (running) refreshEndpoints();
+  });
+
+  function endpointStatus(text) {
+    $("endpoints-status").textContent = text;
+    $("endpoints-status").hidden = !text;
+  }
+
+  // drawEndpoints shows the endpoints, a row each, updating the rows
+  // already shown in place: a refresh that changes nothing changes no
+  // element, so a selection in a row survives it.
+  function drawEndpoints(list, more) {
+    const rows = list.map((ep) => {
+      let tr = endpointRows.get(ep.id);
+      if (!tr) {
+        tr = el("tr", "endpoint");
+        tr.dataset.endpoint = ep.id;
+        tr.append(el("td", "id"), el("td", "host"), el("td", "description"), el("td", "enabled"),
+          el("td", "circuit"), el("td", "error"), el("td", "when"));
+      }
+      updateEndpoint(tr, ep);
+      return tr;
+    });
+    const same = rows.length === $("endpoints").children.length && rows.every((tr, i) => $("endpoints").children[i] === tr);
+    if (!same) $("endpoints").replaceChildren(...rows);
+    endpointRows.clear();
+    for (const tr of rows) endpointRows.set(tr.dataset.endpoint, tr);
+    $("endpoints-table").hidden = rows.length === 0;
+    if (rows.length === 0) endpointStatus("No endpoint yet: POST /v1/endpoints registers one.");
+    else if (more) endpointStatus("Showing the first " + fmtInt(rows.length) + " endpoints.");
+    else endpointStatus("");
+  }
+
+  // setText sets an element's text and title only when they change.
+  function setText(e, text, title) {
+    if (e.textContent !== text) e.textContent = text;
+    if ((title || "") !== e.title) e.title = title || "";
+  }
+
+  function updateEndpoint(tr, ep) {
+    const c = ep.circuit || {};
+    const state = c.state || "closed";
+    tr.dataset.circuit = state;
+    tr.dataset.enabled = String(!!ep.enabled);
+    tr.classList.toggle("disabled", !ep.enabled);
+    const cells = tr.children;
+    setText(cells[0], ep.id);
+    setText(cells[1], hostOf(ep.url));
+    setText(cells[2], ep.description || "", ep.description || "");
+    setText(cells[3], ep.enabled ? "yes" : "no", ep.enabled ? "" : hostsOnly(ep.disabled_reason));
+
+    // The circuit: a badge with the state, then since when.
+    let badge = cells[4].querySelector(".badge");
+    let since = cells[4].querySelector(".since");
+    if (!badge) {
+      badge = el("span", "badge");
+      since = el("span", "since muted");
+      cells[4].replaceChildren(badge, since);
+    }
+    const cls = "badge circuit-" + state;
+    if (badge.className !== cls) badge.className = cls;
+    setText(badge, state);
+    setText(since, c.since ? "since " + fmtTime(c.since) : "", c.since || "");
+
+    const lastError = hostsOnly(c.last_error);
+    setText(cells[5], lastError, lastError);
+    setText(cells[6], c.failing_since ? fmtTime(c.failing_since) : "—", c.failing_since || "");
   }
 
   // ---- formatting --------------------------------------------------------
