@@ -13,6 +13,7 @@ import (
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/retrier"
 )
 
@@ -30,6 +31,11 @@ func TestRetrierProcess(t *testing.T) {
 	t.Cleanup(func() {
 		if err := topo.Delete(conn); err != nil {
 			t.Error(err)
+		}
+		// The events exchange the retrier publishes its decisions on.
+		if ch, err := conn.Channel(); err == nil {
+			_ = ch.ExchangeDelete(events.ExchangeName(topo), false, false)
+			ch.Close()
 		}
 	})
 

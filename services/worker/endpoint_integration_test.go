@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/flaky"
@@ -53,7 +52,16 @@ func startEndpointStack(t *testing.T, env map[string]string) *endpointStack {
 	getenv := func(k string) string { return vars[k] }
 
 	conn := retrytest.Conn(t)
-	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL}
+	// The topology the services declare, wait queues of this schedule
+	// included, so that the cleanup deletes all of it.
+	cfg, err := worker.LoadConfig(getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, err := cfg.Topology(channel.Routes())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := topo.Declare(context.Background(), conn); err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
@@ -82,6 +83,11 @@ func start(t *testing.T, env map[string]string) *stack {
 	t.Cleanup(func() {
 		if err := topo.Delete(conn); err != nil {
 			t.Error(err)
+		}
+		// The events exchange the services publish their decisions on.
+		if ch, err := conn.Channel(); err == nil {
+			_ = ch.ExchangeDelete(events.ExchangeName(topo), false, false)
+			ch.Close()
 		}
 	})
 	run := func(name string, f func(context.Context, func(string) string, io.Writer) error) {
