@@ -40,7 +40,7 @@ type Config struct {
 	PermanentMatch string `env:"FLAKY_PERMANENT_MATCH" envDefault:"fail" help:"a substring of an address or path, such as fail"`
 	// WebhookSecret makes the receiver answer 401 to webhooks without a
 	// valid signature. Empty means signatures are not checked.
-	WebhookSecret string `env:"WEBHOOK_SECRET" secret:"true" help:"a Standard Webhooks secret, whsec_<base64>"`
+	WebhookSecret string `env:"WEBHOOK_SECRET" secret:"true" help:"a Standard Webhooks secret, whsec_<base64> of a random key of 24 bytes or more"`
 }
 
 // LoadConfig reads and checks the configuration from getenv. An error
@@ -76,9 +76,11 @@ func (c Config) Validate() error {
 		return config.Invalid("FLAKY_RATE_LIMIT_ATTEMPTS", fmt.Sprint(c.RateLimitAttempts), "a whole number of 1 or more")
 	}
 	if c.WebhookSecret != "" {
-		if _, err := webhooks.NewSigner(c.WebhookSecret); err != nil {
+		// The secret the workers sign with: the same check, so a demo
+		// cannot run with a key the workers would refuse.
+		if err := webhooks.CheckSecret(c.WebhookSecret); err != nil {
 			// The secret itself stays out of the message.
-			return fmt.Errorf("configuration: WEBHOOK_SECRET is not valid: want a Standard Webhooks secret, whsec_<base64> (%w)", err)
+			return fmt.Errorf("configuration: WEBHOOK_SECRET is not valid: want a Standard Webhooks secret, whsec_<base64> of a key of %d bytes or more (%w)", webhooks.MinKeyBytes, err)
 		}
 	}
 	return nil

@@ -41,7 +41,7 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		{"every scenario", map[string]string{"FLAKY_EMAIL_SCENARIO": "rate-limited", "FLAKY_WEBHOOK_SCENARIO": "permanent"}, nil},
 		{"rate bounds", map[string]string{"FLAKY_RATE": "1", "FLAKY_SEED": "0"}, nil},
-		{"valid secret", map[string]string{"WEBHOOK_SECRET": "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHM="}, nil},
+		{"valid secret", map[string]string{"WEBHOOK_SECRET": "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHMtb2YtZmxha3ktMDE="}, nil},
 		{"unknown email scenario", map[string]string{"FLAKY_EMAIL_SCENARIO": "broken"},
 			[]string{"FLAKY_EMAIL_SCENARIO", `"broken"`, "healthy, flaky, outage, rate-limited, slow, permanent"}},
 		{"unknown webhook scenario", map[string]string{"FLAKY_WEBHOOK_SCENARIO": "Healthy"},
@@ -54,6 +54,7 @@ func TestLoadConfig(t *testing.T) {
 		{"zero retry after", map[string]string{"FLAKY_RETRY_AFTER": "0s"}, []string{"FLAKY_RETRY_AFTER", "positive duration"}},
 		{"no rate limited attempts", map[string]string{"FLAKY_RATE_LIMIT_ATTEMPTS": "0"}, []string{"FLAKY_RATE_LIMIT_ATTEMPTS", "1 or more"}},
 		{"secret without prefix", map[string]string{"WEBHOOK_SECRET": "plain-text"}, []string{"WEBHOOK_SECRET", "whsec_<base64>"}},
+		{"key too short", map[string]string{"WEBHOOK_SECRET": "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHM="}, []string{"WEBHOOK_SECRET", "24 bytes or more"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,7 +22,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-const testSecret = "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHM="
+const testSecret = "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHMtb2YtZmxha3ktMDE="
 
 // testConfig is the default configuration with both listeners on free
 // loopback ports, changed by change.
