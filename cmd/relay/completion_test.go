@@ -68,10 +68,7 @@ func containsWord(s, w string) bool {
 // TestCompletionBash runs the bash script's function on command lines and
 // checks what it offers.
 func TestCompletionBash(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash on PATH")
-	}
+	bash := needShell(t, "bash")
 	path := filepath.Join(t.TempDir(), "relay.bash")
 	if err := os.WriteFile(path, []byte(script(t, "bash")), 0o644); err != nil {
 		t.Fatal(err)
@@ -139,13 +136,7 @@ func TestCompletionBash(t *testing.T) {
 func TestCompletionSyntax(t *testing.T) {
 	for _, shell := range shells {
 		t.Run(shell, func(t *testing.T) {
-			bin, err := exec.LookPath(shell)
-			if err != nil {
-				if os.Getenv("CI") == "true" {
-					t.Fatalf("no %s on PATH in CI (.ci/run installs it)", shell)
-				}
-				t.Skipf("no %s on PATH", shell)
-			}
+			bin := needShell(t, shell)
 			path := filepath.Join(t.TempDir(), "relay."+shell)
 			if err := os.WriteFile(path, []byte(script(t, shell)), 0o644); err != nil {
 				t.Fatal(err)
@@ -175,4 +166,18 @@ func TestToolFlags(t *testing.T) {
 			t.Errorf("relay send's flags %q lack %s", flags, want)
 		}
 	}
+}
+
+// needShell returns the path of shell, skipping the test where it is not
+// installed, and failing it in CI (CI=true), where .ci/run installs it.
+func needShell(t *testing.T, shell string) string {
+	t.Helper()
+	bin, err := exec.LookPath(shell)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no %s on PATH in CI (.ci/run installs it)", shell)
+		}
+		t.Skipf("no %s on PATH", shell)
+	}
+	return bin
 }
