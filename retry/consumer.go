@@ -137,7 +137,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		err = Call(ctx, c.Handler, m)
 	}
 	took := time.Since(start)
-	e := Event{MessageID: m.ID, Queue: c.Queue, Attempt: m.Attempt, Round: replays(d.Headers), At: time.Now(), Published: d.Timestamp, Duration: took}
+	e := Event{MessageID: m.ID, Recipient: Recipient(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: replays(d.Headers), At: time.Now(), Published: d.Timestamp, Duration: took}
 	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt, "duration_ms", took.Milliseconds())
 
 	var settleErr error
@@ -161,7 +161,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		// reject over AMQP 0-9-1: the broker's schedule applies.
 		events[0].Outcome, events[0].Err = Failed, err.Error()
 		if m.Attempt <= t.Policy.Retries() {
-			events = append(events, Event{Outcome: Retrying, MessageID: m.ID, Queue: c.Queue, Attempt: m.Attempt, Round: e.Round,
+			events = append(events, Event{Outcome: Retrying, MessageID: m.ID, Recipient: e.Recipient, Queue: c.Queue, Attempt: m.Attempt, Round: e.Round,
 				Delay: t.Policy.Delay(m.Attempt), At: time.Now(), Published: d.Timestamp})
 		}
 		settleErr = d.Reject(true /* requeue */)
@@ -207,7 +207,7 @@ func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, attemp
 	now := time.Now()
 	hint, _ := RetryAfter(cause)
 	dec := t.decide(d.Headers, hint, started(d), now)
-	e := Event{MessageID: d.MessageId, Queue: c.Queue, Attempt: attempt, Round: replays(d.Headers), At: now, Published: d.Timestamp, Err: cause.Error()}
+	e := Event{MessageID: d.MessageId, Recipient: Recipient(d.Headers), Queue: c.Queue, Attempt: attempt, Round: replays(d.Headers), At: now, Published: d.Timestamp, Err: cause.Error()}
 	if dec.park != "" {
 		e.Outcome, e.Reason = Parked, dec.park
 		return e, c.park(ctx, pub, d, cause, dec.retries, dec.park)
@@ -243,7 +243,7 @@ func (c *Consumer) waitLonger(ctx context.Context, pub *Hop, d *amqp.Delivery) (
 		return false, nil // attempt it now rather than not at all
 	}
 	if c.Observe != nil {
-		c.Observe(Event{Outcome: Waiting, MessageID: d.MessageId, Queue: c.Queue, Attempt: c.Topology.attempts(d.Headers), Round: replays(d.Headers),
+		c.Observe(Event{Outcome: Waiting, MessageID: d.MessageId, Recipient: Recipient(d.Headers), Queue: c.Queue, Attempt: c.Topology.attempts(d.Headers), Round: replays(d.Headers),
 			Delay: wait, At: now, Published: d.Timestamp})
 	}
 	return true, d.Ack(false)

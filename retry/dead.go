@@ -17,10 +17,13 @@ import (
 
 // DeadLetter is one message in the dead-letter queue, with its history.
 type DeadLetter struct {
-	ID      string `json:"id"`
-	Source  string `json:"source"`
-	Reason  string `json:"reason"`
-	Retries int    `json:"retries"`
+	ID string `json:"id"`
+	// Recipient is the recipient the message is the copy for
+	// (HeaderRecipient), when its producer sent one per recipient.
+	Recipient string `json:"recipient,omitempty"`
+	Source    string `json:"source"`
+	Reason    string `json:"reason"`
+	Retries   int    `json:"retries"`
 	// Replays is how often the message was replayed before it was parked
 	// this time (HeaderReplays): the round of retries that parked it.
 	Replays int `json:"replays"`
@@ -43,17 +46,24 @@ type DeadLetter struct {
 
 // Filter selects parked messages. Its zero value selects all of them.
 type Filter struct {
-	// ID selects one message id. The channel copies of one notification
-	// share its id, so one id can select a parked copy from each channel.
+	// ID selects one message id. The copies of one notification share its
+	// id, so one id can select a parked copy from each channel, and from
+	// email one for each recipient.
 	ID string
 	// Source selects messages parked from one work queue (as named in
 	// x-dead-source, prefix included).
 	Source string
+	// Recipient selects the copies for one recipient: those whose
+	// HeaderRecipient, as Recipient reads it, is exactly this. An email
+	// goes out as one copy per recipient, all with the notification's id
+	// and from the same queue, so only the recipient tells them apart.
+	Recipient string
 }
 
 func (f Filter) match(d *amqp.Delivery) bool {
 	return (f.ID == "" || d.MessageId == f.ID) &&
-		(f.Source == "" || headerString(d.Headers, HeaderDeadSource) == f.Source)
+		(f.Source == "" || headerString(d.Headers, HeaderDeadSource) == f.Source) &&
+		(f.Recipient == "" || Recipient(d.Headers) == f.Recipient)
 }
 
 // ErrNotParked means no parked message has the id a Filter names: Get,
@@ -61,12 +71,17 @@ func (f Filter) match(d *amqp.Delivery) bool {
 // that they did nothing. A Filter without an id never gets it.
 var ErrNotParked = errors.New("not in the dead-letter queue")
 
-// notParked is ErrNotParked for f's id (and source, if it names one).
+// notParked is ErrNotParked for f's id (and recipient and source, if it
+// names them).
 func notParked(f Filter) error {
-	if f.Source != "" {
-		return fmt.Errorf("message %q parked from %q: %w", f.ID, f.Source, ErrNotParked)
+	what := fmt.Sprintf("message %q", f.ID)
+	if f.Recipient != "" {
+		what += fmt.Sprintf(" for %q", f.Recipient)
 	}
-	return fmt.Errorf("message %q: %w", f.ID, ErrNotParked)
+	if f.Source != "" {
+		what += fmt.Sprintf(" parked from %q", f.Source)
+	}
+	return fmt.Errorf("%s: %w", what, ErrNotParked)
 }
 
 func parkedFrom(d *amqp.Delivery) DeadLetter {
@@ -75,7 +90,7 @@ func parkedFrom(d *amqp.Delivery) DeadLetter {
 		return at
 	}
 	return DeadLetter{
-		ID: d.MessageId, Source: headerString(d.Headers, HeaderDeadSource), Reason: headerString(d.Headers, HeaderDeadReason),
+		ID: d.MessageId, Recipient: Recipient(d.Headers), Source: headerString(d.Headers, HeaderDeadSource), Reason: headerString(d.Headers, HeaderDeadReason),
 		Retries: RetryCount(d.Headers), Replays: replays(d.Headers), PriorRetries: priorRetries(d.Headers),
 		PriorError: headerString(d.Headers, HeaderPriorError), FirstFailedAt: t(HeaderFirstFailedAt), ParkedAt: t(HeaderParkedAt),
 		LastError: headerString(d.Headers, HeaderLastError), PublishedAt: d.Timestamp,
@@ -256,9 +271,10 @@ func (dl DeadLetters) List(ctx context.Context, f Filter, limit int) ([]DeadLett
 	return out, err
 }
 
-// Get returns every parked message with f's id (narrowed to f.Source, if
-// set): one per channel copy of a notification parked from several. None
-// is ErrNotParked. Like List, it removes nothing.
+// Get returns every parked message with f's id (narrowed to f.Source and
+// f.Recipient, if set): one per copy of a notification parked, by channel
+// and, for email, by recipient. None is ErrNotParked. Like List, it
+// removes nothing.
 func (dl DeadLetters) Get(ctx context.Context, f Filter) ([]DeadLetter, error) {
 	if f.ID == "" {
 		return nil, errors.New("get a parked message: no id given")
@@ -308,7 +324,7 @@ func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 		}
 		n++
 		if dl.Observe != nil {
-			dl.Observe(Event{Outcome: Replayed, MessageID: d.MessageId, Queue: source, Round: replays(h), At: time.Now(), Published: d.Timestamp})
+			dl.Observe(Event{Outcome: Replayed, MessageID: d.MessageId, Recipient: Recipient(d.Headers), Queue: source, Round: replays(h), At: time.Now(), Published: d.Timestamp})
 		}
 		return true, nil
 	})

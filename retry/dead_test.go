@@ -169,11 +169,60 @@ func TestNotParked(t *testing.T) {
 	}{
 		{Filter{ID: "zzz"}, `message "zzz": not in the dead-letter queue`},
 		{Filter{ID: "zzz", Source: "p.email-queue"}, `message "zzz" parked from "p.email-queue": not in the dead-letter queue`},
+		{Filter{ID: "zzz", Recipient: "typo@exmaple.com"}, `message "zzz" for "typo@exmaple.com": not in the dead-letter queue`},
+		{Filter{ID: "zzz", Source: "p.email-queue", Recipient: "typo@exmaple.com"},
+			`message "zzz" for "typo@exmaple.com" parked from "p.email-queue": not in the dead-letter queue`},
 	}
 	for _, tt := range tests {
 		err := notParked(tt.f)
 		if !errors.Is(err, ErrNotParked) || err.Error() != tt.want {
 			t.Errorf("notParked(%+v) = %v, want %q wrapping ErrNotParked", tt.f, err, tt.want)
 		}
+	}
+}
+
+// TestFilterMatch: the two email copies of one notification share its id
+// and source; only the recipient tells them apart.
+func TestFilterMatch(t *testing.T) {
+	copyFor := func(id, source, recipient string) *amqp.Delivery {
+		h := amqp.Table{HeaderDeadSource: source}
+		if recipient != "" {
+			h[HeaderRecipient] = recipient
+		}
+		return &amqp.Delivery{MessageId: id, Headers: h}
+	}
+	typo := copyFor("n1", "p.email-queue", "typo@exmaple.com")
+	full := copyFor("n1", "p.email-queue", "full@example.com")
+	other := copyFor("n2", "p.email-queue", "typo@exmaple.com")
+	webhook := copyFor("n1", "p.webhook-queue", "")
+	bytesHeader := &amqp.Delivery{MessageId: "n1", Headers: amqp.Table{HeaderDeadSource: "p.email-queue",
+		HeaderRecipient: []byte("typo@exmaple.com")}}
+	all := []*amqp.Delivery{typo, full, other, webhook, bytesHeader}
+	tests := []struct {
+		name string
+		f    Filter
+		want []*amqp.Delivery
+	}{
+		{"zero value: every one", Filter{}, all},
+		{"id: every copy", Filter{ID: "n1"}, []*amqp.Delivery{typo, full, webhook, bytesHeader}},
+		{"id and recipient: that recipient's copy", Filter{ID: "n1", Recipient: "typo@exmaple.com"}, []*amqp.Delivery{typo, bytesHeader}},
+		{"id, source and recipient", Filter{ID: "n1", Source: "p.email-queue", Recipient: "full@example.com"}, []*amqp.Delivery{full}},
+		{"recipient alone: across notifications", Filter{Recipient: "typo@exmaple.com"}, []*amqp.Delivery{typo, other, bytesHeader}},
+		{"exact match only", Filter{Recipient: "TYPO@exmaple.com"}, nil},
+		{"a prefix is no match", Filter{Recipient: "typo@"}, nil},
+		{"a copy without a recipient never matches one", Filter{ID: "n1", Source: "p.webhook-queue", Recipient: "full@example.com"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []*amqp.Delivery
+			for _, d := range all {
+				if tt.f.match(d) {
+					got = append(got, d)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("%+v matches (-want +got):\n%s", tt.f, diff)
+			}
+		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -63,7 +65,32 @@ const (
 	// HeaderPriorError is, on a replayed message, the last error of the
 	// round that ended when it was parked.
 	HeaderPriorError = "x-prior-error"
+	// HeaderRecipient names the recipient a message is the copy for, when
+	// its producer sends one message per recipient (relay's API does for
+	// email, so each recipient is retried and parked on its own). It is
+	// the producer's, like the message id: relay carries it unchanged and
+	// reports it in every Event about the message.
+	HeaderRecipient = "x-recipient"
 )
+
+// MaxRecipientLength bounds HeaderRecipient: a longer value, or one that
+// is not printable text, is not reported.
+const MaxRecipientLength = 320
+
+// Recipient reads HeaderRecipient: empty when it is missing, too long or
+// holds a control character.
+func Recipient(h amqp.Table) string {
+	r := headerString(h, HeaderRecipient)
+	if len(r) > MaxRecipientLength || !utf8.ValidString(r) {
+		return ""
+	}
+	for _, c := range r {
+		if unicode.IsControl(c) {
+			return ""
+		}
+	}
+	return r
+}
 
 // pipelineHeaders are the headers relay writes to route, count and explain
 // a message. On a message that a producer published to the ingress

@@ -179,3 +179,27 @@ func TestErrors(t *testing.T) {
 		t.Error("a zero wait must not count as a hint")
 	}
 }
+
+func TestRecipient(t *testing.T) {
+	for _, c := range []struct {
+		value any
+		want  string
+	}{
+		{nil, ""},
+		{"ada@example.com", "ada@example.com"},
+		{[]byte("ada@example.com"), "ada@example.com"},
+		{int32(7), ""},
+		{strings.Repeat("a", MaxRecipientLength), strings.Repeat("a", MaxRecipientLength)},
+		{strings.Repeat("a", MaxRecipientLength+1), ""},
+		{"ada@example.com\r\nBcc: eve@example.com", ""},
+		{"\xff@example.com", ""},
+	} {
+		h := amqp.Table{}
+		if c.value != nil {
+			h[HeaderRecipient] = c.value
+		}
+		if got := Recipient(h); got != c.want {
+			t.Errorf("Recipient(%q) = %q, want %q", c.value, got, c.want)
+		}
+	}
+}

@@ -37,6 +37,9 @@ type Event struct {
 	// Outcome is what was decided.
 	Outcome   Outcome
 	MessageID string
+	// Recipient is the message's HeaderRecipient: the recipient it is the
+	// copy for, when its producer sends one per recipient.
+	Recipient string
 	// Queue is the work queue the message belongs to.
 	Queue string
 	// Attempt is the attempt that just ended (1 for the first delivery).
