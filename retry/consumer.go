@@ -76,6 +76,8 @@ type Consumer struct {
 
 	guard *quarantine
 	once  sync.Once
+	// slots holds one token per handler running: at most Concurrency.
+	slots chan struct{}
 }
 
 // Run consumes the queue on conn until ctx is done (then finishes the
@@ -98,9 +100,15 @@ func (c *Consumer) Run(ctx context.Context, conn *amqp.Connection) error {
 			c.ShutdownTimeout = DefaultShutdownTimeout
 		}
 		c.guard = newQuarantine(c.Management, c.Topology, c.Logger)
+		c.slots = make(chan struct{}, c.Concurrency)
 	})
 	careful := c.guard.check(ctx, conn, c.Queue, c.Prefetch)
-	stillCareful, err := serve(ctx, conn, c.Queue, c.Prefetch, careful, c.Concurrency, "relay-"+c.Queue, c.ShutdownTimeout, c.handle)
+	// A worker per message of the window, a handler slot per Concurrency:
+	// a worker whose handler is done gives its slot back at once, and
+	// waits for the broker's confirm of the message's hand-off (to wait,
+	// or to the error stage) without holding up the next handler.
+	workers := max(c.Prefetch, c.Concurrency)
+	stillCareful, err := serve(ctx, conn, c.Queue, c.Prefetch, careful, workers, "relay-"+c.Queue, c.ShutdownTimeout, c.handle)
 	c.guard.observe(c.Queue, err, stillCareful)
 	return err
 }
@@ -134,7 +142,16 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		// it now, with its large headers dropped.
 		err = oversized{fmt.Errorf("its headers need %d bytes of the %d-byte AMQP frame", need, pub.conn.Config.FrameSize)}
 	} else {
+		select {
+		case c.slots <- struct{}{}:
+		case <-ctx.Done():
+			// Shut down before a handler was free: not attempted, back
+			// to the queue as it came.
+			return d.Nack(false, true /* requeue */)
+		}
+		start = time.Now()
 		err = Call(ctx, c.Handler, m)
+		<-c.slots
 	}
 	took := time.Since(start)
 	e := Event{MessageID: m.ID, Recipient: Recipient(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: replays(d.Headers), At: time.Now(), Published: d.Timestamp, Duration: took}
