@@ -112,7 +112,7 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 				results[i].problem = publishProblem(errs[i], ingress, deps.PublishTimeout)
 				continue
 			}
-			results[i].accepted = &accepted{ID: n.ID, Channels: channels[i]}
+			results[i].accepted = acceptedOf(n, channels[i])
 			deps.Log.Info("notification accepted", "id", n.ID, "channels", channels[i], "batch_index", i)
 		}
 		status := http.StatusAccepted

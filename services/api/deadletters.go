@@ -106,7 +106,8 @@ func sourceQueue(t retry.Topology, q string) string {
 }
 
 // deadLetterQuery reads the query parameters of a dead-letter route, which
-// takes those in allowed (of source, id and limit), naming each bad one.
+// takes those in allowed (of source, recipient, id and limit), naming each
+// bad one.
 // Without a limit parameter, limit is DefaultDeadLetterLimit.
 func deadLetterQuery(r *http.Request, t retry.Topology, allowed ...string) (f retry.Filter, limit int, bad notification.Invalid) {
 	v := r.URL.Query()
@@ -123,7 +124,7 @@ func deadLetterQuery(r *http.Request, t retry.Topology, allowed ...string) (f re
 			bad = append(bad, notification.FieldError{Field: name, Message: "given " + strconv.Itoa(len(v[name])) + " times: give it once"})
 		}
 	}
-	f = retry.Filter{ID: v.Get("id"), Source: sourceQueue(t, v.Get("source"))}
+	f = retry.Filter{ID: v.Get("id"), Source: sourceQueue(t, v.Get("source")), Recipient: v.Get("recipient")}
 	limit = DefaultDeadLetterLimit
 	if s := v.Get("limit"); s != "" && slices.Contains(allowed, "limit") {
 		n, err := strconv.Atoi(s)
@@ -180,7 +181,7 @@ func deadLetterFailed(deps Deps, w http.ResponseWriter, what string, done int, e
 
 func handleListDeadLetters(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		f, limit, bad := deadLetterQuery(r, deps.Topology, "id", "limit", "source")
+		f, limit, bad := deadLetterQuery(r, deps.Topology, "id", "limit", "recipient", "source")
 		if len(bad) > 0 {
 			writeProblem(w, invalidQuery(bad))
 			return
@@ -203,10 +204,10 @@ func handleListDeadLetters(deps Deps) http.HandlerFunc {
 	}
 }
 
-// idFilter reads the {id} of a dead-letter route and its source
-// parameter, or answers 422.
+// idFilter reads the {id} of a dead-letter route and its recipient and
+// source parameters, or answers 422.
 func idFilter(deps Deps, w http.ResponseWriter, r *http.Request) (retry.Filter, bool) {
-	f, _, bad := deadLetterQuery(r, deps.Topology, "source")
+	f, _, bad := deadLetterQuery(r, deps.Topology, "recipient", "source")
 	if len(bad) > 0 {
 		writeProblem(w, invalidQuery(bad))
 		return f, false
@@ -218,8 +219,8 @@ func idFilter(deps Deps, w http.ResponseWriter, r *http.Request) (retry.Filter, 
 // deadLetterView is the answer of GET /v1/dead-letters/{id}.
 type deadLetterView struct {
 	ID string `json:"id"`
-	// DeadLetters holds a parked copy from each channel the notification
-	// was parked from: they share its id.
+	// DeadLetters holds each parked copy of the notification: one per
+	// channel, and for email one per recipient. They share its id.
 	DeadLetters []retry.DeadLetterDetail `json:"dead_letters"`
 }
 
@@ -268,23 +269,28 @@ func handleReplayDeadLetter(deps Deps) http.HandlerFunc {
 type replayRequest struct {
 	Source string `json:"source"`
 	ID     string `json:"id"`
-	All    bool   `json:"all"`
+	// Recipient narrows the selection to the copies for one recipient
+	// (x-recipient): alone, that recipient's parked copies of every
+	// notification.
+	Recipient string `json:"recipient"`
+	All       bool   `json:"all"`
 }
 
 // invalid names what is wrong with the selection: nothing selected, or
 // all together with a narrower choice.
 func (req replayRequest) invalid() notification.Invalid {
+	narrowed := req.Source != "" || req.ID != "" || req.Recipient != ""
 	switch {
-	case req.All && (req.Source != "" || req.ID != ""):
-		return notification.Invalid{{Field: "all", Message: "all selects every parked message: leave out source and id, or leave out all"}}
-	case !req.All && req.Source == "" && req.ID == "":
-		return notification.Invalid{{Field: "source", Message: "name a source queue or an id, or set all to true"}}
+	case req.All && narrowed:
+		return notification.Invalid{{Field: "all", Message: "all selects every parked message: leave out source, id and recipient, or leave out all"}}
+	case !req.All && !narrowed:
+		return notification.Invalid{{Field: "source", Message: "name a source queue, an id or a recipient, or set all to true"}}
 	}
 	return nil
 }
 
 func (req replayRequest) filter(t retry.Topology) retry.Filter {
-	return retry.Filter{ID: req.ID, Source: sourceQueue(t, req.Source)}
+	return retry.Filter{ID: req.ID, Source: sourceQueue(t, req.Source), Recipient: req.Recipient}
 }
 
 // purgeRequest is the body of POST /v1/dead-letters/purge.
@@ -323,7 +329,7 @@ func decodeSelection(w http.ResponseWriter, r *http.Request, v any, takes string
 func handleReplayDeadLetters(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req replayRequest
-		if !decodeSelection(w, r, &req, "source, id or all") {
+		if !decodeSelection(w, r, &req, "source, id, recipient or all") {
 			return
 		}
 		if bad := req.invalid(); len(bad) > 0 {
@@ -337,7 +343,7 @@ func handleReplayDeadLetters(deps Deps) http.HandlerFunc {
 func handlePurgeDeadLetters(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req purgeRequest
-		if !decodeSelection(w, r, &req, "source, id or all, and confirm") {
+		if !decodeSelection(w, r, &req, "source, id, recipient or all, and confirm") {
 			return
 		}
 		bad := req.invalid()
@@ -362,7 +368,9 @@ func replay(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) {
 		deadLetterFailed(deps, w, "replayed", n, err)
 		return
 	}
-	deps.Log.Info("replayed dead letters", "replayed", n, "id", f.ID, "source", f.Source)
+	// No email address goes into the log: by_recipient only says the
+	// selection named one.
+	deps.Log.Info("replayed dead letters", "replayed", n, "id", f.ID, "source", f.Source, "by_recipient", f.Recipient != "")
 	writeJSON(w, http.StatusOK, map[string]int{"replayed": n})
 }
 
@@ -376,6 +384,6 @@ func purge(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) {
 		deadLetterFailed(deps, w, "purged", n, err)
 		return
 	}
-	deps.Log.Info("purged dead letters", "purged", n, "id", f.ID, "source", f.Source)
+	deps.Log.Info("purged dead letters", "purged", n, "id", f.ID, "source", f.Source, "by_recipient", f.Recipient != "")
 	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
 }

@@ -30,16 +30,26 @@ const defaultWait = 10 * time.Second
 // (without prefix) straight into p's dead-letter exchange.
 func (p *apiProcess) park(t *testing.T, id, queue string, body []byte, contentType string) {
 	t.Helper()
+	p.parkFor(t, id, queue, "", body, contentType)
+}
+
+// parkFor is park for the copy of id for one recipient (x-recipient; none
+// when empty).
+func (p *apiProcess) parkFor(t *testing.T, id, queue, recipient string, body []byte, contentType string) {
+	t.Helper()
 	ch, err := p.conn.Channel()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ch.Close()
+	h := amqp.Table{retry.HeaderDeadSource: p.topo.Name(queue), retry.HeaderDeadReason: retry.ReasonMaxRetries,
+		retry.HeaderRetryCount: int32(5), retry.HeaderFirstFailedAt: "2026-01-02T03:04:05Z",
+		retry.HeaderParkedAt: "2026-01-02T03:09:05Z", retry.HeaderLastError: "503 busy", "tenant": "acme"}
+	if recipient != "" {
+		h[retry.HeaderRecipient] = recipient
+	}
 	if err := ch.Publish(p.topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{
-		MessageId: id, ContentType: contentType, Body: body, DeliveryMode: amqp.Persistent,
-		Headers: amqp.Table{retry.HeaderDeadSource: p.topo.Name(queue), retry.HeaderDeadReason: retry.ReasonMaxRetries,
-			retry.HeaderRetryCount: int32(5), retry.HeaderFirstFailedAt: "2026-01-02T03:04:05Z",
-			retry.HeaderParkedAt: "2026-01-02T03:09:05Z", retry.HeaderLastError: "503 busy", "tenant": "acme"},
+		MessageId: id, ContentType: contentType, Body: body, DeliveryMode: amqp.Persistent, Headers: h,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -283,5 +293,124 @@ func TestDeadLettersSameOnBothSurfaces(t *testing.T) {
 	if code != http.StatusNotFound || !strings.Contains(string(body), `\"zzz\"`) || !errors.Is(err, retry.ErrNotParked) ||
 		!strings.Contains(err.Error(), `"zzz"`) {
 		t.Errorf("unknown id: API %d %s; CLI %v", code, body, err)
+	}
+}
+
+// TestDeadLettersByRecipientOnTheBroker parks the two email copies of one
+// notification, one per recipient, and a copy of another notification for
+// one of them, then selects by recipient on the API and with `relay dead`:
+// the same answers on both, and replaying or deleting one recipient's copy
+// leaves the other parked.
+func TestDeadLettersByRecipientOnTheBroker(t *testing.T) {
+	p := startAPI(t, deadLetterToken)
+	const typo, full = "typo@exmaple.com", "full@example.com"
+	p.parkFor(t, "split", "email-queue", typo, []byte(`{"to":["typo@exmaple.com"]}`), "application/json")
+	p.parkFor(t, "split", "email-queue", full, []byte(`{"to":["full@example.com"]}`), "application/json")
+	p.parkFor(t, "other", "email-queue", typo, []byte(`{"to":["typo@exmaple.com"]}`), "application/json")
+	retrytest.Eventually(t, defaultWait, func() bool { return p.depth(t, retry.DeadQueue) == 3 }, "not parked")
+
+	// list answers the copies, in queue order; cli answers them from
+	// relay dead list --json.
+	list := func(query string) []retry.DeadLetter {
+		t.Helper()
+		code, body := p.do(t, http.MethodGet, "/v1/dead-letters"+query, "")
+		var got struct {
+			DeadLetters []retry.DeadLetter `json:"dead_letters"`
+		}
+		if err := json.Unmarshal(body, &got); code != http.StatusOK || err != nil {
+			t.Fatalf("GET /v1/dead-letters%s = %d %s", query, code, body)
+		}
+		return got.DeadLetters
+	}
+	cli := func(args ...string) []retry.DeadLetter {
+		t.Helper()
+		out, err := p.cli(t, "", append([]string{"list", "--json"}, args...)...)
+		if err != nil {
+			t.Fatalf("relay dead list --json %q: %v", args, err)
+		}
+		var got []retry.DeadLetter
+		for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+			var d retry.DeadLetter
+			if err := json.Unmarshal([]byte(l), &d); err != nil {
+				t.Fatalf("relay dead list --json: %q: %v", l, err)
+			}
+			got = append(got, d)
+		}
+		return got
+	}
+	type pick struct{ ID, Recipient string }
+	picks := func(list []retry.DeadLetter) []pick {
+		var out []pick
+		for _, d := range list {
+			out = append(out, pick{d.ID, d.Recipient})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name  string
+		query string
+		args  []string
+		want  []pick
+	}{
+		{"the id: both recipients' copies", "?id=split", []string{"--id", "split"}, []pick{{"split", typo}, {"split", full}}},
+		{"the id and a recipient", "?id=split&recipient=" + typo, []string{"--id", "split", "--recipient", typo}, []pick{{"split", typo}}},
+		{"a recipient alone: across notifications", "?recipient=" + typo, []string{"--recipient", typo}, []pick{{"split", typo}, {"other", typo}}},
+		{"with the source too", "?source=email-queue&recipient=" + full, []string{"--source", "email-queue", "--recipient", full}, []pick{{"split", full}}},
+	} {
+		if diff := cmp.Diff(tt.want, picks(list(tt.query))); diff != "" {
+			t.Errorf("%s: API (-want +got):\n%s", tt.name, diff)
+		}
+		if diff := cmp.Diff(tt.want, picks(cli(tt.args...))); diff != "" {
+			t.Errorf("%s: relay dead list (-want +got):\n%s", tt.name, diff)
+		}
+	}
+	if code, body := p.do(t, http.MethodGet, "/v1/dead-letters/split?recipient="+full, ""); code != http.StatusOK ||
+		strings.Count(string(body), `"size":`) != 1 || !strings.Contains(string(body), `"recipient":"full@example.com"`) {
+		t.Errorf("GET split for %s = %d %s, want its copy alone", full, code, body)
+	}
+	// A recipient with nothing parked for the id: a 404 and an
+	// ErrNotParked, both naming it, and nothing moves.
+	code, body := p.do(t, http.MethodPost, "/v1/dead-letters/replay", `{"id":"split","recipient":"nobody@example.com"}`)
+	_, err := p.cli(t, "", "replay", "--id", "split", "--recipient", "nobody@example.com")
+	if code != http.StatusNotFound || !strings.Contains(string(body), `for \"nobody@example.com\"`) ||
+		!errors.Is(err, retry.ErrNotParked) || !strings.Contains(err.Error(), `for "nobody@example.com"`) {
+		t.Errorf("replay for nobody: API %d %s; CLI %v", code, body, err)
+	}
+	if got := p.depth(t, retry.DeadQueue); got != 3 {
+		t.Fatalf("after the refusals, %d parked; want all 3", got)
+	}
+
+	// Replay the typo's copy of split: it alone goes back.
+	if code, body := p.do(t, http.MethodPost, "/v1/dead-letters/replay", `{"id":"split","recipient":"`+typo+`"}`); code != http.StatusOK ||
+		string(body) != "{\"replayed\":1}\n" {
+		t.Fatalf("replay split for %s = %d %s", typo, code, body)
+	}
+	ch, err := p.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	d, ok, err := ch.Get(p.topo.Name("email-queue"), true /* autoAck */)
+	if err != nil || !ok || d.MessageId != "split" || retry.Recipient(d.Headers) != typo {
+		t.Fatalf("email-queue after the replay: %s for %q, %t, %v; want split for %s", d.MessageId, retry.Recipient(d.Headers), ok, err, typo)
+	}
+	if got := p.depth(t, "email-queue"); got != 0 {
+		t.Errorf("email-queue holds %d more after replaying one recipient's copy", got)
+	}
+	if diff := cmp.Diff([]pick{{"split", full}, {"other", typo}}, picks(list("?limit=0"))); diff != "" {
+		t.Errorf("still parked after the replay (-want +got):\n%s", diff)
+	}
+
+	// The command replays by recipient too.
+	if out, err := p.cli(t, "", "replay", "--id", "other", "--recipient", typo); err != nil || !strings.Contains(out, "replayed 1 ") {
+		t.Fatalf("relay dead replay --id other --recipient %s = %q, %v", typo, out, err)
+	}
+	// Delete full's copy by recipient: the queue is empty.
+	if code, body := p.do(t, http.MethodDelete, "/v1/dead-letters/split?recipient="+full, ""); code != http.StatusOK ||
+		string(body) != "{\"purged\":1}\n" {
+		t.Errorf("DELETE split for %s = %d %s", full, code, body)
+	}
+	if got := p.depth(t, retry.DeadQueue); got != 0 {
+		t.Errorf("%d still parked", got)
 	}
 }

@@ -25,13 +25,18 @@ type fakeStore struct {
 }
 
 func (f *fakeStore) record(op string, flt retry.Filter, limit int) {
-	f.calls = append(f.calls, fmt.Sprintf("%s id=%q source=%q limit=%d", op, flt.ID, flt.Source, limit))
+	call := fmt.Sprintf("%s id=%q source=%q limit=%d", op, flt.ID, flt.Source, limit)
+	if flt.Recipient != "" {
+		call += fmt.Sprintf(" recipient=%q", flt.Recipient)
+	}
+	f.calls = append(f.calls, call)
 }
 
 func (f *fakeStore) match(flt retry.Filter) []retry.DeadLetter {
 	var out []retry.DeadLetter
 	for _, p := range f.parked {
-		if (flt.ID == "" || p.ID == flt.ID) && (flt.Source == "" || p.Source == flt.Source) {
+		if (flt.ID == "" || p.ID == flt.ID) && (flt.Source == "" || p.Source == flt.Source) &&
+			(flt.Recipient == "" || p.Recipient == flt.Recipient) {
 			out = append(out, p)
 		}
 	}
@@ -42,6 +47,9 @@ func (f *fakeStore) match(flt retry.Filter) []retry.DeadLetter {
 // nothing.
 func (f *fakeStore) notParked(flt retry.Filter, n int) error {
 	if f.err == nil && n == 0 && flt.ID != "" {
+		if flt.Recipient != "" {
+			return fmt.Errorf("message %q for %q: %w", flt.ID, flt.Recipient, retry.ErrNotParked)
+		}
 		return fmt.Errorf("message %q: %w", flt.ID, retry.ErrNotParked)
 	}
 	return f.err
@@ -76,13 +84,16 @@ func (f *fakeStore) Purge(_ context.Context, flt retry.Filter) (int, error) {
 
 const deadLetterToken = "dead-letter-token-0123456789"
 
-// deadLetterServer is the API over a fakeStore holding a (email) and b
-// (webhook), under the topology prefix "p.".
+// deadLetterServer is the API over a fakeStore holding a (email), b
+// (webhook) and the two email copies of s, one for each recipient, under
+// the topology prefix "p.".
 func deadLetterServer(store *fakeStore, noStore bool) http.Handler {
 	if store.parked == nil {
 		store.parked = []retry.DeadLetter{
 			{ID: "a", Source: "p.email-queue", Reason: retry.ReasonMaxRetries, ContentType: "application/json", Body: []byte(`{"to":"ada"}`)},
 			{ID: "b", Source: "p.webhook-queue", Reason: retry.ReasonPermanent, ContentType: "application/octet-stream", Body: []byte{0xff, 0x00}},
+			{ID: "s", Recipient: "typo@exmaple.com", Source: "p.email-queue", Reason: retry.ReasonPermanent},
+			{ID: "s", Recipient: "full@example.com", Source: "p.email-queue", Reason: retry.ReasonPermanent},
 		}
 	}
 	return NewServer(Deps{Tokens: []string{deadLetterToken}, Topology: retry.Topology{Prefix: "p."},
@@ -113,6 +124,12 @@ func TestDeadLetterRoutes(t *testing.T) {
 			wantBody: `"source":"p.email-queue"`, wantCall: `List id="" source="p.email-queue" limit=50`},
 		{name: "list by id", method: "GET", path: "/v1/dead-letters?id=b", wantStatus: 200, wantBody: `"id":"b"`,
 			wantCall: `List id="b" source="" limit=50`},
+		{name: "list by recipient", method: "GET", path: "/v1/dead-letters?recipient=typo@exmaple.com", wantStatus: 200,
+			wantBody: `"recipient":"typo@exmaple.com"`, wantCall: `List id="" source="" limit=50 recipient="typo@exmaple.com"`},
+		{name: "list by id and an escaped recipient", method: "GET", path: "/v1/dead-letters?id=s&recipient=full%40example.com", wantStatus: 200,
+			wantBody: `"recipient":"full@example.com"`, wantCall: `List id="s" source="" limit=50 recipient="full@example.com"`},
+		{name: "recipient given twice", method: "GET", path: "/v1/dead-letters?recipient=a@example.com&recipient=b@example.com", wantStatus: 422,
+			wantType: ProblemInvalidQuery, wantBody: `"field":"recipient","message":"given 2 times`},
 		{name: "limit 0 lists every message, as the CLI's --limit 0", method: "GET", path: "/v1/dead-letters?limit=0", wantStatus: 200,
 			wantBody: `"id":"b"`, wantCall: `List id="" source="" limit=0`},
 		{name: "a limit above the default", method: "GET", path: "/v1/dead-letters?limit=5000", wantStatus: 200,
@@ -122,7 +139,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 		{name: "negative limit", method: "GET", path: "/v1/dead-letters?limit=-1", wantStatus: 422, wantType: ProblemInvalidQuery,
 			wantBody: `"field":"limit"`},
 		{name: "unknown parameter", method: "GET", path: "/v1/dead-letters?queue=email-queue", wantStatus: 422, wantType: ProblemInvalidQuery,
-			wantBody: `{"field":"queue","message":"unknown parameter: this route takes id, limit or source"}`},
+			wantBody: `{"field":"queue","message":"unknown parameter: this route takes id, limit, recipient or source"}`},
 		{name: "parameter given twice", method: "GET", path: "/v1/dead-letters?limit=1&limit=2", wantStatus: 422, wantType: ProblemInvalidQuery,
 			wantBody: `"field":"limit","message":"given 2 times`},
 		{name: "list while disconnected", method: "GET", path: "/v1/dead-letters", noStore: true, wantStatus: 503,
@@ -134,12 +151,17 @@ func TestDeadLetterRoutes(t *testing.T) {
 			wantCall: `Get id="a" source="" limit=0`},
 		{name: "show one from its source", method: "GET", path: "/v1/dead-letters/a?source=email-queue", wantStatus: 200,
 			wantBody: `"id":"a"`, wantCall: `Get id="a" source="p.email-queue" limit=0`},
+		{name: "show one recipient's copy", method: "GET", path: "/v1/dead-letters/s?recipient=typo@exmaple.com", wantStatus: 200,
+			wantBody: `"recipient":"typo@exmaple.com"`, wantCall: `Get id="s" source="" limit=0 recipient="typo@exmaple.com"`},
+		{name: "show a recipient with nothing parked", method: "GET", path: "/v1/dead-letters/s?recipient=nobody@example.com", wantStatus: 404,
+			wantType: ProblemNotFound, wantBody: `message \"s\" for \"nobody@example.com\": not in the dead-letter queue`,
+			wantCall: `Get id="s" source="" limit=0 recipient="nobody@example.com"`},
 		{name: "show unknown id", method: "GET", path: "/v1/dead-letters/zzz", wantStatus: 404, wantType: ProblemNotFound,
 			wantBody: `message \"zzz\": not in the dead-letter queue`, wantCall: `Get id="zzz" source="" limit=0`},
 		{name: "show from the wrong source", method: "GET", path: "/v1/dead-letters/a?source=webhook-queue", wantStatus: 404,
 			wantType: ProblemNotFound, wantCall: `Get id="a" source="p.webhook-queue" limit=0`},
 		{name: "show takes no limit", method: "GET", path: "/v1/dead-letters/a?limit=1", wantStatus: 422, wantType: ProblemInvalidQuery,
-			wantBody: `{"field":"limit","message":"unknown parameter: this route takes source"}`},
+			wantBody: `{"field":"limit","message":"unknown parameter: this route takes recipient or source"}`},
 		{name: "an id that reads like a verb", method: "GET", path: "/v1/dead-letters/purge", wantStatus: 404, wantType: ProblemNotFound,
 			wantCall: `Get id="purge" source="" limit=0`},
 		{name: "show error", method: "GET", path: "/v1/dead-letters/a", storeErr: errors.New("boom"), wantStatus: 503,
@@ -147,17 +169,26 @@ func TestDeadLetterRoutes(t *testing.T) {
 
 		{name: "delete one", method: "DELETE", path: "/v1/dead-letters/a", wantStatus: 200, wantBody: `{"purged":1}`,
 			wantCall: `Purge id="a" source="" limit=0`},
+		{name: "delete one recipient's copy", method: "DELETE", path: "/v1/dead-letters/s?recipient=typo@exmaple.com&source=email-queue",
+			wantStatus: 200, wantBody: `{"purged":1}`, wantCall: `Purge id="s" source="p.email-queue" limit=0 recipient="typo@exmaple.com"`},
 		{name: "delete unknown id", method: "DELETE", path: "/v1/dead-letters/zzz", wantStatus: 404, wantType: ProblemNotFound,
 			wantBody: "zzz", wantCall: `Purge id="zzz" source="" limit=0`},
 		{name: "delete with a bad parameter", method: "DELETE", path: "/v1/dead-letters/a?all=true", wantStatus: 422,
 			wantType: ProblemInvalidQuery, wantBody: `"field":"all"`},
 
 		{name: "purge by source", method: "POST", path: "/v1/dead-letters/purge", body: `{"source":"email-queue","confirm":true}`,
-			wantStatus: 200, wantBody: `{"purged":1}`, wantCall: `Purge id="" source="p.email-queue" limit=0`},
+			wantStatus: 200, wantBody: `{"purged":3}`, wantCall: `Purge id="" source="p.email-queue" limit=0`},
 		{name: "purge by id", method: "POST", path: "/v1/dead-letters/purge", body: `{"id":"b","confirm":true}`,
 			wantStatus: 200, wantBody: `{"purged":1}`, wantCall: `Purge id="b" source="" limit=0`},
+		{name: "purge by id and recipient", method: "POST", path: "/v1/dead-letters/purge", body: `{"id":"s","recipient":"full@example.com","confirm":true}`,
+			wantStatus: 200, wantBody: `{"purged":1}`, wantCall: `Purge id="s" source="" limit=0 recipient="full@example.com"`},
+		{name: "purge by recipient alone", method: "POST", path: "/v1/dead-letters/purge", body: `{"recipient":"typo@exmaple.com","confirm":true}`,
+			wantStatus: 200, wantBody: `{"purged":1}`, wantCall: `Purge id="" source="" limit=0 recipient="typo@exmaple.com"`},
+		{name: "purge recipient and all", method: "POST", path: "/v1/dead-letters/purge", body: `{"recipient":"typo@exmaple.com","all":true,"confirm":true}`,
+			wantStatus: 422, wantType: ProblemInvalidFields,
+			wantBody: `{"field":"all","message":"all selects every parked message: leave out source, id and recipient, or leave out all"}`},
 		{name: "purge all", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"confirm":true}`,
-			wantStatus: 200, wantBody: `{"purged":2}`, wantCall: `Purge id="" source="" limit=0`},
+			wantStatus: 200, wantBody: `{"purged":4}`, wantCall: `Purge id="" source="" limit=0`},
 		{name: "purge without confirm", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true}`,
 			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `{"field":"confirm","message":"must be true`},
 		{name: "purge with confirm false", method: "POST", path: "/v1/dead-letters/purge", body: `{"source":"email-queue","confirm":false}`,
@@ -167,32 +198,44 @@ func TestDeadLetterRoutes(t *testing.T) {
 		{name: "purge source and all", method: "POST", path: "/v1/dead-letters/purge", body: `{"source":"email-queue","all":true,"confirm":true}`,
 			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"field":"all"`},
 		{name: "purge needs a selection and confirm", method: "POST", path: "/v1/dead-letters/purge", body: `{}`,
-			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"errors":[{"field":"source","message":"name a source queue or an id, or set all to true"},{"field":"confirm"`},
+			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"errors":[{"field":"source","message":"name a source queue, an id or a recipient, or set all to true"},{"field":"confirm"`},
 		{name: "purge an empty body", method: "POST", path: "/v1/dead-letters/purge", wantStatus: 422, wantType: ProblemInvalidFields,
 			wantBody: `"field":"confirm"`},
 		{name: "purge unknown id", method: "POST", path: "/v1/dead-letters/purge", body: `{"id":"zzz","confirm":true}`,
 			wantStatus: 404, wantType: ProblemNotFound, wantBody: "zzz", wantCall: `Purge id="zzz" source="" limit=0`},
 		{name: "purge unknown field", method: "POST", path: "/v1/dead-letters/purge", body: `{"everything":true,"confirm":true}`,
-			wantStatus: 400, wantType: ProblemUnknownField, wantBody: `unknown field \"everything\": the request takes source, id or all, and confirm`},
+			wantStatus: 400, wantType: ProblemUnknownField, wantBody: `unknown field \"everything\": the request takes source, id, recipient or all, and confirm`},
 		{name: "purge not JSON", method: "POST", path: "/v1/dead-letters/purge", body: `all`,
 			wantStatus: 400, wantType: ProblemMalformedJSON},
 		{name: "purge error", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"confirm":true}`, storeErr: errors.New("boom"),
-			wantStatus: 503, wantType: ProblemBrokerUnavailable, wantBody: "purged 2 before an error: boom", wantCall: `Purge id="" source="" limit=0`},
+			wantStatus: 503, wantType: ProblemBrokerUnavailable, wantBody: "purged 4 before an error: boom", wantCall: `Purge id="" source="" limit=0`},
 
 		{name: "replay one", method: "POST", path: "/v1/dead-letters/a/replay", wantStatus: 200, wantBody: `{"replayed":1}`,
 			wantCall: `Replay id="a" source="" limit=0`},
 		{name: "replay one from its source", method: "POST", path: "/v1/dead-letters/a/replay?source=email-queue", wantStatus: 200,
 			wantBody: `{"replayed":1}`, wantCall: `Replay id="a" source="p.email-queue" limit=0`},
+		{name: "replay one recipient's copy", method: "POST", path: "/v1/dead-letters/s/replay?recipient=typo@exmaple.com", wantStatus: 200,
+			wantBody: `{"replayed":1}`, wantCall: `Replay id="s" source="" limit=0 recipient="typo@exmaple.com"`},
 		{name: "replay unknown id", method: "POST", path: "/v1/dead-letters/zzz/replay", wantStatus: 404, wantType: ProblemNotFound,
 			wantBody: "zzz", wantCall: `Replay id="zzz" source="" limit=0`},
 		{name: "replay one with a bad parameter", method: "POST", path: "/v1/dead-letters/a/replay?sorce=email-queue", wantStatus: 422,
 			wantType: ProblemInvalidQuery, wantBody: `"field":"sorce"`},
 		{name: "replay by source", method: "POST", path: "/v1/dead-letters/replay", body: `{"source":"email-queue"}`, wantStatus: 200,
-			wantBody: `{"replayed":1}`, wantCall: `Replay id="" source="p.email-queue" limit=0`},
+			wantBody: `{"replayed":3}`, wantCall: `Replay id="" source="p.email-queue" limit=0`},
 		{name: "replay by unknown id", method: "POST", path: "/v1/dead-letters/replay", body: `{"id":"zzz"}`, wantStatus: 404,
 			wantType: ProblemNotFound, wantBody: "zzz", wantCall: `Replay id="zzz" source="" limit=0`},
+		{name: "replay by id, source and recipient", method: "POST", path: "/v1/dead-letters/replay",
+			body: `{"id":"s","source":"email-queue","recipient":"typo@exmaple.com"}`, wantStatus: 200, wantBody: `{"replayed":1}`,
+			wantCall: `Replay id="s" source="p.email-queue" limit=0 recipient="typo@exmaple.com"`},
+		{name: "replay by recipient alone", method: "POST", path: "/v1/dead-letters/replay", body: `{"recipient":"full@example.com"}`,
+			wantStatus: 200, wantBody: `{"replayed":1}`, wantCall: `Replay id="" source="" limit=0 recipient="full@example.com"`},
+		{name: "replay a recipient with nothing parked", method: "POST", path: "/v1/dead-letters/replay", body: `{"id":"s","recipient":"nobody@example.com"}`,
+			wantStatus: 404, wantType: ProblemNotFound, wantBody: `for \"nobody@example.com\"`,
+			wantCall: `Replay id="s" source="" limit=0 recipient="nobody@example.com"`},
+		{name: "replay recipient not a string", method: "POST", path: "/v1/dead-letters/replay", body: `{"recipient":1}`, wantStatus: 422,
+			wantType: ProblemInvalidFields, wantBody: `{"field":"recipient","message":"a string, not a JSON number"}`},
 		{name: "replay all", method: "POST", path: "/v1/dead-letters/replay", body: `{"all":true}`, wantStatus: 200,
-			wantBody: `{"replayed":2}`, wantCall: `Replay id="" source="" limit=0`},
+			wantBody: `{"replayed":4}`, wantCall: `Replay id="" source="" limit=0`},
 		{name: "replay source and all", method: "POST", path: "/v1/dead-letters/replay", body: `{"source":"email-queue","all":true}`,
 			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"field":"all"`},
 		{name: "replay needs a filter", method: "POST", path: "/v1/dead-letters/replay", body: `{}`, wantStatus: 422,

@@ -43,10 +43,28 @@ var errInternal = errors.New("internal error")
 type accepted struct {
 	ID       string   `json:"id"`
 	Channels []string `json:"channels"`
+	// Copies are the messages it went out as: one per channel, or per
+	// recipient for a channel that delivers to each on its own (email).
+	Copies []events.Copy `json:"copies"`
+}
+
+// acceptedOf is the answer for n, published to channels.
+func acceptedOf(n *notification.Notification, channels []string) *accepted {
+	a := &accepted{ID: n.ID, Channels: channels, Copies: make([]events.Copy, 0, len(channels))}
+	for _, name := range channels {
+		if c, err := channel.Lookup(name); err == nil && c.PerRecipient() {
+			for _, r := range channel.RecipientsOf(n, name) {
+				a.Copies = append(a.Copies, events.Copy{Channel: name, Recipient: r})
+			}
+			continue
+		}
+		a.Copies = append(a.Copies, events.Copy{Channel: name})
+	}
+	return a
 }
 
 // handleCreateNotification takes a notification, publishes one copy per
-// channel and answers 202 only once the broker has confirmed every copy.
+// channel (per recipient for email) and answers 202 only once the broker has confirmed every copy.
 func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 	ingress := deps.Topology.Ingress()
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -104,7 +122,7 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 			writeProblem(w, publishProblem(err, ingress, deps.PublishTimeout))
 			return
 		}
-		body, _ := json.Marshal(accepted{ID: n.ID, Channels: channels})
+		body, _ := json.Marshal(acceptedOf(n, channels))
 		body = append(body, '\n')
 		claim.complete(deps, body)
 		deps.Log.Info("notification accepted", "id", n.ID, "channels", channels,
@@ -115,7 +133,7 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 	}
 }
 
-// publish sends every channel's copy of n to the ingress exchange at once
+// publish sends every copy of n to the ingress exchange at once
 // and waits for all the confirms, within the publish timeout.
 func publish(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress string, n *notification.Notification, channels []string) error {
 	ctx, cancel := context.WithTimeout(ctx, deps.PublishTimeout)
@@ -126,44 +144,36 @@ func publish(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress 
 	return outcome()
 }
 
-// send starts publishing every channel's copy of n, and the history's
-// record of it, on wg, and returns what gives their outcome once wg is
+// send starts publishing every copy of n (one per channel, or per
+// recipient for email: see copiesOf), and the history's record of it, on
+// wg, and returns what gives their outcome once wg is
 // done. Notifications that share wg share one wait for all their confirms.
 // A message that cannot be encoded fails n before anything of it is sent.
 func send(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress string, n *notification.Notification, channels []string, wg *sync.WaitGroup) (outcome func() error) {
-	msgs := make([]amqp.Publishing, len(channels))
-	for i, channel := range channels {
-		body, err := json.Marshal(n.For(channel))
-		if err != nil {
-			err = fmt.Errorf("%w: encode %s copy of %s: %w", errInternal, channel, n.ID, err)
-			return func() error { return err }
-		}
-		msgs[i] = amqp.Publishing{
-			ContentType:  notification.ContentType,
-			MessageId:    n.ID,
-			DeliveryMode: amqp.Persistent,
-			Timestamp:    n.CreatedAt,
-			AppId:        AppID,
-			Type:         MessageType,
-			Body:         body,
-		}
+	msgs, copies, err := copiesOf(n, channels)
+	if err != nil {
+		return func() error { return err }
 	}
 	// The history's record of the notification, confirmed with the
 	// copies: a 202 means the history will know the notification too.
-	rec, err := record(n, channels).Publishing(AppID)
+	rec, err := record(n, channels, copies).Publishing(AppID)
 	if err != nil {
 		err = fmt.Errorf("%w: %w", errInternal, err)
 		return func() error { return err }
 	}
-	errs := make([]error, len(channels)+1)
-	for i, channel := range channels {
+	errs := make([]error, len(msgs)+1)
+	for i := range msgs {
+		channel, to := copies[i].Channel, copies[i].Channel
+		if r := copies[i].Recipient; r != "" {
+			to += " (" + r + ")"
+		}
 		wg.Go(func() {
 			// A panic here is outside the recoverer's reach: catch it.
 			defer func() {
 				if v := recover(); v != nil {
 					deps.Log.Error("panic publishing", "id", n.ID, "channel", channel,
 						"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-					errs[i] = fmt.Errorf("%w: publish %s to %s: panic: %v", errInternal, n.ID, channel, v)
+					errs[i] = fmt.Errorf("%w: publish %s to %s: panic: %v", errInternal, n.ID, to, v)
 				}
 			}()
 			sent := time.Now()
@@ -173,12 +183,12 @@ func send(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress str
 			m.confirm.Observe(time.Since(sent).Seconds())
 			m.publishes.WithLabelValues(channel, publishResult(err)).Inc()
 			if err != nil {
-				errs[i] = fmt.Errorf("publish %s to %s: %w", n.ID, channel, err)
+				errs[i] = fmt.Errorf("publish %s to %s: %w", n.ID, to, err)
 			}
 		})
 	}
 	wg.Go(func() {
-		last := len(channels)
+		last := len(msgs)
 		defer func() {
 			if v := recover(); v != nil {
 				deps.Log.Error("panic publishing", "id", n.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
@@ -221,14 +231,64 @@ func (d Deps) tracePublish(ctx context.Context, exchange, channel, id string, ms
 	}
 }
 
-// record is the history's record of n.
-func record(n *notification.Notification, channels []string) events.Accepted {
+// copiesOf encodes the messages n goes out as: one per channel, or for a
+// channel that delivers to each recipient on its own (email), one per
+// recipient, with the recipient in retry.HeaderRecipient. copies names
+// each message's copy, in the same order.
+func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publishing, copies []events.Copy, err error) {
+	msgs = make([]amqp.Publishing, 0, len(channels))
+	copies = make([]events.Copy, 0, len(channels))
+	for _, name := range channels {
+		parts := []channel.Copy{{Part: n.Parts[name]}}
+		if c, lerr := channel.Lookup(name); lerr == nil && c.PerRecipient() {
+			if parts, err = c.Copies(n.Parts[name]); err != nil {
+				return nil, nil, fmt.Errorf("%w: split the %s part of %s: %w", errInternal, name, n.ID, err)
+			}
+		}
+		for _, p := range parts {
+			cp := n.For(name)
+			if p.Recipient != "" {
+				cp.Parts[name] = p.Part
+			}
+			body, err := json.Marshal(cp)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: encode %s copy of %s: %w", errInternal, name, n.ID, err)
+			}
+			msg := amqp.Publishing{
+				ContentType:  notification.ContentType,
+				MessageId:    n.ID,
+				DeliveryMode: amqp.Persistent,
+				Timestamp:    n.CreatedAt,
+				AppId:        AppID,
+				Type:         MessageType,
+				Body:         body,
+			}
+			if p.Recipient != "" {
+				msg.Headers = amqp.Table{retry.HeaderRecipient: p.Recipient}
+			}
+			msgs = append(msgs, msg)
+			copies = append(copies, events.Copy{Channel: name, Recipient: p.Recipient})
+		}
+	}
+	return msgs, copies, nil
+}
+
+// record is the history's record of n, whose messages are copies.
+func record(n *notification.Notification, channels []string, copies []events.Copy) events.Accepted {
 	var recipients []string
+	perRecipient := false
 	for _, name := range n.Channels() {
 		recipients = append(recipients, channel.RecipientsOf(n, name)...)
 	}
+	for _, c := range copies {
+		perRecipient = perRecipient || c.Recipient != ""
+	}
 	payload, _ := json.Marshal(n)
-	return events.Accepted{ID: n.ID, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
+	a := events.Accepted{ID: n.ID, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
+	if perRecipient {
+		a.Copies = copies
+	}
+	return a
 }
 
 // publishProblem says why the broker did not take a notification. Every

@@ -99,7 +99,14 @@ func (f *fakePublisher) messages() []published {
 			out = append(out, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b published) int { return strings.Compare(a.Key, b.Key) })
+	// Copies of one channel go out at once: their recipients order them.
+	recipient := func(p published) string { s, _ := p.Msg.Headers["x-recipient"].(string); return s }
+	slices.SortStableFunc(out, func(a, b published) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(recipient(a), recipient(b))
+	})
 	return out
 }
 
@@ -222,6 +229,8 @@ func TestProblems(t *testing.T) {
 			body:   `{"email":{"to":["ada"],"subject":"","text":""},"webhook":{"url":"ftp://example.com/x"}}`,
 			status: 422, typ: ProblemInvalidFields,
 			fields: []string{"email.to[0]", "email.subject", "email.text", "webhook.url", "webhook.payload"}},
+		{name: "repeated recipient", body: `{"email":{"to":["ada@example.com","grace@example.com","Ada@Example.com"],"subject":"Hi","text":"x"}}`,
+			status: 422, typ: ProblemInvalidFields, fields: []string{"email.to[2]"}},
 		{name: "numeric webhook host", body: `{"webhook":{"url":"http://2130706433/hook","payload":{}}}`, status: 422, typ: ProblemInvalidFields,
 			fields: []string{"webhook.url"}},
 		{name: "no publisher", body: bothParts, change: func(d *Deps, _ *fakePublisher) { d.Publisher = func() Publisher { return nil } },
@@ -314,6 +323,8 @@ func TestAccepted(t *testing.T) {
 	}{
 		{name: "both channels", body: bothParts, channels: []string{"email", "webhook"}},
 		{name: "email only", body: `{` + emailPart + `}`, channels: []string{"email"}},
+		{name: "email to three", body: `{"email":{"to":["ada@example.com","grace@example.com","reject@example.com"],"subject":"Hi","text":"hello"}}`,
+			channels: []string{"email"}},
 		{name: "webhook only", body: `{` + webhookPart + `}`, channels: []string{"webhook"}},
 		{name: "charset utf-8", body: bothParts, headers: map[string]string{"Content-Type": "application/json; charset=UTF-8"}, channels: []string{"email", "webhook"}},
 		{name: "lowercase bearer", body: bothParts, headers: map[string]string{"Authorization": "bearer " + tokenB}, channels: []string{"email", "webhook"}},
@@ -333,7 +344,19 @@ func TestAccepted(t *testing.T) {
 			if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(accepted{ID: fixed, Channels: tt.channels}, got); diff != "" {
+			answer := accepted{ID: fixed, Channels: tt.channels}
+			for _, ch := range tt.channels {
+				if ch != "email" {
+					answer.Copies = append(answer.Copies, events.Copy{Channel: ch})
+					continue
+				}
+				var req struct{ Email channel.EmailPart }
+				_ = json.Unmarshal([]byte(tt.body), &req)
+				for _, to := range req.Email.To {
+					answer.Copies = append(answer.Copies, events.Copy{Channel: ch, Recipient: to})
+				}
+			}
+			if diff := cmp.Diff(answer, got); diff != "" {
 				t.Errorf("answer (-want +got):\n%s", diff)
 			}
 
@@ -353,17 +376,50 @@ func TestAccepted(t *testing.T) {
 			}
 			var want []published
 			for _, ch := range tt.channels {
-				body, err := json.Marshal(full.For(ch))
-				if err != nil {
-					t.Fatal(err)
+				// An email goes out once per recipient, with that one
+				// recipient in its part and in x-recipient.
+				copies := []*notification.Notification{full.For(ch)}
+				var recipients []string
+				if ch == "email" {
+					copies = nil
+					for _, to := range req.Email.To {
+						one := *req.Email
+						one.To = []string{to}
+						c := full.For(ch)
+						c.Parts[ch], _ = json.Marshal(one)
+						copies = append(copies, c)
+						recipients = append(recipients, to)
+					}
 				}
-				want = append(want, published{Exchange: "t.notification-exchange", Key: ch, Msg: amqp.Publishing{
-					ContentType: "application/json", MessageId: fixed, DeliveryMode: amqp.Persistent,
-					Timestamp: now, AppId: "relay-api", Type: "notification.v1", Body: body,
-				}})
+				for i, c := range copies {
+					body, err := json.Marshal(c)
+					if err != nil {
+						t.Fatal(err)
+					}
+					msg := amqp.Publishing{ContentType: "application/json", MessageId: fixed, DeliveryMode: amqp.Persistent,
+						Timestamp: now, AppId: "relay-api", Type: "notification.v1", Body: body}
+					if recipients != nil {
+						msg.Headers = amqp.Table{"x-recipient": recipients[i]}
+					}
+					want = append(want, published{Exchange: "t.notification-exchange", Key: ch, Msg: msg})
+				}
 			}
 			if diff := cmp.Diff(want, fake.messages()); diff != "" {
 				t.Errorf("published (-want +got):\n%s", diff)
+			}
+			var wantCopies []events.Copy
+			if req.Email != nil {
+				for _, to := range req.Email.To {
+					wantCopies = append(wantCopies, events.Copy{Channel: "email", Recipient: to})
+				}
+				if req.Webhook != nil {
+					wantCopies = append(wantCopies, events.Copy{Channel: "webhook"})
+				}
+			}
+			if recs := fake.records(); len(recs) != 1 {
+				t.Errorf("%d accepted records, want 1", len(recs))
+			} else if diff := cmp.Diff(wantCopies, recs[0].Copies); diff != "" {
+				t.Errorf("accepted record's copies (-want +got):\n%s", diff)
 			}
 			for _, m := range fake.messages() {
 				copy, err := notification.Decode(m.Msg.Body)

@@ -1,7 +1,7 @@
 // Package api is relay's HTTP ingest API (`relay api`). It takes a
 // notification on POST /v1/notifications, publishes one copy per channel
-// to the ingress exchange, and answers 202 only once the broker has
-// confirmed every copy: a 202 means the broker holds the notification.
+// (per recipient for email) to the ingress exchange, and answers 202 only
+// once the broker has confirmed every copy: a 202 means the broker holds the notification.
 package api
 
 import (

@@ -25,9 +25,12 @@ type notificationView struct {
 	Copies     []copyView      `json:"copies"`
 }
 
-// copyView is one channel copy: its status and its attempts.
+// copyView is one copy: its status and its attempts. A channel that
+// delivers to each recipient on its own (email) has a copy per recipient,
+// named by Recipient; a copy of a whole channel has none.
 type copyView struct {
 	Channel       string        `json:"channel"`
+	Recipient     string        `json:"recipient,omitempty"`
 	Status        string        `json:"status"`
 	Reason        string        `json:"reason,omitempty"`
 	NextAttemptAt *time.Time    `json:"next_attempt_at,omitempty"`
@@ -51,7 +54,9 @@ type attemptView struct {
 	DurationMS *int64    `json:"duration_ms,omitempty"`
 }
 
-// summaryView is one notification of a list.
+// summaryView is one notification of a list. Status has one entry per
+// channel: for a channel with a copy per recipient, the most pressing of
+// their statuses (history.Summary.ChannelStatus).
 type summaryView struct {
 	ID         string            `json:"id"`
 	CreatedAt  time.Time         `json:"created_at"`
@@ -77,7 +82,7 @@ func viewOf(n *history.Notification) notificationView {
 	v := notificationView{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: nonNil(n.Channels),
 		Recipients: nonNil(n.Recipients), Payload: n.Payload, Copies: []copyView{}}
 	for _, c := range n.Copies {
-		cv := copyView{Channel: c.Channel, Status: c.Status, Reason: c.Reason, NextAttemptAt: c.NextAttemptAt, Round: c.Round,
+		cv := copyView{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status, Reason: c.Reason, NextAttemptAt: c.NextAttemptAt, Round: c.Round,
 			AttemptCount: c.Attempts, LastError: c.LastError, UpdatedAt: c.UpdatedAt, Attempts: []attemptView{}}
 		for _, a := range c.Timeline {
 			cv.Attempts = append(cv.Attempts, attemptView{N: a.Attempt, Round: a.Round, At: a.At, Outcome: a.Outcome,
@@ -155,10 +160,7 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 		out := listView{Notifications: []summaryView{}, NextCursor: page.Next}
 		for _, s := range page.Items {
 			sv := summaryView{ID: s.ID, CreatedAt: s.CreatedAt, Channels: nonNil(s.Channels), Recipients: nonNil(s.Recipients),
-				Status: map[string]string{}}
-			for _, c := range s.Copies {
-				sv.Status[c.Channel] = c.Status
-			}
+				Status: s.ChannelStatus()}
 			out.Notifications = append(out.Notifications, sv)
 		}
 		w.Header().Set("Cache-Control", "no-store")

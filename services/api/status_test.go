@@ -3,12 +3,15 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
@@ -88,6 +91,55 @@ func TestNotificationStatus(t *testing.T) {
 	h.ServeHTTP(unauth, httptest.NewRequest(http.MethodGet, "/v1/notifications/ntf_a", nil))
 	if unauth.Code != http.StatusUnauthorized {
 		t.Errorf("without a token: %d", unauth.Code)
+	}
+}
+
+// TestNotificationStatusRecipients shows a notification whose email has
+// a copy per recipient: each copy names its recipient, a copy of a whole
+// channel names none, and the list shows the email as parked while one
+// recipient's copy is.
+func TestNotificationStatusRecipients(t *testing.T) {
+	store := historytest.Open(t, historytest.SQLite)
+	ctx := context.Background()
+	at := now.Add(-time.Minute)
+	if err := store.Accept(ctx, []history.Accepted{{ID: "ntf_split", CreatedAt: at, Channels: []string{"email", "webhook"},
+		Copies:     []history.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
+		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example/a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Record(ctx, []history.Event{
+		{ID: "ntf_split", Channel: "email", Recipient: "ok1@example.com", Attempt: 1, Outcome: "delivered", At: at.Add(time.Second)},
+		{ID: "ntf_split", Channel: "email", Recipient: "reject@example.com", Attempt: 1, Outcome: "parked", Reason: "permanent",
+			Error: "550 no such user", At: at.Add(time.Second)},
+		{ID: "ntf_split", Channel: "webhook", Attempt: 1, Outcome: "delivered", At: at.Add(time.Second)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) { d.History = store })
+
+	rec := get(h, "/v1/notifications/ntf_split")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET = %d %s", rec.Code, rec.Body)
+	}
+	var raw struct{ Copies []map[string]any }
+	if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range raw.Copies {
+		r, named := c["recipient"]
+		got = append(got, fmt.Sprintf("%v %v %v %v", c["channel"], r, named, c["status"]))
+	}
+	want := []string{"email ok1@example.com true delivered", "email reject@example.com true parked", "webhook <nil> false delivered"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("copies (-want +got):\n%s\n%s", diff, rec.Body)
+	}
+
+	for _, path := range []string{"/v1/notifications", "/v1/notifications?status=delivered&channel=email"} {
+		rec = get(h, path)
+		if want := `"status":{"email":"parked","webhook":"delivered"}`; rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("GET %s = %d %s, want %s", path, rec.Code, rec.Body, want)
+		}
 	}
 }
 

@@ -108,3 +108,27 @@ func TestDecideFlakyIsSeeded(t *testing.T) {
 		t.Errorf("seeds 7 and 8 fail the same attempts")
 	}
 }
+
+// relay sends a notification's email once per recipient, each with the
+// notification's id: only the same id to the same recipients again is a
+// duplicate.
+func TestEmailDuplicatesPerRecipient(t *testing.T) {
+	s := NewStats("healthy", "healthy")
+	for _, c := range []struct {
+		to   []string
+		want bool
+	}{
+		{[]string{"ok1@example.com"}, false},
+		{[]string{"ok2@example.com"}, false},
+		{[]string{"ok1@example.com"}, true},
+		{[]string{"b@example.com", "a@example.com"}, false},
+		{[]string{"a@example.com", "b@example.com"}, true},
+	} {
+		if got := s.AcceptEmail(EmailMessage{ID: "ntf_1", To: c.to}); got != c.want {
+			t.Errorf("AcceptEmail(ntf_1 to %v) duplicate = %v, want %v", c.to, got, c.want)
+		}
+	}
+	if got := s.Report().Email.Duplicates; got != 2 {
+		t.Errorf("duplicates = %d, want 2", got)
+	}
+}

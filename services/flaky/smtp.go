@@ -139,6 +139,7 @@ func (s *smtpSession) Data(r io.Reader) error {
 		ID:         id,
 		From:       s.from,
 		To:         append([]string(nil), s.to...),
+		HeaderTo:   msg.Header.Get("To"),
 		Subject:    subject,
 		ReceivedAt: at.UTC(),
 	})

@@ -223,10 +223,11 @@ func TestSMTPWithGoMail(t *testing.T) {
 	var got MessagesReport
 	getJSON(t, "http://"+srv.HTTPAddr()+"/messages", &got)
 	want := []EmailMessage{{
-		ID:      "n-42",
-		From:    "relay@example.com",
-		To:      []string{"ada@example.com", "bob@example.com"},
-		Subject: "Grüße",
+		ID:       "n-42",
+		From:     "relay@example.com",
+		To:       []string{"ada@example.com", "bob@example.com"},
+		HeaderTo: "<ada@example.com>, <bob@example.com>",
+		Subject:  "Grüße",
 	}}
 	if diff := cmp.Diff(want, got.Email, cmpopts.IgnoreFields(EmailMessage{}, "ReceivedAt")); diff != "" {
 		t.Errorf("emails (-want +got):\n%s", diff)

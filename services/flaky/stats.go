@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -122,11 +123,21 @@ func (s *Stats) Fail(ch Channel, code int) {
 func (s *Stats) AcceptEmail(m EmailMessage) (duplicate bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.email.accept(m.ID) {
+	if s.email.accept(emailKey(m.ID, m.To)) {
 		return true
 	}
 	s.emails = keepLast(append(s.emails, m))
 	return false
+}
+
+// emailKey identifies one email delivery: relay sends a notification's
+// email once per recipient, all with the notification's id, so the id and
+// the envelope's recipients together tell one delivery from another.
+func emailKey(id string, to []string) string {
+	if id == "" || len(to) == 0 {
+		return id
+	}
+	return id + " to " + strings.Join(slices.Sorted(slices.Values(to)), ",")
 }
 
 // AcceptWebhook records an accepted webhook. It reports whether a webhook
@@ -213,9 +224,12 @@ func (l *ledger) report() ChannelStats {
 
 // EmailMessage is an accepted email as GET /messages lists it.
 type EmailMessage struct {
-	ID         string    `json:"id"`
-	From       string    `json:"from"`
-	To         []string  `json:"to"`
+	ID   string   `json:"id"`
+	From string   `json:"from"`
+	To   []string `json:"to"`
+	// HeaderTo is the message's To: header: whom its readers see it was
+	// sent to.
+	HeaderTo   string    `json:"header_to"`
 	Subject    string    `json:"subject"`
 	ReceivedAt time.Time `json:"received_at"`
 }

@@ -88,8 +88,17 @@ func (e *Error) Is(target error) bool {
 type Accepted struct {
 	// ID is the notification's id, "ntf_…".
 	ID string `json:"id"`
-	// Channels are the channels it goes to, one copy each.
+	// Channels are the channels it goes to.
 	Channels []string `json:"channels"`
+	// Copies are the messages it went out as: one per channel, or one per
+	// recipient for email. An older API leaves it out.
+	Copies []AcceptedCopy `json:"copies,omitempty"`
+}
+
+// AcceptedCopy is one copy of an accepted notification.
+type AcceptedCopy struct {
+	Channel   string `json:"channel"`
+	Recipient string `json:"recipient,omitempty"`
 }
 
 // Post sends one notification (the JSON of body) and returns the API's

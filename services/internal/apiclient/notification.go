@@ -54,6 +54,9 @@ type Notification struct {
 type Copy struct {
 	// Channel is "email", "webhook" or "sms".
 	Channel string `json:"channel"`
+	// Recipient is the copy's recipient, for a channel that delivers to
+	// each recipient on its own (email); empty otherwise.
+	Recipient string `json:"recipient,omitempty"`
 	// Status is one of the Status constants.
 	Status string `json:"status"`
 	// Reason is why it was parked.

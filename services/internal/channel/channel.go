@@ -43,6 +43,12 @@ type Spec[P any] struct {
 	// Recipients names whom a part goes to (addresses, numbers, URLs),
 	// for the history's search.
 	Recipients func(p *P) []string
+	// PerRecipient, when set, makes the channel deliver to each of a
+	// part's Recipients on its own: the API publishes one copy per
+	// recipient, with the part PerRecipient returns for it, so each is
+	// delivered, retried and parked without the others. Nil means one copy
+	// of the whole part.
+	PerRecipient func(p *P, recipient string) *P
 	// Schema is the part's OpenAPI 3.1 schema, as JSON.
 	Schema string
 	// Env lists the structs Open reads from the environment, as pointers
@@ -78,6 +84,7 @@ type Channel struct {
 	part          reflect.Type
 	check         func(part any) notification.Invalid
 	recipients    func(part any) []string
+	perRecipient  func(raw json.RawMessage) ([]Copy, error)
 	schema        json.RawMessage
 	env           []any
 	open          func(getenv func(string) string) (Sender, func() error, error)
@@ -125,9 +132,10 @@ func Define[P any](s Spec[P]) Channel {
 			}
 			return s.Recipients(part.(*P))
 		},
-		schema: schema.Bytes(),
-		env:    s.Env,
-		demo:   s.Demo,
+		perRecipient: perRecipient(s),
+		schema:       schema.Bytes(),
+		env:          s.Env,
+		demo:         s.Demo,
 		open: func(getenv func(string) string) (Sender, func() error, error) {
 			send, closeSend, err := s.Open(getenv)
 			if err != nil {
@@ -231,6 +239,52 @@ type permanent struct{ error }
 
 func (permanent) Permanent() bool { return true }
 func (p permanent) Unwrap() error { return p.error }
+
+// Copy is one copy of a channel's part: what one message carries.
+type Copy struct {
+	// Recipient is the recipient the copy goes to, for a channel that
+	// delivers to each on its own; empty for a copy of the whole part.
+	Recipient string
+	// Part is the copy's part, JSON.
+	Part json.RawMessage
+}
+
+// perRecipient splits a part per recipient, for a Spec that says so.
+func perRecipient[P any](s Spec[P]) func(raw json.RawMessage) ([]Copy, error) {
+	if s.PerRecipient == nil || s.Recipients == nil {
+		return nil
+	}
+	return func(raw json.RawMessage) ([]Copy, error) {
+		var p P
+		if err := decodeStrict(raw, &p); err != nil {
+			return nil, fmt.Errorf("the %s part: %w", s.Name, err)
+		}
+		recipients := s.Recipients(&p)
+		out := make([]Copy, 0, len(recipients))
+		for _, r := range recipients {
+			part, err := json.Marshal(s.PerRecipient(&p, r))
+			if err != nil {
+				return nil, fmt.Errorf("encode the %s part for %s: %w", s.Name, r, err)
+			}
+			out = append(out, Copy{Recipient: r, Part: part})
+		}
+		return out, nil
+	}
+}
+
+// Copies splits a part (JSON, checked before) into the copies the API
+// publishes: one per recipient for a channel that delivers to each on its
+// own, else the whole part once.
+func (c Channel) Copies(part json.RawMessage) ([]Copy, error) {
+	if c.perRecipient == nil {
+		return []Copy{{Part: part}}, nil
+	}
+	return c.perRecipient(part)
+}
+
+// PerRecipient reports whether the channel delivers to each recipient on
+// its own, a copy each.
+func (c Channel) PerRecipient() bool { return c.perRecipient != nil }
 
 // Name is the channel's name: its routing key and the JSON field of its
 // part.

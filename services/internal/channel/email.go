@@ -47,6 +47,13 @@ var Email = Define(Spec[EmailPart]{
 	Recipients: func(p *EmailPart) []string {
 		return p.To
 	},
+	// Each recipient gets an email of their own, sees only their own
+	// address, and is retried or parked without the others.
+	PerRecipient: func(p *EmailPart, to string) *EmailPart {
+		one := *p
+		one.To = []string{to}
+		return &one
+	},
 	Schema: `{
 	  "type": "object",
 	  "required": ["to", "subject"],
@@ -54,6 +61,7 @@ var Email = Define(Spec[EmailPart]{
 	  "description": "The email part. At least one of text and html is required; each holds at most 262144 bytes.",
 	  "properties": {
 	    "to": {"type": "array", "minItems": 1, "maxItems": 50,
+	      "description": "Each recipient gets an email of their own, addressed to them alone, and is delivered, retried and parked without the others: the notification has one email copy per recipient. An address may appear once.",
 	      "items": {"type": "string", "format": "email", "description": "A plain address such as ada@example.com, without a display name."}},
 	    "subject": {"type": "string", "minLength": 1, "maxLength": 998, "description": "One line."},
 	    "text": {"type": "string", "maxLength": 262144},
@@ -74,10 +82,20 @@ func checkEmail(e *EmailPart, bad func(field, format string, args ...any)) {
 	case len(e.To) > MaxRecipients:
 		bad("to", "at most %d recipients, got %d", MaxRecipients, len(e.To))
 	}
+	seen := make(map[string]int, len(e.To))
 	for i, to := range e.To {
 		if a, err := mail.ParseAddress(to); err != nil || a.Name != "" {
 			bad(fmt.Sprintf("to[%d]", i), "%q is not a plain email address such as ada@example.com", to)
+			continue
 		}
+		// Each recipient is a copy of its own: the same address twice
+		// would be sent twice.
+		key := strings.ToLower(to)
+		if first, dup := seen[key]; dup {
+			bad(fmt.Sprintf("to[%d]", i), "%q repeats to[%d]: each recipient once", to, first)
+			continue
+		}
+		seen[key] = i
 	}
 	if strings.TrimSpace(e.Subject) == "" {
 		bad("subject", "a subject is required")

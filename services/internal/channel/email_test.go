@@ -159,3 +159,33 @@ func TestEmailFromInvalid(t *testing.T) {
 		}
 	}
 }
+
+// An email part goes out as one copy per recipient, each with the whole
+// part but for its one address; a webhook part as one copy.
+func TestCopiesPerRecipient(t *testing.T) {
+	part := json.RawMessage(`{"to":["ok1@example.com","reject@example.com"],"subject":"Hi","text":"hello","html":"<p>hello</p>"}`)
+	copies, err := channel.Email.Copies(part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !channel.Email.PerRecipient() || len(copies) != 2 {
+		t.Fatalf("email copies = %d (per recipient %v), want 2", len(copies), channel.Email.PerRecipient())
+	}
+	for i, want := range []string{"ok1@example.com", "reject@example.com"} {
+		var p channel.EmailPart
+		if err := json.Unmarshal(copies[i].Part, &p); err != nil {
+			t.Fatal(err)
+		}
+		if copies[i].Recipient != want || len(p.To) != 1 || p.To[0] != want || p.Subject != "Hi" || p.Text != "hello" || p.HTML != "<p>hello</p>" {
+			t.Errorf("copy %d = %s for %q, want the part to %s alone", i, copies[i].Part, copies[i].Recipient, want)
+		}
+	}
+	hook := json.RawMessage(`{"url":"https://example.com/hook","payload":{}}`)
+	copies, err = channel.Webhook.Copies(hook)
+	if err != nil || len(copies) != 1 || copies[0].Recipient != "" || string(copies[0].Part) != string(hook) || channel.Webhook.PerRecipient() {
+		t.Errorf("webhook copies = %+v, %v: want the part once, unchanged", copies, err)
+	}
+	if _, err := channel.Email.Copies(json.RawMessage(`{"to":"x"}`)); err == nil {
+		t.Error("a part that does not decode split without an error")
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -183,11 +184,12 @@ func (r relay) post(t *testing.T, body string) string {
 	return res.ID
 }
 
-// copyState is a channel copy as the API shows it.
+// copyState is a copy as the API shows it.
 type copyState struct {
-	Channel  string `json:"channel"`
-	Status   string `json:"status"`
-	Attempts []struct {
+	Channel   string `json:"channel"`
+	Recipient string `json:"recipient"`
+	Status    string `json:"status"`
+	Attempts  []struct {
 		N       int       `json:"n"`
 		At      time.Time `json:"at"`
 		Outcome string    `json:"outcome"`
@@ -209,6 +211,27 @@ func (r relay) copies(t *testing.T, id string) map[string]copyState {
 	out := map[string]copyState{}
 	for _, c := range n.Copies {
 		out[c.Channel] = c
+	}
+	return out
+}
+
+// recipients reads the statuses of a notification's copies that have a
+// recipient, by recipient.
+func (r relay) recipients(t *testing.T, id string) map[string]string {
+	t.Helper()
+	code, b := r.call(t, http.MethodGet, "/v1/notifications/"+id, "", true)
+	if code != http.StatusOK {
+		return nil
+	}
+	var n struct{ Copies []copyState }
+	if err := json.Unmarshal(b, &n); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, c := range n.Copies {
+		if c.Recipient != "" {
+			out[c.Recipient] = c.Status
+		}
 	}
 	return out
 }
@@ -295,11 +318,15 @@ func (r relay) parkedWebhook(t *testing.T, recipient string) (string, map[string
 
 // TestDashboardInBrowser drives the dashboard of a real `relay all` in
 // headless Chromium: the log-in, a refused token, search, the status
-// filter, a notification's detail with every attempt's error text, and the
-// replay of a parked copy, followed live until it is delivered.
+// filter, a notification's detail with every attempt's error text, the
+// replay of a parked copy, followed live until it is delivered, and an
+// email with a copy per recipient, two of them refused for good, one of
+// which is replayed alone.
 func TestDashboardInBrowser(t *testing.T) {
 	ctx := browser(t)
-	r := startRelay(t, nil)
+	// The fake SMTP server refuses for good the addresses with "reject"
+	// in them, and takes the others.
+	r := startRelay(t, map[string]string{"FLAKY_EMAIL_SCENARIO": "permanent", "FLAKY_PERMANENT_MATCH": "reject"})
 	recipient := fmt.Sprintf("grace+%d@example.com", time.Now().UnixNano())
 	id, copies := r.parkedWebhook(t, recipient)
 	decoy := r.post(t, `{"email":{"to":["linus@example.com"],"subject":"Other","text":"other"}}`)
@@ -414,10 +441,89 @@ func TestDashboardInBrowser(t *testing.T) {
 		waitFor(`document.querySelector('#rows tr[data-id="`+id+`"] .chip[data-channel="webhook"][data-status="delivered"]') !== null`),
 	)
 	screenshot(t, ctx, "relay-dashboard-replayed.png")
-	checkPolicy(t, ctx)
 	if got := r.copies(t, id)["webhook"].Status; got != "delivered" {
 		t.Errorf("the API says the webhook copy is %s after the replay, want delivered", got)
 	}
+
+	stamp := time.Now().UnixNano()
+	ok, reject := fmt.Sprintf("ok1+%d@example.com", stamp), fmt.Sprintf("reject+%d@example.com", stamp)
+	reject2 := fmt.Sprintf("reject2+%d@example.com", stamp)
+	split := r.post(t, fmt.Sprintf(`{"email":{"to":[%q,%q,%q],"subject":"Three","text":"three"}}`, ok, reject, reject2))
+	var st map[string]string
+	retrytest.Eventually(t, 20*time.Second, func() bool {
+		st = r.recipients(t, split)
+		return st[ok] == "delivered" && st[reject] == "parked" && st[reject2] == "parked"
+	}, "the copies of %s never ended delivered, parked and parked: %v", split, st)
+	clear(t, ctx, "search")
+	section := func(recipient, status string) string {
+		return `document.querySelector('#detail section.copy[data-channel="email"][data-recipient=` + strconv.Quote(recipient) +
+			`][data-status="` + status + `"]')`
+	}
+	run(t, ctx, "an email with a copy per recipient in the list",
+		// The open detail covers the search button.
+		chromedp.Click(chromedp.ID("detail-close")),
+		chromedp.WaitNotVisible(chromedp.ID("detail")),
+		chromedp.SetValue(chromedp.ID("status"), ""),
+		chromedp.SendKeys(chromedp.ID("search"), split),
+		chromedp.Click(chromedp.ID("search-submit")),
+		waitFor(`document.querySelectorAll("#rows tr[data-id]").length === 1 && (c => c !== null && c.dataset.status === "parked" && c.textContent === "email · 2 of 3 parked" &&
+			c.title.includes(`+strconv.Quote(reject+": parked")+`))(
+			document.querySelector('#rows tr[data-id="`+split+`"] .chip[data-channel="email"]'))`),
+	)
+	run(t, ctx, "each recipient's copy in the detail",
+		chromedp.Click(chromedp.CSS(`#rows tr[data-id="`+split+`"] button.open`)),
+		waitFor(section(ok, "delivered")+` !== null && `+section(reject, "parked")+` !== null`),
+		// The parked message's headers are the refused recipient's.
+		waitFor(`[...`+section(reject, "parked")+`.querySelectorAll(".headers dt")].some(dt => dt.textContent === "x-dead-reason")`),
+	)
+	if got := evaluate[string](t, ctx, section(reject, "parked")+`.querySelector("h3").textContent`); got != "email "+reject {
+		t.Errorf("the refused copy's heading is %q, want %q", got, "email "+reject)
+	}
+	if evaluate[bool](t, ctx, section(ok, "delivered")+`.querySelector(".headers") !== null`) {
+		t.Error("the delivered copy shows a parked message's headers")
+	}
+	screenshot(t, ctx, "relay-dashboard-recipients.png")
+
+	// Each parked recipient's copy has a replay of its own, which says so.
+	bar := evaluate[string](t, ctx, section(reject, "parked")+`.querySelector(".replay-bar").textContent`)
+	if !strings.Contains(bar, "Replay this copy") || !strings.Contains(bar, "the parked copy for "+reject) ||
+		!strings.Contains(bar, "the other recipients' copies stay as they are") {
+		t.Errorf("the refused copy's replay bar says %q, want it to replay that recipient's copy alone", bar)
+	}
+	// The SMTP server refuses the address again, so the replayed copy is
+	// parked again in round 1; the other refused copy was never touched.
+	run(t, ctx, "replay one recipient's copy",
+		chromedp.Click(chromedp.CSS(`#detail section.copy[data-channel="email"][data-recipient=`+strconv.Quote(reject)+`] button.replay`)),
+		waitFor(section(reject, "parked")+` !== null && `+section(reject, "parked")+
+			`.querySelector('tr.attempt[data-outcome="replayed"][data-round="1"]') !== null`),
+	)
+	if evaluate[bool](t, ctx, `document.querySelector('#detail section.copy[data-channel="email"][data-recipient=`+strconv.Quote(reject2)+
+		`] tr.attempt[data-outcome="replayed"]') !== null`) {
+		t.Errorf("the page shows a replay of %s's copy too", reject2)
+	}
+	parked := func(recipient string) []retry.DeadLetter {
+		t.Helper()
+		code, b := r.call(t, http.MethodGet, "/v1/dead-letters?id="+split+"&recipient="+url.QueryEscape(recipient), "", true)
+		var res struct {
+			DeadLetters []retry.DeadLetter `json:"dead_letters"`
+		}
+		if err := json.Unmarshal(b, &res); code != http.StatusOK || err != nil {
+			t.Fatalf("GET /v1/dead-letters for %s = %d %s", recipient, code, b)
+		}
+		return res.DeadLetters
+	}
+	retrytest.Eventually(t, 20*time.Second, func() bool {
+		p := parked(reject)
+		return len(p) == 1 && p[0].Replays == 1
+	}, "%s's replayed copy was not parked again in round 1: %+v", reject, parked(reject))
+	if p := parked(reject2); len(p) != 1 || p[0].Replays != 0 {
+		t.Errorf("%s's copy is %+v, want it parked once and never replayed", reject2, p)
+	}
+	if got := r.recipients(t, split); got[ok] != "delivered" || got[reject2] != "parked" {
+		t.Errorf("after replaying %s's copy, the others are %v", reject, got)
+	}
+	screenshot(t, ctx, "relay-dashboard-recipient-replayed.png")
+	checkPolicy(t, ctx)
 }
 
 // TestPublicDashboard runs relay with DASHBOARD_PUBLIC=true: visitors

@@ -252,7 +252,7 @@ func (f *fakeHistory) List(_ context.Context, q history.Query) (history.Page, er
 		s := history.Summary{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: n.Channels, Recipients: n.Recipients}
 		keep := q.Status == ""
 		for _, c := range n.Copies {
-			s.Copies = append(s.Copies, history.CopyStatus{Channel: c.Channel, Status: c.Status})
+			s.Copies = append(s.Copies, history.CopyStatus{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status})
 			keep = keep || c.Status == q.Status
 		}
 		if keep {
@@ -277,6 +277,24 @@ func parkedNotification() *history.Notification {
 					{Round: 0, Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeFailed, Error: secretError, DelayMS: ms(100), DurationMS: ms(30)},
 					{Round: 0, Attempt: 2, At: t0.Add(3 * time.Second), Outcome: history.OutcomeParked, Error: secretError, Reason: "max-retries", WaitedMS: ms(110)},
 				}},
+		},
+	}
+}
+
+// splitNotification has an email copy per recipient, one delivered and one
+// parked, and a webhook copy.
+func splitNotification() *history.Notification {
+	return &history.Notification{
+		ID: "ntf_split", CreatedAt: t0, Accepted: true, Channels: []string{"email", "webhook"},
+		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example/orders"},
+		Copies: []history.Copy{
+			{Channel: "email", Recipient: "ok1@example.com", Status: history.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
+				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeDelivered}}},
+			{Channel: "email", Recipient: "reject@example.com", Status: history.StatusParked, Reason: "permanent", Attempts: 1, LastError: secretError,
+				UpdatedAt: t0.Add(time.Second), Timeline: []history.Attempt{
+					{Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeParked, Error: secretError, Reason: "permanent"}}},
+			{Channel: "webhook", Status: history.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
+				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeDelivered}}},
 		},
 	}
 }
@@ -403,6 +421,31 @@ func TestDetailRedacted(t *testing.T) {
 	}
 }
 
+// TestDetailRecipients shows each copy of a channel with a copy per
+// recipient under its recipient, and a whole channel's copy under none.
+func TestDetailRecipients(t *testing.T) {
+	h := New(Deps{History: &fakeHistory{notifications: []*history.Notification{splitNotification()}}, Authenticate: authenticate, Public: true})
+	resp, body := get(t, h, "/dashboard/notifications/ntf_split", "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET = %d %s", resp.StatusCode, body)
+	}
+	var raw struct{ Copies []map[string]any }
+	if err := json.Unmarshal([]byte(body), &raw); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range raw.Copies {
+		got = append(got, fmt.Sprintf("%v %v %v", c["channel"], c["recipient"], c["status"]))
+	}
+	want := []string{"email ok1@example.com delivered", "email reject@example.com parked", "webhook <nil> delivered"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("copies (-want +got):\n%s", diff)
+	}
+	if strings.Contains(body, "s3cret") {
+		t.Errorf("the redacted detail holds the error text:\n%s", body)
+	}
+}
+
 func TestList(t *testing.T) {
 	store := &fakeHistory{notifications: []*history.Notification{parkedNotification()}}
 	tests := []struct {
@@ -413,7 +456,11 @@ func TestList(t *testing.T) {
 		contains string
 	}{
 		{"every notification", store, "", 200, `{"notifications":[{"id":"ntf_1","created_at":"2026-03-01T12:00:00Z","channels":["email","webhook"],` +
-			`"recipients":["ada@example.com","https://hooks.example/orders"],"status":{"email":"delivered","webhook":"parked"}}]}`},
+			`"recipients":["ada@example.com","https://hooks.example/orders"],"status":{"email":"delivered","webhook":"parked"},` +
+			`"copies":[{"channel":"email","status":"delivered"},{"channel":"webhook","status":"parked"}]}]}`},
+		{"a copy per recipient", &fakeHistory{notifications: []*history.Notification{splitNotification()}}, "?status=parked", 200,
+			`"status":{"email":"parked","webhook":"delivered"},"copies":[{"channel":"email","recipient":"ok1@example.com","status":"delivered"},` +
+				`{"channel":"email","recipient":"reject@example.com","status":"parked"},{"channel":"webhook","status":"delivered"}]}`},
 		{"by recipient", store, "?q=ada@", 200, `"id":"ntf_1"`},
 		{"no match", store, "?q=grace", 200, `{"notifications":[]}`},
 		{"parked", store, "?status=parked&channel=webhook&limit=10", 200, `"id":"ntf_1"`},

@@ -31,9 +31,12 @@ type notificationView struct {
 	Redacted   bool            `json:"redacted"`
 }
 
-// copyView is one channel copy: its status and its attempts.
+// copyView is one copy: its status and its attempts. A channel that
+// delivers to each recipient on its own (email) has a copy per recipient,
+// named by Recipient.
 type copyView struct {
 	Channel       string        `json:"channel"`
+	Recipient     string        `json:"recipient,omitempty"`
 	Status        string        `json:"status"`
 	Reason        string        `json:"reason,omitempty"`
 	NextAttemptAt *time.Time    `json:"next_attempt_at,omitempty"`
@@ -57,13 +60,24 @@ type attemptView struct {
 	DurationMS *int64    `json:"duration_ms,omitempty"`
 }
 
-// summaryView is one notification of a list.
+// summaryView is one notification of a list. Status has a channel's
+// status, the most pressing of its copies' (history.Summary.ChannelStatus);
+// Copies has each copy's, which the page keeps up to date from the live
+// events, each about one copy.
 type summaryView struct {
 	ID         string            `json:"id"`
 	CreatedAt  time.Time         `json:"created_at"`
 	Channels   []string          `json:"channels"`
 	Recipients []string          `json:"recipients"`
 	Status     map[string]string `json:"status"`
+	Copies     []copyStatusView  `json:"copies"`
+}
+
+// copyStatusView is the status of one copy in a list.
+type copyStatusView struct {
+	Channel   string `json:"channel"`
+	Recipient string `json:"recipient,omitempty"`
+	Status    string `json:"status"`
 }
 
 // listView is one page of the list.
@@ -88,7 +102,7 @@ func viewOf(n *history.Notification, full bool) notificationView {
 		v.Payload = n.Payload
 	}
 	for _, c := range n.Copies {
-		cv := copyView{Channel: c.Channel, Status: c.Status, Reason: c.Reason, NextAttemptAt: c.NextAttemptAt, Round: c.Round,
+		cv := copyView{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status, Reason: c.Reason, NextAttemptAt: c.NextAttemptAt, Round: c.Round,
 			AttemptCount: c.Attempts, UpdatedAt: c.UpdatedAt, Attempts: []attemptView{}}
 		if full {
 			cv.LastError = c.LastError
@@ -184,9 +198,9 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	out := listView{Notifications: []summaryView{}, NextCursor: page.Next}
 	for _, n := range page.Items {
 		sv := summaryView{ID: n.ID, CreatedAt: n.CreatedAt, Channels: nonNil(n.Channels), Recipients: nonNil(n.Recipients),
-			Status: map[string]string{}}
+			Status: n.ChannelStatus(), Copies: []copyStatusView{}}
 		for _, c := range n.Copies {
-			sv.Status[c.Channel] = c.Status
+			sv.Copies = append(sv.Copies, copyStatusView{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status})
 		}
 		out.Notifications = append(out.Notifications, sv)
 	}

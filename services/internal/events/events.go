@@ -30,6 +30,9 @@ type Event struct {
 	// Channel is the routing key of the work queue, such as "email"; empty
 	// when the queue is not one of the topology's work queues.
 	Channel string `json:"channel"`
+	// Recipient is the copy's recipient (retry.HeaderRecipient), for a
+	// channel that delivers to each recipient on its own; empty otherwise.
+	Recipient string `json:"recipient,omitempty"`
 	// Queue is the work queue, prefixed as on the broker.
 	Queue string `json:"queue"`
 	// Attempt is the attempt the decision is about (1 for the first of its
@@ -73,6 +76,7 @@ func (c channels) event(service string, ev retry.Event) Event {
 		Outcome:    ev.Outcome,
 		ID:         ev.MessageID,
 		Channel:    c[ev.Queue],
+		Recipient:  ev.Recipient,
 		Queue:      ev.Queue,
 		Attempt:    ev.Attempt,
 		Round:      ev.Round,

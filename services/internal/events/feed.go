@@ -27,12 +27,21 @@ const TypeAccepted = "accepted"
 // accepts: the history's record of the notification itself.
 type Accepted struct {
 	// Type is always TypeAccepted.
-	Type       string          `json:"type"`
-	ID         string          `json:"id"`
-	CreatedAt  time.Time       `json:"created_at"`
-	Channels   []string        `json:"channels"`
+	Type      string    `json:"type"`
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"created_at"`
+	Channels  []string  `json:"channels"`
+	// Copies lists the copies when a channel has one per recipient;
+	// empty means one per channel.
+	Copies     []Copy          `json:"copies,omitempty"`
 	Recipients []string        `json:"recipients,omitempty"`
 	Payload    json.RawMessage `json:"payload,omitempty"`
+}
+
+// Copy names one copy of an accepted notification.
+type Copy struct {
+	Channel   string `json:"channel"`
+	Recipient string `json:"recipient,omitempty"`
 }
 
 // AcceptedRoutingKey is the key Accepted records are published with.
@@ -243,8 +252,12 @@ func decode(ds []amqp.Delivery, log *slog.Logger) ([]history.Accepted, []history
 				log.Warn("dropped a malformed accepted record", "message_id", d.MessageId, "error", err)
 				continue
 			}
+			var copies []history.CopyRef
+			for _, c := range a.Copies {
+				copies = append(copies, history.CopyRef{Channel: c.Channel, Recipient: c.Recipient})
+			}
 			accepted = append(accepted, history.Accepted{ID: a.ID, CreatedAt: a.CreatedAt, Channels: a.Channels,
-				Recipients: a.Recipients, Payload: a.Payload})
+				Copies: copies, Recipients: a.Recipients, Payload: a.Payload})
 		case TypeAttempt:
 			var ev Event
 			if err := json.Unmarshal(d.Body, &ev); err != nil {
@@ -256,7 +269,7 @@ func decode(ds []amqp.Delivery, log *slog.Logger) ([]history.Accepted, []history
 				// unknown-source): no copy of a notification to record.
 				continue
 			}
-			evs = append(evs, history.Event{ID: ev.ID, Channel: ev.Channel, Round: ev.Round, Attempt: ev.Attempt,
+			evs = append(evs, history.Event{ID: ev.ID, Channel: ev.Channel, Recipient: ev.Recipient, Round: ev.Round, Attempt: ev.Attempt,
 				Outcome: string(ev.Outcome), At: ev.At, Error: ev.Error, Reason: ev.Reason, DelayMS: ev.DelayMS,
 				DurationMS: ev.DurationMS, Service: ev.Service})
 		default:

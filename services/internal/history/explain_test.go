@@ -41,7 +41,7 @@ func TestExplain(t *testing.T) {
 		sqliteNot  []string
 	}{
 		{name: "get notification", sql: history.GetNotificationSQL, sqliteWant: []string{"SEARCH notifications USING INDEX sqlite_autoindex_notifications_1 (id=?)"}},
-		{name: "get copies and attempts", sql: history.GetCopiesSQL, sqliteWant: []string{"SEARCH c USING PRIMARY KEY (notification_id=?)", "SEARCH a USING PRIMARY KEY (notification_id=? AND channel=?)"}},
+		{name: "get copies and attempts", sql: history.GetCopiesSQL, sqliteWant: []string{"SEARCH c USING PRIMARY KEY (notification_id=?)", "SEARCH a USING PRIMARY KEY (notification_id=? AND channel=? AND recipient=?)"}},
 		{name: "list, first page", list: &history.Query{}, sqliteWant: []string{"SCAN n USING INDEX notifications_created_at_id"}, sqliteNot: []string{"TEMP B-TREE"}},
 		{name: "list, a later page", page2: true, sqliteWant: []string{"SEARCH n USING INDEX notifications_created_at_id"}, sqliteNot: []string{"TEMP B-TREE"}},
 		{name: "list, since and until", list: &history.Query{Since: created(n / 4), Until: created(n / 2)}, sqliteWant: []string{"SEARCH n USING INDEX notifications_created_at_id (created_at>? AND created_at<?)"}, sqliteNot: []string{"TEMP B-TREE"}},

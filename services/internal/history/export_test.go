@@ -15,6 +15,61 @@ import (
 // test can make it take several batches.
 func SetPruneBatch(s *Store, n int) { s.pruneBatch = n }
 
+// OpenAt opens the store dsn names with its migrations applied up to
+// version and no further, as an older release left it.
+func OpenAt(ctx context.Context, dsn string, version int) (*Store, error) {
+	kind, target, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	var s *Store
+	if kind == postgres {
+		s, err = openPostgres(ctx, target)
+	} else {
+		s, err = openSQLite(ctx, target)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.migrateTo(ctx, version); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// QueryText runs a query on the writer's connection, which sees the schema as
+// migrations left it, and returns its rows as text.
+func QueryText(ctx context.Context, s *Store, query string) ([][]string, error) {
+	rows, err := s.write.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	cols, err := rows.Columns()
+	if err != nil {
+		rows.Close()
+		return nil, err
+	}
+	var out [][]string
+	err = each(rows, func() error {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		row := make([]string, len(cols))
+		for i, v := range vals {
+			row[i] = v.String
+		}
+		out = append(out, row)
+		return nil
+	})
+	return out, err
+}
+
 // MigrationCount is how many migrations the backend of s has.
 func MigrationCount(s *Store) int {
 	m, err := s.d.migrations()

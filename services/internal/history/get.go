@@ -14,11 +14,12 @@ const (
 	// getCopies reads copies and timelines in one statement, so that they
 	// agree with each other even while events are being recorded.
 	getCopies = `
-		SELECT c.channel, c.status, c.reason, c.round, c.attempts, c.last_error, c.next_attempt_at, c.updated_at,
+		SELECT c.channel, c.recipient, c.status, c.reason, c.round, c.attempts, c.last_error, c.next_attempt_at, c.updated_at,
 			a.round, a.attempt, a.at, a.outcome, a.error, a.reason, a.service, a.delay_ms, a.waited_ms, a.duration_ms
-		FROM copies c LEFT JOIN attempts a ON a.notification_id = c.notification_id AND a.channel = c.channel
+		FROM copies c LEFT JOIN attempts a
+			ON a.notification_id = c.notification_id AND a.channel = c.channel AND a.recipient = c.recipient
 		WHERE c.notification_id = $1
-		ORDER BY c.channel, a.round, a.attempt`
+		ORDER BY c.channel, c.recipient, a.round, a.attempt`
 )
 
 // Get returns the notification id with its copies and their timelines, or
@@ -55,12 +56,12 @@ func (s *Store) Get(ctx context.Context, id string) (*Notification, error) {
 			outcome, aerr, reason, svc sql.NullString
 			delay, waited, duration    sql.NullInt64
 		)
-		if err := rows.Scan(&c.Channel, &c.Status, &c.Reason, &c.Round, &c.Attempts, &c.LastError,
+		if err := rows.Scan(&c.Channel, &c.Recipient, &c.Status, &c.Reason, &c.Round, &c.Attempts, &c.LastError,
 			nullTimeCol{&c.NextAttemptAt}, timeCol{&c.UpdatedAt},
 			&round, &attempt, nullTimeCol{&at}, &outcome, &aerr, &reason, &svc, &delay, &waited, &duration); err != nil {
 			return err
 		}
-		if k := len(n.Copies); k == 0 || n.Copies[k-1].Channel != c.Channel {
+		if k := len(n.Copies); k == 0 || n.Copies[k-1].Channel != c.Channel || n.Copies[k-1].Recipient != c.Recipient {
 			n.Copies = append(n.Copies, c)
 		}
 		if !round.Valid {

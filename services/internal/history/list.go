@@ -27,7 +27,8 @@ const (
 // Query selects notifications for List. Its zero value lists every
 // notification, newest first, DefaultLimit a page.
 type Query struct {
-	// Status keeps notifications with a copy in this status.
+	// Status keeps notifications with a copy in this status: one of its
+	// recipients' copies is enough.
 	Status string
 	// Channel keeps notifications with a copy for this channel; with
 	// Status, a copy for this channel in this status.
@@ -65,16 +66,47 @@ type Summary struct {
 	Channels []string
 	// Recipients are its recipients as accepted.
 	Recipients []string
-	// Copies are the status of each channel copy, by channel.
+	// Copies are the status of each copy, by channel and recipient.
 	Copies []CopyStatus
 }
 
-// CopyStatus is the status of one channel copy.
+// CopyStatus is the status of one copy.
 type CopyStatus struct {
 	// Channel is the copy's channel.
 	Channel string
+	// Recipient is the copy's recipient, for a channel that delivers to
+	// each on its own; empty otherwise.
+	Recipient string
 	// Status is one of the Status constants.
 	Status string
+}
+
+// ChannelStatus is the status of each channel of n, for a view with one
+// status per channel: a channel with a copy per recipient shows the most
+// pressing of theirs, parked before retrying before queued before
+// delivered, so that it is delivered only once every copy is and a parked
+// copy is never hidden by the others.
+func (n Summary) ChannelStatus() map[string]string {
+	out := make(map[string]string, len(n.Copies))
+	for _, c := range n.Copies {
+		if had, ok := out[c.Channel]; !ok || urgency(c.Status) > urgency(had) {
+			out[c.Channel] = c.Status
+		}
+	}
+	return out
+}
+
+// urgency orders the statuses for ChannelStatus.
+func urgency(status string) int {
+	switch status {
+	case StatusParked:
+		return 3
+	case StatusRetrying:
+		return 2
+	case StatusQueued:
+		return 1
+	}
+	return 0
 }
 
 // List returns a page of notifications matching q, newest first. Pages
@@ -196,14 +228,14 @@ func (s *Store) copyStatuses(ctx context.Context, items []Summary) error {
 	}
 	in, args := s.d.in("notification_id", ids)
 	rows, err := s.read.QueryContext(ctx,
-		`SELECT notification_id, channel, status FROM copies WHERE `+in+` ORDER BY notification_id, channel`, args...)
+		`SELECT notification_id, channel, recipient, status FROM copies WHERE `+in+` ORDER BY notification_id, channel, recipient`, args...)
 	if err != nil {
 		return fmt.Errorf("list copies: %w", err)
 	}
 	err = each(rows, func() error {
 		var id string
 		var c CopyStatus
-		if err := rows.Scan(&id, &c.Channel, &c.Status); err != nil {
+		if err := rows.Scan(&id, &c.Channel, &c.Recipient, &c.Status); err != nil {
 			return err
 		}
 		n := &items[at[id]]

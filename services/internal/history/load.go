@@ -19,9 +19,9 @@ const loadChunk = 5000
 // The columns Load writes, in the order of its rows.
 var (
 	loadNotificationCols = []string{"id", "created_at", "accepted", "channels", "recipients", "search", "payload"}
-	loadCopyCols         = []string{"notification_id", "channel", "status", "reason", "round", "attempts", "last_error", "next_attempt_at", "updated_at"}
-	loadEventCols        = []string{"notification_id", "channel", "round", "attempt", "outcome", "at", "error", "reason", "delay_ms", "duration_ms", "service"}
-	loadAttemptCols      = []string{"notification_id", "channel", "round", "attempt", "at", "outcome", "error", "reason", "service", "delay_ms", "waited_ms", "duration_ms"}
+	loadCopyCols         = []string{"notification_id", "channel", "recipient", "status", "reason", "round", "attempts", "last_error", "next_attempt_at", "updated_at"}
+	loadEventCols        = []string{"notification_id", "channel", "recipient", "round", "attempt", "outcome", "at", "error", "reason", "delay_ms", "duration_ms", "service"}
+	loadAttemptCols      = []string{"notification_id", "channel", "recipient", "round", "attempt", "at", "outcome", "error", "reason", "service", "delay_ms", "waited_ms", "duration_ms"}
 )
 
 // Load stores notifications, each accepted with its events, the fast way:
@@ -122,29 +122,32 @@ func (r *loadRows) add(d dialect, a Accepted, events []Event) {
 		at[e.key()] = len(evs)
 		evs = append(evs, e)
 	}
-	slices.SortFunc(evs, func(a, b Event) int { return cmp.Or(cmp.Compare(a.Channel, b.Channel), compareEvents(a, b)) })
-	byCopy := map[string][]Event{}
+	slices.SortFunc(evs, func(a, b Event) int { return cmp.Or(compareCopies(a.copy(), b.copy()), compareEvents(a, b)) })
+	byCopy := map[copyKey][]Event{}
 	for _, e := range evs {
-		byCopy[e.Channel] = append(byCopy[e.Channel], e)
-		r.evs = append(r.evs, []any{e.ID, e.Channel, e.Round, e.Attempt, e.Outcome, d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service})
+		byCopy[e.copy()] = append(byCopy[e.copy()], e)
+		r.evs = append(r.evs, []any{e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, e.Outcome, d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service})
 	}
-	// A copy per channel accepted, queued until its events say otherwise,
-	// and one per channel that only events name.
-	copies := dedupe(a.Channels)
-	for ch := range byCopy {
-		if !slices.Contains(copies, ch) {
-			copies = append(copies, ch)
+	// A row for each copy accepted, queued until its events say
+	// otherwise, and one for each copy that only events name.
+	var copies []copyKey
+	for _, c := range copiesOf(a) {
+		copies = append(copies, copyKey{a.ID, c.Channel, c.Recipient})
+	}
+	for k := range byCopy {
+		if !slices.Contains(copies, k) {
+			copies = append(copies, k)
 		}
 	}
-	slices.Sort(copies)
-	for _, ch := range copies {
+	slices.SortFunc(copies, compareCopies)
+	for _, k := range copies {
 		c := Copy{Status: StatusQueued, UpdatedAt: a.CreatedAt}
-		if evs := byCopy[ch]; len(evs) > 0 {
+		if evs := byCopy[k]; len(evs) > 0 {
 			c = project(evs)
 		}
-		r.copies = append(r.copies, []any{a.ID, ch, c.Status, c.Reason, c.Round, c.Attempts, c.LastError, d.nullTS(c.NextAttemptAt), d.ts(c.UpdatedAt)})
+		r.copies = append(r.copies, []any{a.ID, k.channel, k.recipient, c.Status, c.Reason, c.Round, c.Attempts, c.LastError, d.nullTS(c.NextAttemptAt), d.ts(c.UpdatedAt)})
 		for _, t := range c.Timeline {
-			r.attempts = append(r.attempts, []any{a.ID, ch, t.Round, t.Attempt, d.ts(t.At), t.Outcome, t.Error, t.Reason, t.Service,
+			r.attempts = append(r.attempts, []any{a.ID, k.channel, k.recipient, t.Round, t.Attempt, d.ts(t.At), t.Outcome, t.Error, t.Reason, t.Service,
 				nullInt(t.DelayMS), nullInt(t.WaitedMS), nullInt(t.DurationMS)})
 		}
 	}

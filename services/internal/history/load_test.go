@@ -74,7 +74,22 @@ func loadCases() []loaded {
 		ev(1, history.OutcomeFailed, time.Second, withErr("429"), withDelay(60000)),
 		ev(1, history.OutcomeWaiting, time.Second+time.Millisecond, withDelay(60000)),
 	)
+	// One email copy per recipient: one delivered, one parked, one
+	// replayed and one that only its events name.
+	recipients := acc("ntf_recipients", "email", "webhook")
+	recipients.Copies = []history.CopyRef{{"email", "ok1@example.com"}, {"email", "reject@example.com"}, {"email", "late@example.com"}, {"webhook", ""}}
+	perRecipient := append(append(
+		on("ntf_recipients", "email",
+			to("ntf_recipients", "ok1@example.com", ev(1, history.OutcomeDelivered, time.Second)),
+			to("ntf_recipients", "reject@example.com", ev(1, history.OutcomeParked, time.Second, withErr("550 no such user"), withReason("permanent"))),
+			to("ntf_recipients", "extra@example.com", ev(1, history.OutcomeFailed, time.Second, withErr("452"), withDelay(1000)))),
+		on("ntf_recipients", "webhook", ev(1, history.OutcomeDelivered, 2*time.Second))...),
+		replayed...)
+	for i := len(perRecipient) - len(replayed); i < len(perRecipient); i++ {
+		perRecipient[i] = to("ntf_recipients", "late@example.com", perRecipient[i])
+	}
 	return []loaded{
+		{recipients, perRecipient},
 		{acc("ntf_none", "email", "webhook"), nil},
 		{acc("ntf_delivered", "webhook"), on("ntf_delivered", "webhook", ev(1, history.OutcomeDelivered, 200*time.Millisecond, withDur(80)))},
 		{acc("ntf_retried", "email", "webhook"), retried},

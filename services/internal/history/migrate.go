@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,10 +63,17 @@ func (d dialect) migrations() ([]migration, error) {
 // transaction-scoped advisory lock, keyed by the schema, makes replicas
 // that open at once take turns: the first migrates, the others find
 // nothing left to do. On SQLite the writer's BEGIN IMMEDIATE does the same.
-func (s *Store) migrate(ctx context.Context) error {
+func (s *Store) migrate(ctx context.Context) error { return s.migrateTo(ctx, 0) }
+
+// migrateTo is migrate up to version upTo, or all the way when upTo is 0:
+// tests make a database as an older release left it.
+func (s *Store) migrateTo(ctx context.Context, upTo int) error {
 	all, err := s.d.migrations()
 	if err != nil {
 		return err
+	}
+	if upTo > 0 {
+		all = slices.DeleteFunc(all, func(m migration) bool { return m.version > upTo })
 	}
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {

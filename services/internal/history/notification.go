@@ -51,14 +51,26 @@ type Accepted struct {
 	ID string
 	// CreatedAt is when the API accepted it.
 	CreatedAt time.Time
-	// Channels are the channels it goes to, one copy each: "email",
-	// "webhook", "sms".
+	// Channels are the channels it goes to: "email", "webhook", "sms".
 	Channels []string
+	// Copies are its copies, one per channel, or for a channel that
+	// delivers to each recipient on its own (email), one per recipient.
+	// Empty means one copy per channel, with no recipient.
+	Copies []CopyRef
 	// Recipients are what List searches besides the id: email addresses,
 	// phone numbers, webhook URLs or endpoint ids.
 	Recipients []string
 	// Payload is the notification as accepted, JSON.
 	Payload json.RawMessage
+}
+
+// CopyRef names one copy of a notification: its channel and, for a
+// channel that delivers to each recipient on its own, the recipient.
+type CopyRef struct {
+	Channel string
+	// Recipient is empty for a copy that goes to all of a part's
+	// recipients at once.
+	Recipient string
 }
 
 // Event is one decision about one attempt of one channel copy.
@@ -67,6 +79,9 @@ type Event struct {
 	ID string
 	// Channel is the copy's channel.
 	Channel string
+	// Recipient is the copy's recipient, for a channel that delivers to
+	// each on its own; empty otherwise.
+	Recipient string
 	// Round is 0 until the copy is first replayed; each replay starts
 	// the next round, and its OutcomeReplayed event carries that round.
 	Round int
@@ -107,7 +122,7 @@ type Notification struct {
 	Recipients []string
 	// Payload is the notification as accepted; nil until accepted.
 	Payload json.RawMessage
-	// Copies are its channel copies, by channel.
+	// Copies are its copies, by channel and recipient.
 	Copies []Copy
 }
 
@@ -115,6 +130,9 @@ type Notification struct {
 type Copy struct {
 	// Channel is the copy's channel.
 	Channel string
+	// Recipient is the copy's recipient, for a channel that delivers to
+	// each on its own (email); empty otherwise.
+	Recipient string
 	// Status is one of the Status constants.
 	Status string
 	// Reason is why it was parked, when Status is StatusParked.

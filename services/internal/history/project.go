@@ -6,19 +6,28 @@ import (
 	"time"
 )
 
-// copyKey names one channel copy.
-type copyKey struct{ id, channel string }
+// copyKey names one copy: its notification, channel and recipient ("" for
+// a copy of a whole channel).
+type copyKey struct{ id, channel, recipient string }
+
+func (e Event) copy() copyKey { return copyKey{e.ID, e.Channel, e.Recipient} }
+
+// compareCopies orders copies by notification, channel and recipient: the
+// order of the tables' primary keys.
+func compareCopies(a, b copyKey) int {
+	return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.channel, b.channel), cmp.Compare(a.recipient, b.recipient))
+}
 
 // eventKey is what makes two events the same event: replaying one changes
 // nothing.
 type eventKey struct {
-	id, channel    string
+	copy           copyKey
 	round, attempt int
 	outcome        string
 }
 
 func (e Event) key() eventKey {
-	return eventKey{e.ID, e.Channel, e.Round, e.Attempt, e.Outcome}
+	return eventKey{e.copy(), e.Round, e.Attempt, e.Outcome}
 }
 
 // compareEvents orders the events of one copy: by round, attempt and the

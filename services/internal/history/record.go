@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
-// Accept stores notifications the API accepted, with a queued copy per
-// channel. It is idempotent: an id the store already accepted is left as
-// it is. A notification whose events arrived first is filled in.
+// Accept stores notifications the API accepted, with a queued copy for
+// each of their Copies, or for each channel when Copies is empty. It is
+// idempotent: an id the store already accepted is left as it is. A
+// notification whose events arrived first is filled in.
 func (s *Store) Accept(ctx context.Context, ns []Accepted) error {
 	if len(ns) == 0 {
 		return nil
@@ -68,19 +70,23 @@ func (s *Store) Accept(ctx context.Context, ns []Accepted) error {
 			if !accepted[n.ID] {
 				continue
 			}
-			for _, ch := range dedupe(n.Channels) {
-				copies = append(copies, n.ID, ch, StatusQueued, s.d.ts(micro(n.CreatedAt)))
+			for _, c := range copiesOf(n) {
+				copies = append(copies, n.ID, c.Channel, c.Recipient, StatusQueued, s.d.ts(micro(n.CreatedAt)))
 			}
 		}
 		// A copy its events created already is left as it is.
 		if err := execRows(ctx, tx, s.d,
-			`INSERT INTO copies (notification_id, channel, status, updated_at) `,
-			` ON CONFLICT (notification_id, channel) DO NOTHING`, []string{"text", "text", "text", "timestamptz"}, copies); err != nil {
+			`INSERT INTO copies (notification_id, channel, recipient, status, updated_at) `,
+			` ON CONFLICT (notification_id, channel, recipient) DO NOTHING`, []string{"text", "text", "text", "text", "timestamptz"}, copies); err != nil {
 			return fmt.Errorf("insert copies: %w", err)
 		}
 		return nil
 	})
 }
+
+// MaxRecipient is the longest recipient a copy or an event may name, in
+// bytes: room for any email address (RFC 3696 counts 320 at most).
+const MaxRecipient = 320
 
 func checkAccepted(n Accepted) string {
 	switch {
@@ -93,7 +99,49 @@ func checkAccepted(n Accepted) string {
 	case slices.Contains(n.Channels, ""):
 		return fmt.Sprintf("notification %q has an empty channel", n.ID)
 	}
+	for _, c := range n.Copies {
+		switch {
+		case c.Channel == "":
+			return fmt.Sprintf("notification %q has a copy with no channel", n.ID)
+		case !slices.Contains(n.Channels, c.Channel):
+			return fmt.Sprintf("notification %q has a copy for %q, which is not one of its channels %q", n.ID, c.Channel, n.Channels)
+		}
+		if p := checkRecipient(c.Recipient); p != "" {
+			return fmt.Sprintf("notification %q: %s copy: %s", n.ID, c.Channel, p)
+		}
+	}
 	return ""
+}
+
+// checkRecipient says what is wrong with a copy's recipient, if anything:
+// PostgreSQL refuses text that is not UTF-8 or holds a NUL, and would fail
+// the whole batch.
+func checkRecipient(r string) string {
+	switch {
+	case len(r) > MaxRecipient:
+		return fmt.Sprintf("recipient is %d bytes long, more than %d", len(r), MaxRecipient)
+	case !utf8.ValidString(r) || strings.ContainsRune(r, 0):
+		return fmt.Sprintf("recipient %q is not UTF-8 text", r)
+	}
+	return ""
+}
+
+// copiesOf are the copies Accept makes for n, each once: its Copies, or
+// one per channel when it names none.
+func copiesOf(n Accepted) []CopyRef {
+	var out []CopyRef
+	if len(n.Copies) == 0 {
+		for _, ch := range dedupe(n.Channels) {
+			out = append(out, CopyRef{Channel: ch})
+		}
+		return out
+	}
+	for _, c := range n.Copies {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Record stores a batch of events, in one transaction, and updates the
@@ -129,7 +177,7 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 		evs = append(evs, e)
 	}
 	slices.SortFunc(evs, func(a, b Event) int {
-		return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Channel, b.Channel), compareEvents(a, b))
+		return cmp.Or(compareCopies(a.copy(), b.copy()), compareEvents(a, b))
 	})
 
 	// Placeholders for notifications not accepted yet, created at their
@@ -144,7 +192,7 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 			}
 			first[e.ID] = e.At
 		}
-		affected[copyKey{e.ID, e.Channel}] = true
+		affected[e.copy()] = true
 	}
 	placeholders := make([]any, 0, 3*len(ids))
 	for _, id := range ids {
@@ -152,7 +200,7 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 	}
 	rows := make([]any, 0, len(eventTypes)*len(evs))
 	for _, e := range evs {
-		rows = append(rows, e.ID, e.Channel, e.Round, e.Attempt, e.Outcome, s.d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service)
+		rows = append(rows, e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, e.Outcome, s.d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service)
 	}
 
 	return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -168,8 +216,8 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 			return fmt.Errorf("insert placeholder notifications: %w", err)
 		}
 		if err := execRows(ctx, tx, s.d,
-			`INSERT INTO events (notification_id, channel, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service) `,
-			` ON CONFLICT (notification_id, channel, round, attempt, outcome) DO UPDATE SET
+			`INSERT INTO events (notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service) `,
+			` ON CONFLICT (notification_id, channel, recipient, round, attempt, outcome) DO UPDATE SET
 				at = excluded.at, error = excluded.error, reason = excluded.reason,
 				delay_ms = excluded.delay_ms, duration_ms = excluded.duration_ms, service = excluded.service
 			WHERE (excluded.at, excluded.error, excluded.reason, excluded.delay_ms, excluded.duration_ms, excluded.service)
@@ -191,6 +239,8 @@ func checkEvent(e Event) string {
 		return "event has no notification id"
 	case e.Channel == "":
 		return fmt.Sprintf("event for %q has no channel", e.ID)
+	case checkRecipient(e.Recipient) != "":
+		return fmt.Sprintf("event for %q/%s: %s", e.ID, e.Channel, checkRecipient(e.Recipient))
 	case rank(e.Outcome) < 0:
 		return fmt.Sprintf("event for %q/%s: unknown outcome %q", e.ID, e.Channel, e.Outcome)
 	case e.Round < 0 || e.Attempt < 0:
@@ -217,11 +267,11 @@ func (s *Store) loadEvents(ctx context.Context, tx *sql.Tx, ids []string, affect
 		}
 		err = each(rows, func() error {
 			var e Event
-			if err := rows.Scan(&e.ID, &e.Channel, &e.Round, &e.Attempt, &e.Outcome, timeCol{&e.At},
+			if err := rows.Scan(&e.ID, &e.Channel, &e.Recipient, &e.Round, &e.Attempt, &e.Outcome, timeCol{&e.At},
 				&e.Error, &e.Reason, &e.DelayMS, &e.DurationMS, &e.Service); err != nil {
 				return err
 			}
-			if k := (copyKey{e.ID, e.Channel}); affected[k] {
+			if k := e.copy(); affected[k] {
 				out[k] = append(out[k], e)
 			}
 			return nil
@@ -235,7 +285,7 @@ func (s *Store) loadEvents(ctx context.Context, tx *sql.Tx, ids []string, affect
 
 func (s *Store) loadEventsQuery(ids []string) (string, []any) {
 	in, args := s.d.in("notification_id", ids)
-	return `SELECT notification_id, channel, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service
+	return `SELECT notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service
 		FROM events WHERE ` + in, args
 }
 
@@ -246,20 +296,20 @@ func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][
 	for k := range events {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b copyKey) int { return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.channel, b.channel)) })
-	copies := make([]any, 0, 9*len(keys))
+	slices.SortFunc(keys, compareCopies)
+	copies := make([]any, 0, len(copyTypes)*len(keys))
 	var attempts []any
 	for _, k := range keys {
 		c := project(events[k])
-		copies = append(copies, k.id, k.channel, c.Status, c.Reason, c.Round, c.Attempts, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt))
+		copies = append(copies, k.id, k.channel, k.recipient, c.Status, c.Reason, c.Round, c.Attempts, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt))
 		for _, a := range c.Timeline {
-			attempts = append(attempts, k.id, k.channel, a.Round, a.Attempt, s.d.ts(a.At), a.Outcome, a.Error, a.Reason, a.Service,
+			attempts = append(attempts, k.id, k.channel, k.recipient, a.Round, a.Attempt, s.d.ts(a.At), a.Outcome, a.Error, a.Reason, a.Service,
 				nullInt(a.DelayMS), nullInt(a.WaitedMS), nullInt(a.DurationMS))
 		}
 	}
 	if err := execRows(ctx, tx, s.d,
-		`INSERT INTO copies (notification_id, channel, status, reason, round, attempts, last_error, next_attempt_at, updated_at) `,
-		` ON CONFLICT (notification_id, channel) DO UPDATE SET status = excluded.status, reason = excluded.reason,
+		`INSERT INTO copies (notification_id, channel, recipient, status, reason, round, attempts, last_error, next_attempt_at, updated_at) `,
+		` ON CONFLICT (notification_id, channel, recipient) DO UPDATE SET status = excluded.status, reason = excluded.reason,
 			round = excluded.round, attempts = excluded.attempts, last_error = excluded.last_error,
 			next_attempt_at = excluded.next_attempt_at, updated_at = excluded.updated_at`,
 		copyTypes, copies); err != nil {
@@ -267,8 +317,8 @@ func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][
 	}
 	// Rows are never removed: more events only add to a timeline.
 	if err := execRows(ctx, tx, s.d,
-		`INSERT INTO attempts (notification_id, channel, round, attempt, at, outcome, error, reason, service, delay_ms, waited_ms, duration_ms) `,
-		` ON CONFLICT (notification_id, channel, round, attempt) DO UPDATE SET at = excluded.at, outcome = excluded.outcome,
+		`INSERT INTO attempts (notification_id, channel, recipient, round, attempt, at, outcome, error, reason, service, delay_ms, waited_ms, duration_ms) `,
+		` ON CONFLICT (notification_id, channel, recipient, round, attempt) DO UPDATE SET at = excluded.at, outcome = excluded.outcome,
 			error = excluded.error, reason = excluded.reason, service = excluded.service,
 			delay_ms = excluded.delay_ms, waited_ms = excluded.waited_ms, duration_ms = excluded.duration_ms`,
 		attemptTypes, attempts); err != nil {

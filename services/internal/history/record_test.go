@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -386,6 +387,8 @@ func TestRecordInvalid(t *testing.T) {
 		{"attempt 0", history.Event{ID: "ntf_1", Channel: "email", Outcome: "delivered", At: t0}},
 		{"replay of round 0", history.Event{ID: "ntf_1", Channel: "email", Outcome: "replayed", At: t0}},
 		{"no time", history.Event{ID: "ntf_1", Channel: "email", Attempt: 1, Outcome: "delivered"}},
+		{"a recipient too long", history.Event{ID: "ntf_1", Channel: "email", Recipient: strings.Repeat("a", history.MaxRecipient+1), Attempt: 1, Outcome: "delivered", At: t0}},
+		{"a recipient not UTF-8", history.Event{ID: "ntf_1", Channel: "email", Recipient: "\xff@example.com", Attempt: 1, Outcome: "delivered", At: t0}},
 	}
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		for _, tc := range cases {

@@ -10,10 +10,13 @@
 // any number of times: the state of a copy is derived from the set of
 // events received, never from their arrival order.
 //
-// Every event is kept in the events table, one row per (notification,
-// channel, round, attempt, outcome); copies and attempts are derived from
-// it in the transaction that records a batch. Times are stored to the
-// microsecond.
+// A copy is (notification, channel, recipient): one per channel, or, for a
+// channel that delivers to each recipient on its own (email), one per
+// recipient, whose recipient is then part of its key (empty otherwise).
+//
+// Every event is kept in the events table, one row per (copy, round,
+// attempt, outcome); copies and attempts are derived from it in the
+// transaction that records a batch. Times are stored to the microsecond.
 //
 // On PostgreSQL the store counts on autovacuum (on by default) for planner
 // statistics; Prune refreshes them too, after deleting.

@@ -6,6 +6,7 @@ package dead
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,9 +36,9 @@ const DefaultLimit = 50
 
 // options are a verb's parsed arguments.
 type options struct {
-	verb, id, source string
-	all, json, yes   bool
-	limit            int
+	verb, id, source, recipient string
+	all, json, yes              bool
+	limit                       int
 }
 
 // parse reads a verb's flags (and show's ID), and refuses what does not go
@@ -51,6 +52,7 @@ func parse(args []string, stdout io.Writer) (options, error) {
 	fs := flag.NewFlagSet("relay dead "+o.verb, flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.StringVar(&o.source, "source", "", "only messages parked from this `queue` (e.g. email-queue)")
+	fs.StringVar(&o.recipient, "recipient", "", "only the copies for this recipient `address` (exact match; an email has a copy per recipient)")
 	switch o.verb {
 	case "list":
 		fs.StringVar(&o.id, "id", "", "only the message with this `id`")
@@ -59,9 +61,10 @@ func parse(args []string, stdout io.Writer) (options, error) {
 	case "show":
 		fs.BoolVar(&o.json, "json", false, "print JSON, one object per parked copy a line, as GET /v1/dead-letters/{id}")
 		fs.Usage = func() {
-			fmt.Fprintln(stdout, "usage: relay dead show ID [--source Q] [--json]\n\n"+
-				"Prints every parked copy of the message ID (one per channel it was parked from) in full:\n"+
-				"its history, every header and the body (JSON as JSON, anything else as base64).")
+			fmt.Fprintln(stdout, "usage: relay dead show ID [--source Q] [--recipient ADDRESS] [--json]\n\n"+
+				"Prints every parked copy of the message ID (one per channel it was parked from, and for\n"+
+				"email one per recipient) in full: its history, every header and the body (JSON as JSON,\n"+
+				"anything else as base64).")
 			fs.PrintDefaults()
 		}
 		// The id comes first (relay dead show ID --json) or after the
@@ -90,11 +93,11 @@ func parse(args []string, stdout io.Writer) (options, error) {
 	}
 	switch {
 	case o.verb == "show" && o.id == "":
-		return o, errors.New("relay dead show needs an id: relay dead show ID [--source Q] [--json]")
-	case o.all && (o.id != "" || o.source != ""):
-		return o, fmt.Errorf("relay dead %s: --all selects every parked message: leave out --id and --source, or --all", o.verb)
-	case (o.verb == "replay" || o.verb == "purge") && !o.all && o.id == "" && o.source == "":
-		return o, fmt.Errorf("relay dead %s needs --id, --source or --all", o.verb)
+		return o, errors.New("relay dead show needs an id: relay dead show ID [--source Q] [--recipient ADDRESS] [--json]")
+	case o.all && (o.id != "" || o.source != "" || o.recipient != ""):
+		return o, fmt.Errorf("relay dead %s: --all selects every parked message: leave out --id, --source and --recipient, or --all", o.verb)
+	case (o.verb == "replay" || o.verb == "purge") && !o.all && o.id == "" && o.source == "" && o.recipient == "":
+		return o, fmt.Errorf("relay dead %s needs --id, --source, --recipient or --all", o.verb)
 	case o.limit < 0:
 		return o, fmt.Errorf("--limit %d: want 0 or more (0: all)", o.limit)
 	}
@@ -116,7 +119,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	filter := retry.Filter{ID: o.id}
+	filter := retry.Filter{ID: o.id, Recipient: o.recipient}
 	if o.source != "" {
 		filter.Source = topo.Name(strings.TrimPrefix(o.source, topo.Prefix))
 	}
@@ -210,10 +213,20 @@ func printList(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 		_, err := fmt.Fprintln(w, "the dead-letter queue is empty (for this filter)")
 		return err
 	}
+	// A RECIPIENT column when any copy is one recipient's (email).
+	perRecipient := slices.ContainsFunc(list, func(p retry.DeadLetter) bool { return p.Recipient != "" })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSOURCE\tREASON\tRETRIES\tREPLAYS\tFIRST FAILURE\tPARKED\tLAST ERROR")
+	head := "ID\tSOURCE\tREASON\tRETRIES\tREPLAYS\tFIRST FAILURE\tPARKED\tLAST ERROR"
+	if perRecipient {
+		head = strings.Replace(head, "SOURCE", "RECIPIENT\tSOURCE", 1)
+	}
+	fmt.Fprintln(tw, head)
 	for _, p := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", p.ID, p.Source, p.Reason, p.Retries, p.Replays,
+		id := p.ID
+		if perRecipient {
+			id += "\t" + cmp.Or(p.Recipient, "-")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", id, p.Source, p.Reason, p.Retries, p.Replays,
 			stamp(p.FirstFailedAt), stamp(p.ParkedAt), oneLine(p.LastError, 60))
 	}
 	return tw.Flush()
@@ -242,6 +255,7 @@ func printShow(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 			}
 		}
 		field("id", d.ID)
+		field("recipient", d.Recipient)
 		field("source", d.Source)
 		field("reason", d.Reason)
 		field("retries", fmt.Sprint(d.Retries))

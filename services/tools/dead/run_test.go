@@ -28,24 +28,35 @@ func TestParse(t *testing.T) {
 		{args: []string{"list", "--limit", "abc"}, wantErr: `invalid value "abc" for flag -limit`},
 		{args: []string{"list", "extra"}, wantErr: `unexpected argument "extra"`},
 		{args: []string{"list", "--all"}, wantErr: "flag provided but not defined: -all"},
+		{args: []string{"list", "--recipient", "typo@exmaple.com"}, want: options{verb: "list", recipient: "typo@exmaple.com", limit: DefaultLimit}},
+		{args: []string{"list", "--id", "n1", "--recipient", "full@example.com", "--json"},
+			want: options{verb: "list", id: "n1", recipient: "full@example.com", json: true, limit: DefaultLimit}},
 		{args: []string{"show", "n1"}, want: options{verb: "show", id: "n1"}},
 		{args: []string{"show", "n1", "--json", "--source", "email-queue"}, want: options{verb: "show", id: "n1", json: true, source: "email-queue"}},
 		{args: []string{"show", "--json", "n1"}, want: options{verb: "show", id: "n1", json: true}},
+		{args: []string{"show", "n1", "--recipient", "typo@exmaple.com"}, want: options{verb: "show", id: "n1", recipient: "typo@exmaple.com"}},
+		{args: []string{"show", "--recipient", "typo@exmaple.com"}, wantErr: "relay dead show needs an id"},
 		{args: []string{"show"}, wantErr: "relay dead show needs an id"},
 		{args: []string{"show", "--json"}, wantErr: "relay dead show needs an id"},
 		{args: []string{"show", "n1", "n2"}, wantErr: `unexpected argument "n2"`},
 		{args: []string{"show", "--id", "n1"}, wantErr: "flag provided but not defined: -id"},
-		{args: []string{"replay"}, wantErr: "relay dead replay needs --id, --source or --all"},
+		{args: []string{"replay"}, wantErr: "relay dead replay needs --id, --source, --recipient or --all"},
 		{args: []string{"replay", "--id", "n1"}, want: options{verb: "replay", id: "n1"}},
 		{args: []string{"replay", "--all"}, want: options{verb: "replay", all: true}},
 		{args: []string{"replay", "--all", "--source", "email-queue"},
-			wantErr: "relay dead replay: --all selects every parked message: leave out --id and --source, or --all"},
+			wantErr: "relay dead replay: --all selects every parked message: leave out --id, --source and --recipient, or --all"},
 		{args: []string{"replay", "--all", "--id", "n1"}, wantErr: "relay dead replay: --all selects every parked message"},
-		{args: []string{"purge", "--yes"}, wantErr: "relay dead purge needs --id, --source or --all"},
+		{args: []string{"replay", "--id", "n1", "--recipient", "typo@exmaple.com"}, want: options{verb: "replay", id: "n1", recipient: "typo@exmaple.com"}},
+		{args: []string{"replay", "--recipient", "typo@exmaple.com"}, want: options{verb: "replay", recipient: "typo@exmaple.com"}},
+		{args: []string{"replay", "--all", "--recipient", "typo@exmaple.com"}, wantErr: "relay dead replay: --all selects every parked message"},
+		{args: []string{"purge", "--yes"}, wantErr: "relay dead purge needs --id, --source, --recipient or --all"},
 		{args: []string{"purge", "--source", "email-queue", "--all", "--yes"}, wantErr: "relay dead purge: --all selects every parked message"},
 		{args: []string{"purge", "--source", "email-queue", "--yes"}, want: options{verb: "purge", source: "email-queue", yes: true}},
 		{args: []string{"purge", "--yes", "--id", "n1", "--source", "email-queue"},
 			want: options{verb: "purge", id: "n1", source: "email-queue", yes: true}},
+		{args: []string{"purge", "--id", "n1", "--recipient", "full@example.com", "--yes"},
+			want: options{verb: "purge", id: "n1", recipient: "full@example.com", yes: true}},
+		{args: []string{"purge", "--recipient", "full@example.com", "--all", "--yes"}, wantErr: "relay dead purge: --all selects every parked message"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -69,7 +80,8 @@ func TestParse(t *testing.T) {
 // TestUsageNeedsNoBroker: a usage error is answered before the command
 // reads its environment or dials.
 func TestUsageNeedsNoBroker(t *testing.T) {
-	for _, args := range [][]string{{"replay", "--all", "--source", "email-queue"}, {"show"}, {"list", "--limit", "-1"}} {
+	for _, args := range [][]string{{"replay", "--all", "--source", "email-queue"}, {"show"}, {"list", "--limit", "-1"},
+		{"purge", "--all", "--recipient", "typo@exmaple.com"}} {
 		err := Run(context.Background(), args, func(string) string { return "amqp://nowhere.invalid" }, strings.NewReader(""), &bytes.Buffer{})
 		if err == nil || strings.Contains(err.Error(), "nowhere") {
 			t.Errorf("Run(%q) = %v, want a usage error", args, err)
@@ -82,7 +94,7 @@ func TestShowHelp(t *testing.T) {
 	if _, err := parse([]string{"show", "-h"}, &out); err == nil {
 		t.Fatal("show -h: no flag.ErrHelp")
 	}
-	for _, want := range []string{"usage: relay dead show ID", "-json", "-source"} {
+	for _, want := range []string{"usage: relay dead show ID", "-json", "-source", "-recipient address", "one per recipient"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("show -h lacks %q:\n%s", want, out.String())
 		}
@@ -95,7 +107,7 @@ func parked(ds ...amqp.Delivery) []retry.DeadLetter {
 	for i, d := range ds {
 		out[i] = retry.DeadLetter{ID: d.MessageId, Source: d.Headers[retry.HeaderDeadSource].(string),
 			Reason: d.Headers[retry.HeaderDeadReason].(string), Headers: d.Headers, Body: d.Body,
-			ContentType: d.ContentType, ContentEncoding: d.ContentEncoding}
+			ContentType: d.ContentType, ContentEncoding: d.ContentEncoding, Recipient: retry.Recipient(d.Headers)}
 	}
 	return out
 }
@@ -197,6 +209,19 @@ func TestPrintList(t *testing.T) {
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("list (-want +got):\n%s", diff)
 	}
+	// A copy for one recipient (an email's): a RECIPIENT column.
+	list = append(list, parked(amqp.Delivery{MessageId: "n2", Headers: amqp.Table{retry.HeaderDeadSource: "p.email-queue",
+		retry.HeaderDeadReason: "permanent", retry.HeaderRecipient: "ada@example.com"}})...)
+	out.Reset()
+	if err := printList(&out, list, false); err != nil {
+		t.Fatal(err)
+	}
+	want = "ID  RECIPIENT        SOURCE         REASON     RETRIES  REPLAYS  FIRST FAILURE  PARKED  LAST ERROR\n" +
+		"n1  -                p.email-queue  permanent  0        2        -              -       550 mailbox unavailable\n" +
+		"n2  ada@example.com  p.email-queue  permanent  0        0        -              -       -\n"
+	if diff := cmp.Diff(want, out.String()); diff != "" {
+		t.Errorf("list with a recipient (-want +got):\n%s", diff)
+	}
 	out.Reset()
 	if err := printList(&out, nil, false); err != nil || !strings.Contains(out.String(), "empty") {
 		t.Errorf("empty list = %q, %v", out.String(), err)
@@ -217,6 +242,20 @@ func TestOneLine(t *testing.T) {
 	for _, tt := range tests {
 		if got := oneLine(tt.s, tt.n); got != tt.want {
 			t.Errorf("oneLine(%q, %d) = %q, want %q", tt.s, tt.n, got, tt.want)
+		}
+	}
+}
+
+// TestRecipientFlagEverywhere: every verb takes --recipient, and its help
+// says what it selects.
+func TestRecipientFlagEverywhere(t *testing.T) {
+	for _, verb := range []string{"list", "show", "replay", "purge"} {
+		var out bytes.Buffer
+		if _, err := parse([]string{verb, "-h"}, &out); err == nil {
+			t.Fatalf("%s -h: no flag.ErrHelp", verb)
+		}
+		if !strings.Contains(out.String(), "-recipient address\n") || !strings.Contains(out.String(), "copies for this recipient") {
+			t.Errorf("relay dead %s -h does not offer --recipient:\n%s", verb, out.String())
 		}
 	}
 }

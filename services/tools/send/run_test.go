@@ -38,6 +38,12 @@ func cp(channel, status string, updated int, attempts ...apiclient.Attempt) apic
 	return apiclient.Copy{Channel: channel, Status: status, UpdatedAt: at(updated), Attempts: attempts, AttemptCount: len(attempts)}
 }
 
+// to is c as the copy for one recipient.
+func to(recipient string, c apiclient.Copy) apiclient.Copy {
+	c.Recipient = recipient
+	return c
+}
+
 // step is what the fake history shows for one notification at one poll;
 // nil is a 404, as before the history recorded it.
 type step []apiclient.Copy
@@ -52,6 +58,7 @@ const long = `send email ntf_1: closing SMTP DATA writer: 451 4.3.0 The recipien
 type fake struct {
 	t        *testing.T
 	channels []string
+	copies   []apiclient.AcceptedCopy // the 202's copies; none like an older API
 	script   func(id string) []step
 
 	mu       sync.Mutex
@@ -84,7 +91,7 @@ func (f *fake) post(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("ntf_%d", len(f.requests))
 	f.mu.Unlock()
 	w.WriteHeader(http.StatusAccepted)
-	json.NewEncoder(w).Encode(apiclient.Accepted{ID: id, Channels: f.channels})
+	json.NewEncoder(w).Encode(apiclient.Accepted{ID: id, Channels: f.channels, Copies: f.copies})
 }
 
 func (f *fake) get(w http.ResponseWriter, r *http.Request) {
@@ -124,6 +131,7 @@ func TestWatch(t *testing.T) {
 	tests := []struct {
 		name     string
 		channels []string
+		copies   []apiclient.AcceptedCopy
 		n        int
 		args     []string
 		script   func(id string) []step
@@ -216,6 +224,26 @@ done: 2 copies delivered, 0 parked
 `,
 		},
 		{
+			// An email to two recipients is two copies: each followed,
+			// and named, on its own.
+			name:     "one copy per recipient: each followed on its own",
+			channels: []string{"email"},
+			copies:   []apiclient.AcceptedCopy{{Channel: "email", Recipient: "ok@example.com"}, {Channel: "email", Recipient: "no@example.com"}},
+			script: func(string) []step {
+				ok := apiclient.Attempt{N: 1, At: at(1000), Outcome: "delivered"}
+				no := apiclient.Attempt{N: 1, At: at(1100), Outcome: "parked", Reason: "permanent", Error: "550 5.1.1 unknown"}
+				return []step{
+					{to("ok@example.com", cp("email", "delivered", 1000, ok))},
+					{to("ok@example.com", cp("email", "delivered", 1000, ok)), to("no@example.com", cp("email", "parked", 1100, no))},
+				}
+			},
+			want: `ntf_1	email
+10:00:01.000  ntf_1 email ok@example.com attempt 1  delivered
+10:00:01.100  ntf_1 email no@example.com attempt 1  parked  reason permanent  550 5.1.1 unknown
+done: 1 copies delivered, 1 parked
+`,
+		},
+		{
 			name:     "long error cut at a word boundary, next in kept",
 			channels: []string{"email"},
 			script: func(string) []step {
@@ -263,6 +291,7 @@ done: 3 copies delivered, 0 parked
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f, srv := newFake(t, tt.channels, tt.script)
+			f.copies = tt.copies
 			n := max(tt.n, 1)
 			const poll = 5 * time.Millisecond
 			args := append([]string{"--api", srv.URL, "--token", "tok", "--n", fmt.Sprint(n), "--watch",

@@ -52,6 +52,9 @@ type tracked struct {
 // copyWatch is what was printed of one channel copy.
 type copyWatch struct {
 	channel string
+	// recipient is the copy's recipient, for a channel with a copy per
+	// recipient (email); empty otherwise.
+	recipient string
 	// last is the last attempt printed, when started.
 	last    apiclient.Attempt
 	started bool
@@ -81,10 +84,18 @@ func (w *watcher) follow(ctx context.Context, sent []apiclient.Accepted, timeout
 			continue
 		}
 		seen[s.ID] = true
-		t := &tracked{id: s.ID, left: len(s.Channels)}
-		for _, ch := range s.Channels {
-			t.copies = append(t.copies, &copyWatch{channel: ch})
+		t := &tracked{id: s.ID}
+		if len(s.Copies) > 0 {
+			for _, c := range s.Copies {
+				t.copies = append(t.copies, &copyWatch{channel: c.Channel, recipient: c.Recipient})
+			}
+		} else {
+			// An API from before copies: one per channel.
+			for _, ch := range s.Channels {
+				t.copies = append(t.copies, &copyWatch{channel: ch})
+			}
 		}
+		t.left = len(t.copies)
 		total += t.left
 		all = append(all, t)
 	}
@@ -117,13 +128,13 @@ func (w *watcher) follow(ctx context.Context, sent []apiclient.Accepted, timeout
 		t.err = nil
 		var lines [][]printed
 		for _, cw := range t.copies {
-			c, ok := copyOf(n, cw.channel)
+			c, ok := copyOf(n, cw.channel, cw.recipient)
 			if !ok || cw.done != "" {
 				continue // not in the history yet, or finished
 			}
 			var ls []printed
 			for _, a := range cw.next(c, now, w.grace) {
-				ls = append(ls, printed{a.At, w.line(t.id, cw.channel, a)})
+				ls = append(ls, printed{a.At, w.line(t.id, cw.name(), a)})
 			}
 			lines = append(lines, ls)
 			switch cw.done {
@@ -186,7 +197,7 @@ func stillInFlight(all []*tracked, left, total int, timeout time.Duration) error
 		}
 		for _, cw := range t.copies {
 			if cw.done == "" {
-				waiting = append(waiting, t.id+" "+cw.channel)
+				waiting = append(waiting, t.id+" "+cw.name())
 			}
 		}
 	}
@@ -220,7 +231,7 @@ func (w *watcher) dueAfter(t *tracked, n *apiclient.Notification, now time.Time)
 		if cw.done != "" {
 			continue
 		}
-		c, ok := copyOf(n, cw.channel)
+		c, ok := copyOf(n, cw.channel, cw.recipient)
 		if !ok || c.Status != apiclient.StatusRetrying || c.NextAttemptAt == nil || !c.NextAttemptAt.After(now) ||
 			len(c.Attempts) == 0 || !cw.started || cw.last.Round != c.Attempts[len(c.Attempts)-1].Round ||
 			cw.last.N != c.Attempts[len(c.Attempts)-1].N {
@@ -236,9 +247,18 @@ func (w *watcher) dueAfter(t *tracked, n *apiclient.Notification, now time.Time)
 	return due
 }
 
-func copyOf(n *apiclient.Notification, channel string) (apiclient.Copy, bool) {
+// name is how a line names the copy: its channel, and its recipient when
+// it has one.
+func (cw *copyWatch) name() string {
+	if cw.recipient == "" {
+		return cw.channel
+	}
+	return cw.channel + " " + cw.recipient
+}
+
+func copyOf(n *apiclient.Notification, channel, recipient string) (apiclient.Copy, bool) {
 	for _, c := range n.Copies {
-		if c.Channel == channel {
+		if c.Channel == channel && c.Recipient == recipient {
 			return c, true
 		}
 	}

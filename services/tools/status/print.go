@@ -34,9 +34,10 @@ func (p printer) notification(n *apiclient.Notification) error {
 	fmt.Fprintf(&b, "  channels    %s\n", list(n.Channels))
 	fmt.Fprintf(&b, "  recipients  %s\n", list(n.Recipients))
 	day := n.CreatedAt.In(p.loc).Format(time.DateOnly)
+	width := nameWidth(n.Copies)
 	for _, c := range n.Copies {
 		b.WriteString("\n")
-		b.WriteString(p.copyStatus(c))
+		b.WriteString(p.copyStatus(c, width))
 		b.WriteString("\n")
 		labels := 0
 		for _, a := range c.Attempts {
@@ -64,9 +65,39 @@ func list(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// copyStatus is the head line of a copy: where it stands now.
-func (p printer) copyStatus(c apiclient.Copy) string {
-	head := fmt.Sprintf("%-8s %s", c.Channel, c.Status)
+// maxNameWidth bounds the column copy names are padded to: a longer name,
+// a long recipient's, is followed by two spaces and pushes only its own
+// status to the right.
+const maxNameWidth = 40
+
+// copyName is how a copy's head line names it: its channel, then its
+// recipient when it has one of its own.
+func copyName(c apiclient.Copy) string {
+	if c.Recipient == "" {
+		return c.Channel
+	}
+	return c.Channel + " " + c.Recipient
+}
+
+// nameWidth is the column the copies' statuses start at, so that they
+// line up: two spaces after the longest name, at least 9 columns as for
+// "webhook", at most maxNameWidth.
+func nameWidth(copies []apiclient.Copy) int {
+	width := 9
+	for _, c := range copies {
+		if w := utf8.RuneCountInString(copyName(c)) + 2; w > width && w <= maxNameWidth {
+			width = w
+		}
+	}
+	return width
+}
+
+// copyStatus is the head line of a copy: where it stands now, its status
+// at column width.
+func (p printer) copyStatus(c apiclient.Copy, width int) string {
+	name := copyName(c)
+	pad := max(width-utf8.RuneCountInString(name), 2)
+	head := name + strings.Repeat(" ", pad) + c.Status
 	switch c.Status {
 	case apiclient.StatusParked:
 		return head + "  reason " + c.Reason

@@ -31,6 +31,8 @@ const (
 	gone = `post webhook https://hooks.example/orders/7f3a9c: 410 Gone: {"error":"this endpoint was deleted by its owner on 2026-04-30; register a new one"}`
 )
 
+const longAddress = "a.very.long.mailbox.name.indeed@mail.example.com"
+
 // notifications are what the fake API's history holds.
 var notifications = map[string]apiclient.Notification{
 	"ntf_delivered": {
@@ -81,6 +83,32 @@ var notifications = map[string]apiclient.Notification{
 				{N: 0, Round: 1, At: at(86_400_000), Outcome: "replayed"},
 				{N: 1, Round: 1, At: at(86_400_000 + 2000), Outcome: "delivered"},
 			}},
+		},
+	},
+	// One email copy per recipient, and a webhook copy.
+	"ntf_split": {
+		ID: "ntf_split", CreatedAt: at(0), Accepted: true, Channels: []string{"email", "webhook"},
+		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example/a"},
+		Copies: []apiclient.Copy{
+			{Channel: "email", Recipient: "ok1@example.com", Status: "delivered", AttemptCount: 1, UpdatedAt: at(800), Attempts: []apiclient.Attempt{
+				{N: 1, At: at(800), Outcome: "delivered", DurationMS: ms(40)},
+			}},
+			{Channel: "email", Recipient: "reject@example.com", Status: "parked", Reason: "permanent", AttemptCount: 1, LastError: "550 5.1.1 no such user",
+				UpdatedAt: at(700), Attempts: []apiclient.Attempt{
+					{N: 1, At: at(700), Outcome: "parked", Reason: "permanent", Error: "550 5.1.1 no such user", DurationMS: ms(35)},
+				}},
+			{Channel: "webhook", Status: "delivered", AttemptCount: 1, UpdatedAt: at(900), Attempts: []apiclient.Attempt{
+				{N: 1, At: at(900), Outcome: "delivered", DurationMS: ms(30)},
+			}},
+		},
+	},
+	// A recipient too long to line the others up with.
+	"ntf_long": {
+		ID: "ntf_long", CreatedAt: at(0), Accepted: true, Channels: []string{"email"},
+		Recipients: []string{"ada@example.com", longAddress},
+		Copies: []apiclient.Copy{
+			{Channel: "email", Recipient: "ada@example.com", Status: "queued", UpdatedAt: at(0), Attempts: []apiclient.Attempt{}},
+			{Channel: "email", Recipient: longAddress, Status: "queued", UpdatedAt: at(0), Attempts: []apiclient.Attempt{}},
 		},
 	},
 	"ntf_queued": {
@@ -204,6 +232,37 @@ email    delivered
   recipients  -
 
 sms      queued  not attempted yet
+`,
+		},
+		{
+			name: "a copy per recipient",
+			args: []string{"ntf_split"},
+			want: `ntf_split
+  created     2026-05-03 10:00:00.000 UTC
+  channels    email, webhook
+  recipients  ok1@example.com, reject@example.com, https://hooks.example/a
+
+email ok1@example.com     delivered
+  10:00:00.800  attempt 1  delivered
+
+email reject@example.com  parked  reason permanent
+  10:00:00.700  attempt 1  parked     reason permanent  550 5.1.1 no such user
+
+webhook                   delivered
+  10:00:00.900  attempt 1  delivered
+`,
+		},
+		{
+			name: "a recipient too long to line up with",
+			args: []string{"ntf_long"},
+			want: `ntf_long
+  created     2026-05-03 10:00:00.000 UTC
+  channels    email
+  recipients  ada@example.com, ` + longAddress + `
+
+email ada@example.com  queued  not attempted yet
+
+email ` + longAddress + `  queued  not attempted yet
 `,
 		},
 		{

@@ -245,10 +245,41 @@
     return e;
   }
 
-  function chip(channel, status) {
-    const c = el("span", "chip " + status, channel + " · " + status);
+  // The statuses from the most pressing down: a channel with a copy per
+  // recipient shows the most pressing of theirs, as the history does, so
+  // it is delivered only once every copy is.
+  const URGENCY = { parked: 3, retrying: 2, queued: 1, delivered: 0 };
+
+  // copyKey names one copy of a notification: its channel and recipient
+  // ("" for a copy of a whole channel).
+  function copyKey(channel, recipient) {
+    return channel + "\u0000" + (recipient || "");
+  }
+
+  // channelStatus is the status a channel shows for its copies.
+  function channelStatus(copies) {
+    let top = "queued";
+    let rank = -1;
+    for (const c of copies) {
+      const r = URGENCY[c.status] ?? -1;
+      if (r > rank) [top, rank] = [c.status, r];
+    }
+    return top;
+  }
+
+  // chip shows a channel's status; with a copy per recipient, how many of
+  // them are in it, and each recipient's in its title.
+  function chip(channel, copies) {
+    const status = channelStatus(copies);
+    let text = channel + " · " + status;
+    if (copies.length > 1) {
+      const n = copies.filter((c) => c.status === status).length;
+      text = channel + " · " + (n === copies.length ? n + " " + status : n + " of " + copies.length + " " + status);
+    }
+    const c = el("span", "chip " + status, text);
     c.dataset.channel = channel;
     c.dataset.status = status;
+    c.title = copies.filter((x) => x.recipient).map((x) => x.recipient + ": " + x.status).join("\n");
     return c;
   }
 
@@ -269,6 +300,7 @@
       rowsById.clear();
       for (const tr of rows) rowsById.set(tr.dataset.id, tr);
       $("rows").replaceChildren(...rows);
+      for (const id of copiesById.keys()) if (!rowsById.has(id)) copiesById.delete(id);
     }
     $("empty").hidden = rows.length > 0;
     markSelected();
@@ -292,16 +324,39 @@
     return tr;
   }
 
-  // updateRow sets the status chip of each copy, touching only those that
-  // changed.
+  // The copies of each row's notification, by copyKey: what its chips
+  // show, kept up to date by the live events.
+  const copiesById = new Map();
+
+  // updateRow sets the status chip of each channel, touching only those
+  // that changed.
   function updateRow(tr, n) {
+    const copies = new Map();
+    for (const c of n.copies || []) copies.set(copyKey(c.channel, c.recipient), Object.assign({}, c));
+    for (const [ch, st] of Object.entries(n.status || {})) {
+      if (![...copies.values()].some((c) => c.channel === ch)) copies.set(copyKey(ch, ""), { channel: ch, status: st });
+    }
+    copiesById.set(n.id, copies);
+    tr.dataset.channels = JSON.stringify(n.channels || []);
+    drawChips(tr);
+  }
+
+  // drawChips draws a row's chips from its copies: one per channel, in the
+  // order of the notification's channels, then of the copies.
+  function drawChips(tr) {
+    const copies = [...(copiesById.get(tr.dataset.id) || new Map()).values()];
+    const order = JSON.parse(tr.dataset.channels || "[]");
+    for (const c of copies) if (!order.includes(c.channel)) order.push(c.channel);
     const cell = tr.querySelector(".copies");
-    const status = n.status || {};
-    const channels = n.channels && n.channels.length ? n.channels : Object.keys(status);
     const chips = [...cell.children];
-    const same = chips.length === channels.length &&
-      channels.every((ch, i) => chips[i].dataset.channel === ch && chips[i].dataset.status === (status[ch] || "queued"));
-    if (!same) cell.replaceChildren(...channels.map((ch) => chip(ch, status[ch] || "queued")));
+    const fresh = order.map((ch) => {
+      const mine = copies.filter((c) => c.channel === ch);
+      return chip(ch, mine.length ? mine : [{ channel: ch, status: "queued" }]);
+    });
+    const same = chips.length === fresh.length && fresh.every((c, i) =>
+      chips[i].dataset.channel === c.dataset.channel && chips[i].dataset.status === c.dataset.status &&
+      chips[i].textContent === c.textContent && chips[i].title === c.title);
+    if (!same) cell.replaceChildren(...fresh);
   }
 
   function drawPager() {
@@ -363,7 +418,7 @@
   const shown = new Map();
 
   function newest(ev) {
-    const key = ev.id + "\u0000" + ev.channel;
+    const key = ev.id + "\u0000" + copyKey(ev.channel, ev.recipient);
     const at = [ev.round || 0, ev.attempt || 0, RANK_OF[ev.outcome] ?? -1];
     const had = shown.get(key);
     if (had && (had[0] - at[0] || had[1] - at[1] || had[2] - at[2]) > 0) return false;
@@ -377,11 +432,13 @@
     const tr = rowsById.get(ev.id);
     const status = STATUS_OF[ev.outcome];
     if (tr && status && ev.channel && newest(ev)) {
-      const cell = tr.querySelector(".copies");
-      const old = cell.querySelector('.chip[data-channel="' + CSS.escape(ev.channel) + '"]');
-      const fresh = chip(ev.channel, status);
-      if (old) old.replaceWith(fresh);
-      else cell.append(fresh);
+      let copies = copiesById.get(ev.id);
+      if (!copies) copiesById.set(ev.id, (copies = new Map()));
+      const key = copyKey(ev.channel, ev.recipient);
+      const c = copies.get(key) || { channel: ev.channel, recipient: ev.recipient || "" };
+      c.status = status;
+      copies.set(key, c);
+      drawChips(tr);
       tr.classList.remove("flash");
       void tr.offsetWidth; // restart the animation
       tr.classList.add("flash");
@@ -586,9 +643,12 @@
   function drawCopy(n, c) {
     const box = el("section", "copy " + c.status);
     box.dataset.channel = c.channel;
+    box.dataset.recipient = c.recipient || "";
     box.dataset.status = c.status;
     const head = el("div", "copy-head");
-    head.append(el("h3", null, c.channel), el("span", "badge " + c.status, c.status));
+    const title = el("h3", null, c.channel);
+    if (c.recipient) title.append(" ", el("span", "recipient", c.recipient));
+    head.append(title, el("span", "badge " + c.status, c.status));
     const facts = [];
     if (c.reason) facts.push(c.reason);
     facts.push(c.attempt_count + (c.attempt_count === 1 ? " attempt" : " attempts"));
@@ -599,17 +659,31 @@
 
     if (c.status === "parked") {
       const bar = el("div", "replay-bar");
-      const button = el("button", "replay", "Replay");
+      // A recipient's copy (email) is replayed alone; a channel's copy
+      // without one, with whatever else of the channel is parked for the
+      // notification.
+      const button = el("button", "replay", c.recipient ? "Replay this copy" : "Replay");
       button.type = "button";
+      if (c.recipient) button.title = "Replay the copy for " + c.recipient + " only";
       if (!session.authenticated) {
         button.disabled = true;
         button.title = "Replay needs the API token: log in";
       }
-      button.addEventListener("click", () => replay(n.id, c.channel, button));
-      bar.append(button, el("span", "muted", "sends the parked copy back to " + c.channel + "-queue for a new round of attempts"));
+      button.addEventListener("click", () => replay(n, c, button));
+      let what;
+      if (c.recipient) {
+        const others = n.copies.some((x) => x.channel === c.channel && x.recipient && x.recipient !== c.recipient);
+        what = "the parked copy for " + c.recipient + " back to " + c.channel + "-queue for a new round of attempts" +
+          (others ? "; the other recipients' copies stay as they are" : "");
+      } else {
+        const parked = n.copies.filter((x) => x.channel === c.channel && x.status === "parked").length;
+        what = (parked > 1 ? "the " + parked + " parked " + c.channel + " copies" : "the parked copy") +
+          " back to " + c.channel + "-queue for a new round of attempts";
+      }
+      bar.append(button, el("span", "muted", "sends " + what));
       box.append(bar);
     }
-    const note = detail.notes.get(c.channel);
+    const note = detail.notes.get(copyKey(c.channel, c.recipient));
     if (note) {
       const p = el("p", "replay-note " + note.kind, note.text);
       p.setAttribute("role", "status");
@@ -646,7 +720,8 @@
     table.append(thead, tbody);
     box.append(table);
 
-    const dead = (detail.deadLetters || []).find((d) => d.source && d.source.endsWith(c.channel + "-queue"));
+    const dead = (detail.deadLetters || []).find((d) =>
+      d.source && d.source.endsWith(c.channel + "-queue") && (d.recipient || "") === (c.recipient || ""));
     if (c.status === "parked" && dead) {
       const h = el("div", "headers");
       h.append(el("h4", null, "Headers of the parked message"));
@@ -667,22 +742,34 @@
     return box;
   }
 
-  async function replay(id, channel, button) {
+  // replay sends parked copy c of n back to its queue: a recipient's copy
+  // alone, or, for a copy without a recipient, every parked copy of its
+  // channel. The note goes under each copy it replays.
+  async function replay(n, c, button) {
+    const id = n.id;
+    const channel = c.channel;
+    const keys = c.recipient ? [copyKey(channel, c.recipient)]
+      : n.copies.filter((x) => x.channel === channel && x.status === "parked").map((x) => copyKey(x.channel, x.recipient));
+    const note = (kind, text) => {
+      for (const k of keys) detail.notes.set(k, { kind, text });
+    };
+    const selection = { id, source: channel + "-queue" };
+    if (c.recipient) selection.recipient = c.recipient;
     button.disabled = true;
-    detail.notes.set(channel, { kind: "pending", text: "replaying…" });
+    note("pending", "replaying…");
     if (lastDetail) drawDetail(lastDetail);
     try {
       const body = await call("/v1/dead-letters/replay", {
         method: "POST",
         headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ id, source: channel + "-queue" }),
+        body: JSON.stringify(selection),
       });
       if (body.replayed > 0) {
-        detail.notes.set(channel, { kind: "ok", text: "replayed: the copy is back in " + channel + "-queue" });
+        note("ok", "replayed: the copy" + (c.recipient ? " for " + c.recipient : "") + " is back in " + channel + "-queue");
         detail.replayedAt = Date.now();
         detail.deadLetters = null;
       } else {
-        detail.notes.set(channel, { kind: "error", text: "nothing replayed: the copy is no longer parked" });
+        note("error", "nothing replayed: the copy is no longer parked");
       }
     } catch (err) {
       if (err instanceof Unauthorized) {
@@ -692,7 +779,7 @@
       // 404: nothing with this id is parked any more (replayed from
       // elsewhere, or purged).
       const text = err.status === 404 ? "nothing replayed: the copy is no longer parked" : "replay failed: " + message(err);
-      detail.notes.set(channel, { kind: "error", text });
+      note("error", text);
     }
     if (id === detail.id) loadDetail();
   }
