@@ -264,9 +264,10 @@ func (r *rig) waitReady(timeout time.Duration) {
 }
 
 // load is a run of clients posting notifications to the API. A client
-// that gets a 503 or no answer at all tries again with the same
-// Idempotency-Key, as a real client would; only 202 answers count as
-// accepted.
+// that gets a 503, a 409 (its key still held by a request a killed API
+// never finished: "try again shortly") or no answer at all tries again
+// with the same Idempotency-Key, as a real client would; only 202 answers
+// count as accepted.
 type load struct {
 	n        int
 	mu       sync.Mutex
@@ -274,11 +275,12 @@ type load struct {
 	statuses map[int]int // unexpected answers
 	firstErr error       // the first request that got no answer
 	accepted atomic.Int64
-	// unavailable counts 503 answers; unanswered, requests that got no
-	// answer (relay was down); abandoned, notifications given up on.
-	unavailable, unanswered, abandoned atomic.Int64
-	done                               chan struct{}
-	cancel                             context.CancelFunc
+	// unavailable counts 503 answers; inUse, 409 answers; unanswered,
+	// requests that got no answer (relay was down); abandoned,
+	// notifications given up on.
+	unavailable, inUse, unanswered, abandoned atomic.Int64
+	done                                      chan struct{}
+	cancel                                    context.CancelFunc
 }
 
 // body is notification i: an email part and a webhook part.
@@ -380,6 +382,10 @@ func (r *rig) post(ctx context.Context, client *http.Client, l *load, i int) {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			l.unavailable.Add(1)
+		case resp.StatusCode == http.StatusConflict:
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			l.inUse.Add(1)
 		default:
 			resp.Body.Close()
 			l.record(resp.StatusCode)
@@ -448,8 +454,8 @@ func (r *rig) finish(l *load, answered bool, timeout time.Duration) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r.t.Logf("sent: %d/%d accepted, %d answers 503, %d requests unanswered, %d abandoned",
-		l.accepted.Load(), l.n, l.unavailable.Load(), l.unanswered.Load(), l.abandoned.Load())
+	r.t.Logf("sent: %d/%d accepted, %d answers 503, %d answers 409, %d requests unanswered, %d abandoned",
+		l.accepted.Load(), l.n, l.unavailable.Load(), l.inUse.Load(), l.unanswered.Load(), l.abandoned.Load())
 	if l.firstErr != nil {
 		r.t.Logf("first request without an answer: %v", l.firstErr)
 	}
