@@ -16,6 +16,7 @@ build: ## build the relay binary into bin/
 .PHONY: test
 test: ## unit and integration tests, with the race detector (broker: AMQP_URL, else localhost, else testcontainers)
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) -tags integration $(PKGS)
+	cd services/tools/peers && $(GO) test -race -count=1 -timeout $(TIMEOUT) -tags integration ./...
 
 .PHONY: test-timing
 test-timing: ## timing tests, one package at a time: how exactly the delay backends end a wait (binary levels at 10,000 pending)
@@ -69,10 +70,15 @@ lint: ## gofmt and go vet
 	$(GO) vet -tags faults ./services/tests/faults/
 	$(GO) vet -tags 'integration timing' ./retry/
 	$(GO) vet -tags cluster ./services/tests/cluster/
+	cd services/tools/peers && $(GO) vet -tags integration ./...
 
 .PHONY: bench
-bench: ## measure relay against raw amqp091-go on the local broker and regenerate docs/benchmarks.md (about 3 minutes)
+bench: ## measure relay against raw amqp091-go on the local broker and regenerate docs/benchmarks.md (about 9 minutes; keeps the bench-peers section)
 	$(GO) run ./cmd/relay bench --format markdown --out docs/benchmarks.md
+
+.PHONY: bench-peers
+bench-peers: ## the same retry workload on relay, raw amqp091-go, asynq (Redis), River (PostgreSQL) and watermill-amqp; writes its section of docs/benchmarks.md (about 5 minutes)
+	cd services/tools/peers && $(GO) run . --out ../../../docs/benchmarks.md
 
 .PHONY: bench-retry
 bench-retry: ## go test -bench: retry round trips through the stages next to a raw DLX loop

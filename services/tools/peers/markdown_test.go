@@ -1,0 +1,168 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestReplaceSection(t *testing.T) {
+	section := startMarker + "\nnew\n" + endMarker + "\n"
+	tests := []struct {
+		name    string
+		doc     string
+		want    string
+		wantErr error
+	}{
+		{"empty document", "", section, nil},
+		{"no markers: appended after a blank line", "# Benchmarks\n\ntext\n", "# Benchmarks\n\ntext\n\n" + section, nil},
+		{"no markers, no final newline", "# Benchmarks", "# Benchmarks\n\n" + section, nil},
+		{
+			"markers in the middle: replaced, the rest kept",
+			"# B\n\nbefore\n\n" + startMarker + "\nold\nold\n" + endMarker + "\n\nafter\n",
+			"# B\n\nbefore\n\n" + section + "\nafter\n", nil,
+		},
+		{"markers at the end", "# B\n" + startMarker + "\nold\n" + endMarker + "\n", "# B\n" + section, nil},
+		{"markers at the end without a newline", "# B\n" + startMarker + "\nold\n" + endMarker, "# B\n" + section, nil},
+		{"end before start", endMarker + "\n" + startMarker + "\n", "", ErrMarkers},
+		{"start alone", "x\n" + startMarker + "\n", "", ErrMarkers},
+		{"end alone", "x\n" + endMarker + "\n", "", ErrMarkers},
+		{"two sections", startMarker + endMarker + startMarker + endMarker, "", ErrMarkers},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := replaceSection(tt.doc, section)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("replaceSection error = %v, want %v", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("replaceSection (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestWriteSectionTwiceKeepsOneSection(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "benchmarks.md")
+	if err := os.WriteFile(path, []byte("# Benchmarks\n\nrelay bench's part\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"first", "second"} {
+		if err := writeSection(path, startMarker+"\n"+body+"\n"+endMarker+"\n"); err != nil {
+			t.Fatalf("writeSection: %v", err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Benchmarks\n\nrelay bench's part\n\n" + startMarker + "\nsecond\n" + endMarker + "\n"
+	if diff := cmp.Diff(want, string(got)); diff != "" {
+		t.Errorf("file (-want +got):\n%s", diff)
+	}
+}
+
+func TestWriteSectionCreatesAMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "benchmarks.md")
+	section := startMarker + "\nx\n" + endMarker + "\n"
+	if err := writeSection(path, section); err != nil {
+		t.Fatalf("writeSection: %v", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != section {
+		t.Errorf("file = %q, want %q", got, section)
+	}
+}
+
+func TestWriteSectionRefusesBrokenMarkers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "benchmarks.md")
+	doc := "# B\n" + startMarker + "\nno end\n"
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSection(path, startMarker+"\n"+endMarker+"\n"); !errors.Is(err, ErrMarkers) {
+		t.Fatalf("writeSection = %v, want ErrMarkers", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != doc {
+		t.Errorf("the file changed to %q", got)
+	}
+}
+
+func result(name, title string, jobsPerSecond float64) Result {
+	w := DefaultWorkload
+	return Result{Name: name, Title: title, Workload: w, Server: "S 1",
+		Elapsed: time.Duration(float64(w.Jobs) / jobsPerSecond * float64(time.Second)), Delivered: w.Jobs,
+		ClientCPU: 2 * time.Second, ServerCPU: 4 * time.Second, ServerCPUOK: true, PeakRSS: 30 << 20, Settings: []string{"set " + name}}
+}
+
+func TestMarkdown(t *testing.T) {
+	r := Report{Command: "make bench-peers", Machine: "m", Servers: []string{"S 1"}, Workload: DefaultWorkload, Notes: []string{"a note"},
+		Results: []Result{
+			result("relay-stages", "relay (stages)", 4000),
+			result("raw", "raw amqp091-go", 5000),
+			result("asynq", "asynq", 2000),
+			result("river", "River", 1000),
+			{Name: "watermill", Title: "watermill-amqp", Workload: Workload{Jobs: 500}, Err: "timeout after 5m0s: 3 of 500 jobs finished"},
+		}}
+	md := r.Markdown()
+	for _, want := range []string{
+		startMarker + "\n",
+		"| relay (stages) | 4,000 | 2.00× | 0.80× | ",
+		"| 20,000 / 0 / 0 / 0 | 100 | 200 | 30.0 |",
+		"| asynq | 2,000 | 1.00× | 0.40× |",
+		"| watermill-amqp (500 jobs) | failed: timeout after 5m0s: 3 of 500 jobs finished |",
+		"- **relay (stages)** (S 1): set relay-stages",
+		"- a note",
+		"relay (stages) not met (2.00× asynq, 4.00× River, watermill-amqp not measured)",
+		endMarker + "\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the section lacks %q:\n%s", want, md)
+		}
+	}
+	if !strings.HasSuffix(md, endMarker+"\n") {
+		t.Errorf("the section does not end with the end marker")
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	tests := []struct {
+		name  string
+		relay float64
+		want  string
+	}{
+		{"ahead of all", 3000, "relay (stages) met (1.50× asynq, 3.00× River, 6.00× watermill-amqp)"},
+		{"level with asynq is enough", 2000, "relay (stages) met (1.00× asynq, 2.00× River, 4.00× watermill-amqp)"},
+		{"behind asynq", 1900, "relay (stages) not met (0.95× asynq"},
+		{"level with River is not ahead", 1000, "relay (stages) not met (0.50× asynq, 1.00× River"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Report{Results: []Result{
+				result("relay-stages", "relay (stages)", tt.relay),
+				result("asynq", "asynq", 2000),
+				result("river", "River", 1000),
+				result("watermill", "watermill-amqp", 500),
+			}}
+			if got := r.Verdict(); !strings.Contains(got, tt.want) {
+				t.Errorf("Verdict() = %q, want it to contain %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestThousands(t *testing.T) {
+	tests := []struct {
+		n    int
+		want string
+	}{{0, "0"}, {999, "999"}, {1000, "1,000"}, {20000, "20,000"}, {1234567, "1,234,567"}, {-4500, "-4,500"}}
+	for _, tt := range tests {
+		if got := thousands(tt.n); got != tt.want {
+			t.Errorf("thousands(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
