@@ -18,11 +18,12 @@ func (r *Report) markdown(w io.Writer) error {
 	fmt.Fprintf(&b, "- broker: %s, on loopback\n", r.Broker)
 	fmt.Fprintf(&b, "- command: `%s` (took %s)\n", r.Command, r.Elapsed.Round(time.Second))
 	o := r.Options
-	fmt.Fprintf(&b, "- sizes: %d requests and %d publishes per side with %d clients; %d messages per consumer (prefetch %d, relay concurrency %d); "+
-		"%d retry round trips per side, then %d more timed with %d in flight; retry delay %s; %d messages delayed; "+
+	fmt.Fprintf(&b, "- sizes: %d requests and %d publishes per side with %d clients; batches of %d notifications from %d clients, %d notifications per side; "+
+		"%d messages per consumer (prefetch %d, relay concurrency %d); "+
+		"%d retry round trips per side, then %d more timed with %d in flight; retry delay %s; %d messages waiting in the delay stage of each backend; "+
 		"%d idle dashboard event streams; %d history events per round; %d notifications in the history while %d reads are timed\n",
-		o.Ingest, o.Ingest, o.Clients, o.Consume, o.Prefetch, o.Concurrency, o.RoundTrips, o.Latency, o.Window, o.Delay, o.Delayed,
-		o.Streams, o.Consume, o.HistoryNotifications, o.historyGets())
+		o.Ingest, o.Ingest, o.Clients, o.BatchSize, o.BatchClients, o.batchNotifications(), o.Consume, o.Prefetch, o.Concurrency,
+		o.RoundTrips, o.Latency, o.Window, o.Delay, o.Waiting, o.Streams, o.Consume, o.HistoryNotifications, o.historyGets())
 	fmt.Fprintf(&b, "- rounds: each side measured %d time(s), alternating which goes first; a side's best rate counts, with "+
 		"its costs; latency percentiles are over every round's samples\n\n", o.Rounds)
 	b.WriteString("## Results\n\n")
@@ -55,13 +56,18 @@ func (r *Report) explain() []string {
 		p += fmt.Sprintf("The machine has %d cores, shared by the broker, the API and the load generator (busy: %s, this "+
 			"process and the broker together), so the figure is largely a matter of CPU: per request this process spends %s of CPU against %s per raw publish (the CPU column), "+
 			"and a CPU profile of this command (`--cpuprofile`, samples labelled `bench=ingest/relay/<queue>`) splits it "+
-			"roughly in thirds: the HTTP client that generates the load, net/http's server, and relay's handler "+
-			"(JSON decoding and validation, the copy's JSON encoding, a confirmed publish, a log line, metrics). "+
+			"three ways: the HTTP client that generates the load (about a fifth), net/http's server with relay's handler "+
+			"(JSON decoding and validation, the copy's JSON encoding, two confirmed publishes: the copy and the history's "+
+			"accepted record, a log line, metrics; about half), and the history feed the API runs, which consumes the "+
+			"accepted records and stores them in its SQLite history (about a third). "+
 			"The raw side pipelines %d publishes from one goroutine with no HTTP at all: it is the broker's floor, "+
 			"not an API. The latencies follow from the rate: %d clients in a closed loop wait, on average, "+
 			"%d ÷ rate.", r.Machine.Cores, r.busy(FigIngestRate), r.cost(FigIngestRate, true, cpu), r.cost(FigIngestRate, false, cpu), r.Options.Clients,
 			r.Options.Clients, r.Options.Clients)
 		out = append(out, p)
+	}
+	if r.has(FigBatchRate) {
+		out = append(out, r.explainBatch())
 	}
 	if r.has(FigWorkerRate) {
 		out = append(out, "**Worker.** "+r.compare(FigWorkerRate, "messages/s", "messages/s")+
@@ -76,41 +82,16 @@ func (r *Report) explain() []string {
 				r.cost(FigWorkerRate, true, cpu), r.cost(FigWorkerRate, true, allocs), r.cost(FigWorkerRate, false, allocs)))
 	}
 	if r.has(FigRetryRate) {
-		out = append(out, "**Retry round trip.** "+r.compare(FigRetryRate, "round trips/s", "round trips/s")+
-			". A raw retry is the broker's own work: the nack dead-letters the message into a TTL queue, which "+
-			"dead-letters it back when the TTL expires; the client only nacks and acks. relay's round trip has two "+
-			"hops more, each a consumer that publishes the next copy, waits for the broker's confirm and only then "+
-			"acks: the error stage (count the attempt, pick the delay, publish to the wait queue) and the requeue stage "+
-			"(publish back to the work queue, mandatory, so a vanished queue parks the message instead of losing it). "+
-			"The broker therefore queues, delivers and settles about twice as many messages per round trip, plus two "+
-			fmt.Sprintf("confirmed publishes with relay's headers: %s of broker CPU per round trip against %s raw, "+
-				"and %s against %s in this process. That is the price of a retry count that survives RabbitMQ 3.13, of "+
-				"confirmed hand-offs and of parking. CPU in use on the %d cores while the rate was measured, this process "+
-				"and the broker together: %s; the broker alone: %s. The extra latency is the time a message took to come back beyond its scheduled "+
-				"delay (%s), timed with %d round trips in flight so queueing does not swamp it: relay's two hops add a "+
-				"consume, a confirmed publish and an ack each. ", r.cost(FigRetryRate, true, brokerCPU), r.cost(FigRetryRate, false, brokerCPU),
-				r.cost(FigRetryRate, true, cpu), r.cost(FigRetryRate, false, cpu), r.Machine.Cores, r.busy(FigRetryRate),
-				r.brokerCores(FigRetryRate), r.Options.Delay, r.Options.Window)+
-			r.compare(FigRetryP99, "ms at p99", "ms")+".")
+		out = append(out, r.explainStages())
 	}
-	if row, ok := r.anyRow(FigPluginRate); ok {
-		if row.Note != "" {
-			out = append(out, "**Retry with the delayed-message plugin.** "+row.Note+": the broker has no "+
-				"`x-delayed-message` exchange type, so only the TTL backend was measured.")
-		} else {
-			out = append(out, "**Retry with the delayed-message plugin.** "+r.compare(FigPluginRate, "round trips/s", "round trips/s")+
-				". The raw side republishes to an `x-delayed-message` exchange with `x-delay` and acks; relay's error "+
-				"stage does the same after counting, with a confirm, and its requeue stage adds the hop back.")
-		}
+	if r.has(FigDirectRate) {
+		out = append(out, r.explainDirect())
 	}
-	if r.has(FigDelayedRSS) {
-		out = append(out, fmt.Sprintf("**Memory.** %s messages waited in the delay stage while relay's stages and a "+
-			"consumer ran in this process: RSS %s, growth %s from an idle pipeline, read after a garbage collection "+
-			"at each fifth of the pile-up and sampled while they sat. relay keeps nothing in memory for a message that "+
-			"waits: the delay is the broker's wait queue, and a crashed or restarted relay loses no scheduled retry. "+
-			"What the RSS holds is the Go runtime, amqp091-go's connections and buffers, and the prefetch window of "+
-			"each consumer (a few dozen messages), none of which grows with the number of messages waiting.",
-			thousands(int64(r.Options.Delayed)), r.values(FigDelayedRSS), r.values(FigDelayedGrowth)))
+	if r.has(FigPluginRate) || r.has(FigPluginDirectRate) {
+		out = append(out, r.explainPlugin())
+	}
+	if r.has(FigDelayedRSS) || r.has(FigPluginDelayedRSS) || r.has(FigPluginBrokerGrowth) {
+		out = append(out, r.explainMemory())
 	}
 	if r.has(FigStreamsOpen) {
 		out = append(out, r.explainStreams())
@@ -358,5 +339,9 @@ func number(v *float64, unit string) string {
 	if v == nil {
 		return "—"
 	}
-	return strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(formatValue(v, unit), UnitRate), " "+UnitMs), " "+UnitMiB)
+	s := formatValue(v, unit)
+	for _, u := range []string{UnitRate, " " + UnitMs, " " + UnitMiB, " " + UnitMicros, " " + UnitBytes} {
+		s = strings.TrimSuffix(s, u)
+	}
+	return s
 }

@@ -50,8 +50,15 @@ type Options struct {
 	Window  int `json:"window"`
 	// Delay is the scheduled wait of every retry.
 	Delay time.Duration `json:"delay_ns"`
-	// Delayed is the number of messages left waiting for the memory figure.
-	Delayed int `json:"delayed"`
+	// BatchSize is the number of notifications in each POST
+	// /v1/notifications/batch of the ingest-batch figure, and BatchClients
+	// the number of clients posting batches at once.
+	BatchSize    int `json:"batch_size"`
+	BatchClients int `json:"batch_clients"`
+	// Waiting is the number of messages the memory figure leaves waiting
+	// in the delay stage of each backend (--waiting; --delayed is its
+	// deprecated name).
+	Waiting int `json:"waiting"`
 	// Streams is the number of idle dashboard event streams the streams
 	// figure opens.
 	Streams int `json:"streams"`
@@ -65,8 +72,43 @@ type Options struct {
 	MemProfile string `json:"mem_profile"`
 }
 
-// AllFigures are the groups of figures --figures chooses from.
-var AllFigures = []string{"ingest", "worker", "retry", "memory", "streams", "history", "history-get", "isolation"}
+// AllFigures are the groups of figures --figures chooses from. ingest and
+// ingest-batch share their raw publisher, retry and retry-direct their raw
+// loop: chosen together, each raw side is measured once for both.
+var AllFigures = []string{"ingest", "ingest-batch", "worker", "retry", "retry-direct", "memory", "streams", "history", "history-get", "isolation"}
+
+// figureHelp says what each group of --figures measures, for the flag's
+// help.
+var figureHelp = map[string]string{
+	"ingest":       "POST /v1/notifications against a raw confirmed publisher",
+	"ingest-batch": "POST /v1/notifications/batch, in notifications/s, against the same raw publisher",
+	"worker":       "relay's consumer against a raw consume-and-ack loop",
+	"retry":        "retry round trips through the error and requeue stages against a raw DLX loop, TTL and plugin",
+	"retry-direct": "retry round trips with the direct hand-off (the consumer publishes to wait) against the same raw loop",
+	"memory":       "relay's RSS and the broker's memory with --waiting messages in the delay stage, per backend",
+	"streams":      "the API's RSS with idle dashboard event streams open",
+	"history":      "events stored/s on SQLite and PostgreSQL against the worker",
+	"history-get":  "GET /v1/notifications/{id} on a full history",
+	"isolation":    "a healthy webhook endpoint beside one that never answers",
+}
+
+// maxWaiting bounds --waiting: ten million messages of the API's size
+// need several GiB of the broker's memory.
+const maxWaiting = 10_000_000
+
+// maxBatch is the most notifications the API takes in one batch by
+// default (MAX_BATCH).
+const maxBatch = 500
+
+// figuresUsage lists the groups of --figures with what each measures.
+func figuresUsage() string {
+	var b strings.Builder
+	b.WriteString("comma-separated `figures` to measure:")
+	for _, f := range AllFigures {
+		fmt.Fprintf(&b, "\n  %s: %s", f, figureHelp[f])
+	}
+	return b.String()
+}
 
 // errFlags marks an invalid combination of flags.
 var errFlags = errors.New("invalid flags")
@@ -78,15 +120,18 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.SetOutput(output)
 	var o Options
 	var queues, figures string
+	var delayed int
 	fs.StringVar(&o.Format, "format", "text", "report `format`: text, markdown or json")
 	fs.StringVar(&o.Out, "out", "", "write the report to this `file` instead of stdout")
-	fs.BoolVar(&o.Quick, "quick", false, "small counts: the whole run takes well under 30s")
+	fs.BoolVar(&o.Quick, "quick", false, "small counts: the whole run takes under a minute")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress lines (they start with \"# \")")
 	fs.StringVar(&queues, "queues", "classic,quorum", "queue `types` to measure: classic, quorum or both")
-	fs.StringVar(&figures, "figures", strings.Join(AllFigures, ","), "`figures` to measure: any of "+strings.Join(AllFigures, ", "))
+	fs.StringVar(&figures, "figures", strings.Join(AllFigures, ","), figuresUsage())
 	fs.IntVar(&o.Rounds, "rounds", 0, "measure each side this many times, alternating which goes first; the best rate counts (default 2, --quick 1)")
 	fs.IntVar(&o.Ingest, "ingest", 0, "HTTP requests, and raw publishes, per side (default 20000, --quick 1000)")
 	fs.IntVar(&o.Clients, "clients", 64, "concurrent keep-alive HTTP clients, and raw confirms outstanding")
+	fs.IntVar(&o.BatchSize, "batch-size", 100, fmt.Sprintf("notifications per POST /v1/notifications/batch in the ingest-batch figure, 1 to %d (the API's MAX_BATCH); it posts --ingest notifications per side", maxBatch))
+	fs.IntVar(&o.BatchClients, "batch-clients", 8, "concurrent keep-alive HTTP clients posting batches")
 	fs.IntVar(&o.Consume, "consume", 0, "messages each consumer drains (default 50000, --quick 3000)")
 	fs.IntVar(&o.Prefetch, "prefetch", 16, "prefetch of the work-queue consumers (relay worker: twice CONCURRENCY)")
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "messages relay's consumer handles at once (relay worker's default)")
@@ -94,10 +139,11 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.IntVar(&o.Latency, "latency", 0, "retry round trips timed for their extra latency (default 1000, --quick 100)")
 	fs.IntVar(&o.Window, "window", 16, "retry round trips in flight while latency is timed")
 	fs.DurationVar(&o.Delay, "delay", 50*time.Millisecond, "scheduled delay of every retry")
-	fs.IntVar(&o.Delayed, "delayed", 0, "messages left waiting in the delay stage for the memory figure (default 100000, --quick 5000)")
+	fs.IntVar(&o.Waiting, "waiting", 0, "messages left waiting in the delay stage of each backend for the memory figure (default 1000000, --quick 5000); refused if the broker's memory limit could not hold them")
+	fs.IntVar(&delayed, "delayed", 0, "deprecated: the old name of --waiting")
 	fs.IntVar(&o.Streams, "streams", 0, "idle dashboard event streams the streams figure opens (default 1500, --quick 300)")
 	fs.IntVar(&o.HistoryNotifications, "history-notifications", 0, "notifications in the history while history-get times reads (default 1000000, --quick 20000)")
-	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "bound on each measured run")
+	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "bound on each measured run; the memory figure gets 500µs more per waiting message")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file` (samples labelled bench=<figure>/<side>/<queue>)")
 	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile to `file` at the end")
 	if err := fs.Parse(args); err != nil {
@@ -108,6 +154,16 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["delayed"] {
+		switch {
+		case set["waiting"]:
+			return Options{}, fmt.Errorf("%w: --delayed is the deprecated name of --waiting: give one of them", errFlags)
+		case delayed < 1 || delayed > maxWaiting:
+			return Options{}, fmt.Errorf("%w: --delayed %d: want 1 to %d", errFlags, delayed, maxWaiting)
+		}
+		o.Waiting = delayed
+		set["waiting"] = true
+	}
 	// Counts left unset take the full size, or the --quick one.
 	for _, c := range []struct {
 		name        string
@@ -118,7 +174,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 		{"consume", &o.Consume, 50000, 3000},
 		{"roundtrips", &o.RoundTrips, 5000, 300},
 		{"latency", &o.Latency, 1000, 100},
-		{"delayed", &o.Delayed, 100000, 5000},
+		{"waiting", &o.Waiting, 1_000_000, 5000},
 		{"streams", &o.Streams, 1500, 300},
 		{"history-notifications", &o.HistoryNotifications, 1_000_000, 20000},
 		{"rounds", &o.Rounds, 2, 1},
@@ -204,8 +260,12 @@ func (o Options) Validate() error {
 		return bad("window", o.Window, "1 to 1024")
 	case o.Delay < time.Millisecond || o.Delay > time.Minute:
 		return bad("delay", o.Delay, "1ms to 1m")
-	case o.Delayed < 1 || o.Delayed > 1_000_000:
-		return bad("delayed", o.Delayed, "1 to 1000000")
+	case o.Waiting < 1 || o.Waiting > maxWaiting:
+		return bad("waiting", o.Waiting, fmt.Sprintf("1 to %d", maxWaiting))
+	case o.BatchSize < 1 || o.BatchSize > maxBatch:
+		return bad("batch-size", o.BatchSize, fmt.Sprintf("1 to %d (the API's MAX_BATCH)", maxBatch))
+	case o.BatchClients < 1 || o.BatchClients > 1024:
+		return bad("batch-clients", o.BatchClients, "1 to 1024")
 	case o.Streams < 1 || o.Streams > MaxStreams:
 		return bad("streams", o.Streams, fmt.Sprintf("1 to %d (the API's default DASHBOARD_MAX_STREAMS)", MaxStreams))
 	case o.HistoryNotifications < 1 || o.HistoryNotifications > 10_000_000:
@@ -214,4 +274,22 @@ func (o Options) Validate() error {
 		return bad("timeout", o.Timeout, "1s to 1h")
 	}
 	return nil
+}
+
+// has reports whether the figure group was chosen.
+func (o Options) has(group string) bool { return slices.Contains(o.Figures, group) }
+
+// waitingTimeout bounds the memory figure of one backend: Timeout, plus
+// 500µs per waiting message (a pile-up at 2,000 messages/s at least).
+func (o Options) waitingTimeout() time.Duration {
+	return o.Timeout + time.Duration(o.Waiting)*500*time.Microsecond
+}
+
+// batchNotifications is the number of notifications the ingest-batch
+// figure posts per side: Ingest, rounded up to whole batches.
+func (o Options) batchNotifications() int {
+	if o.BatchSize < 1 {
+		return 0
+	}
+	return (o.Ingest + o.BatchSize - 1) / o.BatchSize * o.BatchSize
 }

@@ -21,19 +21,28 @@ func TestParseOptionsDefaults(t *testing.T) {
 		want Options
 	}{
 		{"full run", nil, Options{Format: "text", QueueTypes: both, Figures: AllFigures, Rounds: 2,
-			Ingest: 20000, Clients: 64, Consume: 50000, Prefetch: 16, Concurrency: 8, RoundTrips: 5000,
-			Latency: 1000, Window: 16, Delay: 50 * time.Millisecond, Delayed: 100000, Streams: 1500, HistoryNotifications: 1_000_000, Timeout: 2 * time.Minute}},
+			Ingest: 20000, Clients: 64, BatchSize: 100, BatchClients: 8, Consume: 50000, Prefetch: 16, Concurrency: 8, RoundTrips: 5000,
+			Latency: 1000, Window: 16, Delay: 50 * time.Millisecond, Waiting: 1_000_000, Streams: 1500, HistoryNotifications: 1_000_000, Timeout: 2 * time.Minute}},
 		{"quick run", []string{"--quick"}, Options{Format: "text", Quick: true, QueueTypes: both, Figures: AllFigures, Rounds: 1,
-			Ingest: 1000, Clients: 64, Consume: 3000, Prefetch: 16, Concurrency: 8, RoundTrips: 300,
-			Latency: 100, Window: 16, Delay: 50 * time.Millisecond, Delayed: 5000, Streams: 300, HistoryNotifications: 20000, Timeout: 2 * time.Minute}},
+			Ingest: 1000, Clients: 64, BatchSize: 100, BatchClients: 8, Consume: 3000, Prefetch: 16, Concurrency: 8, RoundTrips: 300,
+			Latency: 100, Window: 16, Delay: 50 * time.Millisecond, Waiting: 5000, Streams: 300, HistoryNotifications: 20000, Timeout: 2 * time.Minute}},
+		{"--waiting and its deprecated name --delayed", []string{"--quick", "--delayed", "777"}, Options{Format: "text", Quick: true,
+			QueueTypes: both, Figures: AllFigures, Rounds: 1, Ingest: 1000, Clients: 64, BatchSize: 100, BatchClients: 8, Consume: 3000,
+			Prefetch: 16, Concurrency: 8, RoundTrips: 300, Latency: 100, Window: 16, Delay: 50 * time.Millisecond, Waiting: 777,
+			Streams: 300, HistoryNotifications: 20000, Timeout: 2 * time.Minute}},
+		{"batches and waiting messages", []string{"--waiting", "2500000", "--batch-size", "500", "--batch-clients", "2",
+			"--figures", "ingest-batch,retry-direct,memory"}, Options{Format: "text", QueueTypes: both,
+			Figures: []string{"ingest-batch", "retry-direct", "memory"}, Rounds: 2, Ingest: 20000, Clients: 64, BatchSize: 500,
+			BatchClients: 2, Consume: 50000, Prefetch: 16, Concurrency: 8, RoundTrips: 5000, Latency: 1000, Window: 16,
+			Delay: 50 * time.Millisecond, Waiting: 2_500_000, Streams: 1500, HistoryNotifications: 1_000_000, Timeout: 2 * time.Minute}},
 		{"a count given wins over --quick", []string{"--quick", "--ingest", "77", "--rounds", "3", "--history-notifications", "1234"}, Options{Format: "text", Quick: true,
-			QueueTypes: both, Figures: AllFigures, Rounds: 3, Ingest: 77, Clients: 64, Consume: 3000, Prefetch: 16, Concurrency: 8,
-			RoundTrips: 300, Latency: 100, Window: 16, Delay: 50 * time.Millisecond, Delayed: 5000, Streams: 300, HistoryNotifications: 1234, Timeout: 2 * time.Minute}},
+			QueueTypes: both, Figures: AllFigures, Rounds: 3, Ingest: 77, Clients: 64, BatchSize: 100, BatchClients: 8, Consume: 3000, Prefetch: 16, Concurrency: 8,
+			RoundTrips: 300, Latency: 100, Window: 16, Delay: 50 * time.Millisecond, Waiting: 5000, Streams: 300, HistoryNotifications: 1234, Timeout: 2 * time.Minute}},
 		{"markdown to a file, one queue type, two figures, repeated names once",
 			[]string{"--format", "markdown", "--out", "docs/benchmarks.md", "--queues", "quorum,quorum", "--figures", "retry, memory,retry"},
 			Options{Format: "markdown", Out: "docs/benchmarks.md", QueueTypes: []retry.QueueType{retry.Quorum},
-				Figures: []string{"retry", "memory"}, Rounds: 2, Ingest: 20000, Clients: 64, Consume: 50000, Prefetch: 16,
-				Concurrency: 8, RoundTrips: 5000, Latency: 1000, Window: 16, Delay: 50 * time.Millisecond, Delayed: 100000,
+				Figures: []string{"retry", "memory"}, Rounds: 2, Ingest: 20000, Clients: 64, BatchSize: 100, BatchClients: 8, Consume: 50000, Prefetch: 16,
+				Concurrency: 8, RoundTrips: 5000, Latency: 1000, Window: 16, Delay: 50 * time.Millisecond, Waiting: 1_000_000,
 				Streams: 1500, HistoryNotifications: 1_000_000, Timeout: 2 * time.Minute}},
 	}
 	for _, tt := range tests {
@@ -71,6 +80,14 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"delay too short", []string{"--delay", "100us"}, "--delay 100µs"},
 		{"delay too long", []string{"--delay", "2m"}, "--delay 2m0s"},
 		{"nothing delayed", []string{"--delayed", "0"}, "--delayed 0"},
+		{"nothing waiting", []string{"--waiting", "0"}, "--waiting 0"},
+		{"too many waiting", []string{"--waiting", "10000001"}, "--waiting 10000001"},
+		{"too many delayed", []string{"--delayed", "10000001"}, "--delayed 10000001"},
+		{"both names of --waiting", []string{"--waiting", "10", "--delayed", "10"}, "--delayed is the deprecated name of --waiting"},
+		{"an empty batch", []string{"--batch-size", "0"}, "--batch-size 0"},
+		{"a batch over the API's MAX_BATCH", []string{"--batch-size", "501"}, "--batch-size 501"},
+		{"no batch clients", []string{"--batch-clients", "0"}, "--batch-clients 0"},
+		{"an unknown retry figure", []string{"--figures", "retry-stages"}, `--figures "retry-stages"`},
 		{"no streams", []string{"--streams", "0"}, "--streams 0"},
 		{"more streams than the API allows", []string{"--streams", "2001"}, "--streams 2001"},
 		{"too many rounds", []string{"--rounds", "11"}, "--rounds 11"},
@@ -106,7 +123,41 @@ func TestParseOptionsFlagSyntax(t *testing.T) {
 	if _, err := ParseOptions([]string{"--help"}, &out); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("ParseOptions(--help) = %v, want flag.ErrHelp", err)
 	}
-	if !strings.Contains(out.String(), "-quick") {
-		t.Errorf("--help printed %q, want the flags listed", out.String())
+	// The help lists every flag, says what each group of figures measures
+	// and that --delayed is the old name of --waiting.
+	for _, want := range []string{"-quick", "-waiting", "-delayed", "deprecated: the old name of --waiting", "-batch-size",
+		"retry-direct: retry round trips with the direct hand-off", "ingest-batch: POST /v1/notifications/batch"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, f := range AllFigures {
+		if figureHelp[f] == "" {
+			t.Errorf("figure group %q has no help", f)
+		}
+	}
+}
+
+func TestOptionsBatchNotifications(t *testing.T) {
+	tests := []struct {
+		ingest, size, want int
+	}{
+		{20000, 100, 20000},
+		{1000, 500, 1000},
+		{77, 100, 100},
+		{1001, 100, 1100},
+	}
+	for _, tt := range tests {
+		o := Options{Ingest: tt.ingest, BatchSize: tt.size}
+		if got := o.batchNotifications(); got != tt.want {
+			t.Errorf("%d notifications in batches of %d: %d posted, want %d", tt.ingest, tt.size, got, tt.want)
+		}
+	}
+}
+
+func TestOptionsWaitingTimeout(t *testing.T) {
+	o := Options{Timeout: 2 * time.Minute, Waiting: 1_000_000}
+	if got, want := o.waitingTimeout(), 2*time.Minute+500*time.Second; got != want {
+		t.Errorf("waitingTimeout with 1,000,000 waiting = %s, want %s", got, want)
 	}
 }

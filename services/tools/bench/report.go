@@ -12,21 +12,47 @@ import (
 
 // The figures of the table, one row each per queue type.
 const (
-	FigIngestRate    = "ingest: requests/s vs publishes/s"
-	FigIngestP50     = "ingest: latency p50"
-	FigIngestP99     = "ingest: latency p99"
-	FigWorkerRate    = "worker: messages/s"
-	FigRetryRate     = "retry (ttl): round trips/s"
-	FigRetryP50      = "retry (ttl): extra latency p50"
-	FigRetryP99      = "retry (ttl): extra latency p99"
-	FigPluginRate    = "retry (plugin): round trips/s"
-	FigPluginP50     = "retry (plugin): extra latency p50"
-	FigPluginP99     = "retry (plugin): extra latency p99"
-	FigDelayedRSS    = "memory: RSS while messages wait in the delay stage"
-	FigDelayedGrowth = "memory: RSS growth while they pile up"
-	FigStreamsIdle   = "dashboard: API RSS idle"
-	FigStreamsOpen   = "dashboard: API RSS with idle event streams open"
-	FigStreamsClosed = "dashboard: API RSS after the streams closed"
+	FigIngestRate = "ingest: requests/s vs publishes/s"
+	FigIngestP50  = "ingest: latency p50"
+	FigIngestP99  = "ingest: latency p99"
+	// FigBatchRate is POST /v1/notifications/batch in notifications/s
+	// against the raw publisher of the ingest figure.
+	FigBatchRate  = "ingest (batch): notifications/s vs publishes/s"
+	FigWorkerRate = "worker: messages/s"
+	// The retry figures: TTL and plugin, each through the stages and with
+	// the direct hand-off, against the same raw loop.
+	FigRetryRate             = "retry (ttl): round trips/s"
+	FigRetryP50              = "retry (ttl): extra latency p50"
+	FigRetryP99              = "retry (ttl): extra latency p99"
+	FigRetryBrokerCPU        = "retry (ttl): broker CPU per round trip"
+	FigDirectRate            = "retry (ttl, direct): round trips/s"
+	FigDirectP50             = "retry (ttl, direct): extra latency p50"
+	FigDirectP99             = "retry (ttl, direct): extra latency p99"
+	FigDirectBrokerCPU       = "retry (ttl, direct): broker CPU per round trip"
+	FigPluginRate            = "retry (plugin): round trips/s"
+	FigPluginP50             = "retry (plugin): extra latency p50"
+	FigPluginP99             = "retry (plugin): extra latency p99"
+	FigPluginBrokerCPU       = "retry (plugin): broker CPU per round trip"
+	FigPluginDirectRate      = "retry (plugin, direct): round trips/s"
+	FigPluginDirectP50       = "retry (plugin, direct): extra latency p50"
+	FigPluginDirectP99       = "retry (plugin, direct): extra latency p99"
+	FigPluginDirectBrokerCPU = "retry (plugin, direct): broker CPU per round trip"
+	// The memory figures, with Options.Waiting messages in the delay
+	// stage: per queue type on TTL, once on the plugin.
+	FigDelayedRSS          = "memory (ttl): RSS while messages wait in the delay stage"
+	FigDelayedGrowth       = "memory (ttl): RSS growth while they pile up"
+	FigBrokerGrowth        = "memory (ttl): broker mem_used growth"
+	FigBrokerPerMsg        = "memory (ttl): broker mem_used per waiting message"
+	FigBrokerAllocPerMsg   = "memory (ttl): broker allocated per waiting message"
+	FigBrokerQueue         = "memory (ttl): wait queue's own memory"
+	FigPluginDelayedRSS    = "memory (plugin): RSS while messages wait in the delay stage"
+	FigPluginDelayedGrowth = "memory (plugin): RSS growth while they pile up"
+	FigPluginBrokerGrowth  = "memory (plugin): broker mem_used growth"
+	FigPluginBrokerPerMsg  = "memory (plugin): broker mem_used per waiting message"
+	FigPluginAllocPerMsg   = "memory (plugin): broker allocated per waiting message"
+	FigStreamsIdle         = "dashboard: API RSS idle"
+	FigStreamsOpen         = "dashboard: API RSS with idle event streams open"
+	FigStreamsClosed       = "dashboard: API RSS after the streams closed"
 	// The history's figures are measured once a run, not per queue type.
 	FigHistorySQLiteRate   = "history (sqlite): events stored/s"
 	FigHistoryPostgresRate = "history (postgres): events stored/s"
@@ -36,9 +62,11 @@ const (
 
 // Units of the figures.
 const (
-	UnitRate = "/s"
-	UnitMs   = "ms"
-	UnitMiB  = "MiB"
+	UnitRate   = "/s"
+	UnitMs     = "ms"
+	UnitMiB    = "MiB"
+	UnitMicros = "µs"
+	UnitBytes  = "B"
 )
 
 // Verdicts of a row against its target.
@@ -176,6 +204,10 @@ type Report struct {
 	// Options.HistoryNotifications took, for the GET figure. Zero when
 	// that figure was not measured.
 	HistoryFilled time.Duration `json:"history_filled_ns"`
+	// BrokerMemLimit is the broker's memory high watermark (mem_limit)
+	// as the management API reported it before the memory figure; zero
+	// when it was not read.
+	BrokerMemLimit uint64 `json:"broker_mem_limit_bytes,omitempty"`
 	// Isolation is the webhook endpoints' isolation: a healthy endpoint's
 	// figures beside a sick one, with and without the breaker. Nil when
 	// that figure was not measured.
@@ -297,6 +329,13 @@ func formatValue(v *float64, unit string) string {
 		}
 	case UnitMiB:
 		return fmt.Sprintf("%.1f MiB", *v)
+	case UnitMicros:
+		if math.Abs(*v) < 100 {
+			return fmt.Sprintf("%.1f µs", *v)
+		}
+		return fmt.Sprintf("%.0f µs", *v)
+	case UnitBytes:
+		return fmt.Sprintf("%.0f B", *v)
 	}
 	return trimFloat(*v) + " " + unit
 }

@@ -95,7 +95,7 @@ func sampleReport() *Report {
 		Broker:  "RabbitMQ 3.10.8", Command: "relay bench --format markdown", Prefix: "bench.0123abcd.",
 		Started: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Elapsed: 3 * time.Minute, HTTPFloor: 12000,
 		Options: Options{Format: "markdown", Clients: 64, Prefetch: 16, Concurrency: 8, Window: 16,
-			Delay: 50 * time.Millisecond, Delayed: 100000, Ingest: 20000, Consume: 50000, RoundTrips: 5000, Latency: 1000, Rounds: 2},
+			Delay: 50 * time.Millisecond, Waiting: 100000, Ingest: 20000, Consume: 50000, RoundTrips: 5000, Latency: 1000, Rounds: 2},
 	}
 	for _, q := range []string{"classic", "quorum"} {
 		r.Rows = append(r.Rows,
@@ -106,10 +106,10 @@ func sampleReport() *Report {
 			Row{Queue: q, Figure: FigWorkerRate, Unit: UnitRate, Relay: ptr(12000), Raw: ptr(13000),
 				Target: &Target{RatioAtLeast, 0.8}, RelayCost: cost(35*time.Microsecond, 57), RawCost: cost(33*time.Microsecond, 45)},
 			Row{Queue: q, Figure: FigRetryRate, Unit: UnitRate, Relay: ptr(1200), Raw: ptr(2500),
-				Target: &Target{RatioAtLeast, 0.6}, RelayCost: cost(200*time.Microsecond, 599), RawCost: cost(95*time.Microsecond, 235)},
+				Target: &Target{RatioAtLeast, 0.9}, RelayCost: cost(200*time.Microsecond, 599), RawCost: cost(95*time.Microsecond, 235)},
 			Row{Queue: q, Figure: FigRetryP50, Unit: UnitMs, Relay: ptr(6), Raw: ptr(4)},
 			Row{Queue: q, Figure: FigRetryP99, Unit: UnitMs, Relay: ptr(30), Raw: ptr(20), Target: &Target{RatioAtMost, 2}},
-			Row{Queue: q, Figure: FigPluginRate, Unit: UnitRate, Note: "n/a: no plugin", Target: &Target{RatioAtLeast, 0.6}},
+			Row{Queue: q, Figure: FigPluginRate, Unit: UnitRate, Note: "n/a: no plugin", Target: &Target{RatioAtLeast, 0.9}},
 			Row{Queue: q, Figure: FigDelayedRSS, Unit: UnitMiB, Relay: ptr(19.2), Target: &Target{AtMost, 50}},
 			Row{Queue: q, Figure: FigDelayedGrowth, Unit: UnitMiB, Relay: ptr(0.8), Target: &Target{AtMost, 5}},
 		)
@@ -191,7 +191,7 @@ func TestRenderMarkdown(t *testing.T) {
 		"| queue | figure | relay | raw | relay ÷ raw | target | verdict |",
 		"| classic | ingest: requests/s vs publishes/s | 6,000/s | 12,000/s | 0.50× | ≥ 0.80× raw | not met |",
 		"| quorum | retry (plugin): round trips/s | n/a: no plugin | n/a: no plugin | — |",
-		"**Ingest.**", "**Worker.**", "**Retry round trip.**", "**Retry with the delayed-message plugin.**", "**Memory.**",
+		"**Ingest.**", "**Worker.**", "**Retry round trip through the stages.**", "**Retry with the delayed-message plugin.**", "**Memory.**",
 		"12,000 requests/s here", "relay's share of it is classic: 50%; quorum: 50%",
 		"classic: 6,000 requests/s against 12,000 (0.50×, target not met)",
 		"busy: classic: relay 108%, raw 36%",              // (120+240) µs × 6000/s ÷ 2 cores; (20+40) µs × 12000/s ÷ 2

@@ -85,28 +85,109 @@ func (t *tracker) extras() []time.Duration {
 	return append([]time.Duration(nil), t.extra...)
 }
 
-// retryRows measures one retry round trip — fail, wait the delay, come
-// back, succeed — through relay's pipeline against the broker's own loop,
-// for one delay backend.
-func (b *bench) retryRows(ctx context.Context, qt retry.QueueType, backend retry.Backend) ([]Row, error) {
-	rate, p50, p99 := FigRetryRate, FigRetryP50, FigRetryP99
-	if backend == retry.Plugin {
-		rate, p50, p99 = FigPluginRate, FigPluginP50, FigPluginP99
+// The sides of the retry figures: the raw loop, relay through its stages
+// (the article's topology) and relay with the direct hand-off.
+const (
+	sideRaw    = "raw"
+	sideStages = "relay"
+	sideDirect = "direct"
+)
+
+// Targets of the retry figures (issue #16): a round trip at 0.9× the raw
+// loop's rate at least, its p99 within twice raw's, and at most 1.3× the
+// broker's CPU per round trip.
+const (
+	retryRateTarget      = 0.9
+	retryP99Target       = 2
+	retryBrokerCPUTarget = 1.3
+)
+
+// retryFigs names the rows of one backend and hand-off.
+type retryFigs struct{ rate, p50, p99, broker string }
+
+// retryNames names the rows of the retry figure on backend with a side's
+// hand-off.
+func retryNames(backend retry.Backend, who string) retryFigs {
+	switch {
+	case backend == retry.Plugin && who == sideDirect:
+		return retryFigs{FigPluginDirectRate, FigPluginDirectP50, FigPluginDirectP99, FigPluginDirectBrokerCPU}
+	case backend == retry.Plugin:
+		return retryFigs{FigPluginRate, FigPluginP50, FigPluginP99, FigPluginBrokerCPU}
+	case who == sideDirect:
+		return retryFigs{FigDirectRate, FigDirectP50, FigDirectP99, FigDirectBrokerCPU}
 	}
-	relay, raw, err := b.pair(ctx, "retry-"+string(backend), qt,
-		func(ctx context.Context) (side, error) { return b.roundTrips(ctx, qt, backend, false) },
-		func(ctx context.Context) (side, error) { return b.roundTrips(ctx, qt, backend, true) })
+	return retryFigs{FigRetryRate, FigRetryP50, FigRetryP99, FigRetryBrokerCPU}
+}
+
+// retrySides are the relay sides of the retry groups chosen.
+func (b *bench) retrySides() []string {
+	var out []string
+	if b.opts.has("retry") {
+		out = append(out, sideStages)
+	}
+	if b.opts.has("retry-direct") {
+		out = append(out, sideDirect)
+	}
+	return out
+}
+
+// retryFigures measures the retry groups chosen on the TTL backend, and on
+// the plugin where the broker has it (else its rows say n/a).
+func (b *bench) retryFigures(ctx context.Context, qt retry.QueueType, plugin bool) ([]Row, error) {
+	rows, err := b.retryRows(ctx, qt, retry.TTL)
 	if err != nil {
 		return nil, err
 	}
+	if plugin {
+		more, err := b.retryRows(ctx, qt, retry.Plugin)
+		return append(rows, more...), err
+	}
+	for _, who := range b.retrySides() {
+		f := retryNames(retry.Plugin, who)
+		rows = append(rows,
+			Row{Queue: string(qt), Figure: f.rate, Unit: UnitRate, Note: "n/a: no plugin", Target: &Target{Kind: RatioAtLeast, Value: retryRateTarget}},
+			Row{Queue: string(qt), Figure: f.broker, Unit: UnitMicros, Note: "n/a: no plugin", Target: &Target{Kind: RatioAtMost, Value: retryBrokerCPUTarget}})
+	}
+	return rows, nil
+}
+
+// retryRows measures one retry round trip — fail, wait the delay, come
+// back, succeed — through relay's pipeline, with each hand-off chosen,
+// against the broker's own loop, for one delay backend. The raw loop is
+// measured once for both hand-offs, in the same rounds.
+func (b *bench) retryRows(ctx context.Context, qt retry.QueueType, backend retry.Backend) ([]Row, error) {
+	order := []string{sideRaw}
+	run := map[string]func(context.Context) (side, error){
+		sideRaw: func(ctx context.Context) (side, error) { return b.roundTrips(ctx, qt, backend, sideRaw) },
+	}
+	for _, who := range b.retrySides() {
+		order = append(order, who)
+		run[who] = func(ctx context.Context) (side, error) { return b.roundTrips(ctx, qt, backend, who) }
+	}
+	got, err := b.contest(ctx, "retry-"+string(backend), qt, order, run)
+	if err != nil {
+		return nil, err
+	}
+	raw := got[sideRaw]
 	q := string(qt)
-	return []Row{
-		{Queue: q, Figure: rate, Unit: UnitRate, Relay: ptr(relay.Rate()), Raw: ptr(raw.Rate()),
-			Target: &Target{Kind: RatioAtLeast, Value: 0.6}, RelayCost: &relay.Cost, RawCost: &raw.Cost},
-		{Queue: q, Figure: p50, Unit: UnitMs, Relay: ms(relay.Latency.P50), Raw: ms(raw.Latency.P50)},
-		{Queue: q, Figure: p99, Unit: UnitMs, Relay: ms(relay.Latency.P99), Raw: ms(raw.Latency.P99),
-			Target: &Target{Kind: RatioAtMost, Value: 2}},
-	}, nil
+	var rows []Row
+	for _, who := range order[1:] {
+		relay, f := got[who], retryNames(backend, who)
+		broker := Row{Queue: q, Figure: f.broker, Unit: UnitMicros, Target: &Target{Kind: RatioAtMost, Value: retryBrokerCPUTarget}}
+		if len(b.broker) == 0 {
+			broker.Note = "n/a: broker process not visible"
+		} else {
+			broker.Relay, broker.Raw = micros(relay.Cost.BrokerCPUPerMsg), micros(raw.Cost.BrokerCPUPerMsg)
+		}
+		rows = append(rows,
+			Row{Queue: q, Figure: f.rate, Unit: UnitRate, Relay: ptr(relay.Rate()), Raw: ptr(raw.Rate()),
+				Target: &Target{Kind: RatioAtLeast, Value: retryRateTarget}, RelayCost: &relay.Cost, RawCost: &raw.Cost},
+			Row{Queue: q, Figure: f.p50, Unit: UnitMs, Relay: ms(relay.Latency.P50), Raw: ms(raw.Latency.P50)},
+			Row{Queue: q, Figure: f.p99, Unit: UnitMs, Relay: ms(relay.Latency.P99), Raw: ms(raw.Latency.P99),
+				Target: &Target{Kind: RatioAtMost, Value: retryP99Target}},
+			broker)
+	}
+	return rows, nil
 }
 
 // loop is one side's retry loop, ready to consume: where messages enter
@@ -120,8 +201,9 @@ type loop struct {
 
 // roundTrips times a burst of RoundTrips round trips that were queued
 // before the clock started (the rate), then Latency more with Window in
-// flight at a time (the extra latency, under light load).
-func (b *bench) roundTrips(ctx context.Context, qt retry.QueueType, backend retry.Backend, relay bool) (side, error) {
+// flight at a time (the extra latency, under light load), on one side:
+// sideRaw, sideStages or sideDirect.
+func (b *bench) roundTrips(ctx context.Context, qt retry.QueueType, backend retry.Backend, who string) (side, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
 	defer cancel()
 	conn, err := retry.Dial(b.url, "relay bench retry")
@@ -131,9 +213,12 @@ func (b *bench) roundTrips(ctx context.Context, qt retry.QueueType, backend retr
 	defer conn.Close()
 	var cur atomic.Pointer[tracker]
 	var l loop
-	if relay {
-		l, err = b.relayLoop(ctx, conn, qt, backend, &cur)
-	} else {
+	switch who {
+	case sideStages:
+		l, err = b.relayLoop(ctx, conn, qt, backend, retry.ViaStages, &cur)
+	case sideDirect:
+		l, err = b.relayLoop(ctx, conn, qt, backend, retry.Direct, &cur)
+	default:
 		l, err = b.rawLoop(ctx, conn, qt, backend, &cur)
 	}
 	if err != nil {
@@ -222,11 +307,20 @@ func (b *bench) window(ctx context.Context, conn *amqp.Connection, exchange, key
 	return nil
 }
 
-// relayLoop declares a relay pipeline with one delay step and runs its
-// stages and a consumer whose handler fails each message once.
-func (b *bench) relayLoop(ctx context.Context, conn *amqp.Connection, qt retry.QueueType, backend retry.Backend, cur *atomic.Pointer[tracker]) (loop, error) {
-	topo := retry.Topology{Prefix: b.names(qt, "retry-"+string(backend)+"-relay"), Routes: channel.Routes(),
-		QueueType: qt, Backend: backend, Policy: retry.Policy{Delays: []time.Duration{b.opts.Delay}}}
+// relayLoop declares a relay pipeline with one delay step and the
+// hand-off, and runs its stages and a consumer whose handler fails each
+// message once. With the direct hand-off the consumer publishes the
+// failure to wait itself and the broker routes it back; the error stage
+// runs all the same, as `relay retrier` does, for the nack a consumer
+// falls back to.
+func (b *bench) relayLoop(ctx context.Context, conn *amqp.Connection, qt retry.QueueType, backend retry.Backend, handoff retry.Handoff,
+	cur *atomic.Pointer[tracker]) (loop, error) {
+	name := "retry-" + string(backend) + "-relay"
+	if handoff == retry.Direct {
+		name = "retry-" + string(backend) + "-direct"
+	}
+	topo := retry.Topology{Prefix: b.names(qt, name), Routes: channel.Routes(), QueueType: qt, Backend: backend,
+		Handoff: handoff, Policy: retry.Policy{Delays: []time.Duration{b.opts.Delay}}}
 	b.janitor.topology(topo)
 	if err := topo.Declare(ctx, conn); err != nil {
 		return loop{}, err

@@ -4,20 +4,23 @@
 // Because both sides run seconds apart on the same machine and broker,
 // their ratio holds even where the absolute figures are noisy.
 //
-// The figures, for classic and quorum queues: the ingest API against a
-// raw confirming publisher, relay's consumer against a raw consume-and-ack
-// loop, a retry round trip through relay's stages against the broker's own
-// dead-letter-and-TTL loop, the process's memory while messages wait in
-// the delay stage, and the API's memory with idle dashboard event streams
-// open and after they closed. Once a run, the history: how fast it stores
-// the pipeline's events on SQLite and on PostgreSQL, against the worker's
-// rate, and how fast the API reads a notification back from a store of a
-// million. Every run is bounded in count and time, talks only to a
-// loopback broker and database, and deletes everything it declared or
-// created.
+// The figures, for classic and quorum queues: the ingest API, one
+// notification a request and in batches, against a raw confirming
+// publisher; relay's consumer against a raw consume-and-ack loop; a retry
+// round trip through relay's stages and with the direct hand-off against
+// the broker's own dead-letter-and-TTL loop, with the broker's CPU per
+// round trip; the process's and the broker's memory while messages wait
+// in the delay stage of each backend; and the API's memory with idle
+// dashboard event streams open and after they closed. Once a run, the
+// history: how fast it stores the pipeline's events on SQLite and on
+// PostgreSQL, against the worker's rate, and how fast the API reads a
+// notification back from a store of a million. Every run is bounded in
+// count and time, talks only to a loopback broker and database, and
+// deletes everything it declared or created.
 package bench
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -97,16 +100,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if opts.Out == "" {
 		return report.Render(stdout, opts.Format)
 	}
-	f, err := os.Create(opts.Out)
-	if err != nil {
-		return fmt.Errorf("create report: %w", err)
+	var rendered bytes.Buffer
+	if err := report.Render(&rendered, opts.Format); err != nil {
+		return fmt.Errorf("render report: %w", err)
 	}
-	if err := report.Render(f, opts.Format); err != nil {
-		f.Close()
-		return fmt.Errorf("write report %s: %w", opts.Out, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write report %s: %w", opts.Out, err)
+	if err := b.writeReport(opts.Out, rendered.Bytes(), opts.Format == "markdown"); err != nil {
+		return err
 	}
 	b.progress("report written to %s", opts.Out)
 	return nil
@@ -121,6 +120,11 @@ type bench struct {
 	janitor    *janitor
 	out        io.Writer // progress; nil for none
 	broker     []int     // the broker's processes, for its CPU time
+	// api reads the broker's memory for the memory figure; nil when the
+	// management API cannot be reached, and apiNote says why.
+	api      *brokerAPI
+	apiNote  string
+	memLimit uint64 // the broker's mem_limit, once read
 
 	mu sync.Mutex
 }
@@ -202,20 +206,31 @@ func (b *bench) quiesce(ctx context.Context) {
 }
 
 // pair measures both sides of a figure Rounds times, alternating which
-// goes first (raw, relay, relay, raw, …) so that neither always finds the
-// broker busy with the other's leftovers. Each side's best rate counts,
-// with its cost; the latency percentiles are over every round's samples.
-// Everything a run declared is deleted before the next starts.
+// goes first (raw, relay, relay, raw, …): see contest.
 func (b *bench) pair(ctx context.Context, figure string, qt retry.QueueType, raw, relay func(context.Context) (side, error)) (relaySide, rawSide side, err error) {
+	got, err := b.contest(ctx, figure, qt, []string{"raw", "relay"}, map[string]func(context.Context) (side, error){"raw": raw, "relay": relay})
+	if err != nil {
+		return side{}, side{}, err
+	}
+	return got["relay"], got["raw"], nil
+}
+
+// contest measures every side of a figure Rounds times, in order in odd
+// rounds and in reverse in even ones (raw, relay, direct, direct, relay,
+// raw, …) so that no side always finds the broker busy with another's
+// leftovers, and a raw side measured once serves every relay side beside
+// it. Each side's best rate counts, with its cost; the latency
+// percentiles are over every round's samples. Everything a run declared
+// is deleted before the next starts.
+func (b *bench) contest(ctx context.Context, figure string, qt retry.QueueType, order []string, run map[string]func(context.Context) (side, error)) (map[string]side, error) {
 	best := map[string]*side{}
 	samples := map[string][]time.Duration{}
-	run := map[string]func(context.Context) (side, error){"raw": raw, "relay": relay}
 	for round := range b.opts.Rounds {
-		order := []string{"raw", "relay"}
+		sides := slices.Clone(order)
 		if round%2 == 1 {
-			order = []string{"relay", "raw"}
+			slices.Reverse(sides)
 		}
-		for _, who := range order {
+		for _, who := range sides {
 			var s side
 			err := labelled(ctx, figure+"/"+who+"/"+string(qt), func(ctx context.Context) (err error) {
 				s, err = run[who](ctx)
@@ -225,7 +240,7 @@ func (b *bench) pair(ctx context.Context, figure string, qt retry.QueueType, raw
 				err = errors.Join(err, cerr)
 			}
 			if err != nil {
-				return side{}, side{}, fmt.Errorf("%s: %w", who, err)
+				return nil, fmt.Errorf("%s: %w", who, err)
 			}
 			b.quiesce(ctx)
 			b.progress("%s: %s %s, round %d: %s", qt, figure, who, round+1, s)
@@ -235,11 +250,13 @@ func (b *bench) pair(ctx context.Context, figure string, qt retry.QueueType, raw
 			}
 		}
 	}
+	out := make(map[string]side, len(best))
 	for who, s := range best {
 		s.Samples = samples[who]
 		s.Latency = Summarize(s.Samples)
+		out[who] = *s
 	}
-	return *best["relay"], *best["raw"], nil
+	return out, nil
 }
 
 // labelled runs fn with pprof labels naming the figure, side and queue
@@ -271,6 +288,12 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 	if len(b.broker) == 0 {
 		b.progress("no beam.smp process visible: broker CPU goes unreported")
 	}
+	// Refuse a --waiting the broker cannot hold before measuring anything.
+	if b.opts.has("memory") {
+		if err := b.checkRoom(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if slices.Contains(b.opts.Figures, "ingest") {
 		err := labelled(ctx, "ingest/http-floor", func(ctx context.Context) (err error) {
 			r.HTTPFloor, err = b.httpFloor(ctx)
@@ -284,30 +307,27 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 	for _, qt := range b.opts.QueueTypes {
 		q := string(qt)
 		steps := []struct {
-			name string
-			run  func(context.Context, retry.QueueType) ([]Row, error)
+			groups []string // the groups of --figures the step measures
+			run    func(context.Context, retry.QueueType) ([]Row, error)
 		}{
-			{"ingest", b.ingestRows},
-			{"worker", b.workerRows},
-			{"retry", func(ctx context.Context, qt retry.QueueType) ([]Row, error) {
-				rows, err := b.retryRows(ctx, qt, retry.TTL)
-				if err != nil {
-					return nil, err
-				}
-				if !plugin {
-					return append(rows, Row{Queue: q, Figure: FigPluginRate, Unit: UnitRate, Note: "n/a: no plugin",
-						Target: &Target{Kind: RatioAtLeast, Value: 0.6}}), nil
-				}
-				more, err := b.retryRows(ctx, qt, retry.Plugin)
-				return append(rows, more...), err
+			{[]string{"ingest", "ingest-batch"}, b.ingestRows},
+			{[]string{"worker"}, b.workerRows},
+			{[]string{"retry", "retry-direct"}, func(ctx context.Context, qt retry.QueueType) ([]Row, error) {
+				return b.retryFigures(ctx, qt, plugin)
 			}},
-			{"memory", b.memoryRows},
+			{[]string{"memory"}, b.memoryRows},
 		}
 		for _, s := range steps {
-			if !slices.Contains(b.opts.Figures, s.name) {
+			var chosen []string
+			for _, g := range s.groups {
+				if b.opts.has(g) {
+					chosen = append(chosen, g)
+				}
+			}
+			if len(chosen) == 0 {
 				continue
 			}
-			b.progress("%s: %s", q, s.name)
+			b.progress("%s: %s", q, strings.Join(chosen, ", "))
 			rows, err := s.run(ctx, qt)
 			// Clean up after every figure, so the next one finds the broker
 			// as empty as the first did.
@@ -315,10 +335,23 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 				err = errors.Join(err, cerr)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%s, %s queues: %w", s.name, q, err)
+				return nil, fmt.Errorf("%s, %s queues: %w", strings.Join(chosen, ", "), q, err)
 			}
 			r.Rows = append(r.Rows, rows...)
 		}
+	}
+	// The delayed-message plugin keeps waiting messages in a table of its
+	// own, whatever the queue type: its memory figure runs once.
+	if b.opts.has("memory") {
+		b.progress("memory (plugin)")
+		rows, err := b.pluginMemoryRows(ctx, plugin)
+		if cerr := b.janitor.clean(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("memory (plugin): %w", err)
+		}
+		r.Rows = append(r.Rows, rows...)
 	}
 	// The dashboard's streams do not depend on the queue type: one run,
 	// on the first.
@@ -367,9 +400,74 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 		}
 		r.Isolation = &res
 	}
+	r.BrokerMemLimit = b.memLimit
 	r.Elapsed = time.Since(started)
 	r.Evaluate()
 	return r, nil
+}
+
+// checkRoom reads the broker's memory and disk before anything piles up
+// and refuses a --waiting they clearly cannot hold: the messages of one
+// backend at a time, at waitingCost each. A management API that cannot be
+// reached is no error: the memory figure then reports the broker's
+// memory as n/a, and says why.
+func (b *bench) checkRoom(ctx context.Context) error {
+	api, err := newBrokerAPI(b.url)
+	if err != nil {
+		b.apiNote = "n/a: management API: " + err.Error()
+		b.progress("WARNING: %s; the broker's memory goes unreported and --waiting %d unchecked against its limits", b.apiNote, b.opts.Waiting)
+		return nil
+	}
+	return b.useBrokerAPI(ctx, api)
+}
+
+// useBrokerAPI reads the node's memory through api for checkRoom, and
+// keeps api for the memory figure if it answered.
+func (b *bench) useBrokerAPI(ctx context.Context, api *brokerAPI) error {
+	node, err := api.node(ctx)
+	if err != nil {
+		b.apiNote = "n/a: management API unreachable at " + api.String()
+		b.progress("WARNING: %s (%v); the broker's memory goes unreported and --waiting %d unchecked against its limits", b.apiNote, err, b.opts.Waiting)
+		return nil
+	}
+	b.api, b.memLimit = api, node.Limit
+	return roomFor(node, b.opts.Waiting, len(messageBody()))
+}
+
+// waitingHeaders is about the size of relay's headers and the message's
+// properties on a waiting message, encoded.
+const waitingHeaders = 240
+
+// waitingCost is what the broker spends, at least, on one waiting message
+// of body bytes with relay's headers: in memory, four times the message
+// (the Erlang allocators of RabbitMQ 3.10 held 1.7 to 2.3 KB per waiting
+// message of some 450 bytes in a classic queue, from 300,000 to 1,000,000
+// of them, and its RSS grew by more), on disk the message and a little.
+func waitingCost(body int) (memory, disk uint64) {
+	m := uint64(body + waitingHeaders)
+	return 4 * m, m + 128
+}
+
+// roomFor refuses n waiting messages of body bytes that would clearly
+// raise the node's memory or disk alarm.
+func roomFor(node nodeMemory, n, body int) error {
+	if node.Alarm {
+		return fmt.Errorf("the broker %s has a resource alarm raised already: clear it before the memory figure piles up --waiting %d messages", node.Name, n)
+	}
+	perMem, perDisk := waitingCost(body)
+	needMem, needDisk := uint64(n)*perMem, uint64(n)*perDisk
+	if left := node.Limit - min(node.Used, node.Limit); needMem > left {
+		return fmt.Errorf("--waiting %d: %s messages of %d bytes need about %.0f MiB of the broker's memory, and %s has %.0f MiB left "+
+			"below its memory alarm (mem_limit %.0f MiB, %.0f MiB in use): give a smaller --waiting, or raise vm_memory_high_watermark",
+			n, thousands(int64(n)), body, mib(needMem), node.Name, mib(left), mib(node.Limit), mib(node.Used))
+	}
+	if node.DiskFree > 0 {
+		if left := node.DiskFree - min(node.DiskFreeLimit, node.DiskFree); needDisk > left {
+			return fmt.Errorf("--waiting %d: %s persistent messages need about %.0f MiB of the broker's disk, and %s has %.0f MiB "+
+				"free above its disk alarm: give a smaller --waiting", n, thousands(int64(n)), mib(needDisk), node.Name, mib(left))
+		}
+	}
+	return nil
 }
 
 // names gives the figure's entities their place under the run's prefix.

@@ -25,7 +25,7 @@ import (
 
 // tiny are counts small enough for a whole run to take seconds.
 var tiny = []string{"--quick", "--ingest", "200", "--clients", "16", "--consume", "300", "--roundtrips", "60",
-	"--latency", "30", "--window", "8", "--delay", "20ms", "--delayed", "500", "--history-notifications", "3000", "--timeout", "1m"}
+	"--latency", "30", "--window", "8", "--delay", "20ms", "--waiting", "500", "--batch-size", "50", "--history-notifications", "3000", "--timeout", "1m"}
 
 // watched collects a run's output and calls hook on every write.
 type watched struct {
@@ -95,17 +95,23 @@ func TestRunQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	figures := []string{bench.FigIngestRate, bench.FigIngestP50, bench.FigIngestP99, bench.FigWorkerRate,
-		bench.FigRetryRate, bench.FigRetryP50, bench.FigRetryP99, bench.FigPluginRate,
-		bench.FigDelayedRSS, bench.FigDelayedGrowth}
+	figures := []string{bench.FigIngestRate, bench.FigIngestP50, bench.FigIngestP99, bench.FigBatchRate, bench.FigWorkerRate,
+		bench.FigRetryRate, bench.FigRetryP50, bench.FigRetryP99, bench.FigRetryBrokerCPU,
+		bench.FigDirectRate, bench.FigDirectP50, bench.FigDirectP99, bench.FigDirectBrokerCPU,
+		bench.FigPluginRate, bench.FigPluginBrokerCPU, bench.FigPluginDirectRate, bench.FigPluginDirectBrokerCPU,
+		bench.FigDelayedRSS, bench.FigDelayedGrowth, bench.FigBrokerGrowth, bench.FigBrokerPerMsg, bench.FigBrokerAllocPerMsg, bench.FigBrokerQueue}
+	pluginMemory := []string{bench.FigPluginBrokerGrowth}
 	if plugin {
-		figures = append(figures, bench.FigPluginP50, bench.FigPluginP99)
+		figures = append(figures, bench.FigPluginP50, bench.FigPluginP99, bench.FigPluginDirectP50, bench.FigPluginDirectP99)
+		pluginMemory = []string{bench.FigPluginDelayedRSS, bench.FigPluginDelayedGrowth, bench.FigPluginBrokerGrowth,
+			bench.FigPluginBrokerPerMsg, bench.FigPluginAllocPerMsg}
 	}
 	streams := []string{bench.FigStreamsIdle, bench.FigStreamsOpen, bench.FigStreamsClosed}
 	historyFigures := []string{bench.FigHistorySQLiteRate, bench.FigHistoryPostgresRate, bench.FigHistoryGetP50, bench.FigHistoryGetP99}
-	if got, want := len(r.Rows), 2*len(figures)+len(streams)+len(historyFigures); got != want {
+	if got, want := len(r.Rows), 2*len(figures)+len(pluginMemory)+len(streams)+len(historyFigures); got != want {
 		t.Errorf("report has %d rows, want %d", got, want)
 	}
+	checkPluginMemory(t, &r, plugin, pluginMemory)
 	checkHistory(t, &r, progress.String())
 	// The dashboard's streams, measured once, on the first queue type.
 	for _, f := range streams {
@@ -123,7 +129,7 @@ func TestRunQuick(t *testing.T) {
 			switch {
 			case !ok:
 				t.Errorf("%s: no row %q", q, f)
-			case f == bench.FigPluginRate && !plugin:
+			case strings.HasPrefix(f, "retry (plugin") && !plugin:
 				if row.Note != "n/a: no plugin" || row.Relay != nil {
 					t.Errorf("%s %s: %+v, want n/a: no plugin", q, f, row)
 				}
@@ -134,6 +140,22 @@ func TestRunQuick(t *testing.T) {
 			case f == bench.FigDelayedGrowth:
 				if row.Relay == nil || *row.Relay < 0 || math.IsNaN(*row.Relay) {
 					t.Errorf("%s %s: %v, want 0 or more", q, f, deref(row.Relay))
+				}
+			case f == bench.FigBrokerQueue:
+				// The wait queue holds the messages: its own memory is
+				// more than nothing, less than a GiB.
+				if !positive(row.Relay) || *row.Relay > 1024 || row.Target != nil {
+					t.Errorf("%s %s: %+v, want between 0 and 1 GiB, no target", q, f, row)
+				}
+			case strings.HasPrefix(f, "memory (ttl): broker"):
+				// The node's memory moves with everything else the broker
+				// does: with 500 messages, any finite figure, no target.
+				if row.Relay == nil || math.IsNaN(*row.Relay) || math.IsInf(*row.Relay, 0) || row.Raw != nil || row.Target != nil || row.Note != "" {
+					t.Errorf("%s %s: %+v, want a finite figure, no raw, no target", q, f, row)
+				}
+			case strings.HasSuffix(f, "broker CPU per round trip") && row.Note != "":
+				if row.Note != "n/a: broker process not visible" {
+					t.Errorf("%s %s: note %q", q, f, row.Note)
 				}
 			default:
 				if !positive(row.Relay) || !positive(row.Raw) || !positive(row.Ratio) {
@@ -151,6 +173,23 @@ func TestRunQuick(t *testing.T) {
 				}
 			}
 		}
+		// The hand-offs share one raw loop, the ingest figures one raw
+		// publisher: the same raw figure in each pair of rows.
+		for _, pair := range [][2]string{{bench.FigRetryRate, bench.FigDirectRate}, {bench.FigIngestRate, bench.FigBatchRate}} {
+			a, _ := r.Row(q, pair[0])
+			b, _ := r.Row(q, pair[1])
+			if a.Raw == nil || b.Raw == nil || a.RawCost == nil || b.RawCost == nil || *a.Raw != *b.Raw || *a.RawCost != *b.RawCost {
+				t.Errorf("%s: %s and %s hold raw %v and %v: want the one raw side", q, pair[0], pair[1], deref(a.Raw), deref(b.Raw))
+			}
+		}
+		// The broker CPU row is the rate row's cost, in µs.
+		for _, pair := range [][2]string{{bench.FigRetryRate, bench.FigRetryBrokerCPU}, {bench.FigDirectRate, bench.FigDirectBrokerCPU}} {
+			rate, _ := r.Row(q, pair[0])
+			cpu, _ := r.Row(q, pair[1])
+			if cpu.Note == "" && (cpu.Relay == nil || rate.RelayCost == nil || *cpu.Relay != float64(rate.RelayCost.BrokerCPUPerMsg)/1e3) {
+				t.Errorf("%s %s: %v µs, want the broker CPU of %s, %+v", q, pair[1], deref(cpu.Relay), pair[0], rate.RelayCost)
+			}
+		}
 		p50, _ := r.Row(q, bench.FigIngestP50)
 		p99, _ := r.Row(q, bench.FigIngestP99)
 		if positive(p50.Relay) && positive(p99.Relay) && *p99.Relay < *p50.Relay {
@@ -158,6 +197,23 @@ func TestRunQuick(t *testing.T) {
 		}
 	}
 	assertGone(t, url, r.Prefix, "classic", "quorum")
+}
+
+// checkPluginMemory checks the memory figure on the delayed-message
+// plugin: measured once, on no queue type, or n/a without the plugin.
+func checkPluginMemory(t *testing.T, r *bench.Report, plugin bool, figures []string) {
+	t.Helper()
+	for _, f := range figures {
+		row, ok := r.Row("", f)
+		switch {
+		case !ok:
+			t.Errorf("no row %q on no queue type", f)
+		case !plugin && (row.Note != "n/a: no plugin" || row.Relay != nil):
+			t.Errorf("%s: %+v, want n/a: no plugin", f, row)
+		case plugin && (row.Relay == nil || math.IsNaN(*row.Relay)):
+			t.Errorf("%s: %+v, want a figure", f, row)
+		}
+	}
 }
 
 // checkHistory checks the history's figures of a quick run: measured
@@ -226,7 +282,9 @@ func checkHistory(t *testing.T, r *bench.Report, progress string) {
 	if r.HistoryFilled <= 0 {
 		t.Errorf("history filled in %v, want a positive duration", r.HistoryFilled)
 	}
-	for _, want := range []string{"# history (sqlite), round 1: ", "# history-get: 3,000 notifications stored in "} {
+	for _, want := range []string{"# history (sqlite), round 1: ", "# history-get: 3,000 notifications stored in ",
+		"# classic: retry-ttl direct, round 1: 60 in ", "# quorum: ingest batch, round 1: 200 in ",
+		"# classic: memory (ttl): 500 of 500 waiting, "} {
 		if !strings.Contains(progress, want) {
 			t.Errorf("progress lacks %q:\n%s", want, progress)
 		}
@@ -289,6 +347,11 @@ func TestRunMarkdownHistory(t *testing.T) {
 func TestRunMarkdown(t *testing.T) {
 	url := retrytest.URL(t)
 	out := filepath.Join(t.TempDir(), "benchmarks.md")
+	// The page as make bench-peers left it: its section survives the run.
+	peers := "<!-- bench-peers:start -->\n## Against other libraries\n\n| library | rate |\n|---|---|\n<!-- bench-peers:end -->\n"
+	if err := os.WriteFile(out, []byte("# Benchmarks\n\nan older run\n\n"+peers), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := bench.Run(context.Background(), append(tiny, "--queues", "classic", "--figures", "memory", "--quiet",
 		"--format", "markdown", "--out", out), envFor(url), &watched{}); err != nil {
 		t.Fatal(err)
@@ -298,10 +361,14 @@ func TestRunMarkdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"# Benchmarks", "- broker: RabbitMQ", "- machine: ", "`relay bench --quick",
-		"| classic | " + bench.FigDelayedRSS + " | ", "**Memory.** 500 messages waited"} {
+		"| classic | " + bench.FigDelayedRSS + " | ", "| classic | " + bench.FigBrokerPerMsg + " | ", "**Memory.** 500 messages waited",
+		"The broker's memory, read from its management API"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, b)
 		}
+	}
+	if !strings.HasSuffix(string(b), "\n\n"+peers) || strings.Contains(string(b), "an older run") {
+		t.Errorf("markdown does not end with the peers section alone of the old page:\n%s", b)
 	}
 }
 
@@ -359,9 +426,11 @@ func assertGone(t *testing.T, url, prefix string, queueTypes ...string) {
 		queues := []string{"ingest-relay.webhook-queue", "ingest-relay.error-queue", "ingest-raw.webhook",
 			"worker-relay.webhook-queue", "worker-raw.webhook", "retry-ttl-relay.webhook-queue",
 			"retry-ttl-relay.wait.20ms", "retry-ttl-relay.requeue-queue", "retry-ttl-raw.work", "retry-ttl-raw.wait",
-			"memory.wait.1h", "memory.dead-letter-queue"}
+			"retry-ttl-direct.webhook-queue", "retry-ttl-direct.wait.20ms.webhook-queue", "retry-ttl-direct.error-queue",
+			"ingest-batch.webhook-queue", "ingest-batch.history-queue", "memory-ttl.wait.1h", "memory-ttl.dead-letter-queue"}
 		exchanges := []string{"ingest-relay.notification-exchange", "ingest-relay.notification-events",
-			"ingest-raw.exchange", "worker-relay.error-exchange", "retry-ttl-relay.wait-exchange"}
+			"ingest-raw.exchange", "worker-relay.error-exchange", "retry-ttl-relay.wait-exchange", "retry-ttl-direct.wait-exchange",
+			"ingest-batch.notification-exchange", "ingest-batch.notification-events", "memory-ttl.wait-exchange"}
 		for _, name := range queues {
 			if exists(t, conn, func(ch *amqp.Channel) error {
 				_, err := ch.QueueDeclarePassive(p+name,
