@@ -39,12 +39,14 @@ type scenario struct {
 // TestCluster runs relay on a three-node cluster while nodes are killed
 // and restarted, and checks that every accepted copy ends delivered or
 // parked (see the package's documentation).
-func TestCluster(t *testing.T) {
+func TestCluster(tt *testing.T) {
+	t := &tee{T: tt}
 	began := time.Now()
 	before := readDefault()
 	// Registered first, so it runs last: after every node of the test
-	// is gone.
+	// is gone. The test's last lines are why it failed, if it did.
 	t.Cleanup(func() {
+		defer t.summary()
 		after := readDefault()
 		if !before.same(after) {
 			t.Errorf("the default broker changed: before %s, after %s", before, after)

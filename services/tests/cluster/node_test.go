@@ -21,7 +21,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -44,7 +43,7 @@ var ours = regexp.MustCompile(`^` + nodePrefix + `[0-9]+$`)
 // cluster is the test's RabbitMQ cluster: its nodes, run from the local
 // installation as brokerUser, under a directory of its own.
 type cluster struct {
-	t     *testing.T
+	t     *tee
 	bin   string // the directory of rabbitmq-server and the CLI tools
 	dir   string
 	home  string // brokerUser's home, where its Erlang cookie is
@@ -67,7 +66,7 @@ type node struct {
 
 // needCluster skips the test (fails it under CI=true) when this machine
 // cannot run RabbitMQ nodes of its own, and returns what it needs to.
-func needCluster(t *testing.T) *cluster {
+func needCluster(t *tee) *cluster {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -113,7 +112,7 @@ func needCluster(t *testing.T) *cluster {
 // first, and waits until the cluster runs all three. Whatever happens
 // next, the nodes are stopped and their directory removed when the test
 // ends, and on SIGINT or SIGTERM.
-func startCluster(t *testing.T, size int) *cluster {
+func startCluster(t *tee, size int) *cluster {
 	t.Helper()
 	c := needCluster(t)
 	c.sweep()
@@ -193,7 +192,7 @@ func (c *cluster) node(name string) *node {
 }
 
 // freePorts returns n distinct loopback ports free at the moment.
-func freePorts(t *testing.T, n int) []int {
+func freePorts(t *tee, n int) []int {
 	t.Helper()
 	var out []int
 	for range n {

@@ -18,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/relay-demo/relay/retry"
@@ -37,7 +36,7 @@ const clientTimeout = 20 * time.Second
 // rig is the traffic side of the test: the fake downstreams, in the test
 // process, and `relay all`, in-process too, on the cluster.
 type rig struct {
-	t      *testing.T
+	t      *tee
 	c      *cluster
 	prefix string
 	topo   retry.Topology
@@ -52,7 +51,7 @@ type rig struct {
 // newRig starts the downstreams, failing rate of the attempts, and
 // prepares relay's environment: every node in AMQP_URLS, quorum queues,
 // the TTL backend and a short schedule.
-func newRig(t *testing.T, c *cluster, rate float64) *rig {
+func newRig(t *tee, c *cluster, rate float64) *rig {
 	t.Helper()
 	const delays, max = "200ms,500ms,1s", 10
 	r := &rig{t: t, c: c, prefix: "cluster-" + randomHex(4) + "."}
@@ -123,7 +122,7 @@ func random(n int) []byte {
 func randomHex(n int) string { return fmt.Sprintf("%x", random(n)) }
 
 // freeAddr returns a loopback address with a port free at the moment.
-func freeAddr(t *testing.T) string {
+func freeAddr(t *tee) string {
 	t.Helper()
 	return fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
 }
