@@ -207,6 +207,13 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 		if topo.requeues() {
 			supervise("requeue stage", topo.Name(RequeueQueue), s.RunRequeueStage)
 		}
+		// The stages watch for dead letters a quorum queue holds and
+		// does not forward (see heldWatch): a broker fault only an
+		// operator can mend.
+		if qs := topo.deadLettering(); len(qs) > 0 && mgmt != nil {
+			w := &heldWatch{queues: qs, counts: mgmt.Counts, after: HeldAfter, log: p.cfg.Logger}
+			g.Go(func() error { w.run(gctx); return nil })
+		}
 	}
 	return g.Wait()
 }

@@ -26,7 +26,7 @@ type Broker struct {
 	MetricsAddr  string  `env:"METRICS_ADDR" help:"a host:port such as :9100 where workers and the retrier serve Prometheus /metrics (empty: none; the API serves its own)"`
 	// ManagementURL reaches the broker's management HTTP API, which lets
 	// relay move aside a message too large for an AMQP frame.
-	ManagementURL string `env:"MANAGEMENT_URL" help:"the broker's management HTTP API, used only to move aside a message too large for an AMQP frame: an http:// or https:// URL with credentials such as http://guest:guest@localhost:15672; empty: derived from the first broker URL (same host and credentials, port 15672); off: none, and such a message stalls its queue until removed by hand"`
+	ManagementURL string `env:"MANAGEMENT_URL" help:"the broker's management HTTP API, used to move aside a message too large for an AMQP frame and, by the retry stages, to watch for dead letters a quorum queue holds and does not forward: an http:// or https:// URL with credentials such as http://guest:guest@localhost:15672; empty: derived from the first broker URL (same host and credentials, port 15672); off: none, and such a message stalls its queue until removed by hand"`
 
 	RetryDelays     string        `env:"RETRY_DELAYS" help:"a comma-separated list of durations such as 500ms,5s,1m,5m, the wait before each retry (empty: 500ms,5s,1m,5m unless RETRY_INITIAL is set)"`
 	RetryMax        int           `env:"RETRY_MAX" help:"a whole number of retries before a message is parked, 0 for the schedule's length (5 for exponential); past the schedule the last delay repeats"`

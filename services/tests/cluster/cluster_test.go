@@ -148,16 +148,7 @@ func (r *rig) rollingRestart() *scenario {
 			r.t.Fatal(err)
 		}
 		at := time.Now()
-		if err := n.stop(); err != nil {
-			r.t.Fatal(err)
-		}
-		if err := n.start(); err != nil {
-			r.t.Fatal(err)
-		}
-		if err := n.waitUp(2 * time.Minute); err != nil {
-			r.t.Fatal(err)
-		}
-		if err := r.c.waitWhole(2 * time.Minute); err != nil {
+		if err := r.c.restart(n.name); err != nil {
 			r.t.Fatal(err)
 		}
 		step := time.Since(at).Round(100 * time.Millisecond)
@@ -256,7 +247,10 @@ func (r *rig) report(l *load, o outcome, scenarios []*scenario, settled, total t
 	}
 	r.t.Logf("sent: %d answers 503, %d requests unanswered; settled %s after the last notification was accepted",
 		l.unavailable.Load(), l.unanswered.Load(), settled.Round(100*time.Millisecond))
-	r.t.Logf("cluster test: %s, lost %d, in %s", t, t.lost, total.Round(time.Second))
+	for _, x := range r.released {
+		r.t.Logf("broker: %s", x)
+	}
+	r.t.Logf("cluster test: %s, lost %d, in %s; dead-letter workers restarted by moving a leader: %d", t, t.lost, total.Round(time.Second), len(r.released))
 }
 
 // lost fails the test for lost copies, naming a few.

@@ -28,6 +28,16 @@
 // without delivering a copy, while the fault lasted (under the test's
 // steady load, a few tens of milliseconds when nothing stalls).
 //
+// RabbitMQ 3.10's at-least-once dead-letter worker of a quorum queue can
+// stop around a leader election and not come back: the queue then holds
+// the messages it dead-lettered (a failure nacked from a work queue, a
+// wait that expired), counted but neither ready nor unacknowledged, until
+// its next leader starts a worker. Nothing is lost, but nothing moves.
+// When the settling copies go 20 s without a delivery and a queue holds
+// such messages, the test does what the README tells an operator to do:
+// it moves the queue's leader (rabbitmq-queues delete_member, then
+// add_member), at most twice per queue, and reports each move.
+//
 // It needs root, to run the nodes as the rabbitmq user so that rabbitmqctl
 // reaches them with that user's Erlang cookie. The default broker
 // (rabbit@localhost, port 5672) is never touched: the test records its

@@ -514,12 +514,51 @@ type queueInfo struct {
 	Name     string `json:"name"`
 	Leader   string `json:"leader"`
 	Messages int    `json:"messages"`
+	Ready    int    `json:"messages_ready"`
+	Unacked  int    `json:"messages_unacknowledged"`
+}
+
+// held is how many of the queue's messages are neither ready nor
+// unacknowledged: in a quorum queue, the messages it dead-lettered whose
+// forwarding its at-least-once dead-letter worker has not finished.
+func (q queueInfo) held() int { return max(q.Messages-q.Ready-q.Unacked, 0) }
+
+// restart stops the named node gracefully, starts it again and waits
+// until the cluster is whole.
+func (c *cluster) restart(name string) error {
+	n := c.node(name)
+	if n == nil {
+		return fmt.Errorf("no node %q in the cluster", name)
+	}
+	if err := n.stop(); err != nil {
+		return err
+	}
+	if err := n.start(); err != nil {
+		return err
+	}
+	if err := n.waitUp(2 * time.Minute); err != nil {
+		return err
+	}
+	return c.waitWhole(2 * time.Minute)
+}
+
+// moveLeader makes another member lead the quorum queue: it removes the
+// leader's replica and adds it back, as an operator would with
+// rabbitmq-queues. The new leader starts the queue's dead-letter worker
+// afresh.
+func (c *cluster) moveLeader(queue, leader string) error {
+	n := c.live()
+	if _, err := c.ctl(time.Minute, "rabbitmq-queues", "-n", n.name, "delete_member", queue, leader); err != nil {
+		return err
+	}
+	_, err := c.ctl(time.Minute, "rabbitmq-queues", "-n", n.name, "add_member", queue, leader)
+	return err
 }
 
 // queues lists the queues whose names start with prefix.
 func (c *cluster) queues(prefix string) ([]queueInfo, error) {
 	n := c.live()
-	out, err := c.ctl(time.Minute, "rabbitmqctl", "-n", n.name, "-q", "list_queues", "name", "leader", "messages", "--formatter", "json")
+	out, err := c.ctl(time.Minute, "rabbitmqctl", "-n", n.name, "-q", "list_queues", "name", "leader", "messages", "messages_ready", "messages_unacknowledged", "--formatter", "json")
 	if err != nil {
 		return nil, err
 	}

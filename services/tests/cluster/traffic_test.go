@@ -46,6 +46,22 @@ type rig struct {
 	hook   string // the webhook URL every notification targets
 	api    string // the API's base URL
 	logs   string // the file relay logs to
+	// released lists the queues whose dead-lettered messages the broker
+	// held until the test moved the queue's leader.
+	released []release
+}
+
+// release is one quorum queue whose at-least-once dead-letter worker had
+// stopped forwarding, and the leader move that started it again.
+type release struct {
+	queue, leader string
+	held          int
+	stalled       time.Duration // how long nothing was delivered before
+}
+
+func (x release) String() string {
+	return fmt.Sprintf("%s held %d dead-lettered messages unforwarded (nothing delivered for %s) until its leader moved off %s",
+		x.queue, x.held, x.stalled.Round(time.Second), x.leader)
 }
 
 // newRig starts the downstreams, failing rate of the attempts, and
@@ -493,6 +509,7 @@ func (r *rig) settle(l *load, timeout time.Duration) outcome {
 	var o outcome
 	var err error
 	last := time.Now()
+	done, progress := -1, time.Now()
 	settled := poll(timeout, time.Second, func() bool {
 		o, err = r.outcome(ctx)
 		if err != nil {
@@ -502,6 +519,12 @@ func (r *rig) settle(l *load, timeout time.Duration) outcome {
 		if time.Since(last) > 10*time.Second {
 			last = time.Now()
 			r.t.Logf("settling: %s", t)
+		}
+		if d := t.delivered + t.parked; d != done {
+			done, progress = d, time.Now()
+		} else if t.lost > 0 && time.Since(progress) > stall {
+			r.releaseHeld(time.Since(progress))
+			progress = time.Now()
 		}
 		return t.lost == 0
 	})
@@ -518,6 +541,52 @@ func (r *rig) settle(l *load, timeout time.Duration) outcome {
 		o = o2
 	}
 	return o
+}
+
+// stall is how long the settling copies may go without one delivered
+// before the test looks for dead-lettered messages the broker holds.
+const stall = 20 * time.Second
+
+// releaseHeld moves the leader of each quorum queue that holds
+// dead-lettered messages it does not forward. RabbitMQ 3.10's
+// at-least-once dead-letter worker of a quorum queue can stop for good
+// around a leader election: the messages stay in the queue, counted but
+// neither ready nor unacknowledged, until the queue's next leader starts a
+// worker of its own. The README gives operators the same remedy; the test
+// applies it at most twice per queue and reports each time it did.
+func (r *rig) releaseHeld(stalled time.Duration) {
+	r.t.Helper()
+	qs, err := r.c.queues(r.prefix)
+	if err != nil {
+		r.t.Logf("settling: %v", err)
+		return
+	}
+	for _, q := range qs {
+		if q.held() == 0 || q.Leader == "" {
+			continue
+		}
+		tries := 0
+		for _, x := range r.released {
+			if x.queue == q.Name {
+				tries++
+			}
+		}
+		if tries >= 2 {
+			continue
+		}
+		x := release{queue: q.Name, leader: q.Leader, held: q.held(), stalled: stalled}
+		r.t.Logf("settling: %s holds %d dead-lettered messages it does not forward, and nothing was delivered for %s: moving its leader off %s",
+			q.Name, x.held, stalled.Round(time.Second), q.Leader)
+		if err := r.c.moveLeader(q.Name, q.Leader); err != nil {
+			// The other way to a new leader: restart the node.
+			r.t.Logf("settling: move the leader of %s: %v; restarting %s instead", q.Name, err, q.Leader)
+			if err := r.c.restart(q.Leader); err != nil {
+				r.t.Logf("settling: restart %s: %v", q.Leader, err)
+				continue
+			}
+		}
+		r.released = append(r.released, x)
+	}
 }
 
 // waitDrained waits until the test's queues, dead-letter queue aside, hold
