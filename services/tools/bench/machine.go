@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -118,10 +119,18 @@ func brokerPIDs() []int {
 	return pids
 }
 
-// processCPU sums the user and system CPU time of pids; ok is false when
-// any of them cannot be read.
+// processCPU sums the CPU time of pids; ok is false when one of them
+// cannot be read. It reads each thread's run time in nanoseconds
+// (/proc/<pid>/task/*/schedstat), where the kernel keeps it: the
+// utime+stime of /proc/<pid>/stat counts in ticks of 10 ms, too coarse
+// for a short run, which may see no tick at all. Without schedstat it
+// falls back to the ticks.
 func processCPU(pids []int) (total time.Duration, ok bool) {
 	for _, pid := range pids {
+		if d, err := schedCPU(pid); err == nil {
+			total += d
+			continue
+		}
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
 			return 0, false
@@ -133,6 +142,29 @@ func processCPU(pids []int) (total time.Duration, ok bool) {
 		total += time.Duration(ticks) * time.Second / userHZ
 	}
 	return total, len(pids) > 0
+}
+
+// schedCPU sums the run time of every thread of pid, from the first field
+// of each /proc/<pid>/task/<tid>/schedstat (nanoseconds on the CPU).
+func schedCPU(pid int) (time.Duration, error) {
+	files, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/schedstat")
+	if err != nil || len(files) == 0 {
+		return 0, fmt.Errorf("no schedstat for process %d", pid)
+	}
+	var total time.Duration
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // a thread that ended meanwhile
+		}
+		first, _, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+		ns, err := strconv.ParseUint(first, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q: %w", f, b, err)
+		}
+		total += time.Duration(ns)
+	}
+	return total, nil
 }
 
 // statCPUTicks reads utime + stime from a /proc/<pid>/stat line. The

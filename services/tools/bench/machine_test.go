@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCPUModel(t *testing.T) {
@@ -103,5 +105,25 @@ func TestShellJoin(t *testing.T) {
 		if got := shellJoin(tt.args); got != tt.want {
 			t.Errorf("shellJoin(%q) = %q, want %q", tt.args, got, tt.want)
 		}
+	}
+}
+
+// TestSchedCPU reads this process's CPU time from its threads' schedstat:
+// it must see CPU spent since, to well under the 10 ms of a tick.
+func TestSchedCPU(t *testing.T) {
+	before, err := schedCPU(os.Getpid())
+	if err != nil {
+		t.Skipf("no schedstat on this kernel, processCPU falls back to ticks: %v", err)
+	}
+	start := cpuTime()
+	for cpuTime()-start < 30*time.Millisecond {
+		// spin: burn CPU that getrusage sees
+	}
+	after, err := schedCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := after - before; d < 20*time.Millisecond {
+		t.Errorf("schedstat saw %s of CPU while getrusage saw 30ms or more", d)
 	}
 }
