@@ -226,6 +226,10 @@ func linear(first, last time.Duration, n int) string {
 // than the broker's.
 var ErrBrokerTooOld = errors.New("broker too old for the delay backend")
 
+// ErrNoPlugin is returned when the Plugin backend is asked for and the
+// broker has no delayed-message plugin. Reconnecting cannot fix it.
+var ErrNoPlugin = errors.New("no delayed-message plugin on the broker")
+
 // ErrDelayTooLong means a schedule asks for a wait no backend expresses.
 var ErrDelayTooLong = errors.New("delay too long")
 
@@ -311,6 +315,18 @@ func (t Topology) levelRoute(delay time.Duration, dest string) (exchange, key st
 // broker has the x-delayed-message exchange type; else Levels, which any
 // broker runs. Any other backend is returned as it is.
 func Choose(url string, t Topology) (Backend, string, error) {
+	if t.Backend == Plugin {
+		// Without the plugin, declaring wait-exchange fails on every
+		// connection: say so once rather than reconnect forever.
+		plugin, err := HasPlugin(url)
+		if err != nil {
+			return "", "", err
+		}
+		if !plugin {
+			return "", "", fmt.Errorf("%w: DELAY_BACKEND is plugin, but the broker has no x-delayed-message exchange type (the delayed-message plugin is not enabled; RabbitMQ 4.3 cannot run it): enable it, or choose levels, ttl or auto", ErrNoPlugin)
+		}
+		return Plugin, "chosen by the configuration; the broker has the delayed-message plugin", nil
+	}
 	if t.Backend != Auto && t.Backend != Native {
 		return t.Backend, "chosen by the configuration", nil
 	}

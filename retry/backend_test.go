@@ -2,6 +2,7 @@ package retry
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,30 @@ func TestLevelsPlan(t *testing.T) {
 	}
 	if toExchange != levelCount || deliver != 1 {
 		t.Errorf("%d exchange-to-exchange bindings (want %d), %d deliver bindings to p.jobs (want 1)", toExchange, levelCount, deliver)
+	}
+}
+
+// TestUnknownExchangeType reads each broker's refusal of an unknown
+// exchange type as "no plugin", and nothing else as one.
+func TestUnknownExchangeType(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"3.10: command invalid", &amqp.Error{Code: amqp.CommandInvalid, Reason: "COMMAND_INVALID - unknown exchange type 'x-delayed-message'"}, true},
+		{"not found", &amqp.Error{Code: amqp.NotFound, Reason: "NOT_FOUND"}, true},
+		{"4.x: precondition failed", &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - unknown exchange type 'x-delayed-message'"}, true},
+		{"406 about something else", &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - inequivalent arg 'durable'"}, false},
+		{"access refused", &amqp.Error{Code: amqp.AccessRefused, Reason: "ACCESS_REFUSED"}, false},
+		{"wrapped", fmt.Errorf("declare: %w", &amqp.Error{Code: amqp.PreconditionFailed, Reason: "PRECONDITION_FAILED - unknown exchange type 'x-delayed-message'"}), true},
+		{"not an AMQP error", errors.New("connection reset"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := unknownExchangeType(tt.err); got != tt.want {
+				t.Errorf("unknownExchangeType(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
 	}
 }

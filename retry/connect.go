@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -130,14 +131,17 @@ func isFatal(err error) bool {
 	if errors.As(err, &aerr) {
 		return aerr.Code == amqp.AccessRefused || aerr.Code == amqp.NotAllowed
 	}
-	return errors.Is(err, ErrConflict) || errors.Is(err, ErrBrokerTooOld) || errors.Is(err, amqp.ErrSASL) || errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost)
+	return errors.Is(err, ErrConflict) || errors.Is(err, ErrBrokerTooOld) || errors.Is(err, ErrNoPlugin) || errors.Is(err, amqp.ErrSASL) || errors.Is(err, amqp.ErrCredentials) || errors.Is(err, amqp.ErrVhost)
 }
 
 // HasPlugin asks the broker at url whether it knows the x-delayed-message
 // exchange type of the delayed-message plugin. Declaring an unknown
-// exchange type makes the broker close the whole connection (503 command
-// invalid), so the probe runs on a throw-away connection of its own. Its
-// errors, like Dial's, never quote the URL.
+// exchange type makes the broker close the channel or the whole
+// connection, so the probe runs on a throw-away connection of its own.
+// Brokers say "no such type" in different words: RabbitMQ 3.x with 503
+// COMMAND_INVALID (or 404), 4.x with 406 PRECONDITION_FAILED ("unknown
+// exchange type"); each means no plugin. Its errors, like Dial's, never
+// quote the URL.
 func HasPlugin(url string) (bool, error) {
 	conn, err := Dial(url, "relay probe")
 	if err != nil {
@@ -159,11 +163,27 @@ func HasPlugin(url string) (bool, error) {
 		_ = ch.ExchangeDelete(name, false, false)
 		return true, nil
 	}
-	var aerr *amqp.Error
-	if errors.As(err, &aerr) && (aerr.Code == amqp.CommandInvalid || aerr.Code == amqp.NotFound) {
+	if unknownExchangeType(err) {
 		return false, nil
 	}
 	return false, fmt.Errorf("probe for the delayed-message plugin: %w", err)
+}
+
+// unknownExchangeType reports whether err is a broker's refusal of an
+// exchange type it does not know. The exchange's name is new, so a 406
+// cannot be about arguments that differ from an existing exchange's.
+func unknownExchangeType(err error) bool {
+	var aerr *amqp.Error
+	if !errors.As(err, &aerr) {
+		return false
+	}
+	switch aerr.Code {
+	case amqp.CommandInvalid, amqp.NotFound:
+		return true
+	case amqp.PreconditionFailed:
+		return strings.Contains(strings.ToLower(aerr.Reason), "exchange type")
+	}
+	return false
 }
 
 func randomSuffix() string {

@@ -223,10 +223,11 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 // answers it waits (with Backoff) and tries again, until ctx is done, when
 // it returns t unresolved and no error. Errors another attempt cannot fix,
 // such as refused credentials, end it. Native is checked against the
-// broker's version (ErrBrokerTooOld before 4.3); any other backend is
-// returned as it is.
+// broker's version (ErrBrokerTooOld before 4.3), Plugin against the
+// broker's exchange types (ErrNoPlugin without the plugin); any other
+// backend is returned as it is.
 func Resolve(ctx context.Context, t Topology, urls []string, log *slog.Logger) (Topology, error) {
-	if t.Backend != Auto && t.Backend != Native {
+	if t.Backend != Auto && t.Backend != Native && t.Backend != Plugin {
 		return t, nil
 	}
 	if len(urls) == 0 {

@@ -447,3 +447,32 @@ func TestStagesParkHeadersThatFillTheFrame(t *testing.T) {
 		t.Error("the oversized header was kept")
 	}
 }
+
+// TestPluginWithoutPluginFailsFast asks for the plugin backend on a broker
+// without the plugin: Resolve must end at once with ErrNoPlugin, not wait
+// and reconnect for ever. RabbitMQ 3.x and 4.x refuse the unknown exchange
+// type with different codes (503, 406); the probe must read both as "no
+// plugin".
+func TestPluginWithoutPluginFailsFast(t *testing.T) {
+	url := retrytest.URL(t)
+	plugin, err := retry.HasPlugin(url)
+	if err != nil {
+		t.Fatalf("probe: %v (want true or false, never an error on a broker that answers)", err)
+	}
+	if plugin {
+		t.Skip("broker has the delayed-message plugin: nothing to refuse")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = retry.Resolve(ctx, retry.Topology{Backend: retry.Plugin}, []string{url}, nil)
+	if !errors.Is(err, retry.ErrNoPlugin) {
+		t.Fatalf("Resolve(plugin) = %v, want ErrNoPlugin", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Resolve took %s to refuse, want at once", took)
+	}
+	if !strings.Contains(err.Error(), "levels") {
+		t.Errorf("error %q does not say what to choose instead", err)
+	}
+}

@@ -14,9 +14,9 @@ import (
 	"github.com/relay-demo/relay/retry"
 )
 
-// brokerAPI reads the broker's memory from its management HTTP API, at the
-// address and with the credentials retry.ManagementFor derives from the
-// AMQP URL.
+// brokerAPI reads the broker's memory from its management HTTP API: at
+// MANAGEMENT_URL if set, else at the address and with the credentials
+// retry.ManagementFor derives from the AMQP URL.
 type brokerAPI struct {
 	base   *url.URL // without credentials
 	user   *url.Userinfo
@@ -24,14 +24,18 @@ type brokerAPI struct {
 	client *http.Client
 }
 
-// newBrokerAPI derives the management API's address from the AMQP URL.
-func newBrokerAPI(amqpURL string) (*brokerAPI, error) {
+// newBrokerAPI is the management API at mgmtURL, or, when that is empty,
+// at the address derived from the AMQP URL.
+func newBrokerAPI(amqpURL, mgmtURL string) (*brokerAPI, error) {
 	m, err := retry.ManagementFor(amqpURL)
 	if err != nil {
 		return nil, err
 	}
+	if mgmtURL != "" {
+		m.URL = mgmtURL
+	}
 	base, err := url.Parse(m.URL)
-	if err != nil {
+	if err != nil || base.Host == "" {
 		return nil, errors.New("the management API URL does not parse")
 	}
 	user := base.User

@@ -79,7 +79,7 @@ func apiFor(t *testing.T, h http.Handler) (*brokerAPI, *httptest.Server) {
 }
 
 func TestNewBrokerAPI(t *testing.T) {
-	a, err := newBrokerAPI("amqp://relay:s3cret@localhost:5672/orders%2Feu")
+	a, err := newBrokerAPI("amqp://relay:s3cret@localhost:5672/orders%2Feu", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +89,20 @@ func TestNewBrokerAPI(t *testing.T) {
 	if pass, _ := a.user.Password(); a.user.Username() != "relay" || pass != "s3cret" || a.vhost != "orders/eu" {
 		t.Errorf("user %v, vhost %q; want the AMQP URL's", a.user, a.vhost)
 	}
-	if _, err := newBrokerAPI("http://localhost:5672/"); err == nil {
+	if _, err := newBrokerAPI("http://localhost:5672/", ""); err == nil {
 		t.Error("newBrokerAPI(http://…) = nil error, want one")
+	}
+	// MANAGEMENT_URL wins over the derived address: a second broker on
+	// this host serves its API on a port of its own.
+	a, err = newBrokerAPI("amqp://guest:guest@127.0.0.1:5643/", "http://admin:pw@127.0.0.1:15643")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.String(), "http://127.0.0.1:15643"; got != want || a.user.Username() != "admin" {
+		t.Errorf("address %q user %v, want %q as admin", got, a.user, want)
+	}
+	if _, err := newBrokerAPI("amqp://localhost/", "::not a url"); err == nil {
+		t.Error("newBrokerAPI with a MANAGEMENT_URL that does not parse = nil error, want one")
 	}
 }
 

@@ -46,6 +46,9 @@ type Config struct {
 	// HistoryDSN is the PostgreSQL of the history figure; the bench works
 	// in a schema of its own there and drops it at the end.
 	HistoryDSN string `env:"HISTORY_BENCH_DSN" envDefault:"postgres://postgres@127.0.0.1:5432/test?sslmode=disable" secret:"true" help:"a postgres:// URL of a PostgreSQL on this machine"`
+	// ManagementURL is the broker's management API, for the broker's
+	// memory; empty: derived from AMQP_URL (same host, port 15672).
+	ManagementURL string `env:"MANAGEMENT_URL" secret:"true" help:"the broker's management API with credentials, such as http://guest:guest@localhost:15672; empty: derived from AMQP_URL"`
 }
 
 // Run parses args, measures every figure and writes the report: to --out
@@ -68,7 +71,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return err
 		}
 	}
-	b := &bench{opts: opts, url: cfg.AMQPURL, historyDSN: cfg.HistoryDSN, prefix: "bench." + randomHex(4) + ".", janitor: &janitor{url: cfg.AMQPURL}}
+	b := &bench{opts: opts, url: cfg.AMQPURL, mgmtURL: cfg.ManagementURL, historyDSN: cfg.HistoryDSN, prefix: "bench." + randomHex(4) + ".", janitor: &janitor{url: cfg.AMQPURL}}
 	if !opts.Quiet && !(opts.Format == "json" && opts.Out == "") {
 		b.out = stdout
 	}
@@ -115,6 +118,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 type bench struct {
 	opts       Options
 	url        string
+	mgmtURL    string // MANAGEMENT_URL; empty: derived from url
 	historyDSN string // the PostgreSQL of the history figure
 	prefix     string // unique to this run; every name it declares starts with it
 	janitor    *janitor
@@ -412,7 +416,7 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 // reached is no error: the memory figure then reports the broker's
 // memory as n/a, and says why.
 func (b *bench) checkRoom(ctx context.Context) error {
-	api, err := newBrokerAPI(b.url)
+	api, err := newBrokerAPI(b.url, b.mgmtURL)
 	if err != nil {
 		b.apiNote = "n/a: management API: " + err.Error()
 		b.progress("WARNING: %s; the broker's memory goes unreported and --waiting %d unchecked against its limits", b.apiNote, b.opts.Waiting)
