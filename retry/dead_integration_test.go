@@ -363,3 +363,48 @@ func TestReplayOneRecipient(t *testing.T) {
 		t.Errorf("still parked: %+v, %v; want %s's copy alone, untouched", left, err, full)
 	}
 }
+
+// TestDeadLettersSurviveListing lists a quorum dead-letter queue more often
+// than RabbitMQ 4's default delivery limit (20): every listing takes the
+// messages and returns them, and a broker that counted those returns would
+// drop the parked messages. They must all still be there, on every
+// version.
+func TestDeadLettersSurviveListing(t *testing.T) {
+	conn := retrytest.Conn(t)
+	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.Levels, QueueType: retry.Quorum})
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	for _, id := range []string{"a", "b"} {
+		if err := ch.Publish(topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{
+			MessageId: id, Body: []byte(`{"v":1}`), DeliveryMode: amqp.Persistent,
+			Headers: amqp.Table{retry.HeaderDeadSource: topo.WorkRoutes()[0].Queue, retry.HeaderDeadReason: retry.ReasonMaxRetries},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dl := retry.DeadLetters{Conn: conn, Topology: topo}
+	retrytest.Eventually(t, 10*time.Second, func() bool {
+		got, err := dl.List(context.Background(), retry.Filter{}, 0)
+		return err == nil && len(got) == 2
+	}, "the two parked messages never showed")
+	// A quorum queue takes back what a closed channel held a moment
+	// later: a listing right after another may find the messages still
+	// on their way back, so each listing waits until it sees them both.
+	const listings = 25
+	for i := 1; i <= listings; i++ {
+		var got []retry.DeadLetter
+		deadline := time.Now().Add(5 * time.Second)
+		for len(got) != 2 && time.Now().Before(deadline) {
+			if got, err = dl.List(context.Background(), retry.Filter{}, 0); err != nil {
+				t.Fatalf("listing %d: %v", i, err)
+			}
+		}
+		if len(got) != 2 {
+			t.Fatalf("listing %d of %d on RabbitMQ %s shows %d parked messages, want 2: the broker dropped what it was given back",
+				i, listings, retry.BrokerVersion(conn), len(got))
+		}
+	}
+}

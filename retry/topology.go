@@ -145,6 +145,10 @@ type Exchange struct {
 type Queue struct {
 	Name string
 	Args amqp.Table
+	// Keeps marks a queue with no dead-letter exchange, whose messages
+	// exist nowhere else: on a broker that limits a quorum queue's
+	// deliveries by default, Declare lifts the limit (see DeliveryLimit).
+	Keeps bool
 }
 
 // Binding binds Queue, or the exchange ToExchange, to Exchange with Key
@@ -217,14 +221,14 @@ func (t Topology) Plan() Plan {
 		p.Queues = append(p.Queues, Queue{Name: r.Queue, Args: args})
 		p.Bindings = append(p.Bindings, Binding{Exchange: ingress, Queue: r.Queue, Key: r.Key})
 	}
-	p.Queues = append(p.Queues, Queue{Name: t.Name(ErrorQueue), Args: t.queueArgs(false)})
+	p.Queues = append(p.Queues, Queue{Name: t.Name(ErrorQueue), Args: t.queueArgs(false), Keeps: true})
 	p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(ErrorExchange), Queue: t.Name(ErrorQueue)})
 	if t.requeues() {
-		p.Queues = append(p.Queues, Queue{Name: t.Name(RequeueQueue), Args: t.queueArgs(false)})
+		p.Queues = append(p.Queues, Queue{Name: t.Name(RequeueQueue), Args: t.queueArgs(false), Keeps: true})
 	}
 	t.waitPlan(&p)
 	p.Exchanges = append(p.Exchanges, Exchange{Name: t.Name(DeadExchange), Kind: amqp.ExchangeHeaders})
-	p.Queues = append(p.Queues, Queue{Name: t.Name(DeadQueue), Args: t.queueArgs(false)})
+	p.Queues = append(p.Queues, Queue{Name: t.Name(DeadQueue), Args: t.queueArgs(false), Keeps: true})
 	// x-match all with no other arguments matches every message: the
 	// catch-all park. Users add their own bindings on x-dead-source.
 	p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(DeadExchange), Queue: t.Name(DeadQueue),
@@ -326,6 +330,48 @@ func conflict(err error) error {
 	return err
 }
 
+// BrokerVersion is the RabbitMQ version conn's broker announced, such as
+// "4.3.6"; "" when it announced none.
+func BrokerVersion(conn *amqp.Connection) string {
+	v, _ := conn.Properties["version"].(string)
+	return v
+}
+
+// DeliveryLimit returns the arguments of a quorum queue whose messages
+// exist nowhere else, for a broker of that version. Since RabbitMQ 4.0 a
+// quorum queue without x-delivery-limit has a limit of 20: the 21st
+// return of a message (a nack with requeue, a consumer's channel closed
+// with it unacked, as every dead-letter listing does) drops it when the
+// queue has no dead-letter exchange. -1 lifts the limit on 4.0 and later;
+// 3.x has no default limit, and reads -1 as "drop at once", so it gets
+// args unchanged. So do classic queues and queues with a limit of their
+// own.
+func DeliveryLimit(version string, args amqp.Table) amqp.Table {
+	if args["x-queue-type"] != string(Quorum) || !VersionAtLeast(version, 4, 0) {
+		return args
+	}
+	if _, ok := args["x-delivery-limit"]; ok {
+		return args
+	}
+	out := make(amqp.Table, len(args)+1)
+	for k, v := range args {
+		out[k] = v
+	}
+	out["x-delivery-limit"] = int64(-1)
+	return out
+}
+
+// limitConflict explains a queue the broker holds without the lifted
+// delivery limit (declared by an earlier relay, or before an upgrade to
+// RabbitMQ 4): what it risks, and how to mend it.
+func limitConflict(err error, version string) error {
+	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "'x-delivery-limit'") {
+		return err
+	}
+	return fmt.Errorf("%w; on RabbitMQ %s a quorum queue without x-delivery-limit drops a message returned 20 times, "+
+		"and this queue has no dead-letter exchange to catch it: move its messages elsewhere (a shovel), delete the queue and start relay again to declare it with x-delivery-limit -1", err, version)
+}
+
 // Declare creates the topology on the broker. Declaring is idempotent: it
 // succeeds when everything already exists with the same arguments, and
 // fails with PRECONDITION_FAILED, naming the entity, when something exists
@@ -358,14 +404,19 @@ func (p Plan) Declare(ctx context.Context, conn *amqp.Connection) error {
 			return fmt.Errorf("declare exchange %q (%s): %w", e.Name, e.Kind, conflict(err))
 		}
 	}
+	version := BrokerVersion(conn)
 	for _, q := range p.Queues {
+		args := q.Args
+		if q.Keeps {
+			args = DeliveryLimit(version, args)
+		}
 		if _, err := ch.QueueDeclare(q.Name,
 			true,  // durable
 			false, // autoDelete
 			false, // exclusive
 			false, // noWait
-			q.Args); err != nil {
-			return fmt.Errorf("declare queue %q: %w", q.Name, conflict(err))
+			args); err != nil {
+			return fmt.Errorf("declare queue %q: %w", q.Name, limitConflict(conflict(err), version))
 		}
 	}
 	for _, b := range p.Bindings {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 func TestStepName(t *testing.T) {
@@ -151,3 +152,31 @@ func TestMermaidFollowsPlan(t *testing.T) {
 
 // testRoutes are the work queues of the tests' topologies.
 var testRoutes = []Route{{Queue: "email-queue", Key: "email"}, {Queue: "webhook-queue", Key: "webhook"}}
+
+func TestDeliveryLimit(t *testing.T) {
+	quorum := amqp.Table{"x-queue-type": "quorum"}
+	tests := []struct {
+		name    string
+		version string
+		args    amqp.Table
+		want    amqp.Table
+	}{
+		{"3.10 quorum: no default limit, -1 would drop", "3.10.8", quorum, quorum},
+		{"4.0 quorum: the default limit lifted", "4.0.5", quorum, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(-1)}},
+		{"4.3 quorum", "4.3.6", quorum, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(-1)}},
+		{"4.3 classic", "4.3.6", amqp.Table{}, amqp.Table{}},
+		{"a limit of its own", "4.3.6", amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(3)}, amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(3)}},
+		{"unknown version", "", quorum, quorum},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := DeliveryLimit(tt.version, tt.args)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("DeliveryLimit(%q) (-want +got):\n%s", tt.version, diff)
+			}
+		})
+	}
+	if _, ok := quorum["x-delivery-limit"]; ok {
+		t.Error("DeliveryLimit changed the arguments it was given")
+	}
+}

@@ -275,7 +275,7 @@ func connect(topo retry.Topology, current *atomic.Pointer[retry.Publisher], log 
 		if err != nil {
 			return fmt.Errorf("open channel: %w", err)
 		}
-		err = events.DeclareHistory(ch, topo)
+		err = events.DeclareHistory(ch, topo, retry.BrokerVersion(conn))
 		ch.Close()
 		if err != nil {
 			return err

@@ -59,10 +59,11 @@ func (a Accepted) Publishing(service string) (amqp.Publishing, error) {
 }
 
 // DeclareHistory declares t's events exchange and the durable history
-// queue bound to every event, of the topology's queue type. Whatever
-// publishes events the history depends on declares it first, so none is
-// published before the queue exists to keep it.
-func DeclareHistory(ch *amqp.Channel, t retry.Topology) error {
+// queue bound to every event, of the topology's queue type, on a broker of
+// version (as retry.BrokerVersion gives it). Whatever publishes events the
+// history depends on declares it first, so none is published before the
+// queue exists to keep it.
+func DeclareHistory(ch *amqp.Channel, t retry.Topology, version string) error {
 	if err := Declare(ch, t); err != nil {
 		return err
 	}
@@ -70,6 +71,9 @@ func DeclareHistory(ch *amqp.Channel, t retry.Topology) error {
 	if t.QueueType == retry.Quorum {
 		args["x-queue-type"] = string(retry.Quorum)
 	}
+	// The queue has no dead-letter exchange: a quorum one on RabbitMQ 4
+	// must not drop an event returned 20 times while the store is down.
+	args = retry.DeliveryLimit(version, args)
 	q := t.Name(HistoryQueue)
 	if _, err := ch.QueueDeclare(q,
 		true,  // durable
@@ -129,7 +133,7 @@ func (f *Feed) Run(ctx context.Context, conn *amqp.Connection) error {
 		return fmt.Errorf("open history channel: %w", err)
 	}
 	defer ch.Close()
-	if err := DeclareHistory(ch, f.Topology); err != nil {
+	if err := DeclareHistory(ch, f.Topology, retry.BrokerVersion(conn)); err != nil {
 		return err
 	}
 	// Two batches' worth in flight: one being stored, one filling.

@@ -52,7 +52,7 @@ func TestFeedFillsTheHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ch.Close()
-			if err := DeclareHistory(ch, topo); err != nil {
+			if err := DeclareHistory(ch, topo, retry.BrokerVersion(conn)); err != nil {
 				t.Fatal(err)
 			}
 			at := time.Now().UTC().Truncate(time.Millisecond)
