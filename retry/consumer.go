@@ -173,16 +173,28 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		settleErr = c.park(ctx, pub, d, err, RetryCount(d.Headers), reason)
 		log.Warn("permanent failure, parked", "outcome", Parked, "reason", reason, "error", err)
 	case t.Backend == Native:
-		// The queue waits and redelivers it; a reject (not a nack) counts
-		// toward its delivery limit. A Retry-After cannot travel with a
-		// reject over AMQP 0-9-1: the broker's schedule applies.
 		events[0].Outcome, events[0].Err = Failed, err.Error()
-		if m.Attempt <= t.Policy.Retries() {
-			events = append(events, Event{Outcome: Retrying, MessageID: m.ID, Recipient: e.Recipient, Queue: c.Queue, Attempt: m.Attempt, Round: e.Round,
-				Delay: t.Policy.Delay(m.Attempt), At: time.Now(), Published: d.Timestamp})
+		if reason := t.nativePark(d, m.Attempt); reason != "" {
+			// The last attempt: park it here, with its error and its
+			// count, rather than reject it once more for the broker's
+			// delivery limit to dead-letter it, which would keep neither
+			// (AMQP 0-9-1 cannot attach a header to a reject). The limit
+			// stays as the backstop for a consumer that dies here.
+			events[0].Outcome, events[0].Reason = Parked, reason
+			settleErr = c.park(ctx, pub, d, err, m.Attempt-1, reason)
+			log.Warn("failed for the last time, parked", "outcome", Parked, "reason", reason, "error", err)
+			break
 		}
+		// The queue waits and redelivers it. A reject, never a nack: on
+		// RabbitMQ 4.3 only a reject raises the delivery count that the
+		// delay and the delivery limit follow; a nack raises the acquired
+		// count alone, and would come back at once, for ever. A
+		// Retry-After cannot travel with a reject over AMQP 0-9-1: the
+		// broker's schedule applies.
+		events = append(events, Event{Outcome: Retrying, MessageID: m.ID, Recipient: e.Recipient, Queue: c.Queue, Attempt: m.Attempt, Round: e.Round,
+			Delay: t.Policy.Delay(m.Attempt), At: time.Now(), Published: d.Timestamp})
 		settleErr = d.Reject(true /* requeue */)
-		log.Warn("failed, rejected for the broker to retry", "outcome", Failed, "error", err)
+		log.Warn("failed, rejected for the broker to retry", "outcome", Failed, "delay_ms", t.Policy.Delay(m.Attempt).Milliseconds(), "error", err)
 	case t.Handoff == Direct:
 		var next Event
 		next, settleErr = c.retry(ctx, pub, d, m.Attempt, err)
@@ -237,6 +249,20 @@ func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, attemp
 	}
 	e.Outcome, e.Delay = Retrying, dec.delay
 	return e, d.Ack(false)
+}
+
+// nativePark is the reason to park a message that failed its attempt on
+// the native backend, or "" to let the broker retry it: past the last
+// retry, or past the deadline.
+func (t Topology) nativePark(d *amqp.Delivery, attempt int) string {
+	start := started(d)
+	switch {
+	case attempt > t.Policy.Retries():
+		return ReasonMaxRetries
+	case t.Policy.deadline() > 0 && !start.IsZero() && time.Since(start) > t.Policy.deadline():
+		return ReasonDeadline
+	}
+	return ""
 }
 
 // waitLonger sends a message back to wait when it came back before the

@@ -111,9 +111,9 @@ func TestNativeRetriesThenParks(t *testing.T) {
 		t.Fatal("Run did not return after its context was cancelled")
 	}
 
-	// Parked past the limit, by the broker's dead-lettering and the
-	// error stage: the reason comes from the broker's x-death
-	// (delivery_limit), which only a broker dead-lettering writes.
+	// Parked on its last attempt by the consumer itself, which knows the
+	// attempt (the broker's x-delivery-count) and the error: the copy
+	// carries both, as on every other backend.
 	if d.MessageId != "gives-up" {
 		t.Errorf("parked %q, want gives-up", d.MessageId)
 	}
@@ -129,8 +129,12 @@ func TestNativeRetriesThenParks(t *testing.T) {
 	if d.DeliveryMode != amqp.Persistent || string(d.Body) != `{"v":1}` || d.ContentType != "application/json" {
 		t.Errorf("parked message lost its body or properties: mode %d body %q type %q", d.DeliveryMode, d.Body, d.ContentType)
 	}
-	t.Logf("parked copy: %s=%v %s=%q", retry.HeaderRetryCount, d.Headers[retry.HeaderRetryCount],
-		retry.HeaderLastError, d.Headers[retry.HeaderLastError])
+	if got := d.Headers[retry.HeaderRetryCount]; fmt.Sprint(got) != fmt.Sprint(len(schedule)) {
+		t.Errorf("%s = %v, want %d: the retries the broker made", retry.HeaderRetryCount, got, len(schedule))
+	}
+	if got, _ := d.Headers[retry.HeaderLastError].(string); !strings.Contains(got, "delivery 4") {
+		t.Errorf("%s = %q, want the last attempt's error", retry.HeaderLastError, got)
+	}
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -168,8 +172,13 @@ func TestNativeRetriesThenParks(t *testing.T) {
 			retrying++
 		case retry.Parked:
 			parkedN++
-			if e.Reason != retry.ReasonMaxRetries {
-				t.Errorf("parked event reason %q, want %q", e.Reason, retry.ReasonMaxRetries)
+			if e.Reason != retry.ReasonMaxRetries || e.Attempt != len(schedule)+1 || !strings.Contains(e.Err, "delivery 4") {
+				t.Errorf("parked event: attempt %d reason %q error %q; want attempt %d, %q, the last error",
+					e.Attempt, e.Reason, e.Err, len(schedule)+1, retry.ReasonMaxRetries)
+			}
+		case retry.Failed:
+			if e.MessageID == "gives-up" && e.Attempt > len(schedule) {
+				t.Errorf("attempt %d of gives-up reported failed, want it parked (the last attempt)", e.Attempt)
 			}
 		}
 	}

@@ -155,11 +155,18 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 	}
 	if t.Backend == Native {
 		// The broker counted and delayed the retries in the work queue
-		// itself; what reaches this stage is done with.
+		// itself; what reaches this stage is done with: dead-lettered past
+		// the delivery limit (a consumer died on its last attempt), or
+		// nacked by a consumer that could not park it itself. The
+		// broker's counts say which attempt it was: x-delivery-count
+		// counts rejects, x-acquired-count every delivery.
 		reason := ReasonPermanent
 		if deathReason(d.Headers) == "delivery_limit" {
 			reason = ReasonMaxRetries
 		}
+		n := min(max(headerIntOr(d.Headers, "x-delivery-count"), headerIntOr(d.Headers, "x-acquired-count"), 1), 1<<20)
+		ev.Attempt = n
+		retries = min(n-1, t.Policy.Retries())
 		return s.park(ctx, pub, d, ev, parking{source: claim, reason: reason, retries: retries, lastErr: lastErr})
 	}
 	now := s.Now()
