@@ -332,6 +332,16 @@ func startAll(t *testing.T, env map[string]string, policy retry.Policy) (context
 	t.Helper()
 	prefix := env["TOPOLOGY_PREFIX"]
 	conn := retrytest.Conn(t)
+	if u := env["AMQP_URL"]; u != "" && u != retrytest.URL(t) {
+		// Another broker than the suite's (a RabbitMQ 4.3 for the native
+		// backend): clean up there.
+		c, err := retry.Dial(u, "relay test cleanup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		conn = c
+	}
 	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL, Policy: policy}
 	t.Cleanup(func() {
 		if err := topo.Delete(conn); err != nil {
