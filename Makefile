@@ -30,6 +30,21 @@ test-faults: ## fault tests: broker restarts, kill -9, connection cuts, poison m
 test-cluster: ## cluster test: three RabbitMQ nodes of its own (never the default broker), nodes killed and restarted under load (needs root)
 	$(GO) test -race -count=1 -tags cluster -timeout 15m -v ./services/tests/cluster/
 
+VERSION ?= 4.3
+COMPAT_VERSIONS ?= 4.0 4.3
+
+.PHONY: broker-up
+broker-up: ## start a RabbitMQ VERSION (4.0 or 4.3) node beside the default broker, from Debian's packages in a cached root; prints its URL (needs root)
+	@deploy/broker.sh up $(VERSION) && deploy/broker.sh url $(VERSION)
+
+.PHONY: broker-down
+broker-down: ## stop the RabbitMQ VERSION node broker-up started
+	@deploy/broker.sh down $(VERSION)
+
+.PHONY: test-compat
+test-compat: ## the integration suites on each of COMPAT_VERSIONS (default 4.0 4.3), each on a node of its own, started and stopped here (needs root)
+	@deploy/compat.sh $(COMPAT_VERSIONS)
+
 FUZZTIME ?= 60s
 
 .PHONY: fuzz

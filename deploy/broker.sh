@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# deploy/broker.sh: RabbitMQ nodes of other versions beside the machine's
+# own broker, for the compatibility tests. Each version runs from Debian's
+# own packages in a debootstrap root (4.0 from trixie, 4.3 from sid, each
+# with the Erlang it needs), on loopback ports of its own, with an epmd of
+# its own: the default broker (rabbit@localhost, 5672) is never touched.
+#
+#   deploy/broker.sh up 4.3      build the root once (cached), start a fresh node, wait until it answers
+#   deploy/broker.sh down 4.3    stop the node (and, with the root's last node, its epmd and mounts)
+#   deploy/broker.sh url 4.3     print the node's AMQP URL
+#   deploy/broker.sh mgmt 4.3    print the node's management API URL, with credentials
+#   deploy/broker.sh root 4.3    print the root's directory (built if missing)
+#   deploy/broker.sh ctl 4.3 ARGS...   run rabbitmqctl against the node
+#   deploy/broker.sh status      one line per version: running or not
+#
+# Needs root (debootstrap, chroot, mount). Roots are cached under
+# RELAY_BROKER_CACHE (default /var/cache/relay/brokers); `up` and `down`
+# are idempotent, and every `up` starts from an empty data directory.
+# RELAY_BROKER_INSTANCE=N (1 to 9) runs another node of the same version
+# beside the first, its ports N×10 higher (a test that restarts its broker
+# gets one of its own). Each node keeps its configuration, data and logs in
+# /var/lib/relay/NODE inside the root; the root stays mounted while any of
+# its nodes runs.
+set -euo pipefail
+
+CACHE=${RELAY_BROKER_CACHE:-/var/cache/relay/brokers}
+MIRROR=${RELAY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+die() { printf 'broker.sh: %s\n' "$*" >&2; exit 1; }
+log() { printf 'broker.sh: %s\n' "$*" >&2; }
+
+# settings VERSION: the suite, node name and ports of a version. Ports sit
+# away from the defaults (5672, 15672, 25672, 4369) and from each other.
+settings() {
+	case "$1" in
+	4.0)
+		SUITE=trixie NODE=relay40@localhost AMQP_PORT=5640 MGMT_PORT=15640 DIST_PORT=25640 EPMD_PORT=4340
+		;;
+	4.3)
+		SUITE=sid NODE=relay43@localhost AMQP_PORT=5643 MGMT_PORT=15643 DIST_PORT=25643 EPMD_PORT=4343
+		;;
+	*)
+		die "unknown version ${1:-(none)}: choose 4.0 or 4.3"
+		;;
+	esac
+	ROOT=$CACHE/$SUITE
+	local n=${RELAY_BROKER_INSTANCE:-0}
+	case "$n" in [0-9]) ;; *) die "RELAY_BROKER_INSTANCE=$n: want a digit 0 to 9" ;; esac
+	if [ "$n" != 0 ]; then
+		NODE=${NODE%@*}i$n@localhost
+		AMQP_PORT=$((AMQP_PORT + 10 * n)) MGMT_PORT=$((MGMT_PORT + 10 * n)) DIST_PORT=$((DIST_PORT + 10 * n))
+	fi
+	# Where the node lives, inside the root.
+	HOME_IN=/var/lib/relay/${NODE%@*}
+}
+
+need_root() { [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot, mount)"; }
+
+# build: debootstrap the suite with rabbitmq-server, once. The root is
+# built beside its final place and moved there whole, so an interrupted
+# build never leaves a half root that looks cached.
+build() {
+	if [ -x "$ROOT/usr/sbin/rabbitmq-server" ]; then
+		return
+	fi
+	need_root
+	if ! command -v debootstrap >/dev/null 2>&1; then
+		log "installing debootstrap"
+		apt-get update -q >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >&2
+	fi
+	mkdir -p "$CACHE"
+	local tmp=$ROOT.building
+	unmount "$tmp"
+	rm -rf "$tmp"
+	log "building a $SUITE root with rabbitmq-server in $ROOT (about a minute)"
+	debootstrap --variant=minbase --include=rabbitmq-server "$SUITE" "$tmp" "$MIRROR" >"$CACHE/$SUITE.debootstrap.log" 2>&1 ||
+		{ tail -20 "$CACHE/$SUITE.debootstrap.log" >&2; die "debootstrap $SUITE failed (log: $CACHE/$SUITE.debootstrap.log)"; }
+	mv "$tmp" "$ROOT"
+	log "built $(chroot "$ROOT" dpkg-query -W -f '${Version}' rabbitmq-server) in $ROOT"
+}
+
+mounted() { grep -q " $1 " /proc/mounts; }
+
+mount_root() {
+	mounted "$ROOT/proc" || mount -t proc proc "$ROOT/proc"
+	mounted "$ROOT/dev" || mount --bind /dev "$ROOT/dev"
+	cp /etc/hosts "$ROOT/etc/hosts"
+}
+
+# unmount DIR: undo mount_root, lazily if something still holds a mount.
+unmount() {
+	local m
+	for m in "$1/dev" "$1/proc"; do
+		if mounted "$m"; then
+			umount "$m" 2>/dev/null || umount -l "$m"
+		fi
+	done
+}
+
+# in_root CMD...: run a command in the root with the node's environment.
+# The nodes of a version share one epmd, on the version's own port.
+in_root() {
+	chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/var/lib/rabbitmq LANG=C.UTF-8 \
+		ERL_EPMD_PORT="$EPMD_PORT" ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_NODENAME="$NODE" \
+		RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$AMQP_PORT" RABBITMQ_DIST_PORT="$DIST_PORT" \
+		RABBITMQ_CONF_ENV_FILE="$HOME_IN/rabbitmq-env.conf" RABBITMQ_CONFIG_FILE="$HOME_IN/rabbitmq.conf" \
+		RABBITMQ_ENABLED_PLUGINS_FILE="$HOME_IN/enabled_plugins" RABBITMQ_MNESIA_BASE="$HOME_IN/mnesia" \
+		RABBITMQ_LOG_BASE="$HOME_IN/log" "$@"
+}
+
+configure() {
+	local dir=$ROOT$HOME_IN
+	mkdir -p "$dir/log"
+	: >"$dir/rabbitmq-env.conf"
+	printf '%s\n' "listeners.tcp.default = 127.0.0.1:$AMQP_PORT" \
+		"management.tcp.ip = 127.0.0.1" "management.tcp.port = $MGMT_PORT" >"$dir/rabbitmq.conf"
+	echo '[rabbitmq_management].' >"$dir/enabled_plugins"
+}
+
+answers() { in_root rabbitmq-diagnostics -q -n "$NODE" check_port_connectivity >/dev/null 2>&1; }
+
+up() {
+	need_root
+	build
+	mount_root
+	if answers; then
+		log "$NODE already running: $(url)"
+		return
+	fi
+	# Every up starts from nothing: queues a test left behind on an earlier
+	# run must not meet the next one.
+	rm -rf "${ROOT:?}$HOME_IN"
+	configure
+	in_root chown -R rabbitmq:rabbitmq "$HOME_IN"
+	in_root epmd -daemon -port "$EPMD_PORT" -address 127.0.0.1
+	log "starting $NODE (AMQP 127.0.0.1:$AMQP_PORT, management 127.0.0.1:$MGMT_PORT)"
+	in_root rabbitmq-server -detached >/dev/null 2>&1 || true
+	local i
+	for i in $(seq 1 90); do
+		if answers && curl -fsS -o /dev/null -u guest:guest "http://127.0.0.1:$MGMT_PORT/api/overview" 2>/dev/null; then
+			log "$NODE is up: RabbitMQ $(in_root rabbitmqctl -q -n "$NODE" version)"
+			return
+		fi
+		sleep 2
+	done
+	tail -30 "$ROOT$HOME_IN"/log/*.log >&2 2>/dev/null || true
+	down
+	die "$NODE did not come up within 180 s"
+}
+
+# root_pids: every process running from the root.
+root_pids() {
+	local pid
+	for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+		if [ "$(readlink "/proc/$pid/root" 2>/dev/null)" = "$ROOT" ]; then
+			echo "$pid"
+		fi
+	done
+}
+
+# node_of PID: the node a process of the root belongs to, from its
+# environment (RabbitMQ 4.x keeps its paths off the command line).
+node_of() { { tr '\0' '\n' <"/proc/$1/environ"; } 2>/dev/null | sed -n 's/^RABBITMQ_NODENAME=//p'; }
+
+# node_pids: this node's processes.
+node_pids() {
+	local pid
+	for pid in $(root_pids); do
+		[ "$(node_of "$pid")" = "$NODE" ] && echo "$pid"
+	done
+	return 0
+}
+
+down() {
+	[ -d "$ROOT" ] || return 0
+	need_root
+	if mounted "$ROOT/proc"; then
+		in_root rabbitmqctl -q -n "$NODE" stop >/dev/null 2>&1 || true
+		local i
+		for i in $(seq 1 30); do
+			[ -z "$(node_pids)" ] && break
+			sleep 1
+		done
+		# shellcheck disable=SC2046
+		kill -9 $(node_pids) 2>/dev/null || true
+	fi
+	log "$NODE stopped"
+	# The root's last node takes its epmd, stray helpers and mounts along.
+	local pid other
+	for pid in $(root_pids); do
+		other=$(node_of "$pid")
+		if [ -n "$other" ] && [ "$other" != "$NODE" ] && grep -q beam "/proc/$pid/comm" 2>/dev/null; then
+			return 0
+		fi
+	done
+	# shellcheck disable=SC2046
+	kill -9 $(root_pids) 2>/dev/null || true
+	unmount "$ROOT"
+}
+
+url() { printf 'amqp://guest:guest@127.0.0.1:%s/\n' "$AMQP_PORT"; }
+mgmt() { printf 'http://guest:guest@127.0.0.1:%s\n' "$MGMT_PORT"; }
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+up | down | url | mgmt)
+	settings "${1:-}"
+	"$cmd"
+	;;
+root)
+	settings "${1:-}"
+	build
+	echo "$ROOT"
+	;;
+ctl)
+	settings "${1:-}"
+	shift
+	in_root rabbitmqctl -n "$NODE" "$@"
+	;;
+status)
+	for v in 4.0 4.3; do
+		settings "$v"
+		if [ -d "$ROOT" ] && mounted "$ROOT/proc" && answers; then
+			echo "$v running $(url)"
+		else
+			echo "$v stopped"
+		fi
+	done
+	;;
+*)
+	sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
+	exit 2
+	;;
+esac
