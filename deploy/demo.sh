@@ -12,6 +12,8 @@ export FLAKY_EMAIL_SCENARIO=${FLAKY_EMAIL_SCENARIO:-flaky}
 export FLAKY_WEBHOOK_SCENARIO=${FLAKY_WEBHOOK_SCENARIO:-flaky}
 export FLAKY_RATE=${FLAKY_RATE:-0.5}
 export HTTP_ADDR=${HTTP_ADDR:-:8080}
+relay=${RELAY_BIN:-bin/relay}
+logfile=${DEMO_LOG:-demo.log}
 port=${HTTP_ADDR##*:}
 api=http://localhost:$port
 
@@ -48,34 +50,34 @@ if listening 127.0.0.1 "$port"; then
   exit 1
 fi
 
-bin/relay all > demo.log 2>&1 &
+"$relay" all > "$logfile" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT INT TERM
 
 # Ready means relay's own API answers: it logged that it listens, and
 # /readyz says it has the broker.
 for _ in $(seq 1 150); do
-  if grep -q '"msg":"listening"' demo.log && curl -fs "$api/readyz" >/dev/null 2>&1; then break; fi
-  if ! kill -0 $pid 2>/dev/null; then echo "relay all exited; the end of demo.log:"; tail -5 demo.log; exit 1; fi
+  if grep -q '"msg":"listening"' "$logfile" && curl -fs "$api/readyz" >/dev/null 2>&1; then break; fi
+  if ! kill -0 $pid 2>/dev/null; then echo "relay all exited; the end of $logfile:"; tail -5 "$logfile"; exit 1; fi
   sleep 0.2
 done
-if ! grep -q '"msg":"listening"' demo.log || ! curl -fs "$api/readyz" >/dev/null; then
-  echo "relay all did not become ready in 30s; the end of demo.log:"
-  tail -5 demo.log
+if ! grep -q '"msg":"listening"' "$logfile" || ! curl -fs "$api/readyz" >/dev/null; then
+  echo "relay all did not become ready in 30s; the end of $logfile:"
+  tail -5 "$logfile"
   exit 1
 fi
 
-echo "relay is up (logs in demo.log). Dashboard: $api/   Token: $API_TOKENS"
+echo "relay is up (logs in $logfile). Dashboard: $api/   Token: $API_TOKENS"
 echo "Sending ${DEMO_N:-10} notifications with the schedule $RETRY_DELAYS and ${FLAKY_RATE} transient failures:"
 # Errors are cut to fit the terminal; 100 columns when it is not one.
 width=100
 if [ -t 1 ]; then width=$(tput cols 2>/dev/null || echo 100); fi
 [ "$width" -ge 40 ] 2>/dev/null || width=100
-bin/relay send --api "$api" --token "$API_TOKENS" --n "${DEMO_N:-10}" --watch --timeout 2m --width "$width"
+"$relay" send --api "$api" --token "$API_TOKENS" --n "${DEMO_N:-10}" --watch --timeout 2m --width "$width"
 echo
 echo "Open $api/ to watch more; send more with:"
-echo "  bin/relay send --api $api --token $API_TOKENS --n 20"
+echo "  $relay send --api $api --token $API_TOKENS --n 20"
 echo "Follow one notification's attempts with:"
-echo "  bin/relay status --api $api --token $API_TOKENS <id>"
+echo "  $relay status --api $api --token $API_TOKENS <id>"
 echo "Ctrl-C stops the demo."
 wait $pid

@@ -55,7 +55,7 @@ func envFor(url string) func(string) string {
 		switch k {
 		case "AMQP_URL":
 			return url
-		case "HISTORY_BENCH_DSN":
+		case "HISTORY_BENCH_DSN", "MANAGEMENT_URL":
 			return os.Getenv(k)
 		}
 		return ""

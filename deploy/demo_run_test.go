@@ -1,0 +1,144 @@
+//go:build integration
+
+package deploy
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/retry/retrytest"
+)
+
+// TestDemoDelivers runs make demo's script with its defaults (the delay
+// backend auto, classic queues) against the suite's broker, on ports and
+// a topology of its own: relay must come up, and every copy of the burst
+// end delivered or parked, the first delivery within seconds. Run against
+// each broker relay names (make test-compat), it is the check that the
+// default configuration starts there.
+func TestDemoDelivers(t *testing.T) {
+	url := retrytest.URL(t)
+	bin := filepath.Join(t.TempDir(), "relay")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/relay")
+	build.Dir = repoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build relay: %v\n%s", err, out)
+	}
+	prefix := retrytest.Prefix(t)
+	t.Cleanup(func() {
+		conn := retrytest.Conn(t)
+		// The demo's three channels, by relay's naming (NAME-queue, key NAME).
+		var routes []retry.Route
+		for _, c := range []string{"email", "webhook", "sms"} {
+			routes = append(routes, retry.Route{Queue: c + "-queue", Key: c})
+		}
+		topo := retry.Topology{Prefix: prefix, Routes: routes}
+		for _, b := range []retry.Backend{retry.Levels, retry.Plugin, retry.Native} {
+			topo.Backend = b
+			_ = topo.Delete(conn)
+		}
+		if ch, err := conn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(prefix+"history-queue", false, false, false)
+			_ = ch.ExchangeDelete(prefix+"notification-events", false, false)
+			ch.Close()
+		}
+	})
+	dir := t.TempDir()
+	cmd := exec.Command("bash", "deploy/demo.sh")
+	cmd.Dir = repoRoot
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(cmd.Environ(), "AMQP_URL="+url, "RELAY_BIN="+bin, "DEMO_LOG="+filepath.Join(dir, "demo.log"),
+		"TOPOLOGY_PREFIX="+prefix, "DATA_DIR="+dir, "DEMO_N=5", "RETRY_DELAYS=200ms,400ms",
+		"HTTP_ADDR=127.0.0.1:"+loopbackPort(t), "FLAKY_HTTP_ADDR=127.0.0.1:"+loopbackPort(t), "FLAKY_SMTP_ADDR=127.0.0.1:"+loopbackPort(t))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	})
+
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var out []string
+	var up, firstDelivery time.Duration
+	timeout := time.After(2 * time.Minute)
+	done := regexp.MustCompile(`^done: (\d+) copies delivered, (\d+) parked$`)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("demo.sh ended before its burst was done:\n%s", strings.Join(out, "\n"))
+			}
+			out = append(out, l)
+			switch {
+			case strings.HasPrefix(l, "relay is up"):
+				up = time.Since(start)
+			case firstDelivery == 0 && strings.Contains(l, "delivered"):
+				firstDelivery = time.Since(start) - up
+			}
+			if m := done.FindStringSubmatch(l); m != nil {
+				var delivered, parked int
+				fmt.Sscan(m[1], &delivered)
+				fmt.Sscan(m[2], &parked)
+				if delivered+parked == 0 || delivered == 0 {
+					t.Errorf("the burst ended with %d delivered, %d parked: want deliveries", delivered, parked)
+				}
+				if firstDelivery > 15*time.Second {
+					t.Errorf("the first delivery came %s after relay was up, want within seconds", firstDelivery)
+				}
+				t.Logf("RabbitMQ %s: relay up after %s, first delivery %s later; %d delivered, %d parked",
+					brokerVersion(url), up.Round(time.Millisecond), firstDelivery.Round(time.Millisecond), delivered, parked)
+				return
+			}
+		case <-timeout:
+			t.Fatalf("demo.sh did not finish its burst within 2 minutes:\n%s", strings.Join(out, "\n"))
+		}
+	}
+}
+
+// loopbackPort is a free loopback port.
+func loopbackPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, p, _ := net.SplitHostPort(ln.Addr().String())
+	return p
+}
+
+func brokerVersion(url string) string {
+	v, err := retrytest.Version(url)
+	if err != nil {
+		return "(unknown)"
+	}
+	return v
+}
