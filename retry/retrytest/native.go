@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,8 +36,10 @@ var (
 // Where Docker is not reachable either, the test is skipped with the
 // reason, under CI=true too: unlike URL, a CI machine without Docker whose
 // broker is older than 4.3 has no broken build, it has no RabbitMQ 4.3,
-// and the skip says exactly that. A reachable Docker engine that fails to
-// start the container fails the test.
+// and the skip says exactly that. So is a Docker engine that cannot pull
+// the image (no registry answers): make test-compat runs these tests on a
+// RabbitMQ 4.3 node of its own. A reachable Docker engine that has the
+// image and fails to start the container fails the test.
 func NativeURL(tb testing.TB) string {
 	tb.Helper()
 	nativeOnce.Do(func() { nativeURL, nativeSkip, nativeFailed = findNative() })
@@ -69,6 +72,11 @@ func findNative() (u, skip string, failed error) {
 		return "", fmt.Sprintf("no Docker engine is reachable for testcontainers (%s: %v), and %s", dockerLooked(), err, why), nil
 	}
 	u, err := startRabbit(NativeImage)
+	if err != nil && unpullable(err) {
+		// A Docker engine with no registry to pull from (an offline
+		// machine, or CI here): no RabbitMQ 4.3 to be had this way.
+		return "", fmt.Sprintf("%s; Docker is reachable but cannot pull %s (%v); make test-compat runs these tests on a RabbitMQ 4.3 node of its own", why, NativeImage, err), nil
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("%s; Docker is reachable, but %s did not start: %w", why, NativeImage, err)
 	}
@@ -80,6 +88,18 @@ func findNative() (u, skip string, failed error) {
 		return "", "", fmt.Errorf("the %s container reports RabbitMQ %s", NativeImage, v)
 	}
 	return u, "", nil
+}
+
+// unpullable reports whether err says an image could not be pulled: no
+// registry answers, or it does not have the image.
+func unpullable(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"registry", "pull access denied", "manifest unknown", "no such image", "No such image"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Version returns the RabbitMQ version the broker at u reports when a
