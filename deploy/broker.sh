@@ -202,15 +202,31 @@ down() {
 url() { printf 'amqp://guest:guest@127.0.0.1:%s/\n' "$AMQP_PORT"; }
 mgmt() { printf 'http://guest:guest@127.0.0.1:%s\n' "$MGMT_PORT"; }
 
+# lock: one up, down or build per root at a time, so two runs that start
+# nodes of the same version side by side neither build the root twice nor
+# unmount it under each other.
+lock() {
+	need_root
+	mkdir -p "$CACHE"
+	exec 9>"$CACHE/$SUITE.lock"
+	flock 9
+}
+
 cmd=${1:-}
 shift || true
 case "$cmd" in
-up | down | url | mgmt)
+up | down)
+	settings "${1:-}"
+	lock
+	"$cmd"
+	;;
+url | mgmt)
 	settings "${1:-}"
 	"$cmd"
 	;;
 root)
 	settings "${1:-}"
+	lock
 	build
 	echo "$ROOT"
 	;;
