@@ -66,8 +66,9 @@ build() {
 	need_root
 	if ! command -v debootstrap >/dev/null 2>&1; then
 		log "installing debootstrap"
-		apt-get update -q >&2
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q debootstrap >&2
+		# Another install may hold apt's locks: wait for it rather than fail.
+		apt-get -o DPkg::Lock::Timeout=300 update -q >&2
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q debootstrap >&2
 	fi
 	mkdir -p "$CACHE"
 	local tmp=$ROOT.building
