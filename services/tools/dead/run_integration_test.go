@@ -141,7 +141,13 @@ func TestReplayRefusesForeignSources(t *testing.T) {
 	}
 	defer ch.Close()
 	victim := topo.Prefix + "victim"
-	if _, err := ch.QueueDeclare(victim, false, true, false, false, nil); err != nil {
+	// Durable: RabbitMQ 4.3 refuses transient queues that are not exclusive.
+	if _, err := ch.QueueDeclare(victim,
+		true,  // durable
+		false, // autoDelete
+		false, // exclusive
+		false, // noWait
+		nil); err != nil {
 		t.Fatal(err)
 	}
 	defer ch.QueueDelete(victim, false, false, false)
@@ -150,7 +156,7 @@ func TestReplayRefusesForeignSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	depth := func(q string) int {
-		d, err := ch.QueueDeclarePassive(q, q != victim, q == victim, false, false, nil)
+		d, err := ch.QueueDeclarePassive(q, true /* durable */, false /* autoDelete */, false, false, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
