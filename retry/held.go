@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -71,6 +72,11 @@ type heldWatch struct {
 	since map[string]held
 	// failing is whether the last read failed: logged once per outage.
 	failing bool
+	// otherCluster, if set, is called when the management API turns
+	// out to be another cluster's (ErrOtherCluster); the watch then ends.
+	otherCluster func()
+	// off is set once it has.
+	off bool
 }
 
 type held struct {
@@ -89,6 +95,13 @@ func (w *heldWatch) check(ctx context.Context, now time.Time) []string {
 	var stalled []string
 	for _, q := range w.queues {
 		c, err := w.counts(ctx, q)
+		if errors.Is(err, ErrOtherCluster) {
+			w.off = true
+			if w.otherCluster != nil {
+				w.otherCluster()
+			}
+			return stalled
+		}
 		if err != nil {
 			if ctx.Err() == nil && !w.failing {
 				w.log.Warn("cannot read the queues' counts to watch for dead letters the broker holds; trying again every "+heldEvery.String(), "error", err.Error())
@@ -134,7 +147,9 @@ func (w *heldWatch) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-tk.C:
-			w.check(ctx, now)
+			if w.check(ctx, now); w.off {
+				return
+			}
 		}
 	}
 }

@@ -4,7 +4,11 @@ package retry_test
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,5 +67,41 @@ func TestManagementCounts(t *testing.T) {
 	}
 	if _, err := m.Counts(context.Background(), q+".missing"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("a missing queue: %v, want a 404", err)
+	}
+}
+
+// TestManagementCheckOnTheBroker checks the test broker's management API
+// against an AMQP connection to it: the cluster_name the broker announces
+// over AMQP is the one its API reports. An HTTP server that is not that
+// API (here one that answers 404 to everything, as another broker's does
+// for queues it lacks) is told apart, and no longer asked.
+func TestManagementCheckOnTheBroker(t *testing.T) {
+	conn := retrytest.Conn(t)
+	if name, _ := conn.Properties["cluster_name"].(string); name == "" {
+		t.Fatalf("the broker announces no cluster_name: %v", conn.Properties)
+	}
+	real := retrytest.Management(t)
+	m := &retry.Management{URL: real.URL, Vhost: real.Vhost}
+	if err := m.Check(context.Background(), conn); err != nil {
+		t.Fatalf("the broker's own management API: %v", err)
+	}
+
+	var asked atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.NotFound(w, r)
+	}))
+	defer other.Close()
+	m = &retry.Management{URL: other.URL, Vhost: "/"}
+	if err := m.Check(context.Background(), conn); !errors.Is(err, retry.ErrOtherCluster) {
+		t.Fatalf("a server that is not the broker's API: %v, want ErrOtherCluster", err)
+	}
+	for range 3 {
+		if _, err := m.Counts(context.Background(), "jobs"); !errors.Is(err, retry.ErrOtherCluster) {
+			t.Errorf("Counts: %v, want ErrOtherCluster", err)
+		}
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the other server was asked %d times, want once", n)
 	}
 }

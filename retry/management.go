@@ -11,7 +11,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
 )
 
 // Management is a client of RabbitMQ's management HTTP API (the
@@ -29,7 +32,69 @@ type Management struct {
 	Vhost string
 	// Client makes the requests; nil means one with a 10 s timeout.
 	Client *http.Client
+
+	// mu guards the check that the API belongs to the cluster relay
+	// connects to (see Check).
+	mu      sync.Mutex
+	cluster string // the cluster_name the broker announced over AMQP
+	checked bool   // the API has answered the check
+	wrong   error  // its answer: nil, or why the API is another's
 }
+
+// ErrOtherCluster is Check's error for a management API that answers for
+// another cluster than the one relay is connected to over AMQP: on a host
+// with several brokers, port 15672 of the AMQP URL's host is often
+// another broker's.
+var ErrOtherCluster = errors.New("the management API belongs to another cluster")
+
+// Check tells whether the management API belongs to the cluster conn is
+// connected to: the cluster_name of its /api/overview must be the one the
+// broker announced when conn opened (the server property cluster_name;
+// every node of a cluster announces the same). The first answer is kept:
+// once the API has answered, Check returns at once, and every later
+// request of the client fails with the same error if the API is another
+// cluster's (ErrOtherCluster). An API that cannot be reached has not
+// answered: the next call asks again. conn may be nil once the client has
+// seen a connection; before, and on a connection without cluster_name,
+// there is nothing to compare and Check returns nil.
+func (m *Management) Check(ctx context.Context, conn *amqp.Connection) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cluster == "" && conn != nil {
+		m.cluster, _ = conn.Properties["cluster_name"].(string)
+	}
+	if m.checked || m.cluster == "" {
+		return m.wrong
+	}
+	var ov struct {
+		ClusterName string `json:"cluster_name"`
+	}
+	err := m.request(ctx, http.MethodGet, "/api/overview", nil, &ov)
+	var status *statusError
+	switch {
+	case err == nil && ov.ClusterName == m.cluster:
+	case err == nil:
+		m.wrong = fmt.Errorf("%w: %s answers for cluster %q, the broker relay connects to is in cluster %q",
+			ErrOtherCluster, RedactURL(m.URL), ov.ClusterName, m.cluster)
+	case errors.As(err, &status) && status.code/100 == 4:
+		// Not found, or refused credentials: not the API of this
+		// broker, or not one relay may use.
+		m.wrong = fmt.Errorf("%w: %s does not answer as the management API of cluster %q: %v",
+			ErrOtherCluster, RedactURL(m.URL), m.cluster, err)
+	default:
+		return fmt.Errorf("check the management API %s: %w", RedactURL(m.URL), err)
+	}
+	m.checked = true
+	return m.wrong
+}
+
+// statusError is an answer of the API other than 2xx.
+type statusError struct {
+	code int
+	msg  string
+}
+
+func (e *statusError) Error() string { return e.msg }
 
 // ManagementFor derives the management API's address from an AMQP URL: the
 // same host and credentials, port 15672 (15671 and https for amqps), and
@@ -92,8 +157,17 @@ func (m *Management) vhost() string {
 	return m.Vhost
 }
 
-// do sends one request and decodes the JSON answer into out.
+// do sends one request and decodes the JSON answer into out, unless the
+// API turned out to be another cluster's (see Check).
 func (m *Management) do(ctx context.Context, method, path string, body []byte, out any) error {
+	if err := m.Check(ctx, nil); err != nil {
+		return err
+	}
+	return m.request(ctx, method, path, body, out)
+}
+
+// request sends one request and decodes the JSON answer into out.
+func (m *Management) request(ctx context.Context, method, path string, body []byte, out any) error {
 	base, err := url.Parse(m.URL)
 	if err != nil || base.Host == "" {
 		return errors.New("the management API URL does not parse")
@@ -120,7 +194,7 @@ func (m *Management) do(ctx context.Context, method, path string, body []byte, o
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(msg))
+		return &statusError{code: resp.StatusCode, msg: fmt.Sprintf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(msg))}
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }

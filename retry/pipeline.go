@@ -180,12 +180,38 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 		mgmt, _ = ManagementFor(urls[0])
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	// The management API relay derives from the AMQP URL may be another
+	// broker's (port 15672 of a host with several): checked once a
+	// connection says which cluster relay is in, and said once.
+	var check sync.Once
+	var otherCluster func()
+	if mgmt != nil {
+		otherCluster = sync.OnceFunc(func() {
+			err := mgmt.Check(gctx, nil)
+			p.cfg.Logger.Error("relay does without the management API: no watch for dead letters a quorum queue holds, no moving aside of messages too large for an AMQP frame",
+				"error", err.Error(), "fix", "set MANAGEMENT_URL to the management API of the cluster relay connects to, or to off")
+		})
+	}
+	checkManagement := func(conn *amqp.Connection) {
+		if mgmt == nil {
+			return
+		}
+		check.Do(func() {
+			g.Go(func() error {
+				if err := mgmt.Check(gctx, conn); errors.Is(err, ErrOtherCluster) {
+					otherCluster()
+				}
+				return nil
+			})
+		})
+	}
 	supervise := func(name, queue string, run func(context.Context, *amqp.Connection) error) {
 		g.Go(func() error {
 			return SuperviseAny(gctx, urls, p.cfg.Name+" "+name, p.cfg.Logger, func(ctx context.Context, conn *amqp.Connection) error {
 				if err := topo.Declare(ctx, conn); err != nil {
 					return err
 				}
+				checkManagement(conn)
 				p.cfg.Logger.Info("consuming", "queue", queue, "delay_backend", string(topo.Backend))
 				return run(ctx, conn)
 			})
@@ -211,7 +237,7 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 		// does not forward (see heldWatch): a broker fault only an
 		// operator can mend.
 		if qs := topo.deadLettering(); len(qs) > 0 && mgmt != nil {
-			w := &heldWatch{queues: qs, counts: mgmt.Counts, after: HeldAfter, log: p.cfg.Logger}
+			w := &heldWatch{queues: qs, counts: mgmt.Counts, after: HeldAfter, log: p.cfg.Logger, otherCluster: otherCluster}
 			g.Go(func() error { w.run(gctx); return nil })
 		}
 	}

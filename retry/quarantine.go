@@ -103,6 +103,11 @@ func (q *quarantine) check(ctx context.Context, conn *amqp.Connection, queue str
 			"queue", queue, "fix", "enable rabbitmq_management (rabbitmq-plugins enable rabbitmq_management) and set MANAGEMENT_URL, or delete the message by hand")
 		return window
 	}
+	if err := q.mgmt.Check(ctx, conn); errors.Is(err, ErrOtherCluster) {
+		q.log.Error("a message too large for the AMQP frame stalls the queue; relay cannot move it aside: the management API is another cluster's",
+			"queue", queue, "error", err.Error(), "fix", "set MANAGEMENT_URL to the management API of the cluster relay connects to, or delete the message by hand")
+		return window
+	}
 	moved, err := q.moveHead(ctx, conn, queue)
 	switch {
 	case err != nil:
