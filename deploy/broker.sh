@@ -7,6 +7,12 @@
 #
 #   deploy/broker.sh up 4.3      build the root once (cached), start a fresh node, wait until it answers
 #   deploy/broker.sh down 4.3    stop the node (and, with the root's last node, its epmd and mounts)
+#   deploy/broker.sh start 4.3   start the node again after a stop or a crash, keeping its data
+#   deploy/broker.sh run 4.3 CMD...    up, run CMD with AMQP_URL, MANAGEMENT_URL and RELAY_BROKER=4.3
+#                                set, then down whatever happened; exits with CMD's status
+#   deploy/broker.sh mount 4.3   build the root if missing and mount its /proc and /dev (for nodes run
+#                                from the root by other means, such as the cluster test)
+#   deploy/broker.sh unmount 4.3 unmount the root, unless a node of it still runs
 #   deploy/broker.sh url 4.3     print the node's AMQP URL
 #   deploy/broker.sh mgmt 4.3    print the node's management API URL, with credentials
 #   deploy/broker.sh root 4.3    print the root's directory (built if missing)
@@ -43,7 +49,7 @@ settings() {
 		die "unknown version ${1:-(none)}: choose 4.0 or 4.3"
 		;;
 	esac
-	ROOT=$CACHE/$SUITE
+	ROOT=$CACHE/$SUITE VERSION=$1
 	local n=${RELAY_BROKER_INSTANCE:-0}
 	case "$n" in [0-9]) ;; *) die "RELAY_BROKER_INSTANCE=$n: want a digit 0 to 9" ;; esac
 	if [ "$n" != 0 ]; then
@@ -133,10 +139,25 @@ up() {
 	# run must not meet the next one.
 	rm -rf "${ROOT:?}$HOME_IN"
 	configure
+	start
+}
+
+# start: start the node from what its directory holds (configuration and
+# data), and wait until it answers. up starts it from nothing instead.
+start() {
+	need_root
+	[ -f "$ROOT$HOME_IN/rabbitmq.conf" ] || die "$NODE has no directory in $ROOT: start it with up"
+	mount_root
+	if answers; then
+		log "$NODE already running: $(url)"
+		return
+	fi
 	in_root chown -R rabbitmq:rabbitmq "$HOME_IN"
-	in_root epmd -daemon -port "$EPMD_PORT" -address 127.0.0.1
+	# The daemons do not inherit the lock's descriptor (9): they would hold
+	# the lock as long as they run.
+	in_root epmd -daemon -port "$EPMD_PORT" -address 127.0.0.1 9>&-
 	log "starting $NODE (AMQP 127.0.0.1:$AMQP_PORT, management 127.0.0.1:$MGMT_PORT)"
-	in_root rabbitmq-server -detached >/dev/null 2>&1 || true
+	in_root rabbitmq-server -detached >/dev/null 2>&1 9>&- || true
 	local i
 	for i in $(seq 1 90); do
 		if answers && curl -fsS -o /dev/null -u guest:guest "http://127.0.0.1:$MGMT_PORT/api/overview" 2>/dev/null; then
@@ -187,11 +208,18 @@ down() {
 		kill -9 $(node_pids) 2>/dev/null || true
 	fi
 	log "$NODE stopped"
-	# The root's last node takes its epmd, stray helpers and mounts along.
+	release "$NODE"
+}
+
+# release [NODE]: the root's last node takes its epmds, stray helpers and
+# mounts along: unless a node other than NODE still runs from the root,
+# kill what runs there and unmount it.
+release() {
 	local pid other
 	for pid in $(root_pids); do
 		other=$(node_of "$pid")
-		if [ -n "$other" ] && [ "$other" != "$NODE" ] && grep -q beam "/proc/$pid/comm" 2>/dev/null; then
+		if [ -n "$other" ] && [ "$other" != "${1:-}" ] && grep -q beam "/proc/$pid/comm" 2>/dev/null; then
+			log "$ROOT stays mounted: $other runs from it"
 			return 0
 		fi
 	done
@@ -200,26 +228,83 @@ down() {
 	unmount "$ROOT"
 }
 
+# run CMD...: up, CMD with the node's URLs in its environment, down.
+run() {
+	[ $# -gt 0 ] || die "run $VERSION: no command given"
+	(lock && up) || exit 1
+	trap '(lock && down)' EXIT
+	trap 'exit 130' INT TERM
+	local rc=0
+	AMQP_URL=$(url) MANAGEMENT_URL=$(mgmt) RELAY_BROKER=$VERSION "$@" || rc=$?
+	return "$rc"
+}
+
 url() { printf 'amqp://guest:guest@127.0.0.1:%s/\n' "$AMQP_PORT"; }
 mgmt() { printf 'http://guest:guest@127.0.0.1:%s\n' "$MGMT_PORT"; }
 
 # lock: one up, down or build per root at a time, so two runs that start
 # nodes of the same version side by side neither build the root twice nor
 # unmount it under each other.
+# A node that an earlier broker.sh started with the lock's descriptor
+# open holds the lock as long as it runs: a lock held by nothing but
+# such daemons counts as free.
 lock() {
 	need_root
 	mkdir -p "$CACHE"
 	exec 9>"$CACHE/$SUITE.lock"
-	flock 9
+	local waited=0
+	until flock -w 5 9; do
+		if held_by_daemons; then
+			log "the lock $CACHE/$SUITE.lock is held by nodes' processes only (started with it open): going ahead"
+			return 0
+		fi
+		waited=$((waited + 5))
+		[ "$waited" -lt 900 ] || die "the lock $CACHE/$SUITE.lock is still held after 15 minutes"
+	done
+}
+
+# held_by_daemons: whether every process that holds the lock (its
+# descriptor's fdinfo shows the lock; waiters have it open too) is a
+# node's (beam.smp, epmd and their helpers), none a broker.sh.
+held_by_daemons() {
+	local file=$CACHE/$SUITE.lock fd pid
+	for fd in /proc/[0-9]*/fd/*; do
+		[ "$(readlink "$fd" 2>/dev/null)" = "$file" ] || continue
+		grep -q '^lock:' "${fd%/fd/*}/fdinfo/${fd##*/}" 2>/dev/null || continue
+		pid=${fd#/proc/}
+		pid=${pid%%/*}
+		case "$(cat "/proc/$pid/comm" 2>/dev/null)" in
+		beam.smp | epmd | erl_child_setup | inet_gethost | heart | "") ;;
+		*) return 1 ;;
+		esac
+	done
+	return 0
 }
 
 cmd=${1:-}
 shift || true
 case "$cmd" in
-up | down)
+up | down | start)
 	settings "${1:-}"
 	lock
 	"$cmd"
+	;;
+run)
+	settings "${1:-}"
+	shift
+	run "$@"
+	;;
+mount)
+	settings "${1:-}"
+	lock
+	build
+	mount_root
+	echo "$ROOT"
+	;;
+unmount)
+	settings "${1:-}"
+	lock
+	release
 	;;
 url | mgmt)
 	settings "${1:-}"
