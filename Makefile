@@ -22,9 +22,20 @@ test: ## unit and integration tests, with the race detector (broker: AMQP_URL, e
 test-timing: ## timing tests, one package at a time: how exactly the delay backends end a wait (binary levels at 10,000 pending)
 	$(GO) test -count=1 -p 1 -tags 'integration timing' -run 'Accuracy' -timeout 10m -v ./retry/
 
+# BROKER=4.3 runs test-faults on a node of that version deploy/broker.sh
+# starts (instance FAULTS_INSTANCE, so beside make broker-up's) and stops
+# again, and test-cluster on three nodes from that version's root.
+BROKER          ?=
+FAULTS_INSTANCE ?= 2
+
 .PHONY: test-faults
-test-faults: ## fault tests: broker restarts, kill -9, connection cuts, poison messages (restarts the local broker with rabbitmqctl)
+test-faults: ## fault tests: broker restarts, kill -9, connection cuts, poison messages (restarts the local broker with rabbitmqctl; BROKER=4.3: a 4.3 node of its own instead, needs root)
+ifeq ($(BROKER),)
 	$(GO) test -race -count=1 -tags faults -timeout 15m -v ./services/tests/faults/
+else
+	RELAY_BROKER_INSTANCE=$(FAULTS_INSTANCE) deploy/broker.sh run $(BROKER) \
+		$(GO) test -race -count=1 -tags faults -timeout 15m -v ./services/tests/faults/
+endif
 
 .PHONY: test-cluster
 test-cluster: ## cluster test: three RabbitMQ nodes of its own (never the default broker), nodes killed and restarted under load (needs root)

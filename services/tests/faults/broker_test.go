@@ -14,19 +14,58 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
 )
 
+// brokerVersion is the RabbitMQ version of the node deploy/broker.sh runs
+// for the tests (RELAY_BROKER, which its run command sets, as make
+// test-faults BROKER=4.3 does); empty: the machine's own broker.
+func brokerVersion() string { return os.Getenv("RELAY_BROKER") }
+
+// brokerScript is deploy/broker.sh, from the package's directory.
+func brokerScript() string {
+	p, err := filepath.Abs(filepath.Join("..", "..", "..", "deploy", "broker.sh"))
+	if err != nil {
+		return filepath.Join("..", "..", "..", "deploy", "broker.sh")
+	}
+	return p
+}
+
+// rabbitmqctl is the command line of rabbitmqctl with args, against the
+// node the tests use: deploy/broker.sh's with RELAY_BROKER, else the
+// machine's own.
+func rabbitmqctl(args ...string) []string {
+	if v := brokerVersion(); v != "" {
+		return append([]string{brokerScript(), "ctl", v}, args...)
+	}
+	return append([]string{"rabbitmqctl"}, args...)
+}
+
 // needBrokerControl skips a test (fails it under CI=true) when this machine
-// cannot control the broker with RabbitMQ's own tools.
+// cannot control the broker: with RabbitMQ's own tools, or for a node
+// deploy/broker.sh runs, with that script as root.
 func needBrokerControl(t *testing.T) {
 	t.Helper()
+	fail := func(msg string) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	if v := brokerVersion(); v != "" {
+		if _, err := os.Stat(brokerScript()); err != nil {
+			fail(fmt.Sprintf("the fault tests control the RabbitMQ %s node with deploy/broker.sh: %v", v, err))
+		}
+		if os.Geteuid() != 0 {
+			fail(fmt.Sprintf("the fault tests control the RabbitMQ %s node with deploy/broker.sh, which needs root", v))
+		}
+		return
+	}
 	for _, tool := range []string{"rabbitmqctl", "rabbitmq-diagnostics"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			msg := fmt.Sprintf("the fault tests control a local broker with %s: %v", tool, err)
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg)
-			}
-			t.Skip(msg)
+			fail(fmt.Sprintf("the fault tests control a local broker with %s: %v", tool, err))
 		}
 	}
 }
@@ -40,6 +79,15 @@ func ctl(timeout time.Duration, args ...string) (string, error) {
 		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return string(out), nil
+}
+
+// shell quotes a command line for sh.
+func shell(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
 }
 
 // reachable reports whether the broker takes an AMQP connection now.
@@ -61,14 +109,21 @@ func ensureBroker(t testing.TB, url string) {
 	}
 	t.Logf("the broker does not answer: starting its application")
 	for range 5 {
-		if out, err := ctl(2*time.Minute, "rabbitmqctl", "start_app"); err != nil {
+		if out, err := ctl(2*time.Minute, rabbitmqctl("start_app")...); err != nil {
 			t.Logf("%v (%s)", err, out)
+			// A node deploy/broker.sh runs may be down whole: start
+			// it again, with its data.
+			if v := brokerVersion(); v != "" {
+				if out, err := ctl(5*time.Minute, brokerScript(), "start", v); err != nil {
+					t.Logf("%v (%s)", err, out)
+				}
+			}
 		}
 		if poll(time.Minute, 250*time.Millisecond, func() bool { return reachable(url) }) {
 			return
 		}
 	}
-	t.Errorf("the broker at localhost did not come back: start it with rabbitmqctl start_app")
+	t.Errorf("the broker at %s did not come back: start it with %s", retry.RedactURL(url), strings.Join(rabbitmqctl("start_app"), " "))
 }
 
 // restartBroker stops the broker's application, keeps it down for down,
@@ -77,14 +132,14 @@ func ensureBroker(t testing.TB, url string) {
 // test process dies in between.
 func restartBroker(t *testing.T, url string, down time.Duration) {
 	t.Helper()
-	script := fmt.Sprintf(`timeout 90 rabbitmqctl stop_app
+	script := fmt.Sprintf(`timeout 90 %s
 sleep %.1f
 for i in 1 2 3 4 5; do
-  timeout 120 rabbitmqctl start_app && exit 0
+  timeout 120 %s && exit 0
   sleep 2
 done
 exit 1
-`, down.Seconds())
+`, shell(rabbitmqctl("stop_app")), down.Seconds(), shell(rabbitmqctl("start_app")))
 	// Output goes to a file, not a pipe: a pipe would break, and take the
 	// script with it, if this process died.
 	out, err := os.Create(filepath.Join(t.TempDir(), "restart.log"))
@@ -112,7 +167,7 @@ exit 1
 // queueDepths lists the messages, ready and unacknowledged, of every queue
 // whose name starts with prefix.
 func queueDepths(prefix string) (map[string]int, error) {
-	out, err := ctl(30*time.Second, "rabbitmqctl", "list_queues", "-q", "--no-table-headers", "name", "messages")
+	out, err := ctl(30*time.Second, rabbitmqctl("list_queues", "-q", "--no-table-headers", "name", "messages")...)
 	if err != nil {
 		return nil, err
 	}

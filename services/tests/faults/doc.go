@@ -10,6 +10,13 @@
 //
 //	go test -race -count=1 -tags faults -timeout 15m -v ./services/tests/faults/
 //
+// or, with RELAY_BROKER=VERSION, a node of that version that
+// deploy/broker.sh runs (its run command sets RELAY_BROKER, AMQP_URL and
+// MANAGEMENT_URL), restarted with that script, as root; the machine's own
+// broker is then never touched:
+//
+//	make test-faults BROKER=4.3
+//
 // Each test prints one summary line,
 //
 //	accepted N delivered N parked N lost N duplicates N

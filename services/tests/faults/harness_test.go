@@ -143,6 +143,12 @@ func newRig(t *testing.T, o options) *rig {
 		"EMAIL_FROM":     "relay@faults.test",
 		"WEBHOOK_SECRET": secret, "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8,::1/128", "WEBHOOK_TIMEOUT": "5s",
 	}
+	// The management API relay would derive (port 15672 of the broker's
+	// host) is another broker's when the tests run on a node of their
+	// own: name the node's.
+	if v := os.Getenv("MANAGEMENT_URL"); v != "" {
+		r.env["MANAGEMENT_URL"] = v
+	}
 	r.logs = filepath.Join(t.TempDir(), "relay.log")
 	t.Cleanup(func() {
 		if t.Failed() {
