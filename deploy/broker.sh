@@ -134,9 +134,11 @@ up() {
 	rm -rf "${ROOT:?}$HOME_IN"
 	configure
 	in_root chown -R rabbitmq:rabbitmq "$HOME_IN"
-	in_root epmd -daemon -port "$EPMD_PORT" -address 127.0.0.1
+	# The daemons must not inherit fd 9, the root's lock: a node holding it
+	# would block every later up and down of the version, its own down too.
+	in_root epmd -daemon -port "$EPMD_PORT" -address 127.0.0.1 9>&-
 	log "starting $NODE (AMQP 127.0.0.1:$AMQP_PORT, management 127.0.0.1:$MGMT_PORT)"
-	in_root rabbitmq-server -detached >/dev/null 2>&1 || true
+	in_root rabbitmq-server -detached >/dev/null 2>&1 9>&- || true
 	local i
 	for i in $(seq 1 90); do
 		if answers && curl -fsS -o /dev/null -u guest:guest "http://127.0.0.1:$MGMT_PORT/api/overview" 2>/dev/null; then
