@@ -98,13 +98,22 @@ lint: ## gofmt and go vet
 	$(GO) vet -tags cluster ./services/tests/cluster/
 	cd services/tools/peers && $(GO) vet -tags integration ./...
 
+# BROKER=4.3 runs a bench on a RabbitMQ node of that version instead of the
+# local broker: started (deploy/broker.sh, instance BENCH_BROKER_INSTANCE,
+# a node of the bench's own), measured, stopped; the figures go to that
+# version's own sections of docs/benchmarks.md, the rest of the page kept.
+BROKER ?=
+BENCH_BROKER_INSTANCE ?= 6
+on_broker = $(if $(BROKER),RELAY_BROKER_INSTANCE=$(BENCH_BROKER_INSTANCE) $(CURDIR)/deploy/on-broker.sh $(BROKER))
+section   = $(if $(BROKER),--section $(BROKER))
+
 .PHONY: bench
-bench: ## measure relay against raw amqp091-go on the local broker and regenerate docs/benchmarks.md (about 9 minutes; keeps the bench-peers section)
-	$(GO) run ./cmd/relay bench --format markdown --out docs/benchmarks.md
+bench: ## measure relay against raw amqp091-go on the local broker and regenerate docs/benchmarks.md (about 9 minutes; keeps the bench-peers section and other brokers'); BROKER=4.3: on a 4.3 node, its own section
+	$(on_broker) $(GO) run ./cmd/relay bench --format markdown $(section) --out docs/benchmarks.md
 
 .PHONY: bench-peers
-bench-peers: ## the same retry workload on relay, raw amqp091-go, asynq (Redis), River (PostgreSQL) and watermill-amqp; writes its section of docs/benchmarks.md (about 5 minutes)
-	cd services/tools/peers && $(GO) run . --out ../../../docs/benchmarks.md
+bench-peers: ## the same retry workload on relay, raw amqp091-go, asynq (Redis), River (PostgreSQL) and watermill-amqp; writes its section of docs/benchmarks.md (about 5 minutes); BROKER=4.3: on a 4.3 node, relay's native backend too
+	cd services/tools/peers && $(on_broker) $(GO) run . $(section) --out ../../../docs/benchmarks.md
 
 .PHONY: bench-retry
 bench-retry: ## go test -bench: retry round trips through the stages next to a raw DLX loop

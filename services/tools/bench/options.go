@@ -21,6 +21,10 @@ type Options struct {
 	Format string `json:"format"`
 	// Out is the file the report is written to; empty means stdout.
 	Out string `json:"out"`
+	// Section, when set, labels a run on another broker (such as 4.3): a
+	// markdown report is then that broker's section of the page, between
+	// markers of its label, and replaces only that section of --out.
+	Section string `json:"section,omitempty"`
 	// Quick shrinks every count so the whole command takes seconds.
 	Quick bool `json:"quick"`
 	// Quiet drops the progress lines.
@@ -123,6 +127,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	var delayed int
 	fs.StringVar(&o.Format, "format", "text", "report `format`: text, markdown or json")
 	fs.StringVar(&o.Out, "out", "", "write the report to this `file` instead of stdout")
+	fs.StringVar(&o.Section, "section", "", "write a markdown report as the `label`led section of --out (such as 4.3, for a run on another broker), between <!-- bench:label:start --> and <!-- bench:label:end -->, keeping the rest of the file")
 	fs.BoolVar(&o.Quick, "quick", false, "small counts: the whole run takes under a minute")
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress lines (they start with \"# \")")
 	fs.StringVar(&queues, "queues", "classic,quorum", "queue `types` to measure: classic, quorum or both")
@@ -236,6 +241,10 @@ func (o Options) Validate() error {
 	switch {
 	case !slices.Contains(Formats, o.Format):
 		return bad("format", o.Format, "text, markdown or json")
+	case o.Section != "" && !labelPattern.MatchString(o.Section):
+		return bad("section", o.Section, "1 to 32 letters, digits, dots, dashes or underscores, such as 4.3")
+	case o.Section != "" && o.Format != "markdown":
+		return bad("section", o.Section, "--format markdown: a section is part of the markdown page")
 	case len(o.QueueTypes) == 0:
 		return bad("queues", "", "classic, quorum or classic,quorum")
 	case len(o.Figures) == 0:

@@ -35,6 +35,9 @@ func TestParseOptionsDefaults(t *testing.T) {
 			Figures: []string{"ingest-batch", "retry-direct", "memory"}, Rounds: 2, Ingest: 20000, Clients: 64, BatchSize: 500,
 			BatchClients: 2, Consume: 50000, Prefetch: 16, Concurrency: 8, RoundTrips: 5000, Latency: 1000, Window: 16,
 			Delay: 50 * time.Millisecond, Waiting: 2_500_000, Streams: 1500, HistoryNotifications: 1_000_000, Timeout: 2 * time.Minute}},
+		{"a section of the markdown page", []string{"--quick", "--format", "markdown", "--section", "4.3"}, Options{Format: "markdown", Section: "4.3", Quick: true,
+			QueueTypes: both, Figures: AllFigures, Rounds: 1, Ingest: 1000, Clients: 64, BatchSize: 100, BatchClients: 8, Consume: 3000, Prefetch: 16, Concurrency: 8,
+			RoundTrips: 300, Latency: 100, Window: 16, Delay: 50 * time.Millisecond, Waiting: 5000, Streams: 300, HistoryNotifications: 20000, Timeout: 2 * time.Minute}},
 		{"a count given wins over --quick", []string{"--quick", "--ingest", "77", "--rounds", "3", "--history-notifications", "1234"}, Options{Format: "text", Quick: true,
 			QueueTypes: both, Figures: AllFigures, Rounds: 3, Ingest: 77, Clients: 64, BatchSize: 100, BatchClients: 8, Consume: 3000, Prefetch: 16, Concurrency: 8,
 			RoundTrips: 300, Latency: 100, Window: 16, Delay: 50 * time.Millisecond, Waiting: 5000, Streams: 300, HistoryNotifications: 1234, Timeout: 2 * time.Minute}},
@@ -65,6 +68,8 @@ func TestParseOptionsErrors(t *testing.T) {
 		want string // the error names the flag and the value
 	}{
 		{"unknown format", []string{"--format", "html"}, "--format html"},
+		{"a section that is no label", []string{"--format", "markdown", "--section", "4.3 -->"}, "--section 4.3 -->"},
+		{"a section of a text report", []string{"--section", "4.3"}, "--section 4.3"},
 		{"no clients", []string{"--clients", "0"}, "--clients 0"},
 		{"too many clients", []string{"--clients", "5000"}, "--clients 5000"},
 		{"unknown queue type", []string{"--queues", "stream"}, `--queues "stream"`},

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -114,5 +115,95 @@ func TestWriteReportUnwritable(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing-dir", "benchmarks.md")
 	if err := (&bench{}).writeReport(path, []byte("x"), true); err == nil {
 		t.Errorf("writeReport into a missing directory = nil, want an error")
+	}
+}
+
+func TestSpliceSection(t *testing.T) {
+	start, end := sectionMarkers("4.3")
+	section := start + "\n## On RabbitMQ 4.3\n\nnew\n" + end + "\n"
+	peers := peersStart + "\npeers\n" + peersEnd + "\n"
+	other := "<!-- bench:4.0:start -->\nfour-oh\n<!-- bench:4.0:end -->\n"
+	tests := []struct {
+		name    string
+		doc     string
+		want    string
+		wantErr error
+	}{
+		{"no file yet", "", section, nil},
+		{"markers missing: appended after a blank line", "# Benchmarks\n\nold\n", "# Benchmarks\n\nold\n\n" + section, nil},
+		{"markers missing, no final newline", "# Benchmarks", "# Benchmarks\n\n" + section, nil},
+		{"markers present: replaced, the rest untouched",
+			"# Benchmarks\n\nold\n\n" + peers + "\n" + start + "\nstale\nstale\n" + end + "\n\n" + other,
+			"# Benchmarks\n\nold\n\n" + peers + "\n" + section + "\n" + other, nil},
+		{"another broker's section is not this one's", "# B\n\n" + other, "# B\n\n" + other + "\n" + section, nil},
+		{"end before start", end + "\n" + start + "\n", "", errMarkers},
+		{"start alone", "x\n" + start + "\n", "", errMarkers},
+		{"two sections", start + end + start + end, "", errMarkers},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := spliceSection(tt.doc, section, start, end)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("spliceSection (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestKeepLabelledSections regenerates the page over one that has another
+// broker's sections: the whole-page report keeps them, in order.
+func TestKeepLabelledSections(t *testing.T) {
+	bench43 := "<!-- bench:4.3:start -->\n## On RabbitMQ 4.3.6\n<!-- bench:4.3:end -->\n"
+	peers43 := "<!-- bench-peers:4.3:start -->\n## peers on 4.3\n<!-- bench-peers:4.3:end -->\n"
+	peers := peersStart + "\npeers\n" + peersEnd + "\n"
+	old := "# Benchmarks\n\nold\n\n" + peers + "\n" + bench43 + "\n" + peers43
+	got, complete := keepPeers([]byte("# Benchmarks\n\nnew\n"), []byte(old))
+	if want := "# Benchmarks\n\nnew\n\n" + peers + "\n" + bench43 + "\n" + peers43; string(got) != want || !complete {
+		t.Errorf("keepPeers = %q, %v; want %q, true", got, complete, want)
+	}
+	// A labelled start marker with no end keeps the rest, as bench-peers's does.
+	half := "# B\n\n<!-- bench:4.3:start -->\nhalf\n"
+	if got, complete := keepPeers([]byte("new\n"), []byte(half)); string(got) != "new\n\n<!-- bench:4.3:start -->\nhalf\n" || complete {
+		t.Errorf("keepPeers with a start marker alone = %q, %v", got, complete)
+	}
+}
+
+// TestWriteReportSection writes a labelled section into a page twice: the
+// first time it is appended, the second replaced, and the rest of the page
+// stays byte for byte.
+func TestWriteReportSection(t *testing.T) {
+	md := filepath.Join(t.TempDir(), "benchmarks.md")
+	page := "# Benchmarks\n\n3.10 figures\n\n" + peersStart + "\npeers on 3.10\n" + peersEnd + "\n"
+	if err := os.WriteFile(md, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{opts: Options{Section: "4.3"}}
+	start, end := sectionMarkers("4.3")
+	for i, body := range []string{"first run", "second run"} {
+		section := start + "\n" + body + "\n" + end + "\n"
+		if err := b.writeReport(md, []byte(section), true); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := page + "\n" + section; string(got) != want {
+			t.Errorf("after run %d: %q, want %q", i+1, got, want)
+		}
+	}
+	// Markers the page holds out of order: refused, the page kept.
+	bad := page + end + "\n" + start + "\n"
+	if err := os.WriteFile(md, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.writeReport(md, []byte(start+"\nx\n"+end+"\n"), true); !errors.Is(err, errMarkers) {
+		t.Errorf("writeReport over markers out of order = %v, want %v", err, errMarkers)
+	}
+	if got, _ := os.ReadFile(md); string(got) != bad {
+		t.Errorf("page changed to %q after a refused write", got)
 	}
 }

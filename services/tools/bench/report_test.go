@@ -212,6 +212,33 @@ func TestRenderMarkdown(t *testing.T) {
 	}
 }
 
+// TestRenderMarkdownSection renders the report as another broker's
+// section of the page: between its markers, with its headings a level
+// down, so that it sits under the page's own title.
+func TestRenderMarkdownSection(t *testing.T) {
+	r := sampleReport()
+	r.Broker, r.Options.Section = "RabbitMQ 4.3.6", "4.3"
+	var b bytes.Buffer
+	if err := r.Render(&b, "markdown"); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if want := "<!-- bench:4.3:start -->\n## On RabbitMQ 4.3.6 (`--section 4.3`)\n\n"; !strings.HasPrefix(out, want) {
+		t.Errorf("section starts %q, want %q", out[:min(len(out), 80)], want)
+	}
+	if !strings.HasSuffix(out, "\n<!-- bench:4.3:end -->\n") {
+		t.Errorf("section does not end with its end marker: %q", out[max(0, len(out)-80):])
+	}
+	for _, want := range []string{"\n### Results\n", "\n### What limits each figure\n", "- broker: RabbitMQ 4.3.6"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("section lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "# Benchmarks") || strings.Contains(out, "\n## Results") {
+		t.Errorf("section carries the page's own headings:\n%s", out)
+	}
+}
+
 func TestRenderJSON(t *testing.T) {
 	r := sampleReport()
 	var b bytes.Buffer

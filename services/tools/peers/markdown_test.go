@@ -36,7 +36,7 @@ func TestReplaceSection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := replaceSection(tt.doc, section)
+			got, err := replaceSection(tt.doc, section, "")
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("replaceSection error = %v, want %v", err, tt.wantErr)
 			}
@@ -47,13 +47,46 @@ func TestReplaceSection(t *testing.T) {
 	}
 }
 
+// TestLabelledSection writes the section of another broker into a page
+// that has the page's own: appended the first time, replaced the second,
+// and the page's own section, before and after it, untouched; and the
+// page's own section rewritten leaves the labelled one alone.
+func TestLabelledSection(t *testing.T) {
+	start, end := markers("4.3")
+	if start != "<!-- bench-peers:4.3:start -->" || end != "<!-- bench-peers:4.3:end -->" {
+		t.Fatalf("markers(4.3) = %q, %q", start, end)
+	}
+	own := startMarker + "\nown\n" + endMarker + "\n"
+	page := "# Benchmarks\n\nbench\n\n" + own
+	path := filepath.Join(t.TempDir(), "benchmarks.md")
+	if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"first", "second"} {
+		if err := writeSection(path, start+"\n"+body+"\n"+end+"\n", "4.3"); err != nil {
+			t.Fatalf("writeSection: %v", err)
+		}
+	}
+	labelled := start + "\nsecond\n" + end + "\n"
+	if got, _ := os.ReadFile(path); string(got) != page+"\n"+labelled {
+		t.Errorf("page %q, want %q", got, page+"\n"+labelled)
+	}
+	if err := writeSection(path, startMarker+"\nown again\n"+endMarker+"\n", ""); err != nil {
+		t.Fatalf("writeSection: %v", err)
+	}
+	want := "# Benchmarks\n\nbench\n\n" + startMarker + "\nown again\n" + endMarker + "\n\n" + labelled
+	if got, _ := os.ReadFile(path); string(got) != want {
+		t.Errorf("page %q, want %q", got, want)
+	}
+}
+
 func TestWriteSectionTwiceKeepsOneSection(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "benchmarks.md")
 	if err := os.WriteFile(path, []byte("# Benchmarks\n\nrelay bench's part\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, body := range []string{"first", "second"} {
-		if err := writeSection(path, startMarker+"\n"+body+"\n"+endMarker+"\n"); err != nil {
+		if err := writeSection(path, startMarker+"\n"+body+"\n"+endMarker+"\n", ""); err != nil {
 			t.Fatalf("writeSection: %v", err)
 		}
 	}
@@ -70,7 +103,7 @@ func TestWriteSectionTwiceKeepsOneSection(t *testing.T) {
 func TestWriteSectionCreatesAMissingFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "benchmarks.md")
 	section := startMarker + "\nx\n" + endMarker + "\n"
-	if err := writeSection(path, section); err != nil {
+	if err := writeSection(path, section, ""); err != nil {
 		t.Fatalf("writeSection: %v", err)
 	}
 	if got, _ := os.ReadFile(path); string(got) != section {
@@ -84,7 +117,7 @@ func TestWriteSectionRefusesBrokenMarkers(t *testing.T) {
 	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeSection(path, startMarker+"\n"+endMarker+"\n"); !errors.Is(err, ErrMarkers) {
+	if err := writeSection(path, startMarker+"\n"+endMarker+"\n", ""); !errors.Is(err, ErrMarkers) {
 		t.Fatalf("writeSection = %v, want ErrMarkers", err)
 	}
 	if got, _ := os.ReadFile(path); string(got) != doc {
@@ -126,6 +159,16 @@ func TestMarkdown(t *testing.T) {
 	}
 	if !strings.HasSuffix(md, endMarker+"\n") {
 		t.Errorf("the section does not end with the end marker")
+	}
+	// Another broker's section: its own markers, its broker in the heading.
+	r.Section, r.Servers = "4.3", []string{"RabbitMQ 4.3.6", "Redis 7.0.15"}
+	md = r.Markdown()
+	start, end := markers("4.3")
+	if want := start + "\n## Against other job queues on RabbitMQ 4.3.6 (`--section 4.3`)\n"; !strings.HasPrefix(md, want) {
+		t.Errorf("the labelled section starts %q, want %q", md[:min(len(md), 100)], want)
+	}
+	if !strings.HasSuffix(md, end+"\n") || strings.Contains(md, startMarker) {
+		t.Errorf("the labelled section carries the page's own markers, or not its own end")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -22,6 +23,9 @@ type Options struct {
 	// Out is the markdown file whose bench-peers section is written;
 	// empty writes none.
 	Out string
+	// Section labels a run on another broker, such as 4.3: its section of
+	// Out is marked <!-- bench-peers:4.3:start -->, beside the page's own.
+	Section string
 	// Timeout bounds each system's run; Settle is how long the workers
 	// go on once every job finished, to catch duplicates; Progress is
 	// the interval of the child's progress lines.
@@ -67,6 +71,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.DurationVar(&o.Delay, "delay", o.Delay, "fixed delay before each retry")
 	fs.IntVar(&o.MaxRetries, "max-retries", o.MaxRetries, "retries before a job is parked")
 	fs.StringVar(&o.Out, "out", "", "markdown file whose bench-peers section to write or append (empty: print only)")
+	fs.StringVar(&o.Section, "section", "", "write the section of this `label` (such as 4.3, for a run on another broker) between <!-- bench-peers:label:start --> and <!-- bench-peers:label:end -->, keeping the page's own (empty: the page's own)")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "bound on each system's run; a run past it is reported as failed")
 	fs.DurationVar(&o.Settle, "settle", 500*time.Millisecond, "how long the workers go on after the last job finished, to catch duplicate deliveries")
 	fs.DurationVar(&o.Progress, "progress", 5*time.Second, "interval of the progress lines")
@@ -92,6 +97,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 			return o, fmt.Errorf("unknown system %q; want one of %s", s, strings.Join(systemNames(), ", "))
 		}
 		o.Systems = append(o.Systems, s)
+	}
+	if !sectionLabel.MatchString(o.Section) {
+		return o, fmt.Errorf("--section %q: want 1 to 32 letters, digits, dots, dashes or underscores, such as 4.3", o.Section)
 	}
 	if o.System != "" {
 		if _, ok := systemNamed(o.System); !ok {
@@ -137,6 +145,9 @@ func (o Options) childArgs(sys string, jobs int) []string {
 func (o Options) childEnv(environ []string) []string {
 	return append(environ, "AMQP_URL="+o.AMQPURL, "REDIS_ADDR="+o.RedisAddr, "PEERS_PG_DSN="+o.PostgresDSN)
 }
+
+// sectionLabel is what --section accepts; empty is the page's own section.
+var sectionLabel = regexp.MustCompile(`^[0-9A-Za-z._-]{0,32}$`)
 
 func or(s, def string) string {
 	if s != "" {

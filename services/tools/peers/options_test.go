@@ -50,6 +50,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"stray argument", []string{"extra"}, "unexpected arguments"},
 		{"River's poll under its cooldown", []string{"--river-fetch-poll", "5ms", "--river-fetch-cooldown", "10ms"}, "River refuses"},
 		{"no timeout", []string{"--timeout", "0s"}, "--timeout"},
+		{"a section that is no label", []string{"--section", "4.3 -->"}, `--section "4.3 -->"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

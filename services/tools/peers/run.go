@@ -70,7 +70,7 @@ func runParent(ctx context.Context, o Options, getenv func(string) string, stdou
 		return fmt.Errorf("find this program to run the systems: %w", err)
 	}
 	began := time.Now()
-	rep := Report{Command: command(getenv), Machine: machine(), Workload: o.Workload}
+	rep := Report{Section: o.Section, Command: command(getenv, o.Section), Machine: machine(), Workload: o.Workload}
 	for i, name := range o.Systems {
 		sys, _ := systemNamed(name)
 		jobs := o.Jobs
@@ -97,10 +97,11 @@ func runParent(ctx context.Context, o Options, getenv func(string) string, stdou
 	section := rep.Markdown()
 	fmt.Fprint(stdout, section)
 	if o.Out != "" {
-		if err := writeSection(o.Out, section); err != nil {
+		if err := writeSection(o.Out, section, o.Section); err != nil {
 			return fmt.Errorf("write the report: %w", err)
 		}
-		fmt.Fprintf(stderr, "wrote the bench-peers section of %s\n", o.Out)
+		start, _ := markers(o.Section)
+		fmt.Fprintf(stderr, "wrote the section %s of %s\n", start, o.Out)
 	}
 	return nil
 }
@@ -166,8 +167,11 @@ func lastLine(b []byte) []byte {
 }
 
 // command is how the report says it was made.
-func command(getenv func(string) string) string {
+func command(getenv func(string) string, section string) string {
 	if getenv("MAKELEVEL") != "" {
+		if section != "" {
+			return "make bench-peers BROKER=" + section
+		}
 		return "make bench-peers"
 	}
 	return "go run ./services/tools/peers " + strings.Join(os.Args[1:], " ")
