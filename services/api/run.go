@@ -101,6 +101,9 @@ func StartWithEndpoints(ctx context.Context, cfg Config, ecfg EndpointsConfig, l
 	}
 	store, err := history.Open(ctx, cfg.HistoryStoreDSN())
 	if err != nil {
+		if errors.Is(err, history.ErrNoTempDir) {
+			return nil, fmt.Errorf("configuration: the history store (SQLite): %w", err)
+		}
 		if cfg.HistoryDSN != "" {
 			return nil, fmt.Errorf("configuration: HISTORY_DSN: %w", err)
 		}
