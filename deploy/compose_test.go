@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -338,6 +339,11 @@ func TestCompose(t *testing.T) {
 		{"builds and images", checkBuilds},
 		{"prometheus targets", checkPrometheusTargets},
 		{"cluster", checkCluster},
+		{"health checks", checkHealth},
+		{"writable /tmp", checkTmp},
+		{"ports on loopback", checkLoopback},
+		{"broker data on volumes", checkBrokerVolumes},
+		{"pull policy", checkPullPolicy},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.check(t, s) })
 	}
@@ -391,7 +397,8 @@ func checkSender(t *testing.T, s *stack, name string) {
 	}))
 	defer api.Close()
 
-	args := append(slices.Clone(s.project.Services[name].Command), "--api", api.URL)
+	// --wait 0: relay send would otherwise wait out the 503.
+	args := append(slices.Clone(s.project.Services[name].Command), "--api", api.URL, "--wait", "0s")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.binary, args...)
@@ -1043,4 +1050,159 @@ func (s *stack) setting(t *testing.T, service, key string) string {
 	}
 	t.Fatalf("relay %s reads no %s", cmd, key)
 	return ""
+}
+
+// checkHealth checks that every long-running relay service has a health
+// check that runs relay health (the image has no shell) against a port
+// the service listens on: the API's /readyz, the others' /healthz. And
+// that whatever depends on a service with a health check waits for it to
+// be healthy, not merely started.
+func checkHealth(t *testing.T, s *stack) {
+	for name, cmd := range s.commands {
+		if cmd == "send" {
+			continue // a client that posts and exits; nothing waits for it
+		}
+		hc := s.project.Services[name].HealthCheck
+		if hc == nil || hc.Disable || len(hc.Test) == 0 {
+			t.Errorf("service %s (relay %s) has no health check: a jammed process shows Up", name, cmd)
+			continue
+		}
+		test := []string(hc.Test)
+		if len(test) != 4 || test[0] != "CMD" || test[1] != "/relay" || test[2] != "health" {
+			t.Errorf("service %s: health check %q, want [CMD /relay health URL] (the image has no shell)", name, test)
+			continue
+		}
+		u, err := url.Parse(test[3])
+		if err != nil || u.Hostname() != "127.0.0.1" {
+			t.Errorf("service %s: health check URL %q, want http://127.0.0.1:PORT/…", name, test[3])
+			continue
+		}
+		if p, _ := strconv.Atoi(u.Port()); !slices.Contains(s.listens(t, name), p) {
+			t.Errorf("service %s: health check asks port %s, but the service listens on %v", name, u.Port(), s.listens(t, name))
+		}
+		want := "/healthz"
+		if cmd == "api" {
+			want = "/readyz" // broker connected and history writing
+		}
+		if u.Path != want {
+			t.Errorf("service %s: health check asks %s, want %s", name, u.Path, want)
+		}
+	}
+	for name, svc := range s.project.Services {
+		for dep, d := range svc.DependsOn {
+			hc := s.project.Services[dep].HealthCheck
+			if hc == nil || hc.Disable {
+				continue
+			}
+			if d.Condition != types.ServiceConditionHealthy {
+				t.Errorf("service %s: depends_on %s condition %q, want %q: %s has a health check", name, dep, d.Condition, types.ServiceConditionHealthy, dep)
+			}
+		}
+	}
+}
+
+// checkTmp checks that every service with a read-only root has a writable
+// /tmp: SQLite, the history store, spills to a temporary file, and without
+// one the history stops at the first large batch.
+func checkTmp(t *testing.T, s *stack) {
+	for name, svc := range s.project.Services {
+		if !svc.ReadOnly {
+			continue
+		}
+		ok := slices.ContainsFunc(svc.Tmpfs, func(m string) bool { return strings.Split(m, ":")[0] == "/tmp" })
+		for _, v := range svc.Volumes {
+			ok = ok || (v.Target == "/tmp" && !v.ReadOnly)
+		}
+		if !ok {
+			t.Errorf("service %s: read_only with no writable /tmp (tmpfs: [/tmp])", name)
+		}
+	}
+}
+
+// loopbackPort is a published port as the compose file must write it.
+var loopbackPort = regexp.MustCompile(`^127\.0\.0\.1:\$\{([A-Z][A-Z0-9_]*):-[0-9]+\}:[0-9]+$`)
+
+// checkLoopback checks that every published port is bound to 127.0.0.1
+// (the public dashboard and the management UI's guest/guest must not face
+// the network) on a host port a variable can change, read from the file
+// as written, before compose fills the variables in.
+func checkLoopback(t *testing.T, s *stack) {
+	for name, svc := range s.project.Services {
+		for _, p := range svc.Ports {
+			if p.Published != "" && p.HostIP != "127.0.0.1" {
+				t.Errorf("service %s: publishes %s on %q, want 127.0.0.1", name, p.Published, p.HostIP)
+			}
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(repoRoot, composeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Services map[string]struct {
+			Ports []string `yaml:"ports"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for name, svc := range file.Services {
+		for _, p := range svc.Ports {
+			m := loopbackPort.FindStringSubmatch(p)
+			if m == nil {
+				t.Errorf("service %s: port %q, want 127.0.0.1:${VARIABLE:-port}:port", name, p)
+				continue
+			}
+			v := m[1]
+			if other, dup := vars[v]; dup {
+				t.Errorf("services %s and %s share the port variable %s", other, name, v)
+			}
+			vars[v] = name
+		}
+	}
+}
+
+// checkBrokerVolumes checks that every broker node keeps its data on a
+// named volume: docker compose down and up must keep the queues, the
+// waiting retries and the dead-letter queue the history speaks of.
+func checkBrokerVolumes(t *testing.T, s *stack) {
+	nodes := append([]string{s.broker(t)}, s.clusterNodes()...)
+	seen := map[string]string{}
+	for _, name := range nodes {
+		var vol string
+		for _, v := range s.project.Services[name].Volumes {
+			if v.Target == "/var/lib/rabbitmq" && v.Type == types.VolumeTypeVolume {
+				vol = v.Source
+			}
+		}
+		if vol == "" {
+			t.Errorf("broker %s: no named volume on /var/lib/rabbitmq: down + up loses its queues", name)
+			continue
+		}
+		if _, ok := s.project.Volumes[vol]; !ok {
+			t.Errorf("broker %s: volume %s is not declared under volumes", name, vol)
+		}
+		if other, dup := seen[vol]; dup {
+			t.Errorf("brokers %s and %s share the volume %s", other, name, vol)
+		}
+		seen[vol] = name
+	}
+}
+
+// checkPullPolicy checks that no service running the relay image tries a
+// registry for it: relay:local is built here.
+func checkPullPolicy(t *testing.T, s *stack) {
+	for name, svc := range s.project.Services {
+		if svc.Image != s.relay {
+			continue
+		}
+		want := types.PullPolicyNever
+		if svc.Build != nil {
+			want = types.PullPolicyBuild
+		}
+		if svc.PullPolicy != want {
+			t.Errorf("service %s: pull_policy %q, want %q: %s is in no registry", name, svc.PullPolicy, want, s.relay)
+		}
+	}
 }

@@ -167,3 +167,26 @@ func TestSuperviseAnyNoAddress(t *testing.T) {
 		t.Errorf("SuperviseAny(no URL) = %v, want ErrNoBroker", err)
 	}
 }
+
+func TestBackoff(t *testing.T) {
+	tests := []struct {
+		name     string
+		n        int
+		min, max time.Duration
+	}{
+		{name: "first attempt", n: 1, min: 125 * time.Millisecond, max: 250 * time.Millisecond},
+		{name: "second attempt doubles", n: 2, min: 250 * time.Millisecond, max: 500 * time.Millisecond},
+		{name: "fifth attempt reaches the cap", n: 5, min: retry.MaxBackoff / 2, max: retry.MaxBackoff},
+		{name: "a long outage stays at the cap", n: 1000, min: retry.MaxBackoff / 2, max: retry.MaxBackoff},
+		{name: "zero counts as the first", n: 0, min: 125 * time.Millisecond, max: 250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 200 {
+				if got := retry.Backoff(tt.n); got < tt.min || got > tt.max {
+					t.Fatalf("Backoff(%d) = %s, want %s to %s", tt.n, got, tt.min, tt.max)
+				}
+			}
+		})
+	}
+}

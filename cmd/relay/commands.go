@@ -15,6 +15,7 @@ import (
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/tools/bench"
 	"github.com/relay-demo/relay/services/tools/dead"
+	"github.com/relay-demo/relay/services/tools/health"
 	"github.com/relay-demo/relay/services/tools/send"
 	"github.com/relay-demo/relay/services/tools/status"
 	"github.com/relay-demo/relay/services/tools/topology"
@@ -87,6 +88,7 @@ func commands() []command {
 			verbs: []string{"list", "run", "compare", "topology", "docs"}},
 		{name: "bench", summary: "measure relay's paths against raw amqp091-go on the broker (--format text|markdown|json, --quick, --out FILE)", run: bench.Run},
 		{name: "topology", summary: "declare the exchanges and queues and print them (--format mermaid, --no-declare)", run: topology.Run},
+		{name: "health", summary: "check a service's health endpoint for a container health check: exit 0 on 2xx (relay health http://127.0.0.1:8080/readyz)", run: health.Run},
 		{name: "version", summary: "print relay's version and the revision it was built from (also --version)", run: runVersion},
 		{name: "completion", summary: "print a shell completion script: relay completion bash|zsh|fish", run: runCompletion,
 			verbs: shells},

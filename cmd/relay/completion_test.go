@@ -91,7 +91,7 @@ func TestCompletionBash(t *testing.T) {
 		{[]string{"worker", ""}, strings.Join(channels, " ")},
 		{[]string{"worker", "email", "--"}, "--help"},
 		{[]string{"api", ""}, "--help"},
-		{[]string{"send", "--wa"}, "--watch"},
+		{[]string{"send", "--wa"}, "--wait --watch"},
 		{[]string{"send", "--n", "3", "--to"}, "--to --token"},
 		{[]string{"status", "--j"}, "--json"},
 		{[]string{"dead", ""}, "list replay purge show"},

@@ -101,6 +101,9 @@ func StartWithEndpoints(ctx context.Context, cfg Config, ecfg EndpointsConfig, l
 	}
 	store, err := history.Open(ctx, cfg.HistoryStoreDSN())
 	if err != nil {
+		if errors.Is(err, history.ErrNoTempDir) {
+			return nil, fmt.Errorf("configuration: the history store (SQLite): %w", err)
+		}
 		if cfg.HistoryDSN != "" {
 			return nil, fmt.Errorf("configuration: HISTORY_DSN: %w", err)
 		}
@@ -149,6 +152,8 @@ func StartWithEndpoints(ctx context.Context, cfg Config, ecfg EndpointsConfig, l
 		MaxStreams:          cfg.DashboardMaxStreams,
 		MaxStreamsPerClient: cfg.DashboardMaxStreamsPerClient,
 	})
+	// The history's feed; /readyz reports it when it is stuck.
+	feed := &events.Feed{Topology: topo, Sink: store, Log: log}
 	// Inside relay all, the registry is shared: /metrics shows every
 	// service's metrics.
 	reg := runner.TelemetryFrom(ctx).Registry
@@ -191,7 +196,7 @@ func StartWithEndpoints(ctx context.Context, cfg Config, ecfg EndpointsConfig, l
 			if err := store.Ping(pctx); err != nil {
 				return fmt.Errorf("the history store does not answer: %w", err)
 			}
-			return nil
+			return feed.Stuck()
 		},
 	})
 	s := &Server{
@@ -249,7 +254,6 @@ func StartWithEndpoints(ctx context.Context, cfg Config, ecfg EndpointsConfig, l
 	}()
 	// The history: fed from its durable queue on a connection of its own,
 	// pruned of what is older than HISTORY_RETENTION.
-	feed := &events.Feed{Topology: topo, Sink: store, Log: log}
 	s.bg.Go(func() {
 		_ = retry.SuperviseAny(brokerCtx, cfg.URLs(), "relay api history", log, feed.Run)
 	})

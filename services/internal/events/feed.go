@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -113,6 +114,48 @@ type Feed struct {
 	Log *slog.Logger
 	// Stored, if set, is told how many events each stored batch held.
 	Stored func(n int)
+	// StuckAfter is how long one batch may keep failing before Stuck
+	// reports it; zero means DefaultStuckAfter.
+	StuckAfter time.Duration
+
+	failing atomic.Pointer[failure]
+}
+
+// DefaultStuckAfter is Feed.StuckAfter's default: long enough for a
+// database restart, short enough that a store that cannot recover (a full
+// disk, no temporary directory) is reported within a minute.
+const DefaultStuckAfter = 30 * time.Second
+
+// failure is the batch the feed is failing to store: since when, how many
+// attempts, the last error.
+type failure struct {
+	since    time.Time
+	attempts int
+	err      error
+}
+
+// ErrStuck is Stuck's error: the history is not being written, and the
+// events wait in the history queue.
+var ErrStuck = errors.New("the history store keeps failing")
+
+// Stuck returns nil while the feed stores what it reads, and ErrStuck with
+// the last error once one batch has failed for StuckAfter: the history no
+// longer follows the pipeline (new notifications answer 404, the dashboard
+// stands still) and the history queue grows. Retrying goes on, in case the
+// cause goes away; /readyz says why in the meantime.
+func (f *Feed) Stuck() error {
+	fl := f.failing.Load()
+	if fl == nil {
+		return nil
+	}
+	after := f.StuckAfter
+	if after <= 0 {
+		after = DefaultStuckAfter
+	}
+	if d := time.Since(fl.since); d >= after {
+		return fmt.Errorf("%w: one batch has failed %d times over %s: %w", ErrStuck, fl.attempts, d.Round(time.Second), fl.err)
+	}
+	return nil
 }
 
 // Run declares the history queue and feeds the sink from it on conn until
@@ -189,9 +232,14 @@ func (f *Feed) Run(ctx context.Context, conn *amqp.Connection) error {
 func (f *Feed) store(ctx context.Context, ds []amqp.Delivery, log *slog.Logger) bool {
 	accepted, evs := decode(ds, log)
 	wait := 100 * time.Millisecond
-	for {
+	var since time.Time
+	for attempt := 1; ; attempt++ {
 		err := f.write(ctx, accepted, evs, log)
 		if err == nil {
+			if attempt > 1 {
+				log.Info("history store recovered", "events", len(ds), "attempts", attempt)
+			}
+			f.failing.Store(nil)
 			if f.Stored != nil {
 				f.Stored(len(accepted) + len(evs))
 			}
@@ -200,7 +248,16 @@ func (f *Feed) store(ctx context.Context, ds []amqp.Delivery, log *slog.Logger) 
 		if ctx.Err() != nil {
 			return false
 		}
-		log.Error("history store failed; the batch stays in the queue and is tried again", "events", len(ds), "error", err, "wait_ms", wait.Milliseconds())
+		if attempt == 1 {
+			since = time.Now()
+		}
+		wasStuck := f.Stuck() != nil
+		f.failing.Store(&failure{since: since, attempts: attempt, err: err})
+		if stuck := f.Stuck(); stuck != nil && !wasStuck {
+			// Said once, loudly: retrying may not fix this.
+			log.Error("history is stuck: the store has refused one batch for too long, the events wait in the history queue and /readyz answers 503 until it takes them", "events", len(ds), "attempts", attempt, "error", stuck)
+		}
+		log.Error("history store failed; the batch stays in the queue and is tried again", "events", len(ds), "attempt", attempt, "error", err, "wait_ms", wait.Milliseconds())
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

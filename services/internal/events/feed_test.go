@@ -1,9 +1,14 @@
 package events
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -52,5 +57,84 @@ func TestDecode(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantEvents, evs); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// brokenSink refuses every write while broken is set.
+type brokenSink struct {
+	broken atomic.Bool
+	writes atomic.Int32
+}
+
+func (s *brokenSink) Accept(context.Context, []history.Accepted) error {
+	s.writes.Add(1)
+	if s.broken.Load() {
+		return errors.New("insert events: disk I/O error (6410)")
+	}
+	return nil
+}
+
+func (s *brokenSink) Record(context.Context, []history.Event) error { return nil }
+
+// TestFeedStuck checks that a store that keeps failing is reported by
+// Stuck once StuckAfter has passed, not before, and no longer once it
+// takes the batch.
+func TestFeedStuck(t *testing.T) {
+	tests := []struct {
+		name       string
+		stuckAfter time.Duration
+		wantStuck  bool
+	}{
+		{name: "failing for longer than StuckAfter", stuckAfter: 50 * time.Millisecond, wantStuck: true},
+		{name: "failing for less than StuckAfter", stuckAfter: time.Hour, wantStuck: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sink := &brokenSink{}
+			sink.broken.Store(true)
+			f := &Feed{Sink: sink, StuckAfter: tt.stuckAfter}
+			if err := f.Stuck(); err != nil {
+				t.Fatalf("Stuck before any write = %v, want nil", err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan bool, 1)
+			go func() { done <- f.store(ctx, nil, slog.New(slog.DiscardHandler)) }()
+
+			// Three failed writes take 300ms of backoff (100ms, 200ms).
+			eventually(t, 10*time.Second, func() bool { return sink.writes.Load() >= 3 }, "the feed did not try the batch again")
+			err := f.Stuck()
+			if got := errors.Is(err, ErrStuck); got != tt.wantStuck {
+				t.Fatalf("Stuck after %d failed writes = %v, want ErrStuck: %v", sink.writes.Load(), err, tt.wantStuck)
+			}
+			if tt.wantStuck && !strings.Contains(err.Error(), "disk I/O error") {
+				t.Errorf("Stuck = %q, which does not say the store's error", err)
+			}
+
+			sink.broken.Store(false)
+			select {
+			case ok := <-done:
+				if !ok {
+					t.Fatal("store = false, want true once the sink takes the batch")
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the feed did not store the batch once the sink took it")
+			}
+			if err := f.Stuck(); err != nil {
+				t.Errorf("Stuck after the batch was stored = %v, want nil", err)
+			}
+		})
+	}
+}
+
+// eventually polls cond until it holds or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", timeout, msg)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -173,6 +173,9 @@ func redact(err error, dsn string) string {
 }
 
 func openSQLite(ctx context.Context, path string) (*Store, error) {
+	if err := checkTempDir(sqliteTempDirs(os.Getenv)); err != nil {
+		return nil, err
+	}
 	if dir := filepath.Dir(path); dir != "." {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create directory for sqlite database: %w", err)

@@ -55,7 +55,8 @@ func (t *Telemetry) Metrics(topo retry.Topology) *events.Metrics {
 	return t.metrics
 }
 
-// ServeMetrics serves /metrics on addr until ctx is done. An empty addr,
+// ServeMetrics serves /metrics, and /healthz for container health checks
+// (relay health), on addr until ctx is done. An empty addr,
 // or shared telemetry (whose API serves it), serves nothing.
 func (t *Telemetry) ServeMetrics(ctx context.Context, addr string) error {
 	if addr == "" || t.shared {
@@ -67,6 +68,9 @@ func (t *Telemetry) ServeMetrics(ctx context.Context, addr string) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(t.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

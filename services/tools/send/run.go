@@ -6,9 +6,11 @@ package send
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -33,6 +35,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	poll := fs.Duration("poll", 250*time.Millisecond, "while watching, pause between two requests to the history, whatever the number of notifications")
 	width := fs.Int("width", 100, "while watching, cut each error at a word boundary to fit lines of this many `columns`")
 	full := fs.Bool("full", false, "while watching, print every error in full")
+	patience := fs.Duration("wait", 2*time.Minute, "when the API answers 503 (not ready, broker away) or 429 (rate limited), wait as its Retry-After says (1s without one) and post again, for up to this long per notification (0: give up at once)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,6 +47,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if *interval < 0 {
 		return fmt.Errorf("--interval %s: want 0 or more", *interval)
+	}
+	if *patience < 0 {
+		return fmt.Errorf("--wait %s: want 0 or more", *patience)
 	}
 	if *poll < time.Millisecond {
 		return fmt.Errorf("--poll %s: want 1ms or more", *poll)
@@ -70,7 +76,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if *key != "" {
 			k = fmt.Sprintf("%s-%d", *key, i)
 		}
-		res, err := client.Post(ctx, body, k)
+		res, err := post(ctx, client, body, k, *patience, stdout)
 		if err != nil {
 			return fmt.Errorf("notification %d of %d: %w", i+1, *n, api.Explain(err))
 		}
@@ -83,6 +89,36 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	w := &watcher{history: client, out: stdout, width: *width, full: *full, poll: *poll,
 		grace: 3 * time.Second, loc: time.Local, now: time.Now}
 	return api.Explain(w.follow(ctx, sent, *timeout))
+}
+
+// post posts one notification. An answer that says "not now" (503, 429)
+// means the API did not take it, so posting it again cannot make a
+// duplicate: post waits as the answer asks and tries again, for up to
+// patience in all. Any other error ends it at once.
+func post(ctx context.Context, client *apiclient.Client, body any, key string, patience time.Duration, stdout io.Writer) (apiclient.Accepted, error) {
+	deadline := time.Now().Add(patience)
+	for {
+		res, err := client.Post(ctx, body, key)
+		var aerr *apiclient.Error
+		if err == nil || !errors.As(err, &aerr) || (aerr.Status != http.StatusServiceUnavailable && aerr.Status != http.StatusTooManyRequests) {
+			return res, err
+		}
+		wait := aerr.RetryAfter
+		if wait <= 0 {
+			wait = time.Second
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return res, fmt.Errorf("still refused after waiting up to --wait %s: %w", patience, err)
+		}
+		fmt.Fprintf(stdout, "waiting %s: %v\n", wait, err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return res, ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 func or(v, def string) string {

@@ -388,3 +388,65 @@ func TestSendErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSendWaits checks that a 503 or 429 is waited out as its Retry-After
+// says, and that any other refusal, or a --wait of 0, ends the run.
+func TestSendWaits(t *testing.T) {
+	tests := []struct {
+		name      string
+		refusals  []int // the status of each POST before the API accepts
+		wait      string
+		wantPosts int
+		wantErr   string
+	}{
+		{name: "503 then accepted", refusals: []int{503}, wait: "1m", wantPosts: 2},
+		{name: "429 twice then accepted", refusals: []int{429, 429}, wait: "1m", wantPosts: 3},
+		{name: "503 with --wait 0", refusals: []int{503}, wait: "0s", wantPosts: 1, wantErr: "503"},
+		{name: "400 is not waited out", refusals: []int{400}, wait: "1m", wantPosts: 1, wantErr: "400"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var posts []time.Time
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				posts = append(posts, time.Now())
+				n := len(posts)
+				mu.Unlock()
+				if n <= len(tt.refusals) {
+					w.Header().Set("Retry-After", "1")
+					w.Header().Set("Content-Type", "application/problem+json")
+					w.WriteHeader(tt.refusals[n-1])
+					fmt.Fprintf(w, `{"title":"Not now","status":%d,"detail":"not connected to the broker"}`, tt.refusals[n-1])
+					return
+				}
+				w.WriteHeader(http.StatusAccepted)
+				json.NewEncoder(w).Encode(apiclient.Accepted{ID: "ntf_1", Channels: []string{"webhook"}})
+			}))
+			defer srv.Close()
+			var out bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := Run(ctx, []string{"--api", srv.URL, "--token", "t", "--n", "1", "--channels", "webhook", "--wait", tt.wait}, func(string) string { return "" }, &out)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Run = %v, want nil; output:\n%s", err, out.String())
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("Run = %v, want an error with %q", err, tt.wantErr)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(posts) != tt.wantPosts {
+				t.Fatalf("%d POSTs, want %d", len(posts), tt.wantPosts)
+			}
+			for i := 1; i < len(posts); i++ {
+				if gap := posts[i].Sub(posts[i-1]); gap < time.Second {
+					t.Errorf("POST %d came %s after the one before, before the Retry-After of 1s", i+1, gap)
+				}
+			}
+			if tt.wantErr == "" && !strings.Contains(out.String(), "ntf_1") {
+				t.Errorf("output %q does not list the accepted id", out.String())
+			}
+		})
+	}
+}
