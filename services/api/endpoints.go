@@ -22,6 +22,7 @@ import (
 	"github.com/relay-demo/relay/services/internal/config"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/query"
 	"github.com/relay-demo/relay/webhooks"
 )
 
@@ -375,9 +376,12 @@ func handleListEndpoints(deps Deps) http.HandlerFunc {
 
 // pageQuery reads limit and cursor, naming each bad parameter.
 func pageQuery(r *http.Request) (history.EndpointQuery, notification.Invalid) {
-	v := r.URL.Query()
+	v, err := query.Values(r)
 	var q history.EndpointQuery
 	var bad notification.Invalid
+	if err != nil {
+		bad = append(bad, notification.FieldError{Field: query.Field, Message: err.Error()})
+	}
 	for name := range v {
 		if name != "limit" && name != "cursor" {
 			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use limit or cursor"})

@@ -344,7 +344,7 @@ func TestEndpointAttemptsAndCircuit(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("attempts:\n got %v\nwant %v", got, want)
 	}
-	for _, q := range []string{"limit=0", "limit=x", "cursor=%21%21", "status=failed"} {
+	for _, q := range []string{"limit=0", "limit=x", "cursor=%21%21", "status=failed", "limit=3;x"} {
 		if rec := get(h, "/v1/endpoints/"+ep.ID+"/attempts?"+q); rec.Code != http.StatusUnprocessableEntity {
 			t.Errorf("?%s = %d %s, want 422", q, rec.Code, rec.Body)
 		}
