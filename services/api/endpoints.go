@@ -285,7 +285,7 @@ func (s endpointSettings) checkTarget(ctx context.Context, raw string) string {
 		defer cancel()
 		addrs, err = s.lookup(ctx, host)
 		if err != nil || len(addrs) == 0 {
-			return fmt.Sprintf("host %q does not resolve (%v)", host, err)
+			return fmt.Sprintf("host %q does not resolve (%s)", host, lookupFailure(err))
 		}
 	}
 	for _, a := range addrs {
@@ -294,6 +294,23 @@ func (s endpointSettings) checkTarget(ctx context.Context, raw string) string {
 		}
 	}
 	return ""
+}
+
+// lookupFailure says why a host did not resolve without naming the DNS
+// server that answered: a *net.DNSError's text ends "on 10.0.0.2:53", the
+// address of the resolver inside relay's network, which is none of the
+// client's business.
+func lookupFailure(err error) string {
+	var dnsErr *net.DNSError
+	switch {
+	case err == nil:
+		return "no address"
+	case errors.As(err, &dnsErr):
+		return dnsErr.Err
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the lookup timed out"
+	}
+	return "the lookup failed"
 }
 
 func handleCreateEndpoint(deps Deps) http.HandlerFunc {
