@@ -68,29 +68,57 @@ func frameTooLarge(err error) bool {
 	return errors.As(err, &aerr) && aerr != nil && aerr.Code == amqp.FrameError && strings.Contains(aerr.Reason, amqp.ErrFrameTooLarge.Reason)
 }
 
-// observe notes how queue's consumer ended: an oversized frame makes the
-// queue a suspect, and one while it was consuming carefully puts the
-// culprit at the head, ready to be moved.
+// unexplained reports whether err is a lost channel or connection with no
+// reason given: no close from the broker (a restart, a forced close) and
+// no read error. An oversized frame closes the connection from the
+// client's side, and the consumer often learns only that its channel
+// closed, not why.
+func unexplained(err error) bool {
+	var aerr *amqp.Error
+	return errors.Is(err, ErrConnectionLost) && !errors.As(err, &aerr)
+}
+
+// observe notes how queue's consumer ended. An oversized frame, or a loss
+// with no reason given, makes the queue a suspect, and one while it was
+// consuming carefully puts the culprit at the head, ready to be moved. A
+// consumer that got past its careful window, or ended without a loss,
+// clears the queue; any other loss (a broker restart, a cut connection)
+// leaves the suspicion as it was, so reconnecting never forgets it.
 func (q *quarantine) observe(queue string, err error, wasCareful bool) {
-	if !frameTooLarge(err) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	tooLarge := frameTooLarge(err)
+	switch {
+	case tooLarge || unexplained(err):
+		if wasCareful {
+			q.state[queue] = move
+		} else {
+			q.state[queue] = careful
+		}
+	case err == nil || !wasCareful:
+		delete(q.state, queue)
+		return
+	default:
 		return
 	}
-	q.mu.Lock()
-	if wasCareful {
-		q.state[queue] = move
+	if tooLarge {
+		q.log.Warn("a message too large for the AMQP frame closed the connection", "queue", queue, "error", err)
 	} else {
-		q.state[queue] = careful
+		q.log.Warn("the connection closed with no reason given while consuming; a message too large for the AMQP frame may be next in the queue",
+			"queue", queue, "error", err)
 	}
-	q.mu.Unlock()
-	q.log.Warn("a message too large for the AMQP frame closed the connection", "queue", queue, "error", err)
 }
 
 // check runs on a fresh connection before queue is consumed, and returns
-// how many deliveries to take one at a time (0: the normal prefetch).
+// how many deliveries to take one at a time (0: the normal prefetch). The
+// suspicion stays until observe clears it: after a move, the queue is
+// consumed carefully again, as the next message may be oversized too.
 func (q *quarantine) check(ctx context.Context, conn *amqp.Connection, queue string, window int) int {
 	q.mu.Lock()
 	s := q.state[queue]
-	delete(q.state, queue)
+	if s == move {
+		q.state[queue] = careful
+	}
 	q.mu.Unlock()
 	switch s {
 	case clear:

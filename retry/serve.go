@@ -93,6 +93,9 @@ func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, c
 		return false, fmt.Errorf("consume %q: %w", queue, err)
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	// The connection's own reason: a channel closed under a dying
+	// connection may report none, and a worker may notice first.
+	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(grace, cancelWork) })
@@ -145,14 +148,35 @@ func serve(ctx context.Context, conn *amqp.Connection, queue string, prefetch, c
 		_ = ch.Cancel(tag, false /* noWait */)
 	case e := <-closed:
 		if e == nil {
+			e = reasonOf(connClosed)
+		}
+		if e == nil {
 			result = fmt.Errorf("%w: consuming %q", ErrConnectionLost, queue)
 		} else {
 			result = fmt.Errorf("%w: consuming %q: %w", ErrConnectionLost, queue, e)
 		}
 	case result = <-errs:
+		if conn.IsClosed() {
+			if e := reasonOf(connClosed); e != nil {
+				result = fmt.Errorf("%w: consuming %q: %w", ErrConnectionLost, queue, e)
+			}
+		}
 	}
 	wg.Wait()
 	return false, result
+}
+
+// reasonOf waits a moment for why a connection closed, from its NotifyClose
+// channel closed: nil when it closed without a reason, or is still open.
+func reasonOf(closed <-chan *amqp.Error) *amqp.Error {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case e := <-closed:
+		return e
+	case <-t.C:
+		return nil
+	}
 }
 
 // DefaultShutdownTimeout is how long work in flight may go on after

@@ -34,10 +34,7 @@ func identity(ctx context.Context) string {
 // than the rate, however many requests are sent at once. A right token
 // spends nothing here.
 func requireToken(tokens []string, failures *limiter, now func() time.Time) func(http.Handler) http.Handler {
-	hashes := make([][sha256.Size]byte, len(tokens))
-	for i, t := range tokens {
-		hashes[i] = sha256.Sum256([]byte(t))
-	}
+	match := tokenMatcher(tokens)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var addr string
@@ -60,16 +57,12 @@ func requireToken(tokens []string, failures *limiter, now func() time.Time) func
 				fail(unauthorized("send Authorization: Bearer <token>", `Bearer realm="relay"`))
 				return
 			}
-			sum := sha256.Sum256([]byte(token))
-			match := 0
-			for i := range hashes {
-				match |= subtle.ConstantTimeCompare(sum[:], hashes[i][:])
-			}
-			if match != 1 {
+			id, ok := match(token)
+			if !ok {
 				fail(unauthorized("the bearer token is not one the API accepts", `Bearer realm="relay", error="invalid_token"`))
 				return
 			}
-			ctx := context.WithValue(r.Context(), identityKey{}, hex.EncodeToString(sum[:]))
+			ctx := context.WithValue(r.Context(), identityKey{}, id)
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
@@ -83,4 +76,24 @@ func bearer(header string) (string, bool) {
 	}
 	token = strings.TrimSpace(token)
 	return token, token != ""
+}
+
+// tokenMatcher returns the check of a presented token against tokens:
+// each is compared, in constant time, with the presented one, both hashed
+// first so their lengths do not matter, and every comparison runs
+// whatever the earlier ones found. It returns the token's identity (see
+// identity) and whether it is one of tokens.
+func tokenMatcher(tokens []string) func(token string) (id string, ok bool) {
+	hashes := make([][sha256.Size]byte, len(tokens))
+	for i, t := range tokens {
+		hashes[i] = sha256.Sum256([]byte(t))
+	}
+	return func(token string) (string, bool) {
+		sum := sha256.Sum256([]byte(token))
+		match := 0
+		for i := range hashes {
+			match |= subtle.ConstantTimeCompare(sum[:], hashes[i][:])
+		}
+		return hex.EncodeToString(sum[:]), match == 1
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/query"
 )
 
 // DeadLetterStore lists, shows, replays and purges parked messages;
@@ -110,7 +111,10 @@ func sourceQueue(t retry.Topology, q string) string {
 // bad one.
 // Without a limit parameter, limit is DefaultDeadLetterLimit.
 func deadLetterQuery(r *http.Request, t retry.Topology, allowed ...string) (f retry.Filter, limit int, bad notification.Invalid) {
-	v := r.URL.Query()
+	v, err := query.Values(r)
+	if err != nil {
+		bad = append(bad, notification.FieldError{Field: query.Field, Message: err.Error()})
+	}
 	names := make([]string, 0, len(v))
 	for name := range v {
 		names = append(names, name)

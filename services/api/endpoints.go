@@ -22,6 +22,7 @@ import (
 	"github.com/relay-demo/relay/services/internal/config"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/query"
 	"github.com/relay-demo/relay/webhooks"
 )
 
@@ -284,7 +285,7 @@ func (s endpointSettings) checkTarget(ctx context.Context, raw string) string {
 		defer cancel()
 		addrs, err = s.lookup(ctx, host)
 		if err != nil || len(addrs) == 0 {
-			return fmt.Sprintf("host %q does not resolve (%v)", host, err)
+			return fmt.Sprintf("host %q does not resolve (%s)", host, lookupFailure(err))
 		}
 	}
 	for _, a := range addrs {
@@ -293,6 +294,23 @@ func (s endpointSettings) checkTarget(ctx context.Context, raw string) string {
 		}
 	}
 	return ""
+}
+
+// lookupFailure says why a host did not resolve without naming the DNS
+// server that answered: a *net.DNSError's text ends "on 10.0.0.2:53", the
+// address of the resolver inside relay's network, which is none of the
+// client's business.
+func lookupFailure(err error) string {
+	var dnsErr *net.DNSError
+	switch {
+	case err == nil:
+		return "no address"
+	case errors.As(err, &dnsErr):
+		return dnsErr.Err
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the lookup timed out"
+	}
+	return "the lookup failed"
 }
 
 func handleCreateEndpoint(deps Deps) http.HandlerFunc {
@@ -375,9 +393,12 @@ func handleListEndpoints(deps Deps) http.HandlerFunc {
 
 // pageQuery reads limit and cursor, naming each bad parameter.
 func pageQuery(r *http.Request) (history.EndpointQuery, notification.Invalid) {
-	v := r.URL.Query()
+	v, err := query.Values(r)
 	var q history.EndpointQuery
 	var bad notification.Invalid
+	if err != nil {
+		bad = append(bad, notification.FieldError{Field: query.Field, Message: err.Error()})
+	}
 	for name := range v {
 		if name != "limit" && name != "cursor" {
 			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use limit or cursor"})

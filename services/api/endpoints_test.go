@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -28,7 +29,19 @@ func testResolver(_ context.Context, host string) ([]netip.Addr, error) {
 		// A public name that resolves into the private network.
 		return []netip.Addr{netip.MustParseAddr("93.184.215.14"), netip.MustParseAddr("10.0.0.7")}, nil
 	}
-	return nil, fmt.Errorf("lookup %s: no such host", host)
+	// As the system resolver fails: naming the DNS server it asked.
+	return nil, &net.DNSError{Err: "no such host", Name: host, Server: "10.0.0.53:53", IsNotFound: true}
+}
+
+// TestEndpointLookupFailure: a host that does not resolve is a 422 that
+// says so without the address of the DNS server relay asked.
+func TestEndpointLookupFailure(t *testing.T) {
+	h, _, _, _ := endpointServer(t, historytest.SQLite)
+	rec := call(h, http.MethodPost, "/v1/endpoints", `{"url":"https://nowhere.invalid/in"}`, nil)
+	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), `does not resolve (no such host)`) ||
+		strings.Contains(rec.Body.String(), "10.0.0.53") {
+		t.Errorf("POST = %d %s, want a 422 saying the host does not resolve, without the resolver's address", rec.Code, rec.Body)
+	}
 }
 
 // endpointServer is the API on a real history store, with settings that
@@ -192,6 +205,8 @@ func TestEndpointRefused(t *testing.T) {
 		{"a name leading inside", `{"url":"https://sneaky.example.com/in"}`, nil, 422, "forbidden address 10.0.0.7"},
 		{"metadata", `{"url":"http://169.254.169.254/latest"}`, nil, 422, "link-local"},
 		{"does not resolve", `{"url":"https://nowhere.invalid/in"}`, nil, 422, "does not resolve"},
+		{"port 0", `{"url":"https://hooks.example.com:0/in"}`, nil, 422, "a port is a number from 1 to 65535"},
+		{"port 99999", `{"url":"https://hooks.example.com:99999/in"}`, nil, 422, "a port is a number from 1 to 65535"},
 		{"numeric host", `{"url":"http://2130706433/in"}`, nil, 422, "non-standard form"},
 		{"no url", `{"description":"x"}`, nil, 422, "a URL is required"},
 		{"long description", `{"url":"https://hooks.example.com/in","description":"` + strings.Repeat("x", MaxDescription+1) + `"}`, nil, 422, "description"},
@@ -344,7 +359,7 @@ func TestEndpointAttemptsAndCircuit(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("attempts:\n got %v\nwant %v", got, want)
 	}
-	for _, q := range []string{"limit=0", "limit=x", "cursor=%21%21", "status=failed"} {
+	for _, q := range []string{"limit=0", "limit=x", "cursor=%21%21", "status=failed", "limit=3;x"} {
 		if rec := get(h, "/v1/endpoints/"+ep.ID+"/attempts?"+q); rec.Code != http.StatusUnprocessableEntity {
 			t.Errorf("?%s = %d %s, want 422", q, rec.Code, rec.Body)
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/relay-demo/relay/services/internal/dashboard"
 )
 
 // clock is a settable clock for the limiters; tests move it by hand.
@@ -288,5 +290,74 @@ func TestClientAddr(t *testing.T) {
 		if got := clientAddr(r); got != tt.want {
 			t.Errorf("clientAddr(%q) = %q, want %q", tt.remote, got, tt.want)
 		}
+	}
+}
+
+// dashboardFrom GETs path from addr with the Authorization header auth
+// ("" for none) and returns the status.
+func dashboardFrom(h http.Handler, path, addr, auth string) int {
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.RemoteAddr = addr
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code
+}
+
+// TestRateLimitDashboard: the dashboard's data routes are under the limits
+// of /v1/. GET /dashboard/session tells a right token from a wrong one, so
+// 2,000 wrong tokens from one address get the burst's 401s and then 429;
+// a right token's requests spend the bucket it spends on /v1/; visitors
+// without a token spend their address's; the page itself is not limited.
+func TestRateLimitDashboard(t *testing.T) {
+	h, c := limited(t, 1, 5, func(d *Deps) {
+		d.Dashboard = dashboard.New(dashboard.Deps{Authenticate: dashboardAccess(d.Tokens, false), Public: true})
+	})
+	count := map[int]int{}
+	for range 2000 {
+		count[dashboardFrom(h, "/dashboard/session", addrA, wrong)]++
+	}
+	if diff := cmp.Diff(map[int]int{401: 5, 429: 1995}, count); diff != "" {
+		t.Errorf("wrong tokens on /dashboard/session (-want +got):\n%s", diff)
+	}
+	// The address's failures are spent on /v1/ too.
+	if code, _ := postFrom(h, addrA, wrong); code != http.StatusTooManyRequests {
+		t.Errorf("wrong token on /v1/ after the dashboard's: %d, want 429", code)
+	}
+
+	// A right token: its burst, shared between the dashboard and /v1/.
+	var got []int
+	for _, path := range []string{"/dashboard/session", "/dashboard/notifications", "/dashboard/queues", "/dashboard/notifications/ntf_x"} {
+		got = append(got, dashboardFrom(h, path, addrB, bearB))
+	}
+	code, _ := postFrom(h, addrB, bearB)
+	got = append(got, code, dashboardFrom(h, "/dashboard/session", addrB, bearB))
+	if code, _ := postFrom(h, addrB, bearB); code != http.StatusTooManyRequests {
+		t.Errorf("the token's burst spent on the dashboard, then /v1/: %d, want 429", code)
+	}
+	if diff := cmp.Diff([]int{200, 503, 200, 503, 202, 429}, got); diff != "" {
+		t.Errorf("a right token's requests (-want +got):\n%s", diff)
+	}
+
+	// A visitor without a token on the public dashboard: its address's burst.
+	got = nil
+	for range 7 {
+		got = append(got, dashboardFrom(h, "/dashboard/notifications", "203.0.113.9:1", ""))
+	}
+	if diff := cmp.Diff([]int{503, 503, 503, 503, 503, 429, 429}, got); diff != "" {
+		t.Errorf("anonymous data requests (-want +got):\n%s", diff)
+	}
+	// The page and its files need no token and are not limited.
+	for i := range 20 {
+		if code := dashboardFrom(h, "/", "203.0.113.9:1", ""); code != http.StatusOK {
+			t.Fatalf("page request %d: %d, want 200", i, code)
+		}
+	}
+	// A second later, one more wrong token is looked at.
+	c.advance(time.Second)
+	if code := dashboardFrom(h, "/dashboard/session", addrA, wrong); code != http.StatusUnauthorized {
+		t.Errorf("a wrong token a second later: %d, want 401", code)
 	}
 }

@@ -36,8 +36,12 @@ func routes(r *chi.Mux, deps Deps, m *metrics) {
 		v1.MethodNotAllowed(handleMethodNotAllowed(r))
 	})
 	if deps.Dashboard != nil {
+		dash := deps.Dashboard
+		if deps.perClient != nil {
+			dash = limitDashboard(deps, dash)
+		}
 		// Everything no route above matches, "/" included.
-		r.NotFound(deps.Dashboard.ServeHTTP)
+		r.NotFound(dash.ServeHTTP)
 	} else {
 		r.NotFound(handleNotFound())
 	}

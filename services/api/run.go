@@ -205,15 +205,8 @@ func StartWithEndpoints(ctx context.Context, cfg Config, ecfg EndpointsConfig, l
 		hub:   hub,
 		log:   log,
 		ln:    ln,
-		http: &http.Server{
-			Handler:           handler,
-			ReadHeaderTimeout: 10 * time.Second,
-			ReadTimeout:       30 * time.Second,
-			WriteTimeout:      DefaultPublishTimeout + 20*time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		},
-		done: make(chan struct{}),
+		http:  httpServer(handler, log),
+		done:  make(chan struct{}),
 	}
 
 	served := make(chan error, 1)
@@ -371,4 +364,23 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 func (s *Server) Wait() error {
 	<-s.done
 	return s.err
+}
+
+// MaxHeaderBytes bounds a request's header section (net/http allows 4 KiB
+// over it): a bearer token, a traceparent and an Idempotency-Key fit many
+// times over, and a client cannot make the API hold a megabyte a request
+// before it has even authenticated.
+const MaxHeaderBytes = 64 << 10
+
+// httpServer is the API's HTTP server around handler, with its limits.
+func httpServer(handler http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      DefaultPublishTimeout + 20*time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }

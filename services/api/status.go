@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/query"
 )
 
 // notificationView is the answer of GET /v1/notifications/{id}.
@@ -170,9 +172,12 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 
 // listQuery reads the list's query parameters, naming each bad one.
 func listQuery(r *http.Request) (history.Query, notification.Invalid) {
-	v := r.URL.Query()
+	v, err := query.Values(r)
 	var q history.Query
 	var bad notification.Invalid
+	if err != nil {
+		bad = append(bad, notification.FieldError{Field: query.Field, Message: err.Error()})
+	}
 	for name := range v {
 		switch name {
 		case "status", "channel", "since", "until", "limit", "cursor", "q":
@@ -208,6 +213,9 @@ func listQuery(r *http.Request) (history.Query, notification.Invalid) {
 	}
 	q.Cursor = v.Get("cursor")
 	q.Search = v.Get("q")
+	if n := utf8.RuneCountInString(q.Search); n > query.MaxSearch {
+		bad = append(bad, notification.FieldError{Field: "q", Message: "at most " + strconv.Itoa(query.MaxSearch) + " characters, not " + strconv.Itoa(n)})
+	}
 	return q, bad
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/query"
 )
 
 // get calls h with a GET and the test token.
@@ -72,6 +73,9 @@ func TestNotificationStatus(t *testing.T) {
 		{"bad limit", "/v1/notifications?limit=abc", 422, `"field":"limit"`},
 		{"bad since", "/v1/notifications?since=yesterday", 422, `"field":"since"`},
 		{"unknown parameter", "/v1/notifications?colour=red", 422, `"field":"colour"`},
+		{"a ';' in the query", "/v1/notifications?bogus=1;x", 422, `"field":"query"`},
+		{"q as long as allowed", "/v1/notifications?q=" + strings.Repeat("x", query.MaxSearch), 200, `"notifications":[]`},
+		{"q too long", "/v1/notifications?q=" + strings.Repeat("x", 50_001), 422, `"field":"q","message":"at most 256 characters, not 50001"`},
 		{"bad cursor", "/v1/notifications?cursor=!!", 422, `"field":"cursor"`},
 	}
 	for _, tt := range tests {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -159,11 +160,24 @@ func checkURL(field, raw string, bad func(field, format string, args ...any)) {
 		bad(field, "%q is not an absolute http or https URL", raw)
 	case u.User != nil:
 		bad(field, "credentials in the URL are not allowed")
+	case !validPort(u.Port()):
+		bad(field, "port %q: a port is a number from 1 to 65535", u.Port())
 	default:
 		if problem := checkHost(u.Host); problem != "" {
 			bad(field, "%s", problem)
 		}
 	}
+}
+
+// validPort reports whether the port of a URL (u.Port()) is absent or a
+// number a connection can be made to: 0 and anything past 65535 can only
+// fail, and would be retried until parked.
+func validPort(port string) bool {
+	if port == "" {
+		return true
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535
 }
 
 // checkHost says what is wrong with the host of a webhook URL (u.Host,

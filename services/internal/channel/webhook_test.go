@@ -24,6 +24,8 @@ func TestCheckWebhook(t *testing.T) {
 		{"endpoint", `{"endpoint":"` + ep + `","payload":{}}`, nil},
 		{"both", `{"url":"https://example.com/hook","endpoint":"` + ep + `","payload":{}}`, []string{"webhook.endpoint"}},
 		{"neither", `{"payload":{}}`, []string{"webhook.url"}},
+		{"port 0", `{"url":"https://example.com:0/hook","payload":{}}`, []string{"webhook.url"}},
+		{"port 99999", `{"url":"https://example.com:99999/hook","payload":{}}`, []string{"webhook.url"}},
 		{"endpoint upper case", `{"endpoint":"EP_3KQ7YMZD5VBXW2N4C6F8H2J4LA","payload":{}}`, []string{"webhook.endpoint"}},
 		{"endpoint too short", `{"endpoint":"ep_3kq7","payload":{}}`, []string{"webhook.endpoint"}},
 		{"endpoint without payload", `{"endpoint":"` + ep + `"}`, []string{"webhook.payload"}},
@@ -57,6 +59,9 @@ func TestCheckEndpointURL(t *testing.T) {
 	for raw, bad := range map[string]bool{
 		"https://hooks.example.com/in": false, "http://127.0.0.1:9090/webhooks/ok": false,
 		"ftp://example.com/": true, "https://user:pw@example.com/": true, "http://0x7f000001/": true, "": true, "/relative": true,
+		"https://hooks.example.com:1/in": false, "https://hooks.example.com:65535/in": false,
+		"https://hooks.example.com:0/in": true, "https://hooks.example.com:99999/in": true, "https://hooks.example.com:65536/in": true,
+		"https://[2001:db8::1]:0/in": true, "https://hooks.example.com:00443/in": false,
 	} {
 		if got := CheckEndpointURL(raw); (got != "") != bad {
 			t.Errorf("CheckEndpointURL(%q) = %q, want a problem: %t", raw, got, bad)

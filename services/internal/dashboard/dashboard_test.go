@@ -467,6 +467,8 @@ func TestList(t *testing.T) {
 		{"bad status", store, "?status=lost", 422, `"field":"status"`},
 		{"bad limit", store, "?limit=0", 422, `"field":"limit"`},
 		{"unknown parameter", store, "?colour=red", 422, `"field":"colour"`},
+		{"a ';' in the query", store, "?bogus=1;x", 422, `"field":"query"`},
+		{"q too long", store, "?q=" + strings.Repeat("x", 50_001), 422, `"field":"q","message":"at most 256 characters, not 50001"`},
 		{"store down", &fakeHistory{err: errors.New("database is locked at /data/history.db")}, "", 503, "try again shortly"},
 		{"bad cursor", &fakeHistory{err: fmt.Errorf("decode: %w", history.ErrBadCursor)}, "?cursor=x", 422, `"field":"cursor"`},
 	}

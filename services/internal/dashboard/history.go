@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/query"
 )
 
 // HistoryReader reads the notification history; *history.Store is one.
@@ -210,9 +212,12 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 
 // listQuery reads the list's query parameters, naming each bad one.
 func listQuery(r *http.Request) (history.Query, []fieldError) {
-	v := r.URL.Query()
+	v, err := query.Values(r)
 	var q history.Query
 	var bad []fieldError
+	if err != nil {
+		bad = append(bad, fieldError{query.Field, err.Error()})
+	}
 	for name := range v {
 		switch name {
 		case "status", "channel", "limit", "cursor", "q":
@@ -236,5 +241,8 @@ func listQuery(r *http.Request) (history.Query, []fieldError) {
 	}
 	q.Cursor = v.Get("cursor")
 	q.Search = v.Get("q")
+	if n := utf8.RuneCountInString(q.Search); n > query.MaxSearch {
+		bad = append(bad, fieldError{"q", "at most " + strconv.Itoa(query.MaxSearch) + " characters, not " + strconv.Itoa(n)})
+	}
 	return q, bad
 }
