@@ -102,9 +102,8 @@ lint: ## gofmt and go vet
 # local broker: started (deploy/broker.sh, instance BENCH_BROKER_INSTANCE,
 # a node of the bench's own), measured, stopped; the figures go to that
 # version's own sections of docs/benchmarks.md, the rest of the page kept.
-BROKER ?=
 BENCH_BROKER_INSTANCE ?= 6
-on_broker = $(if $(BROKER),RELAY_BROKER_INSTANCE=$(BENCH_BROKER_INSTANCE) $(CURDIR)/deploy/on-broker.sh $(BROKER))
+on_broker = $(if $(BROKER),RELAY_BROKER_INSTANCE=$(BENCH_BROKER_INSTANCE) $(CURDIR)/deploy/broker.sh run $(BROKER))
 section   = $(if $(BROKER),--section $(BROKER))
 
 .PHONY: bench
