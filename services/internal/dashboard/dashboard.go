@@ -63,6 +63,9 @@ type Deps struct {
 	// Queues returns the ready-message depth of each queue, by name; nil
 	// makes /dashboard/queues list none. See QueueDepths.
 	Queues func(ctx context.Context) (map[string]int, error)
+	// Pipeline is the picture of the pipeline's topology and traffic;
+	// nil makes /dashboard/pipeline answer 503.
+	Pipeline *Pipeline
 	// History is the notification history the list and the details come
 	// from; nil makes them answer 503.
 	History HistoryReader
@@ -111,7 +114,10 @@ type server struct {
 //     stream opens, and a ": ping" comment every 15s; a 429 beyond the
 //     caps;
 //   - GET /dashboard/queues: {"queues": {"email-queue": 3, ...}}, or a
-//     503 with {"error": "..."} when the depths cannot be read.
+//     503 with {"error": "..."} when the depths cannot be read;
+//   - GET /dashboard/pipeline: the topology as boxes and arrows, with
+//     each box's depth and each arrow's rate over the last seconds (see
+//     Pipeline).
 func New(d Deps) http.Handler {
 	return newServer(d, timing{ping: pingInterval, write: writeTimeout})
 }
@@ -155,6 +161,7 @@ func (s *server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /dashboard/notifications/{id}", s.detail)
 	mux.HandleFunc("GET /dashboard/events", s.events)
 	mux.HandleFunc("GET /dashboard/queues", s.queues)
+	mux.HandleFunc("GET /dashboard/pipeline", s.pipeline)
 	return mux
 }
 

@@ -1,0 +1,108 @@
+package diagram
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/relay-demo/relay/retry"
+)
+
+func topology(b retry.Backend, h retry.Handoff) retry.Topology {
+	return retry.Topology{Prefix: "x.", Backend: b, Handoff: h, QueueType: retry.Quorum,
+		Routes: []retry.Route{{Queue: "email-queue", Key: "email"}},
+		Policy: retry.Policy{Delays: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}}}
+}
+
+// TestOf draws each backend with each hand-off: every entity of the plan
+// is in a box (the wait's in one), and the path of a retry is drawn.
+func TestOf(t *testing.T) {
+	tests := []struct {
+		backend    retry.Backend
+		handoff    retry.Handoff
+		waitQueues int // -1: no wait box
+		waitDetail string
+		path       []string // boxes a retried message passes, in order
+	}{
+		{retry.Plugin, retry.ViaStages, 0, "in the delayed exchange, uncounted",
+			[]string{"notification-exchange", "email-queue", "error-exchange", "error-queue", "wait", "requeue-queue", "email-queue", "delivered:email-queue"}},
+		{retry.Plugin, retry.Direct, 0, "in the delayed exchange, uncounted",
+			[]string{"notification-exchange", "email-queue", "wait", "email-queue", "delivered:email-queue"}},
+		{retry.TTL, retry.ViaStages, 3, "3 queues, ttl 1s 2s 3s",
+			[]string{"notification-exchange", "email-queue", "error-exchange", "error-queue", "wait", "requeue-queue", "email-queue"}},
+		{retry.TTL, retry.Direct, 3, "3 queues, ttl 1s 2s 3s",
+			[]string{"notification-exchange", "email-queue", "wait", "email-queue"}},
+		{retry.Levels, retry.ViaStages, 32, "32 queues, ttl 1ms…596h31m24s",
+			[]string{"notification-exchange", "email-queue", "error-exchange", "error-queue", "wait", "requeue-queue", "email-queue"}},
+		{retry.Levels, retry.Direct, 32, "32 queues, ttl 1ms…596h31m24s",
+			[]string{"notification-exchange", "email-queue", "wait", "email-queue"}},
+		{retry.Native, retry.ViaStages, -1, "",
+			[]string{"notification-exchange", "email-queue", "email-queue", "dead-letter-exchange", "dead-letter-queue"}},
+		{retry.Native, retry.Direct, -1, "",
+			[]string{"notification-exchange", "email-queue", "email-queue", "delivered:email-queue"}},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.backend)+"/"+string(tt.handoff), func(t *testing.T) {
+			top := topology(tt.backend, tt.handoff)
+			g := Of(top)
+			in := map[string]bool{}
+			for _, n := range g.Nodes {
+				for _, q := range n.Queues {
+					in[q] = true
+				}
+				if n.Col >= g.Cols || n.Row >= g.Rows {
+					t.Errorf("box %q at %d,%d, outside the grid of %dx%d", n.ID, n.Col, n.Row, g.Cols, g.Rows)
+				}
+			}
+			for _, q := range top.Plan().Queues {
+				if base := strings.TrimPrefix(q.Name, top.Prefix); !in[base] {
+					t.Errorf("queue %q is in no box", base)
+				}
+			}
+			wait, ok := g.Node(WaitID)
+			switch {
+			case tt.waitQueues < 0 && ok:
+				t.Errorf("a wait box %+v", wait)
+			case tt.waitQueues >= 0 && !ok:
+				t.Error("no wait box")
+			case ok:
+				if len(wait.Queues) != tt.waitQueues || wait.Detail != tt.waitDetail {
+					t.Errorf("wait box holds %d queues, %q; want %d, %q", len(wait.Queues), wait.Detail, tt.waitQueues, tt.waitDetail)
+				}
+			}
+			for i := 1; i < len(tt.path); i++ {
+				if _, ok := g.Edge(tt.path[i-1], tt.path[i]); !ok {
+					t.Errorf("no arrow %s > %s", tt.path[i-1], tt.path[i])
+				}
+			}
+			seen := map[[2]int]string{}
+			for _, n := range g.Nodes {
+				at := [2]int{n.Col, n.Row}
+				if other, dup := seen[at]; dup {
+					t.Errorf("boxes %q and %q both at %v", other, n.ID, at)
+				}
+				seen[at] = n.ID
+			}
+		})
+	}
+}
+
+// TestFromPlanColumns places the boxes along a message's path.
+func TestFromPlanColumns(t *testing.T) {
+	g := Of(topology(retry.Levels, retry.ViaStages))
+	col := map[string]int{}
+	for _, n := range g.Nodes {
+		col[n.ID] = n.Col
+	}
+	want := map[string]int{"notification-exchange": 0, "email-queue": 1, "error-exchange": 2, "error-queue": 3, "wait": 4, "requeue-queue": 5,
+		"dead-letter-exchange": 2, "dead-letter-queue": 3, "delivered:email-queue": 2}
+	if diff := cmp.Diff(want, col); diff != "" {
+		t.Errorf("columns (-want +got):\n%s", diff)
+	}
+	back, _ := g.Edge("requeue-queue", "email-queue")
+	if !back.Back {
+		t.Errorf("requeue-queue > email-queue is not drawn as going back: %+v", back)
+	}
+}
