@@ -117,7 +117,9 @@ type server struct {
 //     503 with {"error": "..."} when the depths cannot be read;
 //   - GET /dashboard/pipeline: the topology as boxes and arrows, with
 //     each box's depth and each arrow's rate over the last seconds (see
-//     Pipeline).
+//     Pipeline);
+//   - GET /dashboard/timelines?id=…: each copy's attempts, times and
+//     outcomes only, for a page of the list.
 func New(d Deps) http.Handler {
 	return newServer(d, timing{ping: pingInterval, write: writeTimeout})
 }
@@ -162,6 +164,7 @@ func (s *server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /dashboard/events", s.events)
 	mux.HandleFunc("GET /dashboard/queues", s.queues)
 	mux.HandleFunc("GET /dashboard/pipeline", s.pipeline)
+	mux.HandleFunc("GET /dashboard/timelines", s.timelines)
 	return mux
 }
 

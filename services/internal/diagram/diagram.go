@@ -278,18 +278,46 @@ func (b *builder) layout() {
 	for _, c := range col {
 		last = max(last, c)
 	}
-	rows := map[int]int{}
-	g.Cols, g.Rows = 0, 0
+	// Rows, a column at a time: a downstream beside its work queue, then
+	// every other box on the first free row from its highest predecessor's,
+	// so the main path runs along the top and the retry loop below it.
 	for i := range g.Nodes {
-		n := &g.Nodes[i]
-		c, ok := col[n.ID]
-		if !ok {
-			c = last + 1
+		if c, ok := col[g.Nodes[i].ID]; ok {
+			g.Nodes[i].Col = c
+		} else {
+			g.Nodes[i].Col = last + 1
 		}
-		n.Col, n.Row = c, rows[c]
-		rows[c]++
-		g.Cols = max(g.Cols, c+1)
-		g.Rows = max(g.Rows, rows[c])
+	}
+	taken := map[[2]int]bool{}
+	place := func(n *Node, want int) {
+		for taken[[2]int{n.Col, want}] {
+			want++
+		}
+		n.Row = want
+		taken[[2]int{n.Col, want}] = true
+	}
+	g.Cols, g.Rows = 0, 0
+	for c := 0; c <= last+1; c++ {
+		for _, sinks := range []bool{true, false} {
+			for i := range g.Nodes {
+				n := &g.Nodes[i]
+				if n.Col != c || (n.Kind == KindSink) != sinks {
+					continue
+				}
+				want := -1
+				for _, e := range g.Edges {
+					if e.To != n.ID || e.From == n.ID {
+						continue
+					}
+					if p := g.Nodes[b.index[e.From]]; p.Col < c && (want < 0 || p.Row < want) {
+						want = p.Row
+					}
+				}
+				place(n, max(want, 0))
+				g.Cols = max(g.Cols, c+1)
+				g.Rows = max(g.Rows, n.Row+1)
+			}
+		}
 	}
 	for i := range g.Edges {
 		e := &g.Edges[i]
@@ -375,10 +403,10 @@ func waitDetail(exchanges []retry.Exchange, queues []retry.Queue) string {
 }
 
 // stepName writes a wait as a queue's name does (5s, 1m), or rounded to
-// the second past a minute (596h31m24s rather than 2147483648ms).
+// the hour past an hour (597h rather than 2147483648ms).
 func stepName(d time.Duration) string {
-	if d > time.Minute && d%time.Second != 0 {
-		return d.Round(time.Second).String()
+	if d > time.Hour && d%time.Second != 0 {
+		return fmt.Sprintf("%dh", int64(d.Round(time.Hour).Hours()))
 	}
 	return retry.StepName(d)
 }

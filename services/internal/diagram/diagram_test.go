@@ -34,9 +34,9 @@ func TestOf(t *testing.T) {
 			[]string{"notification-exchange", "email-queue", "error-exchange", "error-queue", "wait", "requeue-queue", "email-queue"}},
 		{retry.TTL, retry.Direct, 3, "3 queues, ttl 1s 2s 3s",
 			[]string{"notification-exchange", "email-queue", "wait", "email-queue"}},
-		{retry.Levels, retry.ViaStages, 32, "32 queues, ttl 1ms…596h31m24s",
+		{retry.Levels, retry.ViaStages, 32, "32 queues, ttl 1ms…597h",
 			[]string{"notification-exchange", "email-queue", "error-exchange", "error-queue", "wait", "requeue-queue", "email-queue"}},
-		{retry.Levels, retry.Direct, 32, "32 queues, ttl 1ms…596h31m24s",
+		{retry.Levels, retry.Direct, 32, "32 queues, ttl 1ms…597h",
 			[]string{"notification-exchange", "email-queue", "wait", "email-queue"}},
 		{retry.Native, retry.ViaStages, -1, "",
 			[]string{"notification-exchange", "email-queue", "email-queue", "dead-letter-exchange", "dead-letter-queue"}},
@@ -100,6 +100,16 @@ func TestFromPlanColumns(t *testing.T) {
 		"dead-letter-exchange": 2, "dead-letter-queue": 3, "delivered:email-queue": 2}
 	if diff := cmp.Diff(want, col); diff != "" {
 		t.Errorf("columns (-want +got):\n%s", diff)
+	}
+	// The main path on the top row, the retry loop below it.
+	row := map[string]int{}
+	for _, n := range g.Nodes {
+		row[n.ID] = n.Row
+	}
+	wantRow := map[string]int{"notification-exchange": 0, "email-queue": 0, "delivered:email-queue": 0, "error-exchange": 1, "error-queue": 1,
+		"wait": 1, "requeue-queue": 1, "dead-letter-exchange": 2, "dead-letter-queue": 2}
+	if diff := cmp.Diff(wantRow, row); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
 	}
 	back, _ := g.Edge("requeue-queue", "email-queue")
 	if !back.Back {
