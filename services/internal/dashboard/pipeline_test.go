@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -317,5 +318,46 @@ func TestPipelinePublic(t *testing.T) {
 	}
 	if resp, _ := get(t, New(Deps{Authenticate: authenticate}), "/dashboard/pipeline", "Bearer "+goodToken); resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("without a pipeline: %d, want 503", resp.StatusCode)
+	}
+}
+
+// TestDrawScript keeps the pictures' script within the page's
+// Content-Security-Policy and its elements on the page.
+func TestDrawScript(t *testing.T) {
+	page, err := static.ReadFile("static/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := static.ReadFile("static/draw.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<script src="/static/draw.js" defer>`, `<link rel="stylesheet" href="/static/draw.css">`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("index.html lacks %s", want)
+		}
+	}
+	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", `"style"`, ".style."} {
+		if strings.Contains(string(script), bad) {
+			t.Errorf("draw.js uses %s", bad)
+		}
+	}
+	ids := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\sid="([^"]+)"`).FindAllSubmatch(page, -1) {
+		ids[string(m[1])] = true
+	}
+	uses := regexp.MustCompile(`\$\("([^"]+)"\)`).FindAllSubmatch(script, -1)
+	if len(uses) == 0 {
+		t.Fatal(`draw.js looks up no element with $("…")`)
+	}
+	for _, m := range uses {
+		if !ids[string(m[1])] {
+			t.Errorf(`draw.js looks up $(%q), which index.html does not have`, m[1])
+		}
+	}
+	for _, path := range []string{"/static/draw.js", "/static/draw.css"} {
+		if resp, _ := get(t, New(Deps{}), path, ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %d", path, resp.StatusCode)
+		}
 	}
 }
