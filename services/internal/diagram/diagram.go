@@ -372,7 +372,7 @@ func ttl(q retry.Queue) (time.Duration, bool) {
 func waitDetail(exchanges []retry.Exchange, queues []retry.Queue) string {
 	for _, e := range exchanges {
 		if e.Kind == "x-delayed-message" {
-			return "in the delayed exchange, uncounted"
+			return "held in the delayed exchange"
 		}
 	}
 	var steps []time.Duration

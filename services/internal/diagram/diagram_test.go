@@ -1,6 +1,8 @@
 package diagram
 
 import (
+	"encoding/xml"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -26,9 +28,9 @@ func TestOf(t *testing.T) {
 		waitDetail string
 		path       []string // boxes a retried message passes, in order
 	}{
-		{retry.Plugin, retry.ViaStages, 0, "in the delayed exchange, uncounted",
+		{retry.Plugin, retry.ViaStages, 0, "held in the delayed exchange",
 			[]string{"notification-exchange", "email-queue", "error-exchange", "error-queue", "wait", "requeue-queue", "email-queue", "delivered:email-queue"}},
-		{retry.Plugin, retry.Direct, 0, "in the delayed exchange, uncounted",
+		{retry.Plugin, retry.Direct, 0, "held in the delayed exchange",
 			[]string{"notification-exchange", "email-queue", "wait", "email-queue", "delivered:email-queue"}},
 		{retry.TTL, retry.ViaStages, 3, "3 queues, ttl 1s 2s 3s",
 			[]string{"notification-exchange", "email-queue", "error-exchange", "error-queue", "wait", "requeue-queue", "email-queue"}},
@@ -114,5 +116,39 @@ func TestFromPlanColumns(t *testing.T) {
 	back, _ := g.Edge("requeue-queue", "email-queue")
 	if !back.Back {
 		t.Errorf("requeue-queue > email-queue is not drawn as going back: %+v", back)
+	}
+}
+
+// TestSVG draws a well-formed document with a box per node and an arrow
+// per edge, every name escaped.
+func TestSVG(t *testing.T) {
+	g := Of(topology(retry.Levels, retry.ViaStages))
+	doc := g.SVG(`levels & <stages>`)
+	dec := xml.NewDecoder(strings.NewReader(doc))
+	nodes, edges := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v\n%s", err, doc)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "g" {
+			for _, a := range se.Attr {
+				switch {
+				case a.Name.Local == "class" && strings.HasPrefix(a.Value, "node "):
+					nodes++
+				case a.Name.Local == "class" && strings.HasPrefix(a.Value, "edge "):
+					edges++
+				}
+			}
+		}
+	}
+	if nodes != len(g.Nodes) || edges != len(g.Edges) {
+		t.Errorf("%d boxes and %d arrows drawn, want %d and %d", nodes, edges, len(g.Nodes), len(g.Edges))
+	}
+	if !strings.Contains(doc, "levels &amp; &lt;stages&gt;") {
+		t.Error("the title is not escaped")
 	}
 }

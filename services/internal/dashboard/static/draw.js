@@ -50,12 +50,12 @@
   // The grid the boxes sit on, in SVG units.
   const BOX_W = 168;
   const BOX_H = 54;
-  const GAP_X = 64;
+  const GAP_X = 88;
   const GAP_Y = 26;
   const PAD = 16;
 
   function boxAt(n) {
-    return { x: PAD + n.col * (BOX_W + GAP_X), y: PAD + 18 + n.row * (BOX_H + GAP_Y), w: BOX_W, h: BOX_H };
+    return { x: PAD + n.col * (BOX_W + GAP_X), y: PAD + 30 + n.row * (BOX_H + GAP_Y), w: BOX_W, h: BOX_H };
   }
 
   // arrowPath draws an arrow between two boxes: forward from the right
@@ -106,7 +106,7 @@
     target.setAttribute("height", String(height));
     const defs = svg("defs");
     for (const kind of ["idle", "busy"]) {
-      const m = svg("marker", { id: "arrow-" + kind, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" });
+      const m = svg("marker", { id: "arrow-" + kind, viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto-start-reverse" });
       m.append(svg("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrow-head " + kind }));
       defs.append(m);
     }
