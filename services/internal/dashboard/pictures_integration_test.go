@@ -4,6 +4,7 @@ package dashboard_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
@@ -156,4 +158,123 @@ func shoot(t *testing.T, ctx context.Context, sel, name string) {
 		return
 	}
 	t.Logf("screenshot: %s", path)
+}
+
+// startPictured runs relay all on a delay backend and a hand-off, with a
+// webhook receiver that fails half the time and the schedule 1s, 2s, 3s
+// (linear, as native retry needs), on the broker at url, and deletes its
+// topology once it has stopped.
+func startPictured(t *testing.T, url string, backend retry.Backend, handoff retry.Handoff) relay {
+	t.Helper()
+	prefix := retrytest.Prefix(t)
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: backend, Handoff: handoff, QueueType: retry.Quorum,
+		Policy: retry.Policy{Delays: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}}}
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cleanups run last registered first: this one after relay stopped.
+	t.Cleanup(func() {
+		defer conn.Close()
+		if err := topo.Delete(conn); err != nil {
+			t.Error(err)
+		}
+		if ch, err := conn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(prefix+"history-queue", false, false, false)
+			_ = ch.ExchangeDelete(prefix+"notification-events", false, false)
+			ch.Close()
+		}
+	})
+	hand := "stages"
+	if handoff == retry.Direct {
+		hand = "direct"
+	}
+	return startRelay(t, map[string]string{"AMQP_URL": url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": string(backend),
+		"RETRY_HANDOFF": hand, "QUEUE_TYPE": "quorum", "RETRY_DELAYS": "1s,2s,3s", "RETRY_MAX": "3",
+		"FLAKY_WEBHOOK_SCENARIO": "flaky", "FLAKY_RATE": "0.5", "FLAKY_SEED": "3"})
+}
+
+// TestPipelineLive runs the real pipeline on every delay backend the
+// brokers at hand have, with each hand-off, and reads /dashboard/pipeline
+// as the page does: the boxes are the backend's (a wait box, but none for
+// native retry) and the arrows of a retry carry the retries.
+func TestPipelineLive(t *testing.T) {
+	tests := []struct {
+		backend retry.Backend
+		handoff retry.Handoff
+		// retry are the arrows every retry takes.
+		retry []string
+	}{
+		{retry.TTL, retry.ViaStages, []string{"webhook-queue>error-exchange", "error-queue>wait", "wait>requeue-queue", "requeue-queue>webhook-queue"}},
+		{retry.TTL, retry.Direct, []string{"webhook-queue>wait", "wait>webhook-queue"}},
+		{retry.Levels, retry.ViaStages, []string{"webhook-queue>error-exchange", "error-queue>wait", "wait>requeue-queue", "requeue-queue>webhook-queue"}},
+		{retry.Levels, retry.Direct, []string{"webhook-queue>wait", "wait>webhook-queue"}},
+		{retry.Plugin, retry.ViaStages, []string{"webhook-queue>error-exchange", "error-queue>wait", "wait>requeue-queue", "requeue-queue>webhook-queue"}},
+		{retry.Plugin, retry.Direct, []string{"webhook-queue>wait", "wait>webhook-queue"}},
+		{retry.Native, retry.ViaStages, []string{"webhook-queue>webhook-queue"}},
+		{retry.Native, retry.Direct, []string{"webhook-queue>webhook-queue"}},
+	}
+	for _, tt := range tests {
+		hand := "stages"
+		if tt.handoff == retry.Direct {
+			hand = "direct"
+		}
+		t.Run(string(tt.backend)+"/"+hand, func(t *testing.T) {
+			url := retrytest.URL(t)
+			switch tt.backend {
+			case retry.Native:
+				url = retrytest.NativeURL(t)
+			case retry.Plugin:
+				if ok, err := retry.HasPlugin(url); err != nil || !ok {
+					t.Skipf("the broker has no delayed-message plugin (%v)", err)
+				}
+			}
+			r := startPictured(t, url, tt.backend, tt.handoff)
+			var p struct {
+				Backend string `json:"backend"`
+				Handoff string `json:"handoff"`
+				Nodes   []struct {
+					ID string `json:"id"`
+				} `json:"nodes"`
+				Edges []struct {
+					ID   string  `json:"id"`
+					Rate float64 `json:"rate"`
+				} `json:"edges"`
+			}
+			sent := 0
+			retrytest.Eventually(t, 40*time.Second, func() bool {
+				if sent < 10 {
+					r.post(t, fmt.Sprintf(`{"webhook":{"url":%q,"payload":{"n":%d}}}`, r.hooks+"/webhooks/live", sent))
+					sent++
+				}
+				code, body := r.call(t, "GET", "/dashboard/pipeline", "", true)
+				if code != 200 || json.Unmarshal(body, &p) != nil {
+					return false
+				}
+				busy := map[string]bool{}
+				for _, e := range p.Edges {
+					busy[e.ID] = e.Rate > 0
+				}
+				for _, id := range tt.retry {
+					if !busy[id] {
+						return false
+					}
+				}
+				return true
+			}, "the arrows %v of a retry carried nothing within 40s", tt.retry)
+			if p.Backend != string(tt.backend) || p.Handoff != hand {
+				t.Errorf("drawn as %s, %s; want %s, %s", p.Backend, p.Handoff, tt.backend, hand)
+			}
+			wait := false
+			for _, n := range p.Nodes {
+				wait = wait || n.ID == "wait"
+				if strings.HasPrefix(n.ID, "wait.") {
+					t.Errorf("a box %q: every wait queue belongs in the wait box", n.ID)
+				}
+			}
+			if wait == (tt.backend == retry.Native) {
+				t.Errorf("a wait box: %v; want one on every backend but native", wait)
+			}
+		})
+	}
 }
