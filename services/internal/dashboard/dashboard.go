@@ -1,8 +1,10 @@
 // Package dashboard is relay's page: every notification from the history,
 // searched by id or recipient, filtered by status and channel, a page at
 // a time; each copy's attempts with their full error texts, and a replay
-// button on parked copies; live updates as the pipeline decides; and the
-// depth of each queue; and, with a token, each webhook endpoint's circuit,
+// button on parked copies; live updates as the pipeline decides; the
+// depth of each queue; the pipeline drawn from its declared topology, with
+// each box's depth and each arrow's rate (Pipeline); each copy's attempts
+// on a time axis; and, with a token, each webhook endpoint's circuit,
 // read from the API's GET /v1/endpoints. The page is plain HTML, CSS and JavaScript embedded
 // in the binary, so it needs no build step and works offline.
 //
