@@ -86,6 +86,7 @@ func (g Graph) SVG(title string) string {
 	fmt.Fprintf(&b, "<text class=\"caption\" x=\"%d\" y=\"%d\">%s</text>\n", pad, pad+2, html.EscapeString(title))
 	lane := 0
 	var labels []string
+	said := map[string]bool{} // a label once: work queues share theirs
 	for _, e := range g.Edges {
 		a, bx := boxes[e.From], boxes[e.To]
 		l := 0
@@ -96,7 +97,8 @@ func (g Graph) SVG(title string) string {
 		d, lx, ly := path(e, a, bx, bottom, l)
 		fmt.Fprintf(&b, "<g class=\"edge %s\"><title>%s</title><path d=\"%s\" marker-end=\"url(#head)\"/></g>\n",
 			e.Kind, html.EscapeString(e.From+" → "+e.To+labelSuffix(e.Label)), d)
-		if e.Kind == EdgeMove && e.Label != "" {
+		if e.Kind == EdgeMove && e.Label != "" && !said[e.Label] {
+			said[e.Label] = true
 			// What the consumer does: the part of the picture a binding
 			// cannot say.
 			labels = append(labels, fmt.Sprintf("<text class=\"edge-label\" x=\"%g\" y=\"%g\" text-anchor=\"middle\">%s</text>\n", lx, ly, html.EscapeString(e.Label)))
