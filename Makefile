@@ -118,6 +118,10 @@ bench-peers: ## the same retry workload on relay, raw amqp091-go, asynq (Redis),
 bench-retry: ## go test -bench: retry round trips through the stages next to a raw DLX loop
 	$(GO) test -tags integration -run '^$$' -bench . -benchtime 2000x ./retry/
 
+.PHONY: screenshots
+screenshots: ## the dashboard's browser test (needs chromium and the broker), its screenshots saved into docs/images for the README
+	DASHBOARD_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -tags integration -run '^TestPicturesInBrowser$$' -v ./services/internal/dashboard/
+
 .PHONY: diagram
 diagram: ## print the default topology as a Mermaid diagram (no broker needed)
 	@DELAY_BACKEND=plugin $(GO) run ./cmd/relay topology --no-declare --format mermaid

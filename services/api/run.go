@@ -136,9 +136,11 @@ func StartWithEndpoints(ctx context.Context, cfg Config, ecfg EndpointsConfig, l
 	// over the connection of the moment.
 	var live atomic.Pointer[amqp.Connection]
 	hub := dashboard.NewHub()
+	pipe := dashboard.NewPipeline(topo)
 	dash := dashboard.New(dashboard.Deps{
-		Hub: hub,
-		Log: log,
+		Hub:      hub,
+		Pipeline: pipe,
+		Log:      log,
 		Queues: func(ctx context.Context) (map[string]int, error) {
 			conn := live.Load()
 			if conn == nil || conn.IsClosed() {
@@ -237,7 +239,7 @@ func StartWithEndpoints(ctx context.Context, cfg Config, ecfg EndpointsConfig, l
 				if err != nil {
 					return err
 				}
-				hub.Run(ctx, in)
+				hub.Run(ctx, pipe.Follow(ctx, in))
 				if ctx.Err() != nil {
 					return nil
 				}

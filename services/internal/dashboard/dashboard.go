@@ -1,8 +1,10 @@
 // Package dashboard is relay's page: every notification from the history,
 // searched by id or recipient, filtered by status and channel, a page at
 // a time; each copy's attempts with their full error texts, and a replay
-// button on parked copies; live updates as the pipeline decides; and the
-// depth of each queue; and, with a token, each webhook endpoint's circuit,
+// button on parked copies; live updates as the pipeline decides; the
+// depth of each queue; the pipeline drawn from its declared topology, with
+// each box's depth and each arrow's rate (Pipeline); each copy's attempts
+// on a time axis; and, with a token, each webhook endpoint's circuit,
 // read from the API's GET /v1/endpoints. The page is plain HTML, CSS and JavaScript embedded
 // in the binary, so it needs no build step and works offline.
 //
@@ -63,6 +65,9 @@ type Deps struct {
 	// Queues returns the ready-message depth of each queue, by name; nil
 	// makes /dashboard/queues list none. See QueueDepths.
 	Queues func(ctx context.Context) (map[string]int, error)
+	// Pipeline is the picture of the pipeline's topology and traffic;
+	// nil makes /dashboard/pipeline answer 503.
+	Pipeline *Pipeline
 	// History is the notification history the list and the details come
 	// from; nil makes them answer 503.
 	History HistoryReader
@@ -111,7 +116,12 @@ type server struct {
 //     stream opens, and a ": ping" comment every 15s; a 429 beyond the
 //     caps;
 //   - GET /dashboard/queues: {"queues": {"email-queue": 3, ...}}, or a
-//     503 with {"error": "..."} when the depths cannot be read.
+//     503 with {"error": "..."} when the depths cannot be read;
+//   - GET /dashboard/pipeline: the topology as boxes and arrows, with
+//     each box's depth and each arrow's rate over the last seconds (see
+//     Pipeline);
+//   - GET /dashboard/timelines?id=…: each copy's attempts, times and
+//     outcomes only, for a page of the list.
 func New(d Deps) http.Handler {
 	return newServer(d, timing{ping: pingInterval, write: writeTimeout})
 }
@@ -155,6 +165,8 @@ func (s *server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /dashboard/notifications/{id}", s.detail)
 	mux.HandleFunc("GET /dashboard/events", s.events)
 	mux.HandleFunc("GET /dashboard/queues", s.queues)
+	mux.HandleFunc("GET /dashboard/pipeline", s.pipeline)
+	mux.HandleFunc("GET /dashboard/timelines", s.timelines)
 	return mux
 }
 

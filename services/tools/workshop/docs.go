@@ -31,12 +31,30 @@ func commands(chapter []byte) [][]string {
 	return out
 }
 
+// picture is the file, beside the chapters, that a block drawing a
+// strategy's topology as SVG ("topology NAME --format svg") writes its
+// drawing to; the chapter shows it as an image.
+func picture(args []string) (string, bool) {
+	if len(args) < 2 || args[0] != "topology" || !slices.Contains(args, "svg") {
+		return "", false
+	}
+	return "images/" + args[1] + ".svg", true
+}
+
+// pictureLink is what a picture's block holds: the image.
+func pictureLink(args []string, file string) string {
+	return fmt.Sprintf("![%s: the topology it declares, drawn as the dashboard draws the pipeline](%s)\n", args[1], file)
+}
+
 // fence wraps a command's output the way the chapter shows it: Mermaid
-// diagrams and plain output in code fences, Markdown as it is.
+// diagrams and plain output in code fences, Markdown (and a picture's
+// link) as it is.
 func fence(args []string, out string) string {
 	out = strings.TrimRight(out, "\n") + "\n"
 	switch {
 	case slices.Contains(args, "markdown"):
+		return out
+	case slices.Contains(args, "svg"):
 		return out
 	case slices.Contains(args, "mermaid"):
 		return "```mermaid\n" + out + "```\n"
@@ -101,7 +119,22 @@ func docsCmd(ctx context.Context, args []string, getenv func(string) string, w i
 		fmt.Fprintf(w, "%s:\n", path)
 		updated, err := render(old, func(args []string, out io.Writer) error {
 			fmt.Fprintf(w, "  relay workshop %s\n", strings.Join(args, " "))
-			return Run(ctx, args, getenv, out)
+			file, ok := picture(args)
+			if !ok {
+				return Run(ctx, args, getenv, out)
+			}
+			var svg bytes.Buffer
+			if err := Run(ctx, args, getenv, &svg); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(filepath.Join(*dir, "images"), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(*dir, filepath.FromSlash(file)), svg.Bytes(), 0o644); err != nil {
+				return err
+			}
+			_, err := io.WriteString(out, pictureLink(args, file))
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)

@@ -116,7 +116,17 @@ func TestChapterDiagramsAreCurrent(t *testing.T) {
 			if err := Run(context.Background(), args, func(string) string { return "" }, &out); err != nil {
 				t.Fatal(err)
 			}
-			want := "<!-- relay workshop " + string(m[1]) + " -->\n" + fence(args, out.String()) + "<!-- end -->"
+			shown := out.String()
+			if file, ok := picture(args); ok {
+				// The picture is a file beside the chapter; the block
+				// shows it.
+				got, err := os.ReadFile(filepath.Join(filepath.Dir(path), filepath.FromSlash(file)))
+				if err != nil || string(got) != out.String() {
+					t.Errorf("%s: the picture %s of %q is stale or missing: run make workshop-docs", path, file, strings.Join(args, " "))
+				}
+				shown = pictureLink(args, file)
+			}
+			want := "<!-- relay workshop " + string(m[1]) + " -->\n" + fence(args, shown) + "<!-- end -->"
 			if string(m[0]) != want {
 				t.Errorf("%s: the diagram of %q is stale: run make workshop-docs", path, strings.Join(args, " "))
 			}

@@ -36,6 +36,7 @@ import (
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/strategy"
 	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/services/internal/diagram"
 )
 
 // Config is the workshop's environment.
@@ -142,7 +143,7 @@ func list(w io.Writer) error {
 func topology(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("relay workshop topology", flag.ContinueOnError)
 	fs.SetOutput(w)
-	format := fs.String("format", "text", "output `format`: text or mermaid")
+	format := fs.String("format", "text", "output `format`: text, mermaid or svg (the dashboard's drawing)")
 	name, err := splitName(fs, args)
 	if err != nil {
 		return err
@@ -154,10 +155,12 @@ func topology(args []string, w io.Writer) error {
 	switch *format {
 	case "mermaid":
 		_, err = io.WriteString(w, s.Plan().Mermaid())
+	case "svg":
+		_, err = io.WriteString(w, diagram.FromPlan(s.Plan(), "").SVG(name+": the topology it declares"))
 	case "text":
 		_, err = io.WriteString(w, s.Plan().String())
 	default:
-		err = fmt.Errorf("--format %q: want text or mermaid", *format)
+		err = fmt.Errorf("--format %q: want text, mermaid or svg", *format)
 	}
 	return err
 }

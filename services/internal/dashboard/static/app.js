@@ -304,6 +304,7 @@
     }
     $("empty").hidden = rows.length > 0;
     markSelected();
+    if (window.relayDraw) window.relayDraw.rowsChanged();
   }
 
   function makeRow(n) {
@@ -439,6 +440,7 @@
       c.status = status;
       copies.set(key, c);
       drawChips(tr);
+      if (window.relayDraw) window.relayDraw.rowsChanged();
       tr.classList.remove("flash");
       void tr.offsetWidth; // restart the animation
       tr.classList.add("flash");
@@ -656,6 +658,11 @@
     if (c.next_attempt_at) facts.push("next attempt " + fmtTime(c.next_attempt_at));
     head.append(el("span", "facts", facts.join(" · ")));
     box.append(head);
+    // The attempts on a time axis: failures, the scheduled waits, the end.
+    // One axis for every copy of the notification.
+    if (window.relayDraw) {
+      box.append(window.relayDraw.axis(c, { name: c.channel + (c.recipient ? " " + c.recipient : ""), range: window.relayDraw.spanOf(n.copies) }));
+    }
 
     if (c.status === "parked") {
       const bar = el("div", "replay-bar");

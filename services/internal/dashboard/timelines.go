@@ -1,0 +1,89 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/relay-demo/relay/services/internal/history"
+)
+
+// maxTimelines is how many notifications one GET /dashboard/timelines
+// reads: a page of the list.
+const maxTimelines = 50
+
+// timelineView is one copy's attempts as the list draws them: times and
+// outcomes, never an error text.
+type timelineView struct {
+	Channel       string         `json:"channel"`
+	Recipient     string         `json:"recipient,omitempty"`
+	Status        string         `json:"status"`
+	NextAttemptAt *time.Time     `json:"next_attempt_at,omitempty"`
+	Attempts      []timelineMark `json:"attempts"`
+}
+
+// timelineMark is one attempt (or the replay that started a round).
+type timelineMark struct {
+	N       int       `json:"n"`
+	Round   int       `json:"round"`
+	At      time.Time `json:"at"`
+	Outcome string    `json:"outcome"`
+	Reason  string    `json:"reason,omitempty"`
+	DelayMS *int64    `json:"delay_ms,omitempty"`
+}
+
+// timelines answers GET /dashboard/timelines?id=…&id=…: for each
+// notification of a page of the list, each copy's attempts on its time
+// axis, {"timelines": {"ntf_…": [copy, …]}}. An id the history does not
+// know is left out.
+func (s *server) timelines(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.allow(w, r); !ok {
+		return
+	}
+	v := r.URL.Query()
+	var bad []fieldError
+	for name := range v {
+		if name != "id" {
+			bad = append(bad, fieldError{name, "unknown parameter: use id"})
+		}
+	}
+	ids := v["id"]
+	if len(ids) == 0 || len(ids) > maxTimelines {
+		bad = append(bad, fieldError{"id", "from 1 to " + strconv.Itoa(maxTimelines) + " notification ids"})
+	}
+	if len(bad) > 0 {
+		writeProblem(w, problem{Type: problemBase + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the query has " + strconv.Itoa(len(bad)) + " invalid parameter(s); see errors", Errors: bad})
+		return
+	}
+	store := s.reader(w)
+	if store == nil {
+		return
+	}
+	out := map[string][]timelineView{}
+	for _, id := range ids {
+		if _, done := out[id]; done {
+			continue
+		}
+		n, err := store.Get(r.Context(), id)
+		if errors.Is(err, history.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			s.failed(w, err)
+			return
+		}
+		copies := []timelineView{}
+		for _, c := range n.Copies {
+			tv := timelineView{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status, NextAttemptAt: c.NextAttemptAt, Attempts: []timelineMark{}}
+			for _, a := range c.Timeline {
+				tv.Attempts = append(tv.Attempts, timelineMark{N: a.Attempt, Round: a.Round, At: a.At, Outcome: a.Outcome, Reason: a.Reason, DelayMS: a.DelayMS})
+			}
+			copies = append(copies, tv)
+		}
+		out[id] = copies
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"timelines": out})
+}
