@@ -38,8 +38,8 @@ else
 endif
 
 .PHONY: test-cluster
-test-cluster: ## cluster test: three RabbitMQ nodes of its own (never the default broker), nodes killed and restarted under load (needs root)
-	$(GO) test -race -count=1 -tags cluster -timeout 15m -v ./services/tests/cluster/
+test-cluster: ## cluster test: three RabbitMQ nodes of its own (never the default broker), nodes killed and restarted under load (needs root; BROKER=4.3: 4.3 nodes from deploy/broker.sh's root)
+	RELAY_BROKER=$(BROKER) $(GO) test -race -count=1 -tags cluster -timeout 15m -v ./services/tests/cluster/
 
 VERSION ?= 4.3
 COMPAT_VERSIONS ?= 4.0 4.3

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
+
+	"github.com/relay-demo/relay/retry"
 )
 
 // notifications is how many notifications the test posts, each with an
@@ -72,7 +74,13 @@ func TestCluster(tt *testing.T) {
 	steady()
 	scenarios = append(scenarios, r.killLeader("kill -9 the work-queue leader", "work", work))
 	steady()
-	scenarios = append(scenarios, r.killLeader("kill -9 the wait-queue leader", "wait", wait))
+	if len(wait) > 0 {
+		scenarios = append(scenarios, r.killLeader("kill -9 the wait-queue leader", "wait", wait))
+	} else {
+		// The native backend waits in the work queues themselves: the
+		// stage queue it has, error-queue, takes the second kill.
+		scenarios = append(scenarios, r.killLeader("kill -9 the error-queue leader", "error", []string{r.topo.Name(retry.ErrorQueue)}))
+	}
 	steady()
 	scenarios = append(scenarios, r.rollingRestart())
 	if at, held := l.heldSince(); held {
@@ -96,8 +104,12 @@ func (r *rig) workQueues() []string {
 	return out
 }
 
-// waitQueues are the names of the TTL backend's wait queues.
+// waitQueues are the names of the TTL backend's wait queues; none for the
+// native backend.
 func (r *rig) waitQueues() []string {
+	if r.topo.Backend == retry.Native {
+		return nil
+	}
 	var out []string
 	for _, d := range r.topo.Policy.Delays {
 		if q := r.topo.WaitQueue(d); !slices.Contains(out, q) {
@@ -240,8 +252,8 @@ func (r *rig) report(l *load, o outcome, scenarios []*scenario, settled, total t
 	t := o.count(all)
 	fmt.Fprintf(w, "total\t%d\t%d\t%d\t%d\t%d\t\t\n", t.accepted, t.delivered, t.parked, t.lost, t.duplicates)
 	w.Flush()
-	r.t.Logf("copies (an email and a webhook per notification) of %d notifications, %d a second, 30%% of attempts failing:\n%s",
-		notifications, rate, b.String())
+	r.t.Logf("copies (an email and a webhook per notification) of %d notifications, %d a second, 30%% of attempts failing, delay backend %s:\n%s",
+		notifications, rate, r.topo.Backend, b.String())
 	for _, s := range scenarios {
 		r.t.Logf("%s: %s", s.name, s.detail)
 	}

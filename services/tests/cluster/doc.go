@@ -38,6 +38,15 @@
 // it moves the queue's leader (rabbitmq-queues delete_member, then
 // add_member), at most twice per queue, and reports each move.
 //
+// With RELAY_BROKER=VERSION (make test-cluster BROKER=4.3) the nodes run
+// RabbitMQ VERSION from deploy/broker.sh's root of that version instead,
+// chrooted there, under a directory of the root's /tmp, registered with an
+// epmd of the test's own on port 4383; the test mounts the root with
+// deploy/broker.sh mount and unmounts it at the end with deploy/broker.sh
+// unmount, which leaves it mounted while another node runs from it.
+// CLUSTER_DELAY_BACKEND=native runs relay on RabbitMQ 4.3's delayed retry
+// (no wait queues: the second kill takes the error queue's leader).
+//
 // It needs root, to run the nodes as the rabbitmq user so that rabbitmqctl
 // reaches them with that user's Erlang cookie. The default broker
 // (rabbit@localhost, port 5672) is never touched: the test records its

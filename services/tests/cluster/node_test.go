@@ -40,15 +40,33 @@ const brokerUser = "rabbitmq"
 // ours matches the epmd name of a node of the test.
 var ours = regexp.MustCompile(`^` + nodePrefix + `[0-9]+$`)
 
-// cluster is the test's RabbitMQ cluster: its nodes, run from the local
-// installation as brokerUser, under a directory of its own.
+// clusterEPMD is the port of the epmd the nodes register with when they
+// run from a root of deploy/broker.sh: one of the test's own, away from
+// the default broker's (4369) and from deploy/broker.sh's (43x0).
+const clusterEPMD = 4383
+
+// cluster is the test's RabbitMQ cluster: its nodes, run as brokerUser
+// from the local installation, or with RELAY_BROKER=VERSION from that
+// version's root of deploy/broker.sh (chrooted there), under a directory
+// of its own.
 type cluster struct {
-	t     *tee
-	bin   string // the directory of rabbitmq-server and the CLI tools
-	dir   string
-	home  string // brokerUser's home, where its Erlang cookie is
-	cred  *syscall.Credential
-	nodes []*node
+	t       *tee
+	version string // RELAY_BROKER; empty: the local installation
+	root    string // the root the nodes run in; empty: /
+	epmd    int    // the port of the nodes' epmd
+	bin     string // the directory of rabbitmq-server and the CLI tools, in the root
+	dir     string // in the root
+	home    string // brokerUser's home, where its Erlang cookie is
+	cred    *syscall.Credential
+	nodes   []*node
+}
+
+// host is where path, a path in the nodes' root, is on this machine.
+func (c *cluster) host(path string) string { return filepath.Join(c.root, path) }
+
+// sysProcAttr runs a process of the cluster as brokerUser, in the root.
+func (c *cluster) sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: c.cred, Chroot: c.root}
 }
 
 // node is one RabbitMQ node of the cluster.
@@ -76,7 +94,10 @@ func needCluster(t *tee) *cluster {
 		}
 		t.Skip(msg)
 	}
-	c := &cluster{t: t}
+	c := &cluster{t: t, epmd: 4369, version: os.Getenv("RELAY_BROKER")}
+	if c.version != "" {
+		return c.inRoot(fail)
+	}
 	server := "/usr/lib/rabbitmq/bin/rabbitmq-server"
 	if _, err := os.Stat(server); err != nil {
 		// Elsewhere than Debian's package, the script on PATH is the
@@ -108,6 +129,95 @@ func needCluster(t *tee) *cluster {
 	return c
 }
 
+// inRoot readies the cluster to run its nodes from the root of
+// deploy/broker.sh's RabbitMQ c.version, mounted for as long as the test
+// runs (the script leaves it mounted while another node runs from it).
+func (c *cluster) inRoot(fail func(format string, args ...any)) *cluster {
+	if os.Geteuid() != 0 {
+		fail("the cluster test runs RabbitMQ %s nodes from deploy/broker.sh's root, which needs root", c.version)
+	}
+	script, err := filepath.Abs(filepath.Join("..", "..", "..", "deploy", "broker.sh"))
+	if err != nil {
+		fail("%v", err)
+	}
+	out, err := exec.Command(script, "mount", c.version).Output()
+	if err != nil {
+		fail("deploy/broker.sh mount %s: %v", c.version, err)
+	}
+	c.root = strings.TrimSpace(string(out))
+	c.t.Cleanup(func() {
+		if out, err := exec.Command(script, "unmount", c.version).CombinedOutput(); err != nil {
+			c.t.Errorf("deploy/broker.sh unmount %s: %v: %s", c.version, err, out)
+		}
+	})
+	c.epmd, c.bin = clusterEPMD, "/usr/lib/rabbitmq/bin"
+	for _, tool := range []string{"rabbitmq-server", "rabbitmqctl", "rabbitmq-diagnostics", "rabbitmq-queues", "epmd"} {
+		path := filepath.Join(c.bin, tool)
+		if tool == "epmd" {
+			path = "/usr/bin/epmd"
+		}
+		if _, err := os.Stat(c.host(path)); err != nil {
+			fail("the RabbitMQ %s root %s lacks %s: %v", c.version, c.root, tool, err)
+		}
+	}
+	uid, gid, home, err := passwd(c.host("/etc/passwd"), brokerUser)
+	if err != nil {
+		fail("the RabbitMQ %s root: %v", c.version, err)
+	}
+	c.home, c.cred = home, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	return c
+}
+
+// passwd reads a user's ids and home from a passwd file.
+func passwd(file, name string) (uid, gid int, home string, err error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) >= 6 && f[0] == name {
+			uid, err1 := strconv.Atoi(f[2])
+			gid, err2 := strconv.Atoi(f[3])
+			if err := errors.Join(err1, err2); err != nil {
+				return 0, 0, "", fmt.Errorf("%s: %q: %w", file, line, err)
+			}
+			return uid, gid, f[5], nil
+		}
+	}
+	return 0, 0, "", fmt.Errorf("no user %s in %s", name, file)
+}
+
+// startEPMD starts the nodes' own epmd, in the root, when they have one.
+func (c *cluster) startEPMD() error {
+	if c.root == "" {
+		return nil
+	}
+	cmd := exec.Command("/usr/bin/epmd", "-daemon", "-port", strconv.Itoa(c.epmd), "-address", "127.0.0.1")
+	cmd.Dir, cmd.Env, cmd.SysProcAttr = "/", c.env(), c.sysProcAttr()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("start epmd on port %d: %w: %s", c.epmd, err, out)
+	}
+	// epmd -daemon returns before the daemon listens.
+	var err error
+	if !poll(10*time.Second, 100*time.Millisecond, func() bool { _, err = epmdNames(c.epmd); return err == nil }) {
+		return fmt.Errorf("epmd on port %d does not answer: %w", c.epmd, err)
+	}
+	return nil
+}
+
+// stopEPMD stops the nodes' own epmd once no node is registered with it.
+func (c *cluster) stopEPMD() {
+	if c.root == "" {
+		return
+	}
+	cmd := exec.Command("/usr/bin/epmd", "-port", strconv.Itoa(c.epmd), "-kill")
+	cmd.Dir, cmd.Env, cmd.SysProcAttr = "/", c.env(), c.sysProcAttr()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		c.t.Logf("stop epmd on port %d: %v: %s", c.epmd, err, out)
+	}
+}
+
 // startCluster starts three nodes, joins the second and third to the
 // first, and waits until the cluster runs all three. Whatever happens
 // next, the nodes are stopped and their directory removed when the test
@@ -115,12 +225,15 @@ func needCluster(t *tee) *cluster {
 func startCluster(t *tee, size int) *cluster {
 	t.Helper()
 	c := needCluster(t)
+	if err := c.startEPMD(); err != nil {
+		t.Fatal(err)
+	}
 	c.sweep()
-	dir, err := os.MkdirTemp("", strings.TrimSuffix(dirPattern, "*"))
+	dir, err := os.MkdirTemp(c.host(os.TempDir()), strings.TrimSuffix(dirPattern, "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.dir = dir
+	c.dir = strings.TrimPrefix(dir, c.root)
 	t.Cleanup(c.remove)
 	stopSignals := c.onSignal()
 	t.Cleanup(stopSignals)
@@ -128,7 +241,7 @@ func startCluster(t *tee, size int) *cluster {
 	ports := freePorts(t, 2*size)
 	for i := range size {
 		n := &node{c: c, name: fmt.Sprintf("%s%d@localhost", nodePrefix, i+1), port: ports[2*i], dist: ports[2*i+1],
-			dir: filepath.Join(dir, fmt.Sprintf("%s%d", nodePrefix, i+1))}
+			dir: filepath.Join(c.dir, fmt.Sprintf("%s%d", nodePrefix, i+1))}
 		if err := n.write(); err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +324,7 @@ func freePorts(t *tee, n int) []int {
 // /etc/rabbitmq or /var/lib/rabbitmq, is used, the Erlang cookie aside.
 func (n *node) write() error {
 	for _, d := range []string{n.dir, filepath.Join(n.dir, "mnesia"), filepath.Join(n.dir, "log")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := os.MkdirAll(n.c.host(d), 0o755); err != nil {
 			return err
 		}
 	}
@@ -228,7 +341,7 @@ log.connection.level = warning
 		"rabbitmq-env.conf": "",
 	}
 	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(n.dir, name), []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(n.c.host(filepath.Join(n.dir, name)), []byte(body), 0o644); err != nil {
 			return err
 		}
 	}
@@ -240,7 +353,7 @@ func (c *cluster) chown() error {
 	if c.cred == nil {
 		return nil
 	}
-	return filepath.WalkDir(c.dir, func(path string, _ os.DirEntry, err error) error {
+	return filepath.WalkDir(c.host(c.dir), func(path string, _ os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -250,9 +363,13 @@ func (c *cluster) chown() error {
 
 // env is the environment of the node's server and of the CLI tools.
 func (c *cluster) env(extra ...string) []string {
+	path := os.Getenv("PATH")
+	if c.root != "" {
+		path = "/usr/sbin:/usr/bin:/sbin:/bin"
+	}
 	return append([]string{
-		"HOME=" + c.home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
-		"ERL_EPMD_ADDRESS=127.0.0.1",
+		"HOME=" + c.home, "PATH=" + path, "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
+		"ERL_EPMD_ADDRESS=127.0.0.1", "ERL_EPMD_PORT=" + strconv.Itoa(c.epmd),
 	}, extra...)
 }
 
@@ -290,7 +407,7 @@ func (n *node) start() error {
 			return fmt.Errorf("start %s: it is running", n.name)
 		}
 	}
-	out, err := os.OpenFile(filepath.Join(n.dir, "server.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	out, err := os.OpenFile(n.c.host(filepath.Join(n.dir, "server.out")), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -299,7 +416,8 @@ func (n *node) start() error {
 	cmd.Dir = n.dir
 	cmd.Env = n.env()
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: n.c.cred, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = n.c.sysProcAttr()
+	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pdeathsig = true, syscall.SIGTERM
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", n.name, err)
 	}
@@ -435,7 +553,7 @@ func (n *node) forceKill() {
 func (n *node) logTail() string {
 	var b strings.Builder
 	for _, f := range []string{filepath.Join(n.dir, "server.out"), filepath.Join(n.dir, "log", n.name+".log")} {
-		fmt.Fprintf(&b, "--- %s\n%s\n", f, tail(f, 4<<10))
+		fmt.Fprintf(&b, "--- %s\n%s\n", n.c.host(f), tail(n.c.host(f), 4<<10))
 	}
 	return b.String()
 }
@@ -448,9 +566,7 @@ func (c *cluster) ctl(timeout time.Duration, tool string, args ...string) (strin
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, tool), args...)
 	cmd.Dir = "/"
 	cmd.Env = c.env()
-	if c.cred != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
-	}
+	cmd.SysProcAttr = c.sysProcAttr()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -638,7 +754,7 @@ func (c *cluster) remove() {
 		}
 	}
 	if c.dir != "" {
-		if err := os.RemoveAll(c.dir); err != nil {
+		if err := os.RemoveAll(c.host(c.dir)); err != nil {
 			c.t.Errorf("cleanup: %v", err)
 		}
 	}
@@ -649,7 +765,9 @@ func (c *cluster) remove() {
 	})
 	if len(left) > 0 {
 		c.t.Errorf("cleanup: nodes of the test still registered with epmd: %q", left)
+		return
 	}
+	c.stopEPMD()
 }
 
 // onSignal stops the nodes and removes their directory when the test
@@ -669,7 +787,8 @@ func (c *cluster) onSignal() func() {
 			for _, n := range c.nodes {
 				n.waitExit(10 * time.Second)
 			}
-			_ = os.RemoveAll(c.dir)
+			_ = os.RemoveAll(c.host(c.dir))
+			c.stopEPMD()
 			os.Exit(1)
 		case <-done:
 		}
@@ -691,7 +810,7 @@ func (c *cluster) sweep() {
 			c.t.Logf("%v", err)
 		}
 	}
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPattern))
+	dirs, _ := filepath.Glob(filepath.Join(c.host(os.TempDir()), dirPattern))
 	for _, d := range dirs {
 		c.t.Logf("removing %s, left by an earlier run", d)
 		if err := os.RemoveAll(d); err != nil {
@@ -702,7 +821,7 @@ func (c *cluster) sweep() {
 
 // leftovers lists the nodes of the test registered with epmd.
 func (c *cluster) leftovers() []string {
-	names, err := epmdNames()
+	names, err := epmdNames(c.epmd)
 	if err != nil {
 		c.t.Logf("epmd: %v", err)
 		return nil
@@ -716,10 +835,10 @@ func (c *cluster) leftovers() []string {
 	return out
 }
 
-// epmdNames asks the local epmd (port 4369) which nodes are registered
-// with it (its NAMES_REQ request).
-func epmdNames() ([]string, error) {
-	conn, err := net.DialTimeout("tcp", "127.0.0.1:4369", 5*time.Second)
+// epmdNames asks the local epmd on port (4369 by default) which nodes are
+// registered with it (its NAMES_REQ request).
+func epmdNames(port int) ([]string, error) {
+	conn, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 5*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -728,8 +847,8 @@ func epmdNames() ([]string, error) {
 	if _, err := conn.Write([]byte{0, 1, 'n'}); err != nil {
 		return nil, err
 	}
-	var port [4]byte
-	if _, err := io.ReadFull(conn, port[:]); err != nil {
+	var answer [4]byte // epmd's own port
+	if _, err := io.ReadFull(conn, answer[:]); err != nil {
 		return nil, err
 	}
 	var names []string

@@ -66,10 +66,14 @@ func (x release) String() string {
 
 // newRig starts the downstreams, failing rate of the attempts, and
 // prepares relay's environment: every node in AMQP_URLS, quorum queues,
-// the TTL backend and a short schedule.
+// the TTL backend and a short schedule. CLUSTER_DELAY_BACKEND=native runs
+// RabbitMQ 4.3's delayed retry instead, on a linear schedule.
 func newRig(t *tee, c *cluster, rate float64) *rig {
 	t.Helper()
-	const delays, max = "200ms,500ms,1s", 10
+	backend, delays, max := retry.TTL, "200ms,500ms,1s", 10
+	if os.Getenv("CLUSTER_DELAY_BACKEND") == string(retry.Native) {
+		backend, delays = retry.Native, "200ms,400ms,600ms,800ms,1s"
+	}
 	r := &rig{t: t, c: c, prefix: "cluster-" + randomHex(4) + "."}
 	secret := "whsec_" + base64.StdEncoding.EncodeToString(random(32))
 	denv := map[string]string{
@@ -99,7 +103,7 @@ func newRig(t *tee, c *cluster, rate float64) *rig {
 		t.Fatal(err)
 	}
 	r.topo = retry.Topology{Prefix: r.prefix, Routes: channel.Routes(), QueueType: retry.Quorum,
-		Backend: retry.TTL, Policy: retry.Policy{Delays: d, MaxRetries: max}}
+		Backend: backend, Policy: retry.Policy{Delays: d, MaxRetries: max}}
 
 	_, smtpPort, _ := net.SplitHostPort(down.SMTPAddr())
 	httpAddr := freeAddr(t)
@@ -109,7 +113,7 @@ func newRig(t *tee, c *cluster, rate float64) *rig {
 		// The first node as AMQP_URL too: a process that reads the one
 		// address reaches the cluster, never the default broker on 5672.
 		"AMQP_URL":        c.nodes[0].url(),
-		"TOPOLOGY_PREFIX": r.prefix, "QUEUE_TYPE": "quorum", "DELAY_BACKEND": "ttl", "MANAGEMENT_URL": "off",
+		"TOPOLOGY_PREFIX": r.prefix, "QUEUE_TYPE": "quorum", "DELAY_BACKEND": string(backend), "MANAGEMENT_URL": "off",
 		"RETRY_DELAYS": delays, "RETRY_MAX": fmt.Sprint(max),
 		"API_TOKENS": token, "HTTP_ADDR": httpAddr, "SHUTDOWN_TIMEOUT": "5s", "DATA_DIR": t.TempDir(),
 		// relay all runs downstreams of its own; they listen on spare
