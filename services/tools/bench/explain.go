@@ -258,8 +258,7 @@ func (r *Report) explainMemory() string {
 		"(`mem_used`, the VM's RSS by default; read through `GET /api/nodes/{name}?memory=true`, which computes it when " +
 		"asked rather than from the last five-second sample) once it held still before the pile-up and again once the " +
 		"messages sat, and the wait queue's own `memory` once its statistics counted every message. " + strings.Join(broker, "; ") +
-		". A classic queue keeps each waiting message in its own process as well as on disk, until memory pressure (half the " +
-		"memory limit) makes it page them out; a quorum queue's process keeps a small entry per message (where it is in the " +
+		". " + r.classicMemoryNote() + "; a quorum queue's process keeps a small entry per message (where it is in the " +
 		"Raft log, its size) and the messages themselves are in the log, on disk and, until its write-ahead log is written " +
 		"to segment files, in memory tables" + r.pluginMemoryNote() + ". " +
 		"`mem_used` counts more than the data: the Erlang VM's allocators hand memory back to the system slowly, so its growth " +
@@ -440,4 +439,17 @@ func (r *Report) pluginMemoryNote() string {
 func (r *Report) brokerAtLeast(major, minor int) bool {
 	v, ok := strings.CutPrefix(r.Broker, "RabbitMQ ")
 	return ok && retry.VersionAtLeast(v, major, minor)
+}
+
+// classicMemoryNote says where a classic queue keeps waiting messages: on
+// RabbitMQ 4.3, whose classic queues are all version 2 (its release notes:
+// CQv1 is removed), on disk with a small entry each in the queue's
+// process; before, a version 1 queue also kept each in its process.
+func (r *Report) classicMemoryNote() string {
+	if r.brokerAtLeast(4, 3) {
+		return "On " + r.Broker + " every classic queue is of version 2 (4.3 removed version 1): it writes " +
+			"waiting messages to disk and keeps a small entry per message in its process (the wait queue's own memory above)"
+	}
+	return "A classic queue keeps each waiting message in its own process as well as on disk, until memory pressure (half the " +
+		"memory limit) makes it page them out"
 }

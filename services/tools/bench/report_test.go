@@ -274,6 +274,9 @@ func TestRenderNative(t *testing.T) {
 	if strings.Contains(out, "Mnesia table of its own") {
 		t.Errorf("a 4.3 report says the plugin keeps its messages in Mnesia")
 	}
+	if got, want := r.classicMemoryNote(), "On RabbitMQ 4.3.6 every classic queue is of version 2"; !strings.HasPrefix(got, want) {
+		t.Errorf("classic queues on 4.3: %q, want %q…", got, want)
+	}
 	// Before 4.3 the native rows say n/a, and why.
 	r = sampleReport()
 	r.Rows = append(r.Rows, Row{Queue: "quorum", Figure: FigNativeRate, Unit: UnitRate, Note: "n/a: RabbitMQ 4.3 or later"})
