@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/relay-demo/relay/retry"
 )
 
 // The paragraphs of "What limits each figure" for the figures of issue
@@ -107,6 +109,61 @@ func (r *Report) explainDirect() string {
 		strings.TrimPrefix(r.compare(FigDirectP99, "ms at p99", "ms"), "relay against raw, ") + "."
 }
 
+// explainNative says what a round trip on RabbitMQ 4.3's delayed retry
+// costs, next to the broker's dead-letter loop and relay's direct
+// hand-off on the same queue type in the same run, or why it was not
+// measured.
+func (r *Report) explainNative() string {
+	row, _ := r.anyRow(FigNativeRate)
+	if row.Note != "" {
+		return "**Retry with the native backend.** " + row.Note + ": RabbitMQ 4.3's delayed retry (`x-delayed-retry-*` " +
+			"queue arguments of quorum queues) is what it uses, and this broker is " + r.Broker + "."
+	}
+	p := "**Retry with the native backend** (RabbitMQ 4.3's delayed retry, quorum queues only). " +
+		r.compare(FigNativeRate, "round trips/s", "round trips/s") + ". Both sides consume one quorum queue declared " +
+		fmt.Sprintf("with `x-delayed-retry-type: failed`, `x-delayed-retry-min` and `-max` of %s and a delivery limit; ", r.Options.Delay) +
+		"a failure is a `basic.reject` with requeue (a reject, not a nack: on 4.3 only a reject raises the delivery count " +
+		"the delay follows), the queue keeps the message for the delay in its own log and delivers it again with " +
+		"`x-delivery-count` 1, and the second delivery is acked. There is no client publish per retry and no second " +
+		"queue: relay's side differs from raw's only in its consumer's bookkeeping (the attempt read from " +
+		"`x-delivery-count`, the outcome events, a logger): this process's CPU per round trip " +
+		r.cost(FigNativeRate, true, cpu) + " against " + r.cost(FigNativeRate, false, cpu) + ", the broker's " +
+		r.compareCPU(FigNativeBrokerCPU) + ". "
+	q := row.Queue
+	ttl, okTTL := r.Row(q, FigRetryRate)
+	direct, okDirect := r.Row(q, FigDirectRate)
+	rateCPU := func(v *float64, c *Cost) string {
+		if v == nil {
+			return "—"
+		}
+		s := thousands(int64(*v)) + " round trips/s"
+		if c != nil && c.BrokerCPUPerMsg > 0 {
+			s += fmt.Sprintf(" at %.0f µs of broker CPU each", float64(c.BrokerCPUPerMsg)/1e3)
+		}
+		return s
+	}
+	if okTTL || okDirect {
+		p += "In the same run, on " + q + " queues: "
+		var parts []string
+		if okTTL {
+			parts = append(parts, "the raw dead-letter loop (nack, a TTL wait queue, dead-lettered back) "+rateCPU(ttl.Raw, ttl.RawCost))
+		}
+		if okDirect {
+			parts = append(parts, "relay's direct hand-off "+rateCPU(direct.Relay, direct.RelayCost))
+		}
+		parts = append(parts, "the raw native loop "+rateCPU(row.Raw, row.RawCost), "relay's native backend "+rateCPU(row.Relay, row.RelayCost))
+		p += strings.Join(parts, "; ") + ". "
+		if okDirect && direct.Relay != nil && row.Relay != nil {
+			p += fmt.Sprintf("relay native ÷ relay direct: %.2f×", *row.Relay / *direct.Relay)
+			if okTTL && ttl.Raw != nil && row.Raw != nil {
+				p += fmt.Sprintf("; raw native ÷ raw dead-letter loop: %.2f×", *row.Raw / *ttl.Raw)
+			}
+			p += ". "
+		}
+	}
+	return strings.TrimSpace(p)
+}
+
 // explainPlugin says what limits a round trip through the delayed-message
 // plugin, with either hand-off, or why it was not measured.
 func (r *Report) explainPlugin() string {
@@ -119,6 +176,11 @@ func (r *Report) explainPlugin() string {
 	}
 	for _, f := range []string{FigPluginRate, FigPluginDirectRate} {
 		if row, ok := r.anyRow(f); ok && row.Note != "" {
+			if r.brokerAtLeast(4, 3) {
+				return "**Retry with the delayed-message plugin.** " + row.Note + ": the broker has no " +
+					"`x-delayed-message` exchange type, so the plugin was not measured, " + handoffs + ". The plugin keeps " +
+					"its delayed messages in Mnesia, which " + r.Broker + " no longer has: it does not run there."
+			}
 			return "**Retry with the delayed-message plugin.** " + row.Note + ": the broker has no " +
 				"`x-delayed-message` exchange type, so only the TTL backend was measured, " + handoffs + "."
 		}
@@ -196,11 +258,9 @@ func (r *Report) explainMemory() string {
 		"(`mem_used`, the VM's RSS by default; read through `GET /api/nodes/{name}?memory=true`, which computes it when " +
 		"asked rather than from the last five-second sample) once it held still before the pile-up and again once the " +
 		"messages sat, and the wait queue's own `memory` once its statistics counted every message. " + strings.Join(broker, "; ") +
-		". A classic queue keeps each waiting message in its own process as well as on disk, until memory pressure (half the " +
-		"memory limit) makes it page them out; a quorum queue's process keeps a small entry per message (where it is in the " +
+		". " + r.classicMemoryNote() + "; a quorum queue's process keeps a small entry per message (where it is in the " +
 		"Raft log, its size) and the messages themselves are in the log, on disk and, until its write-ahead log is written " +
-		"to segment files, in memory tables; the plugin keeps every delayed message in a Mnesia table of its own, on disk " +
-		"and in memory. " +
+		"to segment files, in memory tables" + r.pluginMemoryNote() + ". " +
 		"`mem_used` counts more than the data: the Erlang VM's allocators hand memory back to the system slowly, so its growth " +
 		"also counts memory they took and still hold (and a backend measured after another can reuse what that one left, " +
 		"so its growth can read low); the allocated figure is what they hold for data. Both count whatever else the broker " +
@@ -363,4 +423,33 @@ func (r *Report) handlerHold(figure string) string {
 		return "unmeasured"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// pluginMemoryNote says where the delayed-message plugin keeps its
+// messages, on the brokers where it runs.
+func (r *Report) pluginMemoryNote() string {
+	if r.brokerAtLeast(4, 3) {
+		return " (the delayed-message plugin, which kept its messages in a Mnesia table, does not run on " + r.Broker + ", which has no Mnesia)"
+	}
+	return "; the plugin keeps every delayed message in a Mnesia table of its own, on disk and in memory"
+}
+
+// brokerAtLeast reports whether the report's broker is RabbitMQ major.minor
+// or later.
+func (r *Report) brokerAtLeast(major, minor int) bool {
+	v, ok := strings.CutPrefix(r.Broker, "RabbitMQ ")
+	return ok && retry.VersionAtLeast(v, major, minor)
+}
+
+// classicMemoryNote says where a classic queue keeps waiting messages: on
+// RabbitMQ 4.3, whose classic queues are all version 2 (its release notes:
+// CQv1 is removed), on disk with a small entry each in the queue's
+// process; before, a version 1 queue also kept each in its process.
+func (r *Report) classicMemoryNote() string {
+	if r.brokerAtLeast(4, 3) {
+		return "On " + r.Broker + " every classic queue is of version 2 (4.3 removed version 1): it writes " +
+			"waiting messages to disk and keeps a small entry per message in its process (the wait queue's own memory above)"
+	}
+	return "A classic queue keeps each waiting message in its own process as well as on disk, until memory pressure (half the " +
+		"memory limit) makes it page them out"
 }

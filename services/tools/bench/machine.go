@@ -97,15 +97,17 @@ func resetPeakRSS() bool {
 // the kernel's user-space ABI on every architecture Go runs Linux on.
 const userHZ = 100
 
-// brokerPIDs finds the broker's processes on this machine: every process
-// named beam.smp (RabbitMQ's Erlang VM). A broker this process cannot see
+// brokerPIDs finds the broker's processes on this machine: the beam.smp
+// (RabbitMQ's Erlang VM) that listens on port, the AMQP URL's, so that on a
+// machine with several brokers the figures count the one measured. When
+// no beam.smp is seen to listen there (its sockets unreadable), every
+// beam.smp counts, and only is false. A broker this process cannot see
 // (another PID namespace) yields none, and its CPU goes unreported.
-func brokerPIDs() []int {
+func brokerPIDs(port int) (pids []int, only bool) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return nil, false
 	}
-	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -116,7 +118,70 @@ func brokerPIDs() []int {
 			pids = append(pids, pid)
 		}
 	}
-	return pids
+	inodes := listeningInodes(port)
+	var listening []int
+	for _, pid := range pids {
+		if holdsSocket(pid, inodes) {
+			listening = append(listening, pid)
+		}
+	}
+	if len(listening) > 0 {
+		return listening, true
+	}
+	return pids, false
+}
+
+// listeningInodes are the socket inodes listening on port, from
+// /proc/net/tcp and tcp6.
+func listeningInodes(port int) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for k, v := range parseListeners(string(b), port) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// parseListeners reads a /proc/net/tcp table: the inodes of the sockets
+// in state LISTEN (0A) whose local port is port.
+func parseListeners(table string, port int) map[string]bool {
+	out := map[string]bool{}
+	for i, line := range strings.Split(table, "\n") {
+		f := strings.Fields(line)
+		if i == 0 || len(f) < 10 || f[3] != "0A" {
+			continue
+		}
+		_, hexPort, ok := strings.Cut(f[1], ":")
+		if p, err := strconv.ParseUint(hexPort, 16, 16); !ok || err != nil || int(p) != port {
+			continue
+		}
+		out[f[9]] = true
+	}
+	return out
+}
+
+// holdsSocket reports whether pid has one of the socket inodes open.
+func holdsSocket(pid int, inodes map[string]bool) bool {
+	if len(inodes) == 0 {
+		return false
+	}
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, fd := range fds {
+		link, err := os.Readlink(dir + "/" + fd.Name())
+		if err == nil && strings.HasPrefix(link, "socket:[") && inodes[strings.TrimSuffix(strings.TrimPrefix(link, "socket:["), "]")] {
+			return true
+		}
+	}
+	return false
 }
 
 // processCPU sums the CPU time of pids; ok is false when one of them

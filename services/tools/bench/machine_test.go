@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestCPUModel(t *testing.T) {
@@ -130,5 +132,39 @@ func TestSchedCPU(t *testing.T) {
 	}
 	if d := after - before; d < 20*time.Millisecond {
 		t.Errorf("schedstat saw %s of CPU while getrusage saw 30ms or more", d)
+	}
+}
+
+func TestParseListeners(t *testing.T) {
+	// Two listeners, on 5672 (0x1628) and 5703 (0x1647), and a connection
+	// from 5703 (state 01): only the listener on the port counts.
+	const table = `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1628 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1111 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:1647 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2222 1 0000000000000000 100 0 0 10 0
+   2: 0100007F:1647 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 3333 1 0000000000000000 20 4 30 10 -1
+`
+	for _, tt := range []struct {
+		port int
+		want map[string]bool
+	}{
+		{5672, map[string]bool{"1111": true}},
+		{5703, map[string]bool{"2222": true}},
+		{15672, map[string]bool{}},
+	} {
+		if diff := cmp.Diff(tt.want, parseListeners(table, tt.port)); diff != "" {
+			t.Errorf("parseListeners(%d) (-want +got):\n%s", tt.port, diff)
+		}
+	}
+}
+
+func TestAMQPPort(t *testing.T) {
+	for url, want := range map[string]int{
+		"amqp://guest:guest@127.0.0.1:5703/": 5703,
+		"amqp://guest:guest@localhost/":      5672,
+		"amqps://broker/":                    5671,
+	} {
+		if got := amqpPort(url); got != want {
+			t.Errorf("amqpPort(%q) = %d, want %d", url, got, want)
+		}
 	}
 }

@@ -103,6 +103,9 @@ func (r *Report) explain() []string {
 	if r.has(FigPluginRate) || r.has(FigPluginDirectRate) {
 		out = append(out, r.explainPlugin())
 	}
+	if r.has(FigNativeRate) {
+		out = append(out, r.explainNative())
+	}
 	if r.has(FigDelayedRSS) || r.has(FigPluginDelayedRSS) || r.has(FigPluginBrokerGrowth) {
 		out = append(out, r.explainMemory())
 	}

@@ -19,11 +19,12 @@ const (
 )
 
 // markedStart finds the start marker of any section the page holds
-// between markers: bench-peers's (<!-- bench-peers:start -->), and the
+// between markers: bench-peers's (<!-- bench-peers:start -->), the
 // labelled sections of other brokers, relay bench's and bench-peers's
-// (<!-- bench:4.3:start -->, <!-- bench-peers:4.3:start -->). Its group is
-// the section's name, which the end marker repeats.
-var markedStart = regexp.MustCompile(`<!-- (bench(?:-peers)?(?::[0-9A-Za-z._-]+)?):start -->`)
+// (<!-- bench:4.3:start -->, <!-- bench-peers:4.3:start -->), and notes
+// written by hand (<!-- bench-notes:native:start -->). Its group is the
+// section's name, which the end marker repeats.
+var markedStart = regexp.MustCompile(`<!-- (bench(?:-peers|-notes)?(?::[0-9A-Za-z._-]+)?):start -->`)
 
 // labelPattern is what --section accepts: a broker version or a short name.
 var labelPattern = regexp.MustCompile(`^[0-9A-Za-z._-]{1,32}$`)

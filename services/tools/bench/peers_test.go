@@ -158,10 +158,11 @@ func TestSpliceSection(t *testing.T) {
 func TestKeepLabelledSections(t *testing.T) {
 	bench43 := "<!-- bench:4.3:start -->\n## On RabbitMQ 4.3.6\n<!-- bench:4.3:end -->\n"
 	peers43 := "<!-- bench-peers:4.3:start -->\n## peers on 4.3\n<!-- bench-peers:4.3:end -->\n"
+	notes := "<!-- bench-notes:native:start -->\n## Native against direct\n<!-- bench-notes:native:end -->\n"
 	peers := peersStart + "\npeers\n" + peersEnd + "\n"
-	old := "# Benchmarks\n\nold\n\n" + peers + "\n" + bench43 + "\n" + peers43
+	old := "# Benchmarks\n\nold\n\n" + peers + "\n" + bench43 + "\n" + peers43 + "\n" + notes
 	got, complete := keepPeers([]byte("# Benchmarks\n\nnew\n"), []byte(old))
-	if want := "# Benchmarks\n\nnew\n\n" + peers + "\n" + bench43 + "\n" + peers43; string(got) != want || !complete {
+	if want := "# Benchmarks\n\nnew\n\n" + peers + "\n" + bench43 + "\n" + peers43 + "\n" + notes; string(got) != want || !complete {
 		t.Errorf("keepPeers = %q, %v; want %q, true", got, complete, want)
 	}
 	// A labelled start marker with no end keeps the rest, as bench-peers's does.

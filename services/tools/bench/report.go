@@ -37,6 +37,12 @@ const (
 	FigPluginDirectP50       = "retry (plugin, direct): extra latency p50"
 	FigPluginDirectP99       = "retry (plugin, direct): extra latency p99"
 	FigPluginDirectBrokerCPU = "retry (plugin, direct): broker CPU per round trip"
+	// The native figures: RabbitMQ 4.3's delayed retry on a quorum queue,
+	// relay's consumer against a raw consumer of the same queue arguments.
+	FigNativeRate      = "retry (native): round trips/s"
+	FigNativeP50       = "retry (native): extra latency p50"
+	FigNativeP99       = "retry (native): extra latency p99"
+	FigNativeBrokerCPU = "retry (native): broker CPU per round trip"
 	// The memory figures, with Options.Waiting messages in the delay
 	// stage: per queue type on TTL, once on the plugin.
 	FigDelayedRSS          = "memory (ttl): RSS while messages wait in the delay stage"

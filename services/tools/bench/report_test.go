@@ -239,6 +239,58 @@ func TestRenderMarkdownSection(t *testing.T) {
 	}
 }
 
+// TestRenderNative explains the native rows of a 4.3 run next to the
+// dead-letter loop and the direct hand-off of the same run, and follows
+// the broker's version where the plugin is concerned.
+func TestRenderNative(t *testing.T) {
+	cost := func(cpu time.Duration) *Cost { return &Cost{CPUPerMsg: cpu, BrokerCPUPerMsg: 2 * cpu} }
+	r := sampleReport()
+	r.Broker = "RabbitMQ 4.3.6"
+	r.Rows = append(r.Rows,
+		Row{Queue: "quorum", Figure: FigDirectRate, Unit: UnitRate, Relay: ptr(2000), Raw: ptr(2500),
+			Target: &Target{RatioAtLeast, 0.9}, RelayCost: cost(100 * time.Microsecond), RawCost: cost(95 * time.Microsecond)},
+		Row{Queue: "quorum", Figure: FigNativeRate, Unit: UnitRate, Relay: ptr(1800), Raw: ptr(2000),
+			Target: &Target{RatioAtLeast, 0.9}, RelayCost: cost(90 * time.Microsecond), RawCost: cost(60 * time.Microsecond)},
+		Row{Queue: "quorum", Figure: FigNativeBrokerCPU, Unit: UnitMicros, Relay: ptr(180), Raw: ptr(120), Target: &Target{RatioAtMost, 1.3}},
+	)
+	r.Evaluate()
+	var b bytes.Buffer
+	if err := r.Render(&b, "markdown"); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"**Retry with the native backend** (RabbitMQ 4.3's delayed retry, quorum queues only). relay against raw, quorum: 1,800 round trips/s against 2,000 (0.90×",
+		"the raw dead-letter loop (nack, a TTL wait queue, dead-lettered back) 2,500 round trips/s at 190 µs of broker CPU each",
+		"relay's direct hand-off 2,000 round trips/s at 200 µs",
+		"the raw native loop 2,000 round trips/s at 120 µs", "relay's native backend 1,800 round trips/s at 180 µs",
+		"relay native ÷ relay direct: 0.90×; raw native ÷ raw dead-letter loop: 0.80×",
+		"Mnesia, which RabbitMQ 4.3.6 no longer has",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Mnesia table of its own") {
+		t.Errorf("a 4.3 report says the plugin keeps its messages in Mnesia")
+	}
+	if got, want := r.classicMemoryNote(), "On RabbitMQ 4.3.6 every classic queue is of version 2"; !strings.HasPrefix(got, want) {
+		t.Errorf("classic queues on 4.3: %q, want %q…", got, want)
+	}
+	// Before 4.3 the native rows say n/a, and why.
+	r = sampleReport()
+	r.Rows = append(r.Rows, Row{Queue: "quorum", Figure: FigNativeRate, Unit: UnitRate, Note: "n/a: RabbitMQ 4.3 or later"})
+	b.Reset()
+	if err := r.Render(&b, "markdown"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"**Retry with the native backend.** n/a: RabbitMQ 4.3 or later: RabbitMQ 4.3's delayed retry"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("3.10 report lacks %q", want)
+		}
+	}
+}
+
 func TestRenderJSON(t *testing.T) {
 	r := sampleReport()
 	var b bytes.Buffer

@@ -109,6 +109,8 @@ type retryFigs struct{ rate, p50, p99, broker string }
 // hand-off.
 func retryNames(backend retry.Backend, who string) retryFigs {
 	switch {
+	case backend == retry.Native:
+		return retryFigs{FigNativeRate, FigNativeP50, FigNativeP99, FigNativeBrokerCPU}
 	case backend == retry.Plugin && who == sideDirect:
 		return retryFigs{FigPluginDirectRate, FigPluginDirectP50, FigPluginDirectP99, FigPluginDirectBrokerCPU}
 	case backend == retry.Plugin:
@@ -131,24 +133,48 @@ func (b *bench) retrySides() []string {
 	return out
 }
 
-// retryFigures measures the retry groups chosen on the TTL backend, and on
-// the plugin where the broker has it (else its rows say n/a).
-func (b *bench) retryFigures(ctx context.Context, qt retry.QueueType, plugin bool) ([]Row, error) {
+// retryFigures measures the retry groups chosen on the TTL backend, on
+// the plugin where the broker has it, and, with the retry group on quorum
+// queues, on the native backend where the broker has it (RabbitMQ 4.3);
+// a backend the broker lacks has rows that say n/a.
+func (b *bench) retryFigures(ctx context.Context, qt retry.QueueType, plugin, native bool) ([]Row, error) {
 	rows, err := b.retryRows(ctx, qt, retry.TTL)
 	if err != nil {
 		return nil, err
 	}
 	if plugin {
 		more, err := b.retryRows(ctx, qt, retry.Plugin)
-		return append(rows, more...), err
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, more...)
+	} else {
+		for _, who := range b.retrySides() {
+			rows = append(rows, naRows(qt, retryNames(retry.Plugin, who), "n/a: no plugin")...)
+		}
 	}
-	for _, who := range b.retrySides() {
-		f := retryNames(retry.Plugin, who)
-		rows = append(rows,
-			Row{Queue: string(qt), Figure: f.rate, Unit: UnitRate, Note: "n/a: no plugin", Target: &Target{Kind: RatioAtLeast, Value: retryRateTarget}},
-			Row{Queue: string(qt), Figure: f.broker, Unit: UnitMicros, Note: "n/a: no plugin", Target: &Target{Kind: RatioAtMost, Value: retryBrokerCPUTarget}})
+	// The native backend has one hand-off, the broker's: it belongs to
+	// the retry group, on quorum queues alone.
+	switch {
+	case qt != retry.Quorum || !b.opts.has("retry"):
+	case native:
+		more, err := b.retryRows(ctx, qt, retry.Native)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, more...)
+	default:
+		rows = append(rows, naRows(qt, retryNames(retry.Native, sideStages), "n/a: RabbitMQ 4.3 or later")...)
 	}
 	return rows, nil
+}
+
+// naRows are the rate and broker CPU rows of a backend not measured.
+func naRows(qt retry.QueueType, f retryFigs, note string) []Row {
+	return []Row{
+		{Queue: string(qt), Figure: f.rate, Unit: UnitRate, Note: note, Target: &Target{Kind: RatioAtLeast, Value: retryRateTarget}},
+		{Queue: string(qt), Figure: f.broker, Unit: UnitMicros, Note: note, Target: &Target{Kind: RatioAtMost, Value: retryBrokerCPUTarget}},
+	}
 }
 
 // retryRows measures one retry round trip — fail, wait the delay, come
@@ -160,7 +186,11 @@ func (b *bench) retryRows(ctx context.Context, qt retry.QueueType, backend retry
 	run := map[string]func(context.Context) (side, error){
 		sideRaw: func(ctx context.Context) (side, error) { return b.roundTrips(ctx, qt, backend, sideRaw) },
 	}
-	for _, who := range b.retrySides() {
+	sides := b.retrySides()
+	if backend == retry.Native {
+		sides = []string{sideStages} // the broker's hand-off, whatever relay's
+	}
+	for _, who := range sides {
 		order = append(order, who)
 		run[who] = func(ctx context.Context) (side, error) { return b.roundTrips(ctx, qt, backend, who) }
 	}
@@ -356,7 +386,9 @@ func (b *bench) relayLoop(ctx context.Context, conn *amqp.Connection, qt retry.Q
 // With the TTL backend the broker does all of it: a nack dead-letters the
 // message into a wait queue whose TTL dead-letters it back. With the
 // plugin, the consumer republishes the message to a delayed exchange with
-// x-delay and acks it.
+// x-delay and acks it. With the native backend, a reject(requeue) of a
+// quorum queue with RabbitMQ 4.3's delayed retry arguments: the queue
+// keeps the message for the delay and delivers it again.
 func (b *bench) rawLoop(ctx context.Context, conn *amqp.Connection, qt retry.QueueType, backend retry.Backend, cur *atomic.Pointer[tracker]) (loop, error) {
 	names := b.names(qt, "retry-"+string(backend)+"-raw")
 	work, wait, delayed := names+"work", names+"wait", names+"delayed"
@@ -365,7 +397,18 @@ func (b *bench) rawLoop(ctx context.Context, conn *amqp.Connection, qt retry.Que
 		return loop{}, fmt.Errorf("open channel: %w", err)
 	}
 	defer ch.Close()
-	if backend == retry.Plugin {
+	switch backend {
+	case retry.Native:
+		b.janitor.queue(work)
+		args := queueArgs(qt, false)
+		args["x-delayed-retry-type"] = "failed"
+		args["x-delayed-retry-min"] = b.opts.Delay.Milliseconds()
+		args["x-delayed-retry-max"] = b.opts.Delay.Milliseconds()
+		args["x-delivery-limit"] = int64(10) // a backstop: the second delivery is acked
+		if err := declareQueue(ch, work, args); err != nil {
+			return loop{}, err
+		}
+	case retry.Plugin:
 		b.janitor.queue(work)
 		b.janitor.exchange(delayed)
 		if err := declareExchange(ch, delayed, "x-delayed-message", amqp.Table{"x-delayed-type": amqp.ExchangeDirect}); err != nil {
@@ -377,7 +420,7 @@ func (b *bench) rawLoop(ctx context.Context, conn *amqp.Connection, qt retry.Que
 		if err := ch.QueueBind(work, work, delayed, false /* noWait */, nil); err != nil {
 			return loop{}, fmt.Errorf("bind queue %q: %w", work, err)
 		}
-	} else {
+	default:
 		b.janitor.queue(work, wait)
 		workArgs := queueArgs(qt, true)
 		workArgs["x-dead-letter-exchange"] = ""
@@ -449,9 +492,14 @@ func rawRetry(ctx context.Context, ch *amqp.Channel, deliveries <-chan amqp.Deli
 		_, retried := d.Headers[rawRetried]
 		var err error
 		switch {
-		case died || retried:
+		case died || retried || deliveryCount(d.Headers) > 0:
 			t.succeeded(d.MessageId)
 			err = d.Ack(false)
+		case backend == retry.Native:
+			// A reject, not a nack: on RabbitMQ 4.3 only a reject raises the
+			// delivery count that the delayed retry follows.
+			t.failed(d.MessageId)
+			err = d.Reject(true /* requeue */)
 		case backend == retry.Plugin:
 			t.failed(d.MessageId)
 			err = ch.PublishWithContext(ctx, delayed, work, false /* mandatory */, false, /* immediate */
@@ -468,4 +516,28 @@ func rawRetry(ctx context.Context, ch *amqp.Channel, deliveries <-chan amqp.Deli
 			return err
 		}
 	}
+}
+
+// deliveryCount is a quorum queue's x-delivery-count: how many times the
+// message was returned to its queue before this delivery; 0 for none.
+func deliveryCount(h amqp.Table) int64 {
+	switch v := h["x-delivery-count"].(type) {
+	case int64:
+		return v
+	case int32:
+		return int64(v)
+	case int16:
+		return int64(v)
+	case int8:
+		return int64(v)
+	case int:
+		return int64(v)
+	case uint8:
+		return int64(v)
+	case uint16:
+		return int64(v)
+	case uint32:
+		return int64(v)
+	}
+	return 0
 }

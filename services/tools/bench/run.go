@@ -32,6 +32,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -112,6 +113,22 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	b.progress("report written to %s", opts.Out)
 	return nil
+}
+
+// amqpPort is the port of an amqp:// or amqps:// URL, explicit or the
+// scheme's default.
+func amqpPort(raw string) int {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return 0
+	}
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p
+	}
+	if u.Scheme == "amqps" {
+		return 5671
+	}
+	return 5672
 }
 
 // bench is one run of the command.
@@ -281,6 +298,8 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 		return nil, err
 	}
 	broker := brokerVersion(conn)
+	version, _ := conn.Properties["version"].(string)
+	native := retry.VersionAtLeast(version, 4, 3)
 	conn.Close()
 	plugin, err := retry.HasPlugin(b.url)
 	if err != nil {
@@ -288,9 +307,13 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 	}
 	r := &Report{Machine: ThisMachine(), Broker: broker, Command: command, Prefix: b.prefix, Started: started.UTC(), Options: b.opts}
 	b.progress("%s; %s, %d cores, %s; names under %s", broker, r.Machine.CPU, r.Machine.Cores, r.Machine.Go, b.prefix)
-	b.broker = brokerPIDs()
-	if len(b.broker) == 0 {
+	var only bool
+	b.broker, only = brokerPIDs(amqpPort(b.url))
+	switch {
+	case len(b.broker) == 0:
 		b.progress("no beam.smp process visible: broker CPU goes unreported")
+	case !only && len(b.broker) > 1:
+		b.progress("%d beam.smp processes and none seen listening on the broker's port: broker CPU counts them all", len(b.broker))
 	}
 	// Refuse a --waiting the broker cannot hold before measuring anything.
 	if b.opts.has("memory") {
@@ -317,7 +340,7 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 			{[]string{"ingest", "ingest-batch"}, b.ingestRows},
 			{[]string{"worker"}, b.workerRows},
 			{[]string{"retry", "retry-direct"}, func(ctx context.Context, qt retry.QueueType) ([]Row, error) {
-				return b.retryFigures(ctx, qt, plugin)
+				return b.retryFigures(ctx, qt, plugin, native)
 			}},
 			{[]string{"memory"}, b.memoryRows},
 		}

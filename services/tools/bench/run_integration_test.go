@@ -108,8 +108,30 @@ func TestRunQuick(t *testing.T) {
 	}
 	streams := []string{bench.FigStreamsIdle, bench.FigStreamsOpen, bench.FigStreamsClosed}
 	historyFigures := []string{bench.FigHistorySQLiteRate, bench.FigHistoryPostgresRate, bench.FigHistoryGetP50, bench.FigHistoryGetP99}
-	if got, want := len(r.Rows), 2*len(figures)+len(pluginMemory)+len(streams)+len(historyFigures); got != want {
+	// The native backend: quorum queues only, measured on RabbitMQ 4.3 or
+	// later, n/a before.
+	native := []string{bench.FigNativeRate, bench.FigNativeBrokerCPU}
+	version, _ := strings.CutPrefix(r.Broker, "RabbitMQ ")
+	onNative := retry.VersionAtLeast(version, 4, 3)
+	if onNative {
+		native = []string{bench.FigNativeRate, bench.FigNativeP50, bench.FigNativeP99, bench.FigNativeBrokerCPU}
+	}
+	if got, want := len(r.Rows), 2*len(figures)+len(pluginMemory)+len(streams)+len(historyFigures)+len(native); got != want {
 		t.Errorf("report has %d rows, want %d", got, want)
+	}
+	for _, f := range native {
+		row, ok := r.Row("quorum", f)
+		switch {
+		case !ok:
+			t.Errorf("quorum: no row %q", f)
+		case !onNative && (row.Note != "n/a: RabbitMQ 4.3 or later" || row.Relay != nil):
+			t.Errorf("quorum %s on %s: %+v, want n/a", f, r.Broker, row)
+		case onNative && (!positive(row.Relay) || !positive(row.Raw)) && row.Note == "":
+			t.Errorf("quorum %s on %s: relay %v, raw %v, want positive figures", f, r.Broker, deref(row.Relay), deref(row.Raw))
+		}
+		if _, ok := r.Row("classic", f); ok {
+			t.Errorf("classic: a row %q, want none: the native backend is for quorum queues", f)
+		}
 	}
 	checkPluginMemory(t, &r, plugin, pluginMemory)
 	checkHistory(t, &r, progress.String())

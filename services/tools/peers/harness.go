@@ -40,6 +40,9 @@ type system struct {
 	Name, Title string
 	Server      Server
 	New         func(o Options, w Workload) peer
+	// Needs43 marks a system that runs on RabbitMQ 4.3 or later only: left
+	// out of the default list on an older broker.
+	Needs43 bool
 }
 
 // systems lists every system, in the table's order.
@@ -48,6 +51,7 @@ var systems = []system{
 	{Name: "relay-direct", Title: "relay (direct)", Server: RabbitMQ, New: newRelay(true, false)},
 	{Name: "relay-stages-quorum", Title: "relay (stages, quorum)", Server: RabbitMQ, New: newRelay(false, true)},
 	{Name: "relay-direct-quorum", Title: "relay (direct, quorum)", Server: RabbitMQ, New: newRelay(true, true)},
+	{Name: "relay-native", Title: "relay (native, quorum)", Server: RabbitMQ, New: newRelayNative, Needs43: true},
 	{Name: "raw", Title: "raw amqp091-go", Server: RabbitMQ, New: newRaw},
 	{Name: "asynq", Title: "asynq", Server: Redis, New: newAsynq},
 	{Name: "river", Title: "River", Server: PostgreSQL, New: newRiver},

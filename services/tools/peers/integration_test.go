@@ -108,6 +108,9 @@ func TestEverySystem(t *testing.T) {
 		}{{"retries", w}, {"parks", parking}} {
 			t.Run(sys.Name+"/"+wl.name, func(t *testing.T) {
 				needServer(t, sys.Server, o)
+				if sys.Needs43 {
+					need43(t, o.AMQPURL)
+				}
 				p := sys.New(o, wl.w)
 				var progress bytes.Buffer
 				res := runPeer(context.Background(), sys, p, o, wl.w, &progress)
@@ -251,5 +254,21 @@ func TestParent(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "[1/1] raw amqp091-go: 200 jobs") {
 		t.Errorf("no progress line for the start:\n%s", stderr.String())
+	}
+}
+
+// need43 skips a test of a system that runs on RabbitMQ 4.3 or later only
+// when the broker is older (make test-compat and make bench-peers
+// BROKER=4.3 run it on a 4.3 node).
+func need43(t *testing.T, url string) {
+	t.Helper()
+	conn, err := retry.Dial(url, "bench-peers test version")
+	if err != nil {
+		t.Fatalf("dial the broker: %v", err)
+	}
+	version, _ := conn.Properties["version"].(string)
+	conn.Close()
+	if !retry.VersionAtLeast(version, 4, 3) {
+		t.Skipf("needs RabbitMQ 4.3 or later; the broker is %s", version)
 	}
 }

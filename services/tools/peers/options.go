@@ -17,6 +17,9 @@ type Options struct {
 	System string
 	// Systems are the systems the parent runs, in order.
 	Systems []string
+	// SystemsGiven is set when --systems was: the list is run as given,
+	// not trimmed to what the broker can run.
+	SystemsGiven bool
 	// WatermillJobs, if set, replaces Jobs for watermill-amqp, whose
 	// retries sleep in its handlers.
 	WatermillJobs int
@@ -89,6 +92,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
+	fs.Visit(func(f *flag.Flag) { o.SystemsGiven = o.SystemsGiven || f.Name == "systems" })
 	for _, s := range strings.Split(systemList, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue

@@ -45,13 +45,16 @@ const userHZ = 100
 // would otherwise vanish with its CPU time, which the postmaster collects
 // when it reaps it. ok is false when no process of s is visible (another
 // PID namespace, another machine).
-func serverCPU(s Server) (total time.Duration, ok bool) {
+//
+// only, when not nil, narrows the count to those processes: the broker
+// listening on the AMQP URL's port, on a machine with several.
+func serverCPU(s Server, only map[string]bool) (total time.Duration, ok bool) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, false
 	}
 	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
+		if _, err := strconv.Atoi(e.Name()); err != nil || (only != nil && !only[e.Name()]) {
 			continue
 		}
 		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
@@ -91,4 +94,55 @@ func parseStat(stat []byte) (comm string, ticks uint64, err error) {
 		ticks += v
 	}
 	return s[open+1 : end], ticks, nil
+}
+
+// listeners are the processes named comm with a socket listening on port
+// (from /proc/net/tcp and tcp6), by PID; nil when none is seen, and then
+// every process of the server counts.
+func listeners(comm string, port int) map[string]bool {
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if i == 0 || len(f) < 10 || f[3] != "0A" {
+				continue
+			}
+			_, hexPort, ok := strings.Cut(f[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && int(p) == port {
+				inodes["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return nil
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue // self, thread-self and the like
+		}
+		c, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if err != nil || strings.TrimSpace(string(c)) != comm {
+			continue
+		}
+		fds, _ := os.ReadDir("/proc/" + e.Name() + "/fd")
+		for _, fd := range fds {
+			if link, err := os.Readlink("/proc/" + e.Name() + "/fd/" + fd.Name()); err == nil && inodes[link] {
+				out[e.Name()] = true
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"net"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -40,7 +44,29 @@ func TestParseStat(t *testing.T) {
 }
 
 func TestServerCPUOfNoProcess(t *testing.T) {
-	if _, ok := serverCPU(Server("no-such-server")); ok {
+	if _, ok := serverCPU(Server("no-such-server"), nil); ok {
 		t.Error("serverCPU found processes of a server that does not exist")
+	}
+}
+
+// TestListeners finds this test's own listener by its port, and nothing on
+// a port no process of that name listens on.
+func TestListeners(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Skip("no /proc:", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	got := listeners(strings.TrimSpace(string(comm)), port)
+	if !got[strconv.Itoa(os.Getpid())] || len(got) != 1 {
+		t.Errorf("listeners(self, %d) = %v, want this process alone", port, got)
+	}
+	if got := listeners("no-such-server", port); got != nil {
+		t.Errorf("listeners(no-such-server) = %v, want nil", got)
 	}
 }

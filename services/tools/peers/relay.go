@@ -11,12 +11,14 @@ import (
 )
 
 // relayPeer runs relay's retry library: a Pipeline with the TTL backend
-// and a Policy of MaxRetries equal delays, its stages in the same process.
+// (or RabbitMQ 4.3's native delayed retry) and a Policy of MaxRetries
+// equal delays, its stages in the same process.
 type relayPeer struct {
 	o      Options
 	w      Workload
 	direct bool
 	quorum bool
+	native bool
 	p      *retry.Pipeline
 	tr     *tracker
 	conn   *amqp.Connection
@@ -44,6 +46,24 @@ func newRelay(direct, quorum bool) func(Options, Workload) peer {
 		}
 		return &relayPeer{o: o, w: w, direct: direct, quorum: quorum, p: retry.New(cfg)}
 	}
+}
+
+// newRelayNative runs relay on RabbitMQ 4.3's delayed retry: quorum
+// queues whose consumer rejects a failure for the queue to redeliver after
+// the delay (a schedule of equal delays is linear with a cap).
+func newRelayNative(o Options, w Workload) peer {
+	p := newRelay(false, true)(o, w).(*relayPeer)
+	p.native = true
+	p.p = retry.New(retry.Config{
+		Prefix:      uniqueName() + ".",
+		Exchange:    "peers",
+		Backend:     retry.Native,
+		QueueType:   retry.Quorum,
+		Policy:      retry.Policy{Delays: repeat(w.Delay, w.MaxRetries)},
+		Concurrency: w.Concurrency,
+		Name:        "bench-peers relay",
+	})
+	return p
 }
 
 func repeat(d time.Duration, n int) []time.Duration {
@@ -93,6 +113,15 @@ func (r *relayPeer) Cleanup(context.Context) error {
 func (r *relayPeer) Server() string { return r.broker }
 
 func (r *relayPeer) Settings() []string {
+	if r.native {
+		return []string{
+			fmt.Sprintf("retry.Pipeline, native backend (RabbitMQ 4.3's delayed retry: the work queue is a quorum queue with x-delayed-retry-type failed, x-delayed-retry-min and -max %s, x-delivery-limit %d)", retry.StepName(r.w.Delay), r.w.MaxRetries),
+			"the worker rejects a failure (basic.reject, requeue) and the queue redelivers it after the delay, with x-delivery-count raised: no publish per retry",
+			fmt.Sprintf("Policy of %d delays of %s, Concurrency %d, Prefetch %d (the default, 2× Concurrency), stages in the same process with their defaults",
+				r.w.MaxRetries, r.w.Delay, r.w.Concurrency, 2*r.w.Concurrency),
+			"parked: the worker publishes the last failure to dead-letter-queue (confirmed) before it acks",
+		}
+	}
 	handoff := "ViaStages: the worker hands a failure to the error stage, which publishes it to the wait queue; the requeue stage publishes it back (two confirmed hops per retry)"
 	if r.direct {
 		handoff = "Direct: the worker publishes a failure to the wait queue itself, which dead-letters it back to the work queue (one confirmed publish per retry)"

@@ -9,17 +9,21 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/relay-demo/relay/retry"
 )
 
 // run is the whole command: a child when --system names a system, else the
@@ -70,6 +74,9 @@ func runParent(ctx context.Context, o Options, getenv func(string) string, stdou
 		return fmt.Errorf("find this program to run the systems: %w", err)
 	}
 	began := time.Now()
+	if !o.SystemsGiven {
+		o.Systems = runnable(o.Systems, o.AMQPURL, stderr)
+	}
 	rep := Report{Section: o.Section, Command: command(getenv, o.Section), Machine: machine(), Workload: o.Workload}
 	for i, name := range o.Systems {
 		sys, _ := systemNamed(name)
@@ -106,6 +113,42 @@ func runParent(ctx context.Context, o Options, getenv func(string) string, stdou
 	return nil
 }
 
+// amqpPort is the port of an AMQP URL, explicit or the scheme's default.
+func amqpPort(raw string) int {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return 0
+	}
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p
+	}
+	if u.Scheme == "amqps" {
+		return 5671
+	}
+	return 5672
+}
+
+// runnable drops from the default list the systems the broker at url
+// cannot run (relay's native backend before RabbitMQ 4.3), saying so. A
+// broker that does not answer keeps the list: its systems fail on their own.
+func runnable(names []string, url string, stderr io.Writer) []string {
+	conn, err := retry.Dial(url, "bench-peers version")
+	if err != nil {
+		return names
+	}
+	version, _ := conn.Properties["version"].(string)
+	conn.Close()
+	var out []string
+	for _, name := range names {
+		if sys, _ := systemNamed(name); sys.Needs43 && !retry.VersionAtLeast(version, 4, 3) {
+			fmt.Fprintf(stderr, "%s left out: it needs RabbitMQ 4.3 or later, and the broker is %s\n", sys.Title, version)
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
+}
+
 // runChildProcess runs sys in a child process of exe, measures the child
 // from the outside (its rusage, the server's CPU time around it), and
 // returns its result; a child that fails, hangs past its timeout or
@@ -123,11 +166,15 @@ func runChildProcess(ctx context.Context, exe string, o Options, sys system, job
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second // then killed
 
-	before, okBefore := serverCPU(sys.Server)
+	var only map[string]bool
+	if sys.Server == RabbitMQ {
+		only = listeners(RabbitMQ.comm(), amqpPort(o.AMQPURL))
+	}
+	before, okBefore := serverCPU(sys.Server, only)
 	start := time.Now()
 	err := cmd.Run()
 	wall := time.Since(start)
-	after, okAfter := serverCPU(sys.Server)
+	after, okAfter := serverCPU(sys.Server, only)
 
 	if line := lastLine(out.Bytes()); len(line) > 0 {
 		if jerr := json.Unmarshal(line, &res); jerr != nil && err == nil {
@@ -213,6 +260,9 @@ func notes(ctx context.Context, o Options, results []Result) []string {
 	}
 	var n []string
 	n = append(n, "**relay** confirms every hand-off: the worker's (to the error stage, or in direct mode to the wait queue), the error stage's and the requeue stage's publishes each wait for the broker's publisher confirm before the message they came from is acked; messages are persistent, queues durable. The waiting is the broker's: a TTL wait queue dead-letters the message on, nothing polls. The broker's own dead-lettering (a wait queue's expiry, and the worker's fallback nack) is not confirmed: at-most-once on classic queues, at-least-once on quorum queues (x-dead-letter-strategy at-least-once), which is why relay recommends quorum. The retry count is relay's own x-retry-count header.")
+	if ran["relay-native"] {
+		n = append(n, "**relay (native, quorum)**: the retry is the queue's own: the worker rejects a failure and the quorum queue keeps the message in its Raft log, on disk, for the delay and delivers it again; nothing is published per retry and nothing polls. The retry count is the broker's x-delivery-count. The last failure is parked by a confirmed publish to the dead-letter queue before the ack; the delivery limit stays as the backstop, which dead-letters a message whose consumer died on its last attempt.")
+	}
 	n = append(n, "**raw amqp091-go**: the count is the broker's x-death, which it writes itself at each dead-lettering (the loop never republishes a message, so RabbitMQ 3.13's refusal of client-written x-death does not apply). Work → wait → work is the broker's dead-lettering, unconfirmed and at-most-once on classic queues; only the enqueue and the park are confirmed publishes. Nothing polls. Persistent messages on durable classic queues.")
 	n = append(n, "On **RabbitMQ**, classic queues confirm a persistent message once it is written to disk (or already delivered and acked); quorum queues once a majority of their (here: one) replicas has it on disk.")
 	n = append(n, "**asynq**: "+redisDurability(ctx, o.RedisAddr)+" A task waiting for its retry sits in a sorted set that asynq's forwarder polls every DelayedTaskCheckInterval ("+o.AsynqDelayedCheck.String()+" here, 5s by default: with the default a 100 ms retry starts about 2.5 s late on average); an idle processor looks for work every TaskCheckInterval ("+o.AsynqTaskCheck.String()+" here, 1s by default). asynq keeps a retry's due time in whole Unix seconds (the score of its retry set) and forwards a task once that second has begun: a 100 ms retry is due at the start of the second it falls in, so it starts early, at the forwarder's next check, unless it failed in the last 100 ms of a second. Its retries do not wait the delay they were given, which shortens its retry chains; its lateness is negative. A task in progress is leased; a dead worker's tasks come back when the lease expires.")
