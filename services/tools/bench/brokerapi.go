@@ -162,8 +162,10 @@ func (a *brokerAPI) queue(ctx context.Context, name string) (queueMemory, error)
 }
 
 // queueHolding polls the queue's statistics, every 250ms within
-// patience, until they count n messages, and returns them: its memory is
-// then that of the queue holding them.
+// patience, until they count n messages and its memory, and returns
+// them: its memory is then that of the queue holding them. The count and
+// the memory come in separate statistics events: a reading can hold the
+// count before the memory is reported at all.
 func (a *brokerAPI) queueHolding(ctx context.Context, name string, n int, patience time.Duration) (queueMemory, error) {
 	ctx, cancel := context.WithTimeout(ctx, patience)
 	defer cancel()
@@ -171,13 +173,16 @@ func (a *brokerAPI) queueHolding(ctx context.Context, name string, n int, patien
 	defer tick.Stop()
 	for {
 		q, err := a.queue(ctx, name)
-		if err == nil && q.Messages >= n {
+		if err == nil && q.Messages >= n && q.Memory > 0 {
 			return q, nil
 		}
 		select {
 		case <-ctx.Done():
 			if err != nil {
 				return queueMemory{}, err
+			}
+			if q.Messages >= n {
+				return queueMemory{}, fmt.Errorf("the management API counted %d messages in %q but reported no memory for it after %s", q.Messages, name, patience)
 			}
 			return queueMemory{}, fmt.Errorf("the management API counted %d of %d messages in %q after %s", q.Messages, n, name, patience)
 		case <-tick.C:

@@ -17,12 +17,15 @@ import (
 
 // fakeManagement is a real HTTP server answering as RabbitMQ's management
 // API does, for the three requests the bench makes. Its queue counts one
-// more message every time it is asked, up to ready.
+// more message every time it is asked, up to ready; for the first
+// countOnly answers it reports the count without the memory, as a queue
+// whose count arrived in one statistics event and its memory not yet.
 type fakeManagement struct {
-	mu    sync.Mutex
-	node  map[string]any
-	asked atomic.Int64
-	ready int64
+	mu        sync.Mutex
+	node      map[string]any
+	asked     atomic.Int64
+	ready     int64
+	countOnly atomic.Int64
 }
 
 // setNode changes what the node answers.
@@ -53,6 +56,8 @@ func (f *fakeManagement) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n := f.asked.Add(1)
 		if n == 1 {
 			body = map[string]any{"name": "bench.wait.1h", "memory": 1000} // no statistics yet
+		} else if n <= f.countOnly.Load() {
+			body = map[string]any{"name": "bench.wait.1h", "messages": min(n, f.ready)}
 		} else {
 			body = map[string]any{"name": "bench.wait.1h", "messages": min(n, f.ready), "memory": 1000 * min(n, f.ready)}
 		}
@@ -144,6 +149,17 @@ func TestBrokerAPIQueueHolding(t *testing.T) {
 	if got != (queueMemory{Messages: 3, Memory: 3000}) || f.asked.Load() != 3 {
 		t.Errorf("queueHolding = %+v after %d requests, want 3 messages after 3", got, f.asked.Load())
 	}
+	// The count arrives before the memory: it waits for the memory.
+	f.asked.Store(0)
+	f.countOnly.Store(5)
+	got, err = a.queueHolding(context.Background(), "bench.wait.1h", 3, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != (queueMemory{Messages: 3, Memory: 3000}) || f.asked.Load() != 6 {
+		t.Errorf("queueHolding = %+v after %d requests, want 3 messages and their memory after 6", got, f.asked.Load())
+	}
+	f.countOnly.Store(0)
 	// Never as many as asked for: it gives up, saying how far it got.
 	f.asked.Store(0)
 	_, err = a.queueHolding(context.Background(), "bench.wait.1h", 10, 600*time.Millisecond)
