@@ -128,8 +128,10 @@ build_broker() {
 	cp "$ROOT/deploy/rabbitmq/rabbitmq.conf" "$ctx/rabbitmq.conf"
 	cat >"$ctx/Dockerfile" <<'DOCKERFILE'
 FROM relay-stand-in/bookworm:rabbitmq-root
+# As the official image: guest may connect from other containers.
 RUN rabbitmq-plugins enable --offline rabbitmq_management \
 	&& mkdir -p /etc/rabbitmq/conf.d /var/lib/rabbitmq /var/log/rabbitmq \
+	&& echo 'loopback_users.guest = false' >/etc/rabbitmq/conf.d/10-defaults.conf \
 	&& chown -R rabbitmq:rabbitmq /etc/rabbitmq /var/lib/rabbitmq /var/log/rabbitmq
 COPY --chown=rabbitmq:rabbitmq rabbitmq.conf /etc/rabbitmq/conf.d/30-relay.conf
 ENV HOME=/var/lib/rabbitmq RABBITMQ_LOGS=- LANG=C.UTF-8
