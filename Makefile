@@ -81,6 +81,10 @@ up: ## the demo in containers: broker with the plugin, services, flaky downstrea
 down: ## stop the demo and delete its containers and broker data
 	docker compose --profile observability down --volumes --remove-orphans
 
+.PHONY: test-compose
+test-compose: ## the compose demo for real: Docker engine and compose v2 (installed and started if missing), base images (built from Debian packages where none can be pulled), up, checks from outside, down (needs root)
+	@deploy/compose/test.sh
+
 .PHONY: logs
 logs: ## follow the demo's logs
 	docker compose logs -f
@@ -96,6 +100,7 @@ lint: ## gofmt and go vet
 	$(GO) vet -tags faults ./services/tests/faults/
 	$(GO) vet -tags 'integration timing' ./retry/
 	$(GO) vet -tags cluster ./services/tests/cluster/
+	$(GO) vet -tags compose ./services/tests/compose/
 	cd services/tools/peers && $(GO) vet -tags integration ./...
 
 # BROKER=4.3 runs a bench on a RabbitMQ node of that version instead of the
