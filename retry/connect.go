@@ -198,3 +198,20 @@ func randomSuffix() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// User is the user conn logged in as, from its PLAIN or AMQPLAIN
+// credentials; "" for a connection that authenticated otherwise (EXTERNAL,
+// with a client certificate). The broker checks a message's user-id
+// property against it on every publish, so a message that carries one
+// says who published it: relay's events carry relay's.
+func User(conn *amqp.Connection) string {
+	for _, a := range conn.Config.SASL {
+		switch a := a.(type) {
+		case *amqp.PlainAuth:
+			return a.Username
+		case *amqp.AMQPlainAuth:
+			return a.Username
+		}
+	}
+	return ""
+}

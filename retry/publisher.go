@@ -27,6 +27,7 @@ var ErrClosed = errors.New("publisher closed")
 type Publisher struct {
 	ch    *amqp.Channel
 	slots chan struct{}
+	user  string
 
 	mu       sync.Mutex
 	returns  chan amqp.Return
@@ -50,12 +51,18 @@ func NewPublisher(conn *amqp.Connection, inFlight int) (*Publisher, error) {
 	return &Publisher{
 		ch:    ch,
 		slots: make(chan struct{}, inFlight),
+		user:  User(conn),
 		// Room for a return per publish in flight, so the connection's
 		// reader never blocks on a full channel.
 		returns:  ch.NotifyReturn(make(chan amqp.Return, inFlight+1)),
 		returned: map[string]amqp.Return{},
 	}, nil
 }
+
+// User is the user the Publisher's connection logged in as (see User): a
+// message published with it as its user-id is known to come from that
+// user.
+func (p *Publisher) User() string { return p.user }
 
 func returnKey(id, key string) string { return id + "\x00" + key }
 

@@ -195,6 +195,10 @@ func send(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress str
 				errs[last] = fmt.Errorf("%w: publish the accepted record of %s: panic: %v", errInternal, n.ID, v)
 			}
 		}()
+		// The history takes accepted records only from relay's own user.
+		if u, ok := pub.(interface{ User() string }); ok {
+			rec.UserId = u.User()
+		}
 		if err := pub.Publish(ctx, deps.events, events.AcceptedRoutingKey, rec); err != nil {
 			errs[last] = fmt.Errorf("publish the accepted record of %s: %w", n.ID, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -909,6 +910,56 @@ func TestPageHasEveryElement(t *testing.T) {
 	for _, m := range uses {
 		if !ids[string(m[1])] {
 			t.Errorf(`app.js looks up $(%q), which index.html does not have`, m[1])
+		}
+	}
+}
+
+// TestPublicHidesURLSecrets: on a public dashboard, a visitor without a
+// token sees a webhook URL without its query and user information, in the
+// list and the detail, and cannot find a notification by searching for
+// what is hidden; a token shows the URL whole.
+func TestPublicHidesURLSecrets(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	n := &history.Notification{ID: "ntf_hook", CreatedAt: at, Accepted: true, Channels: []string{"email", "webhook"},
+		Recipients: []string{"ada@example.com", "https://hooks.example/in?tok=SECRET123", "https://user:pw0rd@hooks.example/basic"},
+		Copies:     []history.Copy{{Channel: "webhook", Status: history.StatusDelivered, UpdatedAt: at}}}
+	h := New(Deps{History: &fakeHistory{notifications: []*history.Notification{n}}, Authenticate: authenticate, Public: true})
+	for _, path := range []string{"/dashboard/notifications", "/dashboard/notifications/ntf_hook", "/dashboard/notifications?q=hooks.example"} {
+		resp, body := get(t, h, path, "")
+		if resp.StatusCode != 200 || !strings.Contains(body, `"https://hooks.example/in?***"`) || !strings.Contains(body, `"https://hooks.example/basic?***"`) ||
+			!strings.Contains(body, "ada@example.com") {
+			t.Errorf("anonymous GET %s = %d %s, want the URLs without their secrets", path, resp.StatusCode, body)
+		}
+		if strings.Contains(body, "SECRET123") || strings.Contains(body, "pw0rd") || strings.Contains(body, "user:") {
+			t.Errorf("anonymous GET %s shows a secret: %s", path, body)
+		}
+	}
+	for _, q := range []string{"SECRET", "tok=", "pw0rd", "user:pw"} {
+		if _, body := get(t, h, "/dashboard/notifications?q="+url.QueryEscape(q), ""); !strings.Contains(body, `{"notifications":[]}`) {
+			t.Errorf("anonymous search for %q found the notification: %s", q, body)
+		}
+		if _, body := get(t, h, "/dashboard/notifications?q="+url.QueryEscape(q), "Bearer "+goodToken); !strings.Contains(body, `"id":"ntf_hook"`) {
+			t.Errorf("authenticated search for %q did not find the notification: %s", q, body)
+		}
+	}
+	if _, body := get(t, h, "/dashboard/notifications/ntf_hook", "Bearer "+goodToken); !strings.Contains(body, "https://hooks.example/in?tok=SECRET123") {
+		t.Errorf("authenticated detail without the whole URL: %s", body)
+	}
+}
+
+func TestPublicRecipient(t *testing.T) {
+	for in, want := range map[string]string{
+		"ada@example.com":                        "ada@example.com",
+		"+15555550100":                           "+15555550100",
+		"https://hooks.example/in":               "https://hooks.example/in",
+		"https://hooks.example/in?tok=s":         "https://hooks.example/in?***",
+		"https://u:p@hooks.example:8443/in#frag": "https://hooks.example:8443/in?***",
+		"http://hooks.example/in?":               "http://hooks.example/in?***",
+		"https://hooks.example/%zz?tok=s":        "***",
+		"ep_3kq7ymzd5vbxw2n4c6f7h2j4la":          "ep_3kq7ymzd5vbxw2n4c6f7h2j4la",
+	} {
+		if got := publicRecipient(in); got != want {
+			t.Errorf("publicRecipient(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

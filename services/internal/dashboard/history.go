@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -95,16 +97,70 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// viewOf is n as the page shows it; without full, no error text and no
-// payload.
+// publicRecipient is a recipient as a visitor without a token sees it: a
+// webhook URL without its user information, query and fragment, where
+// receivers put access tokens (elsewhere relay keeps them out of logs and
+// errors too); an email address or a phone number as it is.
+func publicRecipient(r string) string {
+	u, err := url.Parse(r)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if strings.Contains(r, "://") {
+			return "***"
+		}
+		return r
+	}
+	if u.User == nil && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" {
+		return r
+	}
+	c := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	return c.String() + "?***"
+}
+
+// recipientsFor is recipients as a viewer sees them: in full with a token,
+// else each through publicRecipient.
+func recipientsFor(recipients []string, full bool) []string {
+	if full || recipients == nil {
+		return nonNil(recipients)
+	}
+	out := make([]string, len(recipients))
+	for i, r := range recipients {
+		out[i] = publicRecipient(r)
+	}
+	return out
+}
+
+// publicMatch reports whether a visitor without a token may see a
+// notification found by search: its id starts with the term, or one of
+// its recipients contains it as the visitor sees them. The store matched
+// whole recipients; a match on the part publicRecipient hides would let a
+// visitor guess a secret a character at a time.
+func publicMatch(id string, recipients []string, search string) bool {
+	term := strings.ToLower(strings.TrimSpace(search))
+	if term == "" || strings.HasPrefix(strings.ToLower(id), term) {
+		return true
+	}
+	for _, r := range recipients {
+		if strings.Contains(strings.ToLower(publicRecipient(r)), term) {
+			return true
+		}
+	}
+	return false
+}
+
+// viewOf is n as the page shows it; without full, no error text, no
+// payload and no secret of a webhook URL.
 func viewOf(n *history.Notification, full bool) notificationView {
 	v := notificationView{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: nonNil(n.Channels),
-		Recipients: nonNil(n.Recipients), Copies: []copyView{}, Redacted: !full}
+		Recipients: recipientsFor(n.Recipients, full), Copies: []copyView{}, Redacted: !full}
 	if full {
 		v.Payload = n.Payload
 	}
 	for _, c := range n.Copies {
-		cv := copyView{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status, Reason: c.Reason, NextAttemptAt: c.NextAttemptAt, Round: c.Round,
+		recipient := c.Recipient
+		if !full {
+			recipient = publicRecipient(recipient)
+		}
+		cv := copyView{Channel: c.Channel, Recipient: recipient, Status: c.Status, Reason: c.Reason, NextAttemptAt: c.NextAttemptAt, Round: c.Round,
 			AttemptCount: c.Attempts, UpdatedAt: c.UpdatedAt, Attempts: []attemptView{}}
 		if full {
 			cv.LastError = c.LastError
@@ -169,7 +225,8 @@ func (s *server) detail(w http.ResponseWriter, r *http.Request) {
 var statuses = []string{history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked}
 
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.allow(w, r); !ok {
+	full, ok := s.allow(w, r)
+	if !ok {
 		return
 	}
 	q, bad := listQuery(r)
@@ -199,10 +256,19 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	out := listView{Notifications: []summaryView{}, NextCursor: page.Next}
 	for _, n := range page.Items {
-		sv := summaryView{ID: n.ID, CreatedAt: n.CreatedAt, Channels: nonNil(n.Channels), Recipients: nonNil(n.Recipients),
+		if !full && !publicMatch(n.ID, n.Recipients, q.Search) {
+			// Found only by what a visitor may not see: left out of the
+			// page, which may come out shorter (the cursor still pages on).
+			continue
+		}
+		sv := summaryView{ID: n.ID, CreatedAt: n.CreatedAt, Channels: nonNil(n.Channels), Recipients: recipientsFor(n.Recipients, full),
 			Status: n.ChannelStatus(), Copies: []copyStatusView{}}
 		for _, c := range n.Copies {
-			sv.Copies = append(sv.Copies, copyStatusView{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status})
+			recipient := c.Recipient
+			if !full {
+				recipient = publicRecipient(recipient)
+			}
+			sv.Copies = append(sv.Copies, copyStatusView{Channel: c.Channel, Recipient: recipient, Status: c.Status})
 		}
 		out.Notifications = append(out.Notifications, sv)
 	}

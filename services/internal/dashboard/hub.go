@@ -33,8 +33,8 @@ func newUpdate(ev events.Event) (*Update, error) {
 		return nil, err
 	}
 	u := &Update{ID: ev.ID, Full: full, Redacted: full}
-	if ev.Error != "" {
-		ev.Error = ""
+	if public := publicRecipient(ev.Recipient); ev.Error != "" || public != ev.Recipient {
+		ev.Error, ev.Recipient = "", public
 		if u.Redacted, err = frame(ev); err != nil {
 			return nil, err
 		}

@@ -147,6 +147,7 @@ func (e *Emitter) takeRetries() []Event {
 // confirms, then returns nil. Call it once per connection, for instance
 // inside retry.Supervise.
 func (e *Emitter) Run(ctx context.Context, conn *amqp.Connection) error {
+	user := retry.User(conn)
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("open events channel: %w", err)
@@ -170,7 +171,7 @@ func (e *Emitter) Run(ctx context.Context, conn *amqp.Connection) error {
 	}()
 	publish := func(ev Event) error {
 		tag := ch.GetNextPublishSeqNo()
-		if err := e.publish(ch, ev); err != nil {
+		if err := e.publish(ch, user, ev); err != nil {
 			e.again(ev)
 			return err
 		}
@@ -238,7 +239,9 @@ func (e *Emitter) Run(ctx context.Context, conn *amqp.Connection) error {
 	}
 }
 
-func (e *Emitter) publish(ch *amqp.Channel, ev Event) error {
+// publish sends ev as user, the connection's: the history takes only
+// events relay's own user published.
+func (e *Emitter) publish(ch *amqp.Channel, user string, ev Event) error {
 	body, err := json.Marshal(ev)
 	if err != nil {
 		// An Event holds only strings, numbers and a time: this cannot
@@ -254,6 +257,7 @@ func (e *Emitter) publish(ch *amqp.Channel, ev Event) error {
 			DeliveryMode: amqp.Persistent,
 			Type:         ev.Type,
 			AppId:        ev.Service,
+			UserId:       user,
 			Timestamp:    ev.At,
 			Body:         body,
 		})
@@ -279,6 +283,7 @@ func Subscribe(ctx context.Context, conn *amqp.Connection, t retry.Topology) (<-
 		_ = ch.Close()
 		return nil, err
 	}
+	user := retry.User(conn)
 	out := make(chan Event, 256)
 	go func() {
 		defer close(out)
@@ -292,7 +297,7 @@ func Subscribe(ctx context.Context, conn *amqp.Connection, t retry.Topology) (<-
 					return
 				}
 				var ev Event
-				if err := json.Unmarshal(d.Body, &ev); err != nil || ev.Type != TypeAttempt {
+				if !fromRelay(&d, user) || json.Unmarshal(d.Body, &ev) != nil || ev.Type != TypeAttempt {
 					continue
 				}
 				select {

@@ -106,6 +106,8 @@ func TestEmitSubscribe(t *testing.T) {
 	}
 }
 
+// TestSubscribeRoutingAndBadMessages: the subscription skips what is not
+// an attempt event and what relay's own user did not publish.
 func TestSubscribeRoutingAndBadMessages(t *testing.T) {
 	conn := retrytest.Conn(t)
 	topo := retry.Topology{Prefix: retrytest.Prefix(t), Backend: retry.TTL, Routes: retrytest.Routes}
@@ -121,11 +123,18 @@ func TestSubscribeRoutingAndBadMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ch.Close()
-	for _, body := range []string{`not json`, `{"type":"other","id":"x"}`, `{"type":"attempt","outcome":"delivered","id":"ok"}`} {
+	relay := retry.User(conn)
+	for _, m := range []struct{ user, body string }{
+		{relay, `not json`}, {relay, `{"type":"other","id":"x"}`},
+		// A forgery: without relay's user-id, the only one the broker lets
+		// relay's user set.
+		{"", `{"type":"attempt","outcome":"delivered","id":"forged"}`},
+		{relay, `{"type":"attempt","outcome":"delivered","id":"ok"}`},
+	} {
 		if err := ch.PublishWithContext(ctx, ExchangeName(topo), "delivered.email",
 			false, // mandatory
 			false, // immediate
-			amqp.Publishing{ContentType: "application/json", Body: []byte(body)}); err != nil {
+			amqp.Publishing{ContentType: "application/json", UserId: m.user, Body: []byte(m.body)}); err != nil {
 			t.Fatal(err)
 		}
 	}

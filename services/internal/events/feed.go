@@ -90,6 +90,14 @@ func DeclareHistory(ch *amqp.Channel, t retry.Topology, version string) error {
 	return nil
 }
 
+// fromRelay reports whether d was published by user, relay's own: the
+// events exchange takes messages from anyone allowed to write to it, and
+// only relay's may change the history. With user "" (relay's own
+// connection carries no user name), every message passes.
+func fromRelay(d *amqp.Delivery, user string) bool {
+	return user == "" || d.UserId == user
+}
+
 // Sink stores what the feed reads; *history.Store is one.
 type Sink interface {
 	Accept(ctx context.Context, ns []history.Accepted) error
@@ -183,6 +191,10 @@ func (f *Feed) Run(ctx context.Context, conn *amqp.Connection) error {
 	if err := ch.Qos(2*batch, 0, false /* global */); err != nil {
 		return fmt.Errorf("history queue: set prefetch: %w", err)
 	}
+	user := retry.User(conn)
+	if user == "" {
+		log.Warn("relay's connection carries no user name: the history takes events from anyone who can publish to the events exchange")
+	}
 	deliveries, err := ch.Consume(f.Topology.Name(HistoryQueue), "relay-history",
 		false, // autoAck
 		false, // exclusive
@@ -217,7 +229,7 @@ func (f *Feed) Run(ctx context.Context, conn *amqp.Connection) error {
 			timer.Stop()
 		case <-fire:
 		}
-		if !f.store(ctx, held, log) {
+		if !f.store(ctx, held, user, log) {
 			return nil // shutting down: the batch goes back to the queue
 		}
 		if err := held[len(held)-1].Ack(true /* multiple */); err != nil {
@@ -229,8 +241,8 @@ func (f *Feed) Run(ctx context.Context, conn *amqp.Connection) error {
 
 // store decodes a batch and writes it, retrying until the sink takes it
 // (true) or ctx is done (false).
-func (f *Feed) store(ctx context.Context, ds []amqp.Delivery, log *slog.Logger) bool {
-	accepted, evs := decode(ds, log)
+func (f *Feed) store(ctx context.Context, ds []amqp.Delivery, user string, log *slog.Logger) bool {
+	accepted, evs := decode(ds, user, log)
 	wait := 100 * time.Millisecond
 	var since time.Time
 	for attempt := 1; ; attempt++ {
@@ -294,11 +306,17 @@ func (f *Feed) write(ctx context.Context, accepted []history.Accepted, evs []his
 	}
 }
 
-// decode turns deliveries into history records, skipping what is not one.
-func decode(ds []amqp.Delivery, log *slog.Logger) ([]history.Accepted, []history.Event) {
+// decode turns deliveries into history records, skipping what is not one
+// and what user, relay's own, did not publish.
+func decode(ds []amqp.Delivery, user string, log *slog.Logger) ([]history.Accepted, []history.Event) {
 	var accepted []history.Accepted
 	var evs []history.Event
 	for _, d := range ds {
+		if !fromRelay(&d, user) {
+			log.Warn("dropped a message in the history queue that relay's user did not publish", "message_id", d.MessageId,
+				"user_id", d.UserId, "app_id", d.AppId)
+			continue
+		}
 		var head struct {
 			Type string `json:"type"`
 		}

@@ -61,8 +61,15 @@ func TestFeedFillsTheHistory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			acc.UserId = retry.User(conn)
+			// A producer's forgery: the broker refuses any user-id but the
+			// publisher's own, so it carries none (or its own).
+			forged, err := Accepted{ID: "ntf_forged", CreatedAt: at, Channels: []string{"email"}}.Publishing("api")
+			if err != nil {
+				t.Fatal(err)
+			}
 			email := topo.Name("email-queue")
-			msgs := []amqp.Publishing{acc, {Body: []byte("junk")}, {Body: []byte(`{"type":"other"}`)}}
+			msgs := []amqp.Publishing{acc, {Body: []byte("junk")}, {Body: []byte(`{"type":"other"}`)}, forged}
 			for _, ev := range []Event{
 				{Outcome: "failed", ID: "ntf_1", Channel: "email", Queue: email, Attempt: 1, Error: "452 mailbox full", At: at.Add(10 * time.Millisecond), Service: "worker-email"},
 				{Outcome: "retrying", ID: "ntf_1", Channel: "email", Queue: email, Attempt: 1, DelayMS: 500, At: at.Add(12 * time.Millisecond), Service: "retrier"},
@@ -71,7 +78,7 @@ func TestFeedFillsTheHistory(t *testing.T) {
 			} {
 				ev.Type = TypeAttempt
 				b, _ := json.Marshal(ev)
-				msgs = append(msgs, amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, Body: b})
+				msgs = append(msgs, amqp.Publishing{ContentType: "application/json", DeliveryMode: amqp.Persistent, UserId: retry.User(conn), Body: b})
 			}
 			// The delivered event first: the history orders by attempt,
 			// not by arrival.
@@ -101,6 +108,9 @@ func TestFeedFillsTheHistory(t *testing.T) {
 			tl := n.Copies[0].Timeline
 			if len(tl) != 2 || tl[0].Outcome != "failed" || tl[0].Error != "452 mailbox full" || tl[0].DelayMS == nil || *tl[0].DelayMS != 500 || tl[1].Outcome != "delivered" {
 				t.Errorf("timeline = %+v", tl)
+			}
+			if _, err := store.Get(context.Background(), "ntf_forged"); !errors.Is(err, history.ErrNotFound) {
+				t.Errorf("an accepted record relay's user did not publish was stored: %v", err)
 			}
 			if _, err := store.Get(context.Background(), "ghost"); !errors.Is(err, history.ErrNotFound) {
 				t.Errorf("an event outside any work queue was stored: %v", err)

@@ -18,14 +18,23 @@ import (
 
 // TestDecode turns what the API and the pipeline publish into history
 // records: a copy per recipient, and the recipient of each event, come
-// through; junk and events outside any work queue do not.
+// through; junk, events outside any work queue, and anything relay's own
+// user did not publish (a forged attempt or accepted record) do not.
 func TestDecode(t *testing.T) {
 	body := func(v any) amqp.Delivery {
 		b, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return amqp.Delivery{Body: b}
+		return amqp.Delivery{Body: b, UserId: "relay"}
+	}
+	// forged is what a producer allowed to publish to the events exchange
+	// can make: the same body, but its own user-id (the broker checks it)
+	// or none.
+	forged := func(user string, v any) amqp.Delivery {
+		d := body(v)
+		d.UserId = user
+		return d
 	}
 	split := Accepted{Type: TypeAccepted, ID: "ntf_split", CreatedAt: t0, Channels: []string{"email", "webhook"},
 		Copies:     []Copy{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
@@ -39,8 +48,14 @@ func TestDecode(t *testing.T) {
 			Attempt: 1, Error: "550 no such user", Reason: "permanent", At: t0, Service: "worker-email", DurationMS: 40}),
 		body(Event{Type: TypeAttempt, Outcome: "retrying", ID: "ntf_whole", Channel: "sms", Attempt: 1, DelayMS: 500, At: t0, Service: "retrier"}),
 		body(Event{Type: TypeAttempt, Outcome: "parked", ID: "ghost", At: t0}),
+		forged("", Event{Type: TypeAttempt, Outcome: "delivered", ID: "ntf_split", Channel: "email", Recipient: "reject@example.com",
+			Attempt: 2, At: t0, Service: "worker-email"}),
+		forged("orders-app", Event{Type: TypeAttempt, Outcome: "delivered", ID: "ntf_split", Channel: "email", Recipient: "reject@example.com",
+			Attempt: 2, At: t0, Service: "worker-email"}),
+		forged("orders-app", Accepted{Type: TypeAccepted, ID: "ntf_never_sent", CreatedAt: t0, Channels: []string{"sms"}}),
+		forged("", Accepted{Type: TypeAccepted, ID: "ntf_never_sent", CreatedAt: t0, Channels: []string{"sms"}}),
 	}
-	accepted, evs := decode(ds, slog.New(slog.DiscardHandler))
+	accepted, evs := decode(ds, "relay", slog.New(slog.DiscardHandler))
 	wantAccepted := []history.Accepted{
 		{ID: "ntf_split", CreatedAt: t0, Channels: []string{"email", "webhook"},
 			Copies:     []history.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},

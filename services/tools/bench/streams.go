@@ -230,7 +230,7 @@ func (b *bench) busyHistory(ctx context.Context, client *http.Client, base strin
 			Channel: channel.Webhook.Name(), Queue: queue, Attempt: 1, DelayMS: 1000,
 			Error: "POST " + webhookTarget + ": 503 Service Unavailable", At: time.Now().UTC(), Service: "bench"}
 		body, _ := json.Marshal(ev) // a fixed shape always encodes
-		return events.ExchangeName(topo), events.RoutingKey(ev), amqp.Publishing{ContentType: "application/json", Body: body}
+		return events.ExchangeName(topo), events.RoutingKey(ev), amqp.Publishing{ContentType: "application/json", UserId: retry.User(conn), Body: body}
 	}
 	// The API follows the events exchange on a connection of its own,
 	// which may not be bound yet when /readyz says ready: publish a probe

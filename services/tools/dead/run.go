@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/apiclient"
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/config"
 	"github.com/relay-demo/relay/services/internal/events"
@@ -107,6 +108,9 @@ func parse(args []string, stdout io.Writer) (options, error) {
 // Run dispatches `relay dead <list|show|replay|purge> [flags]`. stdin
 // answers purge's confirmation question.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.Writer) error {
+	// Parked messages carry what any publisher wrote: nothing of it
+	// reaches the terminal as a control sequence.
+	stdout = apiclient.Terminal(stdout)
 	o, err := parse(args, stdout)
 	if err != nil {
 		return err
@@ -200,6 +204,7 @@ func notParkedHint(err error) error {
 }
 
 func printList(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
+	w = apiclient.Terminal(w)
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, p := range list {
@@ -236,7 +241,7 @@ func printList(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 // retry.DeadLetterDetail a line, the objects GET /v1/dead-letters/{id}
 // answers; otherwise a block each, for people.
 func printShow(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
-	bw := bufio.NewWriter(w)
+	bw := bufio.NewWriter(apiclient.Terminal(w))
 	enc := json.NewEncoder(bw)
 	for i, p := range list {
 		d := p.Detail()

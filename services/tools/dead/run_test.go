@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -256,6 +257,30 @@ func TestRecipientFlagEverywhere(t *testing.T) {
 		}
 		if !strings.Contains(out.String(), "-recipient address\n") || !strings.Contains(out.String(), "copies for this recipient") {
 			t.Errorf("relay dead %s -h does not offer --recipient:\n%s", verb, out.String())
+		}
+	}
+}
+
+// TestPrintEscapes: what a publisher wrote into a parked message's
+// headers (x-last-error, x-recipient, any other) reaches the terminal
+// escaped, in the list and in show, as text or as JSON.
+func TestPrintEscapes(t *testing.T) {
+	hostile := "\x1b]0;owned\x07\x1b[2K\rdelivered \u009b\u202eok"
+	list := parked(amqp.Delivery{MessageId: "n1\x1b[8m", Headers: amqp.Table{retry.HeaderDeadSource: "p.email-queue",
+		retry.HeaderDeadReason: "permanent", retry.HeaderLastError: hostile, retry.HeaderRecipient: "ada@example.com" + hostile, "tenant": hostile}})
+	list[0].LastError, list[0].Recipient = hostile, "ada@example.com"+hostile
+	for _, asJSON := range []bool{false, true} {
+		for name, print := range map[string]func(io.Writer, []retry.DeadLetter, bool) error{"list": printList, "show": printShow} {
+			var out bytes.Buffer
+			if err := print(&out, list, asJSON); err != nil {
+				t.Fatal(err)
+			}
+			if strings.ContainsAny(out.String(), "\x1b\x07\r\u009b\u202e") {
+				t.Errorf("%s (JSON %t) printed a control character:\n%q", name, asJSON, out.String())
+			}
+			if !asJSON && !strings.Contains(out.String(), `\u001b]0;owned\u0007`) {
+				t.Errorf("%s does not show the escaped header:\n%s", name, out.String())
+			}
 		}
 	}
 }

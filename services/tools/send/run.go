@@ -20,6 +20,9 @@ import (
 
 // Run parses the flags and sends.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	// --watch prints downstreams' error texts: nothing of them reaches the
+	// terminal as a control sequence.
+	stdout = apiclient.Terminal(stdout)
 	fs := flag.NewFlagSet("relay send", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	var api apiclient.Flags

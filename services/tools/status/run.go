@@ -28,6 +28,9 @@ type clock struct {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, c clock) error {
+	// Error texts and recipients come from downstreams and publishers:
+	// nothing of them reaches the terminal as a control sequence.
+	stdout = apiclient.Terminal(stdout)
 	fs := flag.NewFlagSet("relay status", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {

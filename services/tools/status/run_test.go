@@ -111,6 +111,19 @@ var notifications = map[string]apiclient.Notification{
 			{Channel: "email", Recipient: longAddress, Status: "queued", UpdatedAt: at(0), Attempts: []apiclient.Attempt{}},
 		},
 	},
+	// What a hostile downstream or publisher can put in an error text and
+	// a recipient: a title change, a colour, a carriage return and a
+	// bidirectional override.
+	"ntf_hostile": {
+		ID: "ntf_hostile", CreatedAt: at(0), Accepted: true, Channels: []string{"email"},
+		Recipients: []string{"ada@example.com\x1b]0;owned\x07"},
+		Copies: []apiclient.Copy{
+			{Channel: "email", Recipient: "ada@example.com\x1b]0;owned\x07", Status: "parked", Reason: "permanent", AttemptCount: 1,
+				LastError: "550 \x1b[31mno\u202e", UpdatedAt: at(700), Attempts: []apiclient.Attempt{
+					{N: 1, At: at(700), Outcome: "parked", Reason: "permanent", Error: "550 \x1b[2K\rdelivered \u009b\u202eok", DurationMS: ms(35)},
+				}},
+		},
+	},
 	"ntf_queued": {
 		ID: "ntf_queued", CreatedAt: at(0), Accepted: false, Channels: []string{}, Recipients: []string{},
 		Copies: []apiclient.Copy{{Channel: "sms", Status: "queued", UpdatedAt: at(0), Attempts: []apiclient.Attempt{}}},
@@ -332,5 +345,25 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if diff := cmp.Diff(string(want)+"\n", out.String()); diff != "" {
 		t.Errorf("--json output (-want +got):\n%s", diff)
+	}
+}
+
+// TestStatusEscapes: nothing a downstream or a publisher wrote reaches the
+// terminal as a control sequence, as text or as --json.
+func TestStatusEscapes(t *testing.T) {
+	srv := fakeAPI(t)
+	for _, args := range [][]string{{"ntf_hostile"}, {"--full", "ntf_hostile"}, {"--json", "ntf_hostile"}} {
+		var out bytes.Buffer
+		err := run(context.Background(), append([]string{"--api", srv.URL, "--token", token}, args...), func(string) string { return "" }, &out,
+			clock{now: func() time.Time { return at(2000) }, loc: time.UTC})
+		if err != nil {
+			t.Fatalf("run %v: %v", args, err)
+		}
+		if strings.ContainsAny(out.String(), "\x1b\x07\r\u009b\u202e") {
+			t.Errorf("run %v printed a control character:\n%q", args, out.String())
+		}
+		if args[0] != "--json" && !strings.Contains(out.String(), `\u001b]0;owned\u0007`) {
+			t.Errorf("run %v does not show the escaped recipient:\n%s", args, out.String())
+		}
 	}
 }
