@@ -114,7 +114,7 @@ func TestFeedStuck(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan bool, 1)
-			go func() { done <- f.store(ctx, nil, slog.New(slog.DiscardHandler)) }()
+			go func() { done <- f.store(ctx, nil, "", slog.New(slog.DiscardHandler)) }()
 
 			// Three failed writes take 300ms of backoff (100ms, 200ms).
 			eventually(t, 10*time.Second, func() bool { return sink.writes.Load() >= 3 }, "the feed did not try the batch again")
