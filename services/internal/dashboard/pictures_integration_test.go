@@ -225,8 +225,12 @@ func TestPipelineLive(t *testing.T) {
 			case retry.Native:
 				url = retrytest.NativeURL(t)
 			case retry.Plugin:
-				if ok, err := retry.HasPlugin(url); err != nil || !ok {
-					t.Skipf("the broker has no delayed-message plugin (%v)", err)
+				ok, err := retry.HasPlugin(url)
+				if err != nil {
+					t.Fatalf("probe for the delayed-message plugin: %v", err)
+				}
+				if !ok {
+					t.Skip("the broker has no delayed-message plugin")
 				}
 			}
 			r := startPictured(t, url, tt.backend, tt.handoff)
