@@ -21,7 +21,7 @@ import (
 )
 
 // TestPicturesInBrowser loads the dashboard of a `relay all` whose
-// webhook receiver fails half its requests, with a schedule of 1s, 2s and
+// webhook receiver fails three requests in four, with a schedule of 1s, 2s and
 // 4s on the binary delay levels: the pipeline is drawn from the topology
 // (the 32 levels in one wait box), a copy's attempts are marks on a time
 // axis with its scheduled waits as bars as long as the schedule says,
@@ -46,14 +46,17 @@ func TestPicturesInBrowser(t *testing.T) {
 		}
 	})
 	r := startRelay(t, map[string]string{"TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "levels", "RETRY_DELAYS": "1s,2s,4s", "RETRY_MAX": "3",
-		"FLAKY_WEBHOOK_SCENARIO": "flaky", "FLAKY_RATE": "0.5", "FLAKY_SEED": "7"})
+		"FLAKY_WEBHOOK_SCENARIO": "flaky", "FLAKY_RATE": "0.75", "FLAKY_SEED": "7"})
 
 	// Notifications until one webhook copy has failed twice: two
-	// scheduled waits, 1s then 2s.
+	// scheduled waits, 1s then 2s. Whether an attempt fails is drawn from
+	// the notification's id: at a rate of 0.75 a copy fails twice with
+	// probability 0.56, so twenty notifications all missing it would take
+	// odds of about one in 10^7.
 	var retried string
 	var ids []string
 	retrytest.Eventually(t, 40*time.Second, func() bool {
-		if len(ids) < 12 {
+		if len(ids) < 20 {
 			ids = append(ids, r.post(t, fmt.Sprintf(`{"email":{"to":["pic%d@example.com"],"subject":"s","text":"t"},"webhook":{"url":%q,"payload":{"n":%d}}}`,
 				len(ids), r.hooks+"/webhooks/pictures", len(ids))))
 		}
@@ -70,7 +73,7 @@ func TestPicturesInBrowser(t *testing.T) {
 			}
 		}
 		return false
-	}, "no webhook copy failed twice among the 12 notifications sent")
+	}, "no webhook copy failed twice among the 20 notifications sent")
 
 	run(t, ctx, "log in",
 		chromedp.Navigate(r.api+"/"),
@@ -247,7 +250,7 @@ func TestPipelineLive(t *testing.T) {
 			}
 			sent := 0
 			retrytest.Eventually(t, 40*time.Second, func() bool {
-				if sent < 10 {
+				if sent < 20 {
 					r.post(t, fmt.Sprintf(`{"webhook":{"url":%q,"payload":{"n":%d}}}`, r.hooks+"/webhooks/live", sent))
 					sent++
 				}
