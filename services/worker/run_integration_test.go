@@ -173,15 +173,19 @@ func TestWorkersAgainstFlakyDownstreams(t *testing.T) {
 			const n = 5
 			ids := s.send(t, n, "http://"+s.flaky.HTTPAddr()+tt.path)
 			var report flaky.StatsReport
+			// The listing that ended the wait is the one checked: a listing
+			// returns what it took when its channel closes, and one right
+			// after it can find those messages not yet back in the queue.
+			var parked []retry.DeadLetter
 			retrytest.Eventually(t, 20*time.Second, func() bool {
 				report = s.flaky.Stats().Report()
-				return report.Email.Accepted == n && report.Webhook.Accepted+len(s.parked(t)) == n
+				parked = s.parked(t)
+				return report.Email.Accepted == n && report.Webhook.Accepted+len(parked) == n
 			}, "not every copy ended delivered or parked")
 
 			if report.Email.Duplicates != 0 || report.Webhook.Duplicates != 0 {
 				t.Errorf("duplicates: email %d, webhook %d", report.Email.Duplicates, report.Webhook.Duplicates)
 			}
-			parked := s.parked(t)
 			if len(parked) != tt.wantParked {
 				t.Fatalf("parked %d, want %d: %+v", len(parked), tt.wantParked, parked)
 			}
@@ -291,17 +295,22 @@ func TestSMSChannel(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			// The listing that ended the wait is the one checked (see
+			// TestWorkersAgainstFlakyDownstreams).
+			var report flaky.StatsReport
+			var parked []retry.DeadLetter
 			retrytest.Eventually(t, 20*time.Second, func() bool {
-				return s.flaky.Stats().Report().Webhook.Accepted+len(s.parked(t)) == n
+				report = s.flaky.Stats().Report()
+				parked = s.parked(t)
+				return report.Webhook.Accepted+len(parked) == n
 			}, "not every sms ended delivered or parked")
-			report := s.flaky.Stats().Report()
-			if got := len(s.parked(t)); got != tt.wantParked {
+			if got := len(parked); got != tt.wantParked {
 				t.Errorf("parked %d, want %d", got, tt.wantParked)
 			}
 			if report.Webhook.Duplicates != 0 {
 				t.Errorf("%d duplicates at the gateway", report.Webhook.Duplicates)
 			}
-			for _, p := range s.parked(t) {
+			for _, p := range parked {
 				if p.Reason != retry.ReasonPermanent || len(report.Webhook.Attempts[p.ID]) != 1 {
 					t.Errorf("parked %+v after %d attempts, want permanent after one", p, len(report.Webhook.Attempts[p.ID]))
 				}
