@@ -214,9 +214,11 @@ func (dl DeadLetters) walk(ctx context.Context, f Filter, fn func(*amqp.Delivery
 	if err != nil {
 		return 0, fmt.Errorf("open channel: %w", err)
 	}
-	// Closing the channel returns every message taken and not acked.
-	defer ch.Close()
 	queue := dl.Topology.Name(DeadQueue)
+	// Closing the channel returns every message taken and not acked; held
+	// counts them, and settle waits until the queue has them back.
+	held := 0
+	defer func() { dl.settle(ctx, ch, queue, held) }()
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	var aerr *amqp.Error
 	if errors.As(err, &aerr) && aerr.Code == amqp.NotFound {
@@ -237,6 +239,7 @@ func (dl DeadLetters) walk(ctx context.Context, f Filter, fn func(*amqp.Delivery
 		if !ok {
 			break
 		}
+		held++
 		if !f.match(&d) {
 			continue
 		}
@@ -249,9 +252,52 @@ func (dl DeadLetters) walk(ctx context.Context, f Filter, fn func(*amqp.Delivery
 			if err := d.Ack(false); err != nil {
 				return matched, fmt.Errorf("remove %q from %q: %w", d.MessageId, queue, err)
 			}
+			held--
 		}
 	}
 	return matched, nil
+}
+
+// settleWait bounds how long an operation on the dead-letter queue waits
+// for the broker to take back the messages it held.
+const settleWait = 5 * time.Second
+
+// settle closes ch and returns once the queue holds the held messages
+// again. The broker puts back what a closed channel held a moment after
+// the close is confirmed (a quorum queue later than a classic one), and a
+// listing, replay or purge right after this one would otherwise miss them.
+// It waits until the queue's ready count is at least what it was before
+// the close plus held; a consumer taking messages at the same time can
+// keep that from being reached, so the wait is bounded, and it ends with
+// ctx.
+func (dl DeadLetters) settle(ctx context.Context, ch *amqp.Channel, queue string, held int) {
+	if held == 0 || ch.IsClosed() {
+		ch.Close()
+		return
+	}
+	before, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	ch.Close()
+	if err != nil {
+		return
+	}
+	watch, err := dl.Conn.Channel()
+	if err != nil {
+		return
+	}
+	defer watch.Close()
+	want := before.Messages + held
+	deadline := time.Now().Add(settleWait)
+	for pause := time.Millisecond; time.Now().Before(deadline); pause = min(2*pause, 50*time.Millisecond) {
+		q, err := watch.QueueDeclarePassive(queue, true, false, false, false, nil)
+		if err != nil || q.Messages >= want {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+	}
 }
 
 // List returns up to limit parked messages that match f (limit 0: all).
