@@ -26,6 +26,9 @@ type Message struct {
 	// Redelivered is the broker's flag: an earlier delivery of this very
 	// copy was not acknowledged (a consumer crashed or disconnected).
 	Redelivered bool
+	// Via is where the handler says it sent the message, such as the
+	// provider of a channel with several: the attempt's event carries it.
+	Via string
 }
 
 // Handler does the work for one message. Returning nil acknowledges it; an
@@ -154,7 +157,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		<-c.slots
 	}
 	took := time.Since(start)
-	e := Event{MessageID: m.ID, Recipient: Recipient(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: replays(d.Headers), At: time.Now(), Published: d.Timestamp, Duration: took}
+	e := Event{MessageID: m.ID, Recipient: Recipient(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: replays(d.Headers), At: time.Now(), Published: d.Timestamp, Duration: took, Via: m.Via}
 	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt, "duration_ms", took.Milliseconds())
 
 	var settleErr error

@@ -60,4 +60,7 @@ type Event struct {
 	// Published is the message's AMQP timestamp, set by its producer:
 	// At minus Published is the message's age.
 	Published time.Time
+	// Via is where the attempt went, as its handler said (Message.Via):
+	// the provider of a channel with several. Empty when not said.
+	Via string
 }

@@ -2,7 +2,10 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"io"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/channel"
@@ -28,6 +31,12 @@ func Run(ctx context.Context, name string, getenv func(string) string, stdout io
 	defer closeSend()
 	proc, err := runner.Start(ctx, "worker-"+name, stdout, cfg, cfg.Broker)
 	if err != nil {
+		return err
+	}
+	// Every channel's providers in the process, once per registry: in
+	// `relay all` the workers share one.
+	var already prometheus.AlreadyRegisteredError
+	if err := proc.Telemetry.Registry.Register(channel.ProviderMetrics{}); err != nil && !errors.As(err, &already) {
 		return err
 	}
 	p := proc.Pipeline(retry.Config{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, ShutdownTimeout: cfg.ShutdownTimeout},

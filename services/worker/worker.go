@@ -52,6 +52,12 @@ func Handler(name string, send channel.Sender) retry.HandlerFunc {
 		if m.ID != "" && m.ID != n.ID {
 			return retry.Permanent(fmt.Errorf("message-id %q does not match notification id %q", m.ID, n.ID))
 		}
-		return send(ctx, n)
+		// The retries so far pick the provider the attempt starts with;
+		// the provider it went through goes into its event.
+		ctx = channel.WithRetries(ctx, retry.RetryCount(m.Headers))
+		var via channel.Via
+		err = send(channel.WithVia(ctx, &via), n)
+		m.Via = via.Name()
+		return err
 	}
 }

@@ -56,6 +56,9 @@ type Event struct {
 	AgeMS int64 `json:"age_ms"`
 	// Service names the process that made the decision.
 	Service string `json:"service"`
+	// Provider is the provider the attempt went through, for a channel
+	// with several (mail servers, SMS gateways); empty otherwise.
+	Provider string `json:"provider,omitempty"`
 }
 
 // channels maps each prefixed work queue of a topology to its routing key.
@@ -86,6 +89,7 @@ func (c channels) event(service string, ev retry.Event) Event {
 		Reason:     ev.Reason,
 		At:         ev.At,
 		Service:    service,
+		Provider:   ev.Via,
 	}
 	if age, ok := age(ev); ok {
 		out.AgeMS = age.Milliseconds()
