@@ -127,6 +127,14 @@ func (r *Report) explain() []string {
 			"messages are deferred at once and the healthy one barely notices. `WEBHOOK_ENDPOINT_CONCURRENCY` is set to "+
 			"the handlers' number here, so the cap does not throttle (a) itself.\n\n"+IsolationMarkdown(*r.Isolation))
 	}
+	if r.RateLimit != nil {
+		out = append(out, fmt.Sprintf("**Throughput under a rate limit.** %d email workers (`relay worker email`, in one process "+
+			"with the retrier) share `SMTP_RATE=%g` through the history store (SQLite here) and deliver %d emails published "+
+			"at once to a local mail server, which notes when each arrives. An email over the limit waits in the delay "+
+			"backend for a slot it holds, without spending a retry. The throughput is first arrival to last; the target is "+
+			"every email once and no one-second window above the limit by more than %.0f %%.\n\n",
+			r.RateLimit.Options.Replicas, r.RateLimit.Options.Rate, r.RateLimit.Options.Emails, RateLimitTolerance*100)+RateLimitMarkdown(*r.RateLimit))
+	}
 	return out
 }
 

@@ -79,7 +79,7 @@ type Options struct {
 // AllFigures are the groups of figures --figures chooses from. ingest and
 // ingest-batch share their raw publisher, retry and retry-direct their raw
 // loop: chosen together, each raw side is measured once for both.
-var AllFigures = []string{"ingest", "ingest-batch", "worker", "retry", "retry-direct", "memory", "streams", "history", "history-get", "isolation"}
+var AllFigures = []string{"ingest", "ingest-batch", "worker", "retry", "retry-direct", "memory", "streams", "history", "history-get", "isolation", "ratelimit"}
 
 // figureHelp says what each group of --figures measures, for the flag's
 // help.
@@ -94,6 +94,7 @@ var figureHelp = map[string]string{
 	"history":      "events stored/s on SQLite and PostgreSQL against the worker",
 	"history-get":  "GET /v1/notifications/{id} on a full history",
 	"isolation":    "a healthy webhook endpoint beside one that never answers",
+	"ratelimit":    "email throughput under SMTP_RATE, three worker replicas sharing it, against the limit itself",
 }
 
 // maxWaiting bounds --waiting: ten million messages of the API's size

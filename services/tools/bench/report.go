@@ -218,6 +218,9 @@ type Report struct {
 	// figures beside a sick one, with and without the breaker. Nil when
 	// that figure was not measured.
 	Isolation *IsolationResult `json:"isolation,omitempty"`
+	// RateLimit is the email channel under a limit: the throughput that
+	// reached the mail server against the limit, and its busiest second.
+	RateLimit *RateLimitResult `json:"rate_limit,omitempty"`
 }
 
 // Evaluate fills each row's ratio and verdict.
@@ -386,7 +389,16 @@ func (r *Report) text(w io.Writer) error {
 	for _, row := range r.Rows {
 		fmt.Fprintln(tw, strings.Join(row.cells(), "\t"))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if rl := r.RateLimit; rl != nil {
+		if _, err := fmt.Fprintf(w, "\nrate limit %g/s (burst %d), %d email workers: %.1f/s, %.0f %% of the limit; most in one second %d; %d of %d delivered, %d twice\n",
+			rl.Options.Rate, rl.Options.Burst, rl.Options.Replicas, rl.Throughput, rl.Ratio*100, rl.MaxInSecond, rl.Delivered, rl.Options.Emails, rl.Duplicates); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Table writes the rows as a Markdown table.

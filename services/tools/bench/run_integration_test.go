@@ -498,3 +498,37 @@ func exists(t *testing.T, conn *amqp.Connection, declare func(*amqp.Channel) err
 	}
 	return true
 }
+
+// TestRateLimitFigure runs the rate-limit figure alone: every email
+// arrives once, the limit is used, and no second sees more than it allows.
+func TestRateLimitFigure(t *testing.T) {
+	url := retrytest.URL(t)
+	out := filepath.Join(t.TempDir(), "report.json")
+	var progress watched
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := bench.Run(ctx, []string{"--quick", "--figures", "ratelimit", "--queues", "classic", "--format", "json", "--out", out}, envFor(url), &progress); err != nil {
+		t.Fatalf("Run: %v\n%s", err, progress.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r bench.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("report: %v\n%s", err, b)
+	}
+	rl := r.RateLimit
+	if rl == nil {
+		t.Fatalf("no rate-limit figure in %s", b)
+	}
+	if !rl.MeetsTarget || rl.Delivered != rl.Options.Emails || rl.Duplicates != 0 {
+		t.Errorf("rate limit %+v: want every email once and no second above the limit by more than %.0f %%", *rl, bench.RateLimitTolerance*100)
+	}
+	// The limit is the bottleneck: far below it, emails were lost to
+	// deferrals that came back too late for their slots.
+	if rl.Ratio < 0.7 || rl.Ratio > 1+bench.RateLimitTolerance {
+		t.Errorf("throughput %.1f/s is %.0f %% of the limit, want 70 to 110 %%", rl.Throughput, rl.Ratio*100)
+	}
+	t.Logf("%.1f/s of %g/s, most in one second %d", rl.Throughput, rl.Options.Rate, rl.MaxInSecond)
+}

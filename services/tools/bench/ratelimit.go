@@ -1,0 +1,280 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/mail"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/emersion/go-smtp"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/retrier"
+	"github.com/relay-demo/relay/services/worker"
+)
+
+// RateLimitTolerance is how far above its limit a mail server may see
+// the emails of any one second.
+const RateLimitTolerance = 0.10
+
+// RateLimitOptions sizes a rate-limit measurement; zero fields take the
+// defaults below.
+type RateLimitOptions struct {
+	// Rate and Burst are the mail server's limit, SMTP_RATE and
+	// SMTP_BURST (50/s, 1).
+	Rate  float64 `json:"rate_per_s"`
+	Burst int     `json:"burst"`
+	// Replicas is the number of email workers sharing the limit (3).
+	Replicas int `json:"replicas"`
+	// Emails is how many emails are published, all at once (500).
+	Emails int `json:"emails"`
+}
+
+func (o RateLimitOptions) withDefaults() RateLimitOptions {
+	if o.Rate <= 0 {
+		o.Rate = 50
+	}
+	if o.Burst <= 0 {
+		o.Burst = 1
+	}
+	if o.Replicas <= 0 {
+		o.Replicas = 3
+	}
+	if o.Emails <= 0 {
+		o.Emails = 500
+	}
+	return o
+}
+
+// RateLimitResult is what the mail server saw.
+type RateLimitResult struct {
+	Options RateLimitOptions `json:"options"`
+	// Delivered counts the emails that arrived, Duplicates those that
+	// arrived more than once.
+	Delivered  int `json:"delivered"`
+	Duplicates int `json:"duplicates"`
+	// Throughput is emails a second, first arrival to last.
+	Throughput float64 `json:"throughput_per_s"`
+	// Ratio is Throughput over the limit: 1 is the whole limit used.
+	Ratio float64 `json:"ratio"`
+	// MaxInSecond is the most emails in any one-second window.
+	MaxInSecond int `json:"max_in_second"`
+	// MeetsTarget: every email arrived once, and no second saw more than
+	// the limit and RateLimitTolerance.
+	MeetsTarget bool `json:"meets_target"`
+}
+
+// RateLimit measures the email channel under a limit: Replicas email
+// workers (`relay worker email` run in this process, with the retrier),
+// sharing SMTP_RATE through a SQLite history store in a temporary
+// directory, deliver Emails emails published at once to a local mail
+// server, which counts them by the second. An email over the limit waits
+// in the delay backend (levels) for its slot.
+func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateLimitResult, err error) {
+	opts = opts.withDefaults()
+	res.Options = opts
+	sink, err := startMailSink()
+	if err != nil {
+		return res, err
+	}
+	defer sink.close()
+	dir, err := os.MkdirTemp("", "relay-bench-ratelimit-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+
+	prefix := b.prefix + "ratelimit."
+	env := map[string]string{
+		"AMQP_URL": b.url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "levels", "RETRY_DEFERRALS": "50",
+		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": strconv.Itoa(sink.port), "SMTP_TLS": "none", "EMAIL_FROM": "bench@relay.localhost",
+		"SMTP_RATE": strconv.FormatFloat(opts.Rate, 'f', -1, 64), "SMTP_BURST": strconv.Itoa(opts.Burst), "DATA_DIR": dir,
+		"LOG_LEVEL": "error",
+	}
+	getenv := func(k string) string { return env[k] }
+	conn, err := amqp.Dial(b.url)
+	if err != nil {
+		return res, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close()
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.Levels}
+	b.janitor.topology(topo)
+	b.janitor.exchange(events.ExchangeName(topo))
+	if err := topo.Declare(ctx, conn); err != nil {
+		return res, err
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var runErr error
+	var errMu sync.Mutex
+	run := func(f func(context.Context) error) {
+		wg.Go(func() {
+			if err := f(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+				errMu.Lock()
+				runErr = errors.Join(runErr, err)
+				errMu.Unlock()
+			}
+		})
+	}
+	defer func() {
+		cancel()
+		wg.Wait()
+		err = errors.Join(err, runErr)
+	}()
+	run(func(ctx context.Context) error { return retrier.Run(ctx, getenv, io.Discard) })
+	for range opts.Replicas {
+		run(func(ctx context.Context) error { return worker.Run(ctx, "email", getenv, io.Discard) })
+	}
+
+	pub, err := retry.NewPublisher(conn, 0)
+	if err != nil {
+		return res, err
+	}
+	defer pub.Close()
+	for i := range opts.Emails {
+		id := fmt.Sprintf("ntf_bench_rate_%d", i)
+		note := &notification.Notification{V: 1, ID: id, CreatedAt: time.Now().UTC(), Parts: map[string]json.RawMessage{
+			"email": json.RawMessage(`{"to":["ada@example.com"],"subject":"bench","text":"hello"}`)}}
+		body, _ := json.Marshal(note.For("email"))
+		if err := pub.Publish(ctx, topo.Ingress(), "email", amqp.Publishing{MessageId: id, ContentType: notification.ContentType,
+			DeliveryMode: amqp.Persistent, Timestamp: time.Now(), Body: body}); err != nil {
+			return res, fmt.Errorf("publish: %w", err)
+		}
+	}
+	// The emails need Emails / Rate seconds; give them twice that and 30 s.
+	deadline := time.Now().Add(time.Duration(2*float64(opts.Emails)/opts.Rate*float64(time.Second)) + 30*time.Second)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for sink.distinct() < opts.Emails {
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("%d of %d emails arrived by the deadline", sink.distinct(), opts.Emails)
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+	}
+	arrivals, dups := sink.result()
+	res.Delivered, res.Duplicates = len(arrivals)-dups, dups
+	if took := arrivals[len(arrivals)-1].Sub(arrivals[0]); took > 0 {
+		res.Throughput = float64(len(arrivals)-1) / took.Seconds()
+	}
+	res.Ratio = res.Throughput / opts.Rate
+	res.MaxInSecond = mostInOneSecond(arrivals)
+	res.MeetsTarget = res.Delivered == opts.Emails && dups == 0 && float64(res.MaxInSecond) <= opts.Rate*(1+RateLimitTolerance)
+	return res, nil
+}
+
+// mostInOneSecond is the most of the sorted times in any one-second
+// window.
+func mostInOneSecond(at []time.Time) int {
+	most, j := 0, 0
+	for i := range at {
+		for j < len(at) && at[j].Sub(at[i]) < time.Second {
+			j++
+		}
+		most = max(most, j-i)
+	}
+	return most
+}
+
+// RateLimitMarkdown is the rate-limit figure as a markdown table.
+func RateLimitMarkdown(r RateLimitResult) string {
+	verdict := "yes"
+	if !r.MeetsTarget {
+		verdict = "**no**"
+	}
+	return fmt.Sprintf("| limit | replicas | emails | delivered | duplicates | throughput | of the limit | most in one second | within +%.0f %% |\n"+
+		"|---|---|---|---|---|---|---|---|---|\n"+
+		"| %g/s, burst %d | %d | %d | %d | %d | %.1f/s | %.0f %% | %d | %s |\n",
+		RateLimitTolerance*100, r.Options.Rate, r.Options.Burst, r.Options.Replicas, r.Options.Emails, r.Delivered, r.Duplicates,
+		r.Throughput, r.Ratio*100, r.MaxInSecond, verdict)
+}
+
+// mailSink is a local SMTP server that notes when each email arrives.
+type mailSink struct {
+	srv  *smtp.Server
+	port int
+
+	mu       sync.Mutex
+	seen     map[string]int
+	arrivals []time.Time
+}
+
+func startMailSink() (*mailSink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &mailSink{seen: map[string]int{}, port: ln.Addr().(*net.TCPAddr).Port}
+	s.srv = smtp.NewServer(s)
+	s.srv.Domain = "bench.localhost"
+	s.srv.AllowInsecureAuth = true
+	s.srv.ReadTimeout, s.srv.WriteTimeout = time.Minute, time.Minute
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+func (s *mailSink) close() { _ = s.srv.Close() }
+
+func (s *mailSink) distinct() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.seen)
+}
+
+// result returns the arrivals in order and how many were of an email
+// seen before.
+func (s *mailSink) result() ([]time.Time, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := slices.Clone(s.arrivals)
+	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
+	dups := 0
+	for _, n := range s.seen {
+		dups += n - 1
+	}
+	return at, dups
+}
+
+// NewSession starts one connection.
+func (s *mailSink) NewSession(*smtp.Conn) (smtp.Session, error) { return sinkSession{s}, nil }
+
+type sinkSession struct{ s *mailSink }
+
+func (sinkSession) Mail(string, *smtp.MailOptions) error { return nil }
+func (sinkSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
+func (sinkSession) Reset()                               {}
+func (sinkSession) Logout() error                        { return nil }
+
+func (ss sinkSession) Data(r io.Reader) error {
+	msg, err := mail.ReadMessage(r)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, msg.Body)
+	id := msg.Header.Get("X-Notification-ID")
+	if id == "" {
+		id = msg.Header.Get("Message-ID")
+	}
+	s := ss.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen[id]++
+	s.arrivals = append(s.arrivals, time.Now())
+	return nil
+}
