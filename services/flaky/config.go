@@ -18,10 +18,10 @@ type Config struct {
 	SMTPAddr string `env:"FLAKY_SMTP_ADDR" envDefault:":2525" help:"a listen address such as :2525"`
 	// EmailScenario is how the SMTP server misbehaves, one of
 	// ScenarioNames. Healthy by default, so nothing fails unless asked to.
-	EmailScenario string `env:"FLAKY_EMAIL_SCENARIO" envDefault:"healthy" help:"one of healthy, flaky, outage, rate-limited, slow, permanent"`
+	EmailScenario string `env:"FLAKY_EMAIL_SCENARIO" envDefault:"healthy" help:"one of healthy, flaky, outage, rate-limited, slow, permanent, throttled"`
 	// WebhookScenario is how the webhook receiver misbehaves, one of
 	// ScenarioNames. Healthy by default.
-	WebhookScenario string `env:"FLAKY_WEBHOOK_SCENARIO" envDefault:"healthy" help:"one of healthy, flaky, outage, rate-limited, slow, permanent"`
+	WebhookScenario string `env:"FLAKY_WEBHOOK_SCENARIO" envDefault:"healthy" help:"one of healthy, flaky, outage, rate-limited, slow, permanent, throttled"`
 	// Rate is the probability, from 0 to 1, that a flaky attempt fails.
 	Rate float64 `env:"FLAKY_RATE" envDefault:"0.3" help:"a fraction between 0 and 1, such as 0.3"`
 	// Seed makes the flaky scenario reproducible.
@@ -35,6 +35,8 @@ type Config struct {
 	// RateLimitAttempts is how many attempts of each id the rate-limited
 	// scenario turns away.
 	RateLimitAttempts int `env:"FLAKY_RATE_LIMIT_ATTEMPTS" envDefault:"2" help:"a whole number of 1 or more"`
+	// Limit is how many messages a second the throttled scenario accepts.
+	Limit int `env:"FLAKY_LIMIT" envDefault:"50" help:"a whole number of 1 or more: the messages a second the throttled scenario accepts, answering the rest 421 (SMTP) or 429"`
 	// PermanentMatch marks recipients and webhook paths the permanent
 	// scenario refuses for good.
 	PermanentMatch string `env:"FLAKY_PERMANENT_MATCH" envDefault:"fail" help:"a substring of an address or path, such as fail"`
@@ -72,6 +74,8 @@ func (c Config) Validate() error {
 		return config.Invalid("FLAKY_LATENCY", c.Latency.String(), "a duration of 0 or more, such as 15s")
 	case c.RetryAfter <= 0:
 		return config.Invalid("FLAKY_RETRY_AFTER", c.RetryAfter.String(), "a positive duration such as 2s")
+	case c.Limit < 1:
+		return config.Invalid("FLAKY_LIMIT", fmt.Sprint(c.Limit), "a whole number of 1 or more")
 	case c.RateLimitAttempts < 1:
 		return config.Invalid("FLAKY_RATE_LIMIT_ATTEMPTS", fmt.Sprint(c.RateLimitAttempts), "a whole number of 1 or more")
 	}
@@ -104,5 +108,7 @@ func (c Config) scenario(ch Channel, start time.Time) Scenario {
 		RetryAfter:        c.RetryAfter,
 		RateLimitAttempts: c.RateLimitAttempts,
 		PermanentMatch:    c.PermanentMatch,
+		Limit:             c.Limit,
+		Window:            &Window{},
 	}
 }

@@ -24,6 +24,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Latency:           15 * time.Second,
 		RetryAfter:        2 * time.Second,
 		RateLimitAttempts: 2,
+		Limit:             50,
 		PermanentMatch:    "fail",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

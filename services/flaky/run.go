@@ -1,6 +1,6 @@
 // Package flaky is relay's pair of deliberately unreliable downstreams: a
 // real SMTP server and a real webhook receiver in one process. Each plays a
-// scenario (healthy, flaky, outage, rate-limited, slow, permanent) so the
+// scenario (healthy, flaky, outage, rate-limited, slow, permanent, throttled) so the
 // retries and backoff of a sender can be watched, and both report what they
 // saw on GET /stats and GET /messages.
 package flaky

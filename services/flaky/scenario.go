@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -26,11 +27,15 @@ const (
 	// Permanent refuses for good every target containing PermanentMatch and
 	// accepts the rest.
 	Permanent = "permanent"
+	// Throttled accepts at most Limit messages in each second of the clock
+	// and turns the rest away (SMTP 421, HTTP 429 with a Retry-After to
+	// the next second), as a provider enforcing a rate limit does.
+	Throttled = "throttled"
 )
 
 // ScenarioNames lists every scenario name in the order the documentation
 // gives them.
-var ScenarioNames = []string{Healthy, Flaky, Outage, RateLimited, Slow, Permanent}
+var ScenarioNames = []string{Healthy, Flaky, Outage, RateLimited, Slow, Permanent, Throttled}
 
 // Channel is the kind of downstream a scenario plays: it decides which
 // status codes an outcome carries.
@@ -70,6 +75,33 @@ type Scenario struct {
 	// PermanentMatch is the substring that marks a recipient address or a
 	// webhook path as refused for good under Permanent.
 	PermanentMatch string
+	// Limit is how many messages a second Throttled accepts; Window
+	// counts them (nil: Throttled accepts everything).
+	Limit  int
+	Window *Window
+}
+
+// Window counts the messages accepted in the current second of the
+// clock, for the Throttled scenario.
+type Window struct {
+	mu     sync.Mutex
+	second int64
+	n      int
+}
+
+// take counts one message at now if fewer than limit were accepted in
+// now's second, and reports whether it did.
+func (w *Window) take(now time.Time, limit int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := now.Unix(); s != w.second {
+		w.second, w.n = s, 0
+	}
+	if w.n >= limit {
+		return false
+	}
+	w.n++
+	return true
 }
 
 // Outcome is the decision for one attempt.
@@ -106,7 +138,8 @@ const (
 // deliver the message id to target (a recipient address for email, the
 // request path for webhooks), at time now. A webhook path under one of
 // EndpointPaths gets that path's outcome, whatever the scenario. It has no
-// side effects: the same arguments always give the same outcome.
+// side effects, except that Throttled counts what it accepts: otherwise
+// the same arguments always give the same outcome.
 func (s Scenario) Decide(id string, attempt int, target string, now time.Time) Outcome {
 	if s.Channel == Webhook {
 		if o, ok := endpointOutcome(target); ok {
@@ -144,6 +177,16 @@ func (s Scenario) Decide(id string, attempt int, target string, now time.Time) O
 				code = smtpNoMailbox
 			}
 			return Outcome{Code: code, Reason: fmt.Sprintf("%s is refused for good", target)}
+		}
+	case Throttled:
+		if s.Window != nil && !s.Window.take(now, s.Limit) {
+			code := httpTooMany
+			if s.Channel == Email {
+				code = smtpRateLimited
+			}
+			next := now.Truncate(time.Second).Add(time.Second).Sub(now)
+			return Outcome{Code: code, RetryAfter: next,
+				Reason: fmt.Sprintf("over the limit of %d a second, retry after %s seconds", s.Limit, retryAfterSeconds(next))}
 		}
 	}
 	return ok

@@ -132,3 +132,30 @@ func TestEmailDuplicatesPerRecipient(t *testing.T) {
 		t.Errorf("duplicates = %d, want 2", got)
 	}
 }
+
+func TestThrottledScenario(t *testing.T) {
+	for _, ch := range []Channel{Email, Webhook} {
+		t.Run(string(ch), func(t *testing.T) {
+			s := Scenario{Name: Throttled, Channel: ch, Limit: 3, Window: &Window{}}
+			t0 := time.Date(2026, 1, 1, 12, 0, 0, 250_000_000, time.UTC)
+			wantCode := 429
+			if ch == Email {
+				wantCode = 421
+			}
+			var got []bool
+			for i := range 5 {
+				got = append(got, s.Decide(fmt.Sprint("id-", i), 1, "ada@example.com", t0).Accept)
+			}
+			if want := []bool{true, true, true, false, false}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("within one second: accepted %v, want %v", got, want)
+			}
+			o := s.Decide("id-9", 1, "ada@example.com", t0)
+			if o.Code != wantCode || o.RetryAfter != 750*time.Millisecond {
+				t.Errorf("over the limit: %+v, want code %d and a wait to the next second", o, wantCode)
+			}
+			if !s.Decide("id-10", 1, "ada@example.com", t0.Add(time.Second)).Accept {
+				t.Error("the next second: turned away, want accepted")
+			}
+		})
+	}
+}
