@@ -144,6 +144,12 @@ func readVariables(t *testing.T, command string) map[string]bool {
 			vars[v] = true
 		}
 	}
+	if name, ok := strings.CutPrefix(command, "worker "); ok {
+		// Numbered providers: SMTP_PROVIDERS=n brings in SMTP_1_* … SMTP_<n>_*.
+		for _, v := range worker.NumberedEnv(name) {
+			vars[v] = true
+		}
+	}
 	if dir, ok := directReads[command]; ok {
 		for _, v := range getenvCalls(t, filepath.Join(repoRoot, dir)) {
 			vars[v] = true

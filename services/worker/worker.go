@@ -37,6 +37,16 @@ func Env(name string) ([]any, error) {
 	return append([]any{&Config{}}, c.Env()...), nil
 }
 
+// NumberedEnv lists the numbered variables `relay worker <name>` reads
+// besides its Config structs' (SMTP_1_HOST … for the email channel's
+// mail servers); none for other channels.
+func NumberedEnv(name string) []string {
+	if name == channel.Email.Name() {
+		return channel.EmailProviderVariables()
+	}
+	return nil
+}
+
 // Handler decodes a message and sends it. A message that does not decode,
 // or belongs to another channel, is a permanent failure: parked once with
 // the reason, never looped.

@@ -159,8 +159,26 @@ type smtpServer struct {
 	mayBeWrong bool
 }
 
-// maxProviders bounds SMTP_PROVIDERS and SMS_PROVIDERS.
+// maxProviders bounds SMTP_PROVIDERS.
 const maxProviders = 16
+
+// smtpNumbered are the variables of each numbered mail server, after
+// its SMTP_<n>_ prefix.
+var smtpNumbered = []string{"HOST", "PORT", "USERNAME", "PASSWORD", "TLS", "TIMEOUT", "NAME", "RATE", "BURST", "PERMANENT_MAY_BE_WRONG"}
+
+// EmailProviderVariables lists the numbered variables SMTP_PROVIDERS
+// brings in, SMTP_1_HOST to SMTP_16_PERMANENT_MAY_BE_WRONG: the email
+// worker reads them besides its Config's, for tools that check an
+// environment against what relay reads.
+func EmailProviderVariables() []string {
+	var out []string
+	for n := 1; n <= maxProviders; n++ {
+		for _, v := range smtpNumbered {
+			out = append(out, fmt.Sprintf("SMTP_%d_%s", n, v))
+		}
+	}
+	return out
+}
 
 // smtpServers reads the mail servers: the one of SMTP_HOST and its
 // variables, or SMTP_1_* … SMTP_<n>_* when SMTP_PROVIDERS is n.
