@@ -132,7 +132,8 @@ func (r *Report) explain() []string {
 			"with the retrier) share `SMTP_RATE=%g` through the history store (SQLite here) and deliver %d emails published "+
 			"at once to a local mail server, which notes when each arrives. An email over the limit waits in the delay "+
 			"backend for a slot it holds, without spending a retry. The throughput is first arrival to last; the target is "+
-			"every email once and no one-second window above the limit by more than %.0f %%.\n\n",
+			"every email once and no second of the clock above the limit by more than %.0f %% (the most in any one-second "+
+			"window, wherever it starts, is in brackets).\n\n",
 			r.RateLimit.Options.Replicas, r.RateLimit.Options.Rate, r.RateLimit.Options.Emails, RateLimitTolerance*100)+RateLimitMarkdown(*r.RateLimit))
 	}
 	return out

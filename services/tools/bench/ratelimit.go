@@ -69,8 +69,11 @@ type RateLimitResult struct {
 	Throughput float64 `json:"throughput_per_s"`
 	// Ratio is Throughput over the limit: 1 is the whole limit used.
 	Ratio float64 `json:"ratio"`
-	// MaxInSecond is the most emails in any one-second window.
+	// MaxInSecond is the most emails in any second of the clock, the
+	// window a provider that allows so many a second counts in;
+	// MaxInWindow the most in any one-second window, wherever it starts.
 	MaxInSecond int `json:"max_in_second"`
+	MaxInWindow int `json:"max_in_window"`
 	// MeetsTarget: every email arrived once, and no second saw more than
 	// the limit and RateLimitTolerance.
 	MeetsTarget bool `json:"meets_target"`
@@ -174,7 +177,12 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 		res.Throughput = float64(len(arrivals)-1) / took.Seconds()
 	}
 	res.Ratio = res.Throughput / opts.Rate
-	res.MaxInSecond = mostInOneSecond(arrivals)
+	res.MaxInWindow = mostInOneSecond(arrivals)
+	perSecond := map[int64]int{}
+	for _, a := range arrivals {
+		perSecond[a.Unix()]++
+		res.MaxInSecond = max(res.MaxInSecond, perSecond[a.Unix()])
+	}
 	res.MeetsTarget = res.Delivered == opts.Emails && dups == 0 && float64(res.MaxInSecond) <= opts.Rate*(1+RateLimitTolerance)
 	return res, nil
 }
@@ -198,11 +206,11 @@ func RateLimitMarkdown(r RateLimitResult) string {
 	if !r.MeetsTarget {
 		verdict = "**no**"
 	}
-	return fmt.Sprintf("| limit | replicas | emails | delivered | duplicates | throughput | of the limit | most in one second | within +%.0f %% |\n"+
+	return fmt.Sprintf("| limit | replicas | emails | delivered | duplicates | throughput | of the limit | most in a second (any window) | within +%.0f %% |\n"+
 		"|---|---|---|---|---|---|---|---|---|\n"+
-		"| %g/s, burst %d | %d | %d | %d | %d | %.1f/s | %.0f %% | %d | %s |\n",
+		"| %g/s, burst %d | %d | %d | %d | %d | %.1f/s | %.0f %% | %d (%d) | %s |\n",
 		RateLimitTolerance*100, r.Options.Rate, r.Options.Burst, r.Options.Replicas, r.Options.Emails, r.Delivered, r.Duplicates,
-		r.Throughput, r.Ratio*100, r.MaxInSecond, verdict)
+		r.Throughput, r.Ratio*100, r.MaxInSecond, r.MaxInWindow, verdict)
 }
 
 // mailSink is a local SMTP server that notes when each email arrives.

@@ -393,8 +393,8 @@ func (r *Report) text(w io.Writer) error {
 		return err
 	}
 	if rl := r.RateLimit; rl != nil {
-		if _, err := fmt.Fprintf(w, "\nrate limit %g/s (burst %d), %d email workers: %.1f/s, %.0f %% of the limit; most in one second %d; %d of %d delivered, %d twice\n",
-			rl.Options.Rate, rl.Options.Burst, rl.Options.Replicas, rl.Throughput, rl.Ratio*100, rl.MaxInSecond, rl.Delivered, rl.Options.Emails, rl.Duplicates); err != nil {
+		if _, err := fmt.Fprintf(w, "\nrate limit %g/s (burst %d), %d email workers: %.1f/s, %.0f %% of the limit; most in a second %d (in any one-second window %d); %d of %d delivered, %d twice\n",
+			rl.Options.Rate, rl.Options.Burst, rl.Options.Replicas, rl.Throughput, rl.Ratio*100, rl.MaxInSecond, rl.MaxInWindow, rl.Delivered, rl.Options.Emails, rl.Duplicates); err != nil {
 			return err
 		}
 	}

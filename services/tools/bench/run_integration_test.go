@@ -530,5 +530,5 @@ func TestRateLimitFigure(t *testing.T) {
 	if rl.Ratio < 0.7 || rl.Ratio > 1+bench.RateLimitTolerance {
 		t.Errorf("throughput %.1f/s is %.0f %% of the limit, want 70 to 110 %%", rl.Throughput, rl.Ratio*100)
 	}
-	t.Logf("%.1f/s of %g/s, most in one second %d", rl.Throughput, rl.Options.Rate, rl.MaxInSecond)
+	t.Logf("%.1f/s of %g/s, most in a second %d, in any one-second window %d", rl.Throughput, rl.Options.Rate, rl.MaxInSecond, rl.MaxInWindow)
 }
