@@ -54,6 +54,7 @@ type attemptView struct {
 	DelayMS    *int64    `json:"delay_ms,omitempty"`
 	WaitedMS   *int64    `json:"waited_ms,omitempty"`
 	DurationMS *int64    `json:"duration_ms,omitempty"`
+	Provider   string    `json:"provider,omitempty"`
 }
 
 // summaryView is one notification of a list. Status has one entry per
@@ -88,7 +89,7 @@ func viewOf(n *history.Notification) notificationView {
 			AttemptCount: c.Attempts, LastError: c.LastError, UpdatedAt: c.UpdatedAt, Attempts: []attemptView{}}
 		for _, a := range c.Timeline {
 			cv.Attempts = append(cv.Attempts, attemptView{N: a.Attempt, Round: a.Round, At: a.At, Outcome: a.Outcome,
-				Error: a.Error, Reason: a.Reason, DelayMS: a.DelayMS, WaitedMS: a.WaitedMS, DurationMS: a.DurationMS})
+				Error: a.Error, Reason: a.Reason, DelayMS: a.DelayMS, WaitedMS: a.WaitedMS, DurationMS: a.DurationMS, Provider: a.Provider})
 		}
 		v.Copies = append(v.Copies, cv)
 	}

@@ -97,6 +97,9 @@ type Attempt struct {
 	WaitedMS *int64 `json:"waited_ms,omitempty"`
 	// DurationMS is how long the attempt took.
 	DurationMS *int64 `json:"duration_ms,omitempty"`
+	// Provider is the provider the attempt went through, for a channel
+	// with several; empty otherwise.
+	Provider string `json:"provider,omitempty"`
 }
 
 // Final reports whether the attempt ended its copy's round: delivered or

@@ -101,7 +101,11 @@ func (f *failover[P]) send(ctx context.Context, id string, part *P) error {
 				return err
 			}
 		}
-		setVia(ctx, p.Name)
+		if n > 1 {
+			// With one provider, as before there were several, attempts
+			// name none.
+			setVia(ctx, p.Name)
+		}
 		err = p.Send(ctx, id, part)
 		done(ctx, err)
 		f.stats.sent(f.channel, p.Name, err)

@@ -216,3 +216,14 @@ func TestFailoverOverTheLimit(t *testing.T) {
 		})
 	}
 }
+
+func TestOneProviderNamesNone(t *testing.T) {
+	a := &fakeProvider{errs: []error{errors.New("421 try later")}}
+	f := newFailover("email", []Provider[EmailPart]{{Name: "smtp", Send: a.send}}, 0, time.Minute, 4, nil, emailTicket, time.Now)
+	defer providerSets.remove(f.stats)
+	var via Via
+	err := f.send(WithVia(context.Background(), &via), "ntf_1", &EmailPart{To: []string{"ada@example.com"}})
+	if err == nil || err.Error() != "421 try later" || via.Name() != "" {
+		t.Errorf("error %v, via %q: want the server's error as it was, and no provider named", err, via.Name())
+	}
+}

@@ -62,6 +62,9 @@ type attemptView struct {
 	DelayMS    *int64    `json:"delay_ms,omitempty"`
 	WaitedMS   *int64    `json:"waited_ms,omitempty"`
 	DurationMS *int64    `json:"duration_ms,omitempty"`
+	// Provider is the configured name of the provider the attempt went
+	// through (a mail server), shown without a token too.
+	Provider string `json:"provider,omitempty"`
 }
 
 // summaryView is one notification of a list. Status has a channel's
@@ -167,7 +170,7 @@ func viewOf(n *history.Notification, full bool) notificationView {
 		}
 		for _, a := range c.Timeline {
 			av := attemptView{N: a.Attempt, Round: a.Round, At: a.At, Outcome: a.Outcome, Reason: a.Reason,
-				DelayMS: a.DelayMS, WaitedMS: a.WaitedMS, DurationMS: a.DurationMS}
+				DelayMS: a.DelayMS, WaitedMS: a.WaitedMS, DurationMS: a.DurationMS, Provider: a.Provider}
 			if full {
 				av.Error = a.Error
 			}

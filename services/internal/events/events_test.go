@@ -50,6 +50,12 @@ func TestConvert(t *testing.T) {
 			want: Event{Type: "attempt", Outcome: "requeued", ID: "n-4", Queue: "email-queue", Attempt: 2, At: t0, Service: "worker"},
 		},
 		{
+			name: "delivered through a provider",
+			in:   retry.Event{Outcome: "delivered", MessageID: "n-6", Queue: "t1.email-queue", Attempt: 2, At: t0, Via: "secondary"},
+			want: Event{Type: "attempt", Outcome: "delivered", ID: "n-6", Channel: "email", Queue: "t1.email-queue", Attempt: 2, At: t0,
+				Service: "worker", Provider: "secondary"},
+		},
+		{
 			name: "publish time after the decision (clock skew) gives no age",
 			in:   retry.Event{Outcome: "delivered", MessageID: "n-5", Queue: "t1.email-queue", Attempt: 1, At: t0, Published: t0.Add(time.Second)},
 			want: Event{Type: "attempt", Outcome: "delivered", ID: "n-5", Channel: "email", Queue: "t1.email-queue", Attempt: 1, At: t0, Service: "worker"},

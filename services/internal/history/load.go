@@ -20,8 +20,8 @@ const loadChunk = 5000
 var (
 	loadNotificationCols = []string{"id", "created_at", "accepted", "channels", "recipients", "search", "payload"}
 	loadCopyCols         = []string{"notification_id", "channel", "recipient", "status", "reason", "round", "attempts", "last_error", "next_attempt_at", "updated_at"}
-	loadEventCols        = []string{"notification_id", "channel", "recipient", "round", "attempt", "outcome", "at", "error", "reason", "delay_ms", "duration_ms", "service"}
-	loadAttemptCols      = []string{"notification_id", "channel", "recipient", "round", "attempt", "at", "outcome", "error", "reason", "service", "delay_ms", "waited_ms", "duration_ms"}
+	loadEventCols        = []string{"notification_id", "channel", "recipient", "round", "attempt", "outcome", "at", "error", "reason", "delay_ms", "duration_ms", "service", "provider"}
+	loadAttemptCols      = []string{"notification_id", "channel", "recipient", "round", "attempt", "at", "outcome", "error", "reason", "service", "delay_ms", "waited_ms", "duration_ms", "provider"}
 )
 
 // Load stores notifications, each accepted with its events, the fast way:
@@ -126,7 +126,7 @@ func (r *loadRows) add(d dialect, a Accepted, events []Event) {
 	byCopy := map[copyKey][]Event{}
 	for _, e := range evs {
 		byCopy[e.copy()] = append(byCopy[e.copy()], e)
-		r.evs = append(r.evs, []any{e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, e.Outcome, d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service})
+		r.evs = append(r.evs, []any{e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, e.Outcome, d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider})
 	}
 	// A row for each copy accepted, queued until its events say
 	// otherwise, and one for each copy that only events name.
@@ -148,7 +148,7 @@ func (r *loadRows) add(d dialect, a Accepted, events []Event) {
 		r.copies = append(r.copies, []any{a.ID, k.channel, k.recipient, c.Status, c.Reason, c.Round, c.Attempts, c.LastError, d.nullTS(c.NextAttemptAt), d.ts(c.UpdatedAt)})
 		for _, t := range c.Timeline {
 			r.attempts = append(r.attempts, []any{a.ID, k.channel, k.recipient, t.Round, t.Attempt, d.ts(t.At), t.Outcome, t.Error, t.Reason, t.Service,
-				nullInt(t.DelayMS), nullInt(t.WaitedMS), nullInt(t.DurationMS)})
+				nullInt(t.DelayMS), nullInt(t.WaitedMS), nullInt(t.DurationMS), t.Provider})
 		}
 	}
 }

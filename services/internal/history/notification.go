@@ -104,6 +104,9 @@ type Event struct {
 	DurationMS int64
 	// Service names the process that made the decision.
 	Service string
+	// Provider is the provider the attempt went through, for a channel
+	// with several (the email channel's mail servers); empty otherwise.
+	Provider string
 }
 
 // Notification is a notification with the state of its copies.
@@ -179,6 +182,9 @@ type Attempt struct {
 	WaitedMS *int64
 	// DurationMS is how long the attempt took, when known.
 	DurationMS *int64
+	// Provider is the provider it went through, for a channel with
+	// several; empty otherwise.
+	Provider string
 }
 
 // ErrInvalid is wrapped by the errors of Accept and Record for input they

@@ -187,6 +187,13 @@ func attemptOf(evs []Event) (Attempt, bool) {
 			a.DelayMS = &d
 		}
 	}
+	// The worker's own outcome says where the attempt went.
+	for _, o := range []string{OutcomeDelivered, OutcomeFailed, OutcomeParked} {
+		if e := byOutcome[o]; e != nil && e.Provider != "" {
+			a.Provider = e.Provider
+			break
+		}
+	}
 	for _, o := range []string{OutcomeDelivered, OutcomeFailed, OutcomeParked} {
 		if e := byOutcome[o]; e != nil && e.DurationMS > 0 {
 			d := e.DurationMS

@@ -200,7 +200,7 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 	}
 	rows := make([]any, 0, len(eventTypes)*len(evs))
 	for _, e := range evs {
-		rows = append(rows, e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, e.Outcome, s.d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service)
+		rows = append(rows, e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, e.Outcome, s.d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider)
 	}
 
 	return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -216,12 +216,12 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 			return fmt.Errorf("insert placeholder notifications: %w", err)
 		}
 		if err := execRows(ctx, tx, s.d,
-			`INSERT INTO events (notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service) `,
+			`INSERT INTO events (notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service, provider) `,
 			` ON CONFLICT (notification_id, channel, recipient, round, attempt, outcome) DO UPDATE SET
 				at = excluded.at, error = excluded.error, reason = excluded.reason,
-				delay_ms = excluded.delay_ms, duration_ms = excluded.duration_ms, service = excluded.service
-			WHERE (excluded.at, excluded.error, excluded.reason, excluded.delay_ms, excluded.duration_ms, excluded.service)
-				< (events.at, events.error, events.reason, events.delay_ms, events.duration_ms, events.service)`,
+				delay_ms = excluded.delay_ms, duration_ms = excluded.duration_ms, service = excluded.service, provider = excluded.provider
+			WHERE (excluded.at, excluded.error, excluded.reason, excluded.delay_ms, excluded.duration_ms, excluded.service, excluded.provider)
+				< (events.at, events.error, events.reason, events.delay_ms, events.duration_ms, events.service, events.provider)`,
 			eventTypes, rows); err != nil {
 			return fmt.Errorf("insert events: %w", err)
 		}
@@ -268,7 +268,7 @@ func (s *Store) loadEvents(ctx context.Context, tx *sql.Tx, ids []string, affect
 		err = each(rows, func() error {
 			var e Event
 			if err := rows.Scan(&e.ID, &e.Channel, &e.Recipient, &e.Round, &e.Attempt, &e.Outcome, timeCol{&e.At},
-				&e.Error, &e.Reason, &e.DelayMS, &e.DurationMS, &e.Service); err != nil {
+				&e.Error, &e.Reason, &e.DelayMS, &e.DurationMS, &e.Service, &e.Provider); err != nil {
 				return err
 			}
 			if k := e.copy(); affected[k] {
@@ -285,7 +285,7 @@ func (s *Store) loadEvents(ctx context.Context, tx *sql.Tx, ids []string, affect
 
 func (s *Store) loadEventsQuery(ids []string) (string, []any) {
 	in, args := s.d.in("notification_id", ids)
-	return `SELECT notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service
+	return `SELECT notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service, provider
 		FROM events WHERE ` + in, args
 }
 
@@ -304,7 +304,7 @@ func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][
 		copies = append(copies, k.id, k.channel, k.recipient, c.Status, c.Reason, c.Round, c.Attempts, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt))
 		for _, a := range c.Timeline {
 			attempts = append(attempts, k.id, k.channel, k.recipient, a.Round, a.Attempt, s.d.ts(a.At), a.Outcome, a.Error, a.Reason, a.Service,
-				nullInt(a.DelayMS), nullInt(a.WaitedMS), nullInt(a.DurationMS))
+				nullInt(a.DelayMS), nullInt(a.WaitedMS), nullInt(a.DurationMS), a.Provider)
 		}
 	}
 	if err := execRows(ctx, tx, s.d,
@@ -317,10 +317,10 @@ func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][
 	}
 	// Rows are never removed: more events only add to a timeline.
 	if err := execRows(ctx, tx, s.d,
-		`INSERT INTO attempts (notification_id, channel, recipient, round, attempt, at, outcome, error, reason, service, delay_ms, waited_ms, duration_ms) `,
+		`INSERT INTO attempts (notification_id, channel, recipient, round, attempt, at, outcome, error, reason, service, delay_ms, waited_ms, duration_ms, provider) `,
 		` ON CONFLICT (notification_id, channel, recipient, round, attempt) DO UPDATE SET at = excluded.at, outcome = excluded.outcome,
 			error = excluded.error, reason = excluded.reason, service = excluded.service,
-			delay_ms = excluded.delay_ms, waited_ms = excluded.waited_ms, duration_ms = excluded.duration_ms`,
+			delay_ms = excluded.delay_ms, waited_ms = excluded.waited_ms, duration_ms = excluded.duration_ms, provider = excluded.provider`,
 		attemptTypes, attempts); err != nil {
 		return fmt.Errorf("update attempts: %w", err)
 	}

@@ -126,6 +126,9 @@ func (p printer) copyStatus(c apiclient.Copy, width int) string {
 func (p printer) attempt(stamp string, labels int, a apiclient.Attempt, decided bool) string {
 	line := fmt.Sprintf("  %s  %-*s  %-9s", stamp, labels, apiclient.Label(a), a.Outcome)
 	var notes []string
+	if a.Provider != "" {
+		notes = append(notes, "via "+a.Provider)
+	}
 	if a.Outcome == apiclient.OutcomeParked && a.Reason != "" {
 		notes = append(notes, "reason "+a.Reason)
 	}

@@ -699,7 +699,11 @@
 
     const table = el("table", "attempts");
     const head2 = el("tr");
-    for (const h of ["Round", "Attempt", "At", "Outcome", "Waited", "Took", "Next in", "Error"]) head2.append(el("th", null, h));
+    // "Via" only for a channel with several providers (SMTP_PROVIDERS).
+    const via = c.attempts.some((a) => a.provider);
+    const heads = ["Round", "Attempt", "At", "Outcome", "Waited", "Took", "Next in", "Error"];
+    if (via) heads.splice(4, 0, "Via");
+    for (const h of heads) head2.append(el("th", null, h));
     const thead = el("thead");
     thead.append(head2);
     const tbody = el("tbody");
@@ -714,6 +718,9 @@
         el("td", "num", a.n === 0 ? "replay" : String(a.n)),
         el("td", "when", fmtTime(a.at, true)),
         el("td", "outcome", outcome),
+      );
+      if (via) tr.append(el("td", "provider", a.provider || ""));
+      tr.append(
         el("td", "num", a.waited_ms != null ? fmtDur(a.waited_ms) : ""),
         el("td", "num", a.duration_ms != null ? fmtDur(a.duration_ms) : ""),
         el("td", "num", a.delay_ms != null && a.outcome === "failed" ? fmtDur(a.delay_ms) : ""),
