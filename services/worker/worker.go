@@ -38,11 +38,14 @@ func Env(name string) ([]any, error) {
 }
 
 // NumberedEnv lists the numbered variables `relay worker <name>` reads
-// besides its Config structs' (SMTP_1_HOST … for the email channel's
-// mail servers); none for other channels.
+// besides its Config structs': SMTP_1_HOST … for the email channel's
+// mail servers, SMS_1_URL … for the sms channel's gateways.
 func NumberedEnv(name string) []string {
-	if name == channel.Email.Name() {
+	switch name {
+	case channel.Email.Name():
 		return channel.EmailProviderVariables()
+	case channel.SMS.Name():
+		return channel.SMSProviderVariables()
 	}
 	return nil
 }

@@ -159,7 +159,7 @@ type smtpServer struct {
 	mayBeWrong bool
 }
 
-// maxProviders bounds SMTP_PROVIDERS.
+// maxProviders bounds SMTP_PROVIDERS and SMS_PROVIDERS.
 const maxProviders = 16
 
 // smtpNumbered are the variables of each numbered mail server, after

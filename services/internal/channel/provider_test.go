@@ -2,13 +2,17 @@ package channel
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
@@ -225,5 +229,104 @@ func TestOneProviderNamesNone(t *testing.T) {
 	err := f.send(WithVia(context.Background(), &via), "ntf_1", &EmailPart{To: []string{"ada@example.com"}})
 	if err == nil || err.Error() != "421 try later" || via.Name() != "" {
 		t.Errorf("error %v, via %q: want the server's error as it was, and no provider named", err, via.Name())
+	}
+}
+
+func TestSMSGateways(t *testing.T) {
+	var hits [2]int
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits[0]++
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits[1]++
+	}))
+	defer up.Close()
+	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	base := map[string]string{"WEBHOOK_SECRET": secret, "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8", "SMS_PROVIDERS": "2",
+		"SMS_1_URL": down.URL + "/send", "SMS_2_URL": up.URL + "/send", "SMS_2_NAME": "backup"}
+	env := func(extra map[string]string) func(string) string {
+		return func(k string) string {
+			if v, ok := extra[k]; ok {
+				return v
+			}
+			return base[k]
+		}
+	}
+
+	send, closeSend, err := openSMS(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSend()
+	part := &SMSPart{To: "+15551234567", Text: "hi"}
+	var via Via
+	err = send(WithVia(context.Background(), &via), "ntf_1", part)
+	if err == nil || !strings.HasPrefix(err.Error(), "sms1: ") || retry.IsPermanent(err) || via.Name() != "sms1" {
+		t.Fatalf("first attempt: error %v via %q, want sms1's transient failure", err, via.Name())
+	}
+	err = send(WithVia(WithRetries(context.Background(), 1), &via), "ntf_1", part)
+	if err != nil || via.Name() != "backup" || hits != [2]int{1, 1} {
+		t.Fatalf("the retry: error %v via %q, hits %v: want it delivered by the backup", err, via.Name(), hits)
+	}
+
+	for _, tt := range []struct {
+		name    string
+		extra   map[string]string
+		wantErr string
+	}{
+		{"no gateway at all", map[string]string{"SMS_PROVIDERS": "0", "SMS_1_URL": "", "SMS_2_URL": ""}, "SMS_URL is required"},
+		{"a numbered gateway without a URL", map[string]string{"SMS_2_URL": ""}, "SMS_2_URL is required"},
+		{"a gateway beyond the count", map[string]string{"SMS_3_URL": up.URL}, "SMS_3_URL is set but SMS_PROVIDERS=2"},
+		{"a URL that is not http", map[string]string{"SMS_1_URL": "ftp://x"}, `SMS_1_URL="ftp://x"`},
+		{"a bad secret", map[string]string{"SMS_2_SECRET": "nope"}, `SMS_2_SECRET="***"`},
+		{"a bad rate", map[string]string{"SMS_1_RATE": "-1"}, `SMS_1_RATE="-1"`},
+		{"the same name twice", map[string]string{"SMS_1_NAME": "backup"}, `SMS_2_NAME="backup"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, closeSend, err := openSMS(env(tt.extra))
+			if err == nil {
+				closeSend()
+				t.Fatalf("no error, want one with %q", tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "configuration: ") {
+				t.Errorf("error %q, want a configuration error with %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestProviderMetrics(t *testing.T) {
+	a, b := &fakeProvider{errs: []error{errors.New("421 try later")}}, &fakeProvider{}
+	f := newFailover("email", []Provider[EmailPart]{{Name: "a", Send: a.send, Rate: &history.Rate{Per: 5, Burst: 1}}, {Name: "b", Send: b.send}},
+		1, time.Minute, 4, func(context.Context) (rateTaker, error) { return fakeRates{}, nil }, emailTicket, time.Now)
+	defer providerSets.remove(f.stats)
+	_ = f.send(context.Background(), "ntf_1", &EmailPart{To: []string{"ada@example.com"}})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(ProviderMetrics{})
+	var circuitA, failedA, rateA float64
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case mf.GetName() == "relay_provider_circuit" && labels["provider"] == "a" && labels["state"] == "open":
+				circuitA = m.GetGauge().GetValue()
+			case mf.GetName() == "relay_provider_sends_total" && labels["provider"] == "a" && labels["outcome"] == "failed":
+				failedA = m.GetCounter().GetValue()
+			case mf.GetName() == "relay_provider_rate_limit" && labels["provider"] == "a":
+				rateA = m.GetGauge().GetValue()
+			}
+		}
+	}
+	if circuitA != 1 || failedA != 1 || rateA != 5 {
+		t.Errorf("a's circuit open %v, failed sends %v, rate %v: want 1 and 1 after one failure with a breaker of 1, and 5", circuitA, failedA, rateA)
 	}
 }
