@@ -12,6 +12,18 @@ export FLAKY_EMAIL_SCENARIO=${FLAKY_EMAIL_SCENARIO:-flaky}
 export FLAKY_WEBHOOK_SCENARIO=${FLAKY_WEBHOOK_SCENARIO:-flaky}
 export FLAKY_RATE=${FLAKY_RATE:-0.5}
 export HTTP_ADDR=${HTTP_ADDR:-:8080}
+# The email worker's two mail servers (docs/providers.md): relay all's
+# flaky one, then a backup in a process of its own that takes
+# FLAKY_BACKUP_LIMIT (5) emails a second and answers the rest 421. relay
+# keeps under it (SMTP_2_RATE=4); FLAKY_EMAIL_SCENARIO=outage takes the
+# first down for 10 s and shows the failover.
+backup_smtp=${FLAKY_BACKUP_SMTP_ADDR:-127.0.0.1:2526}
+backup_http=${FLAKY_BACKUP_HTTP_ADDR:-127.0.0.1:9092}
+primary_smtp=${FLAKY_SMTP_ADDR:-:2525}
+export SMTP_PROVIDERS=${SMTP_PROVIDERS:-2}
+export SMTP_1_NAME=${SMTP_1_NAME:-flaky} SMTP_1_HOST=${SMTP_1_HOST:-127.0.0.1} SMTP_1_PORT=${SMTP_1_PORT:-${primary_smtp##*:}}
+export SMTP_2_NAME=${SMTP_2_NAME:-backup} SMTP_2_HOST=${SMTP_2_HOST:-127.0.0.1} SMTP_2_PORT=${SMTP_2_PORT:-${backup_smtp##*:}}
+export SMTP_2_RATE=${SMTP_2_RATE:-4} SMTP_2_BURST=${SMTP_2_BURST:-2} SMTP_BREAKER_FAILURES=${SMTP_BREAKER_FAILURES:-3}
 relay=${RELAY_BIN:-bin/relay}
 logfile=${DEMO_LOG:-demo.log}
 port=${HTTP_ADDR##*:}
@@ -50,9 +62,19 @@ if listening 127.0.0.1 "$port"; then
   exit 1
 fi
 
+for addr in "$backup_smtp" "$backup_http"; do
+  if listening 127.0.0.1 "${addr##*:}"; then
+    echo "port ${addr##*:} is taken by another program: stop it, or move the backup mail server with FLAKY_BACKUP_SMTP_ADDR=127.0.0.1:2527 FLAKY_BACKUP_HTTP_ADDR=127.0.0.1:9093 make demo"
+    exit 1
+  fi
+done
+
+FLAKY_SMTP_ADDR=$backup_smtp FLAKY_HTTP_ADDR=$backup_http FLAKY_EMAIL_SCENARIO=${FLAKY_BACKUP_EMAIL_SCENARIO:-throttled} \
+  FLAKY_LIMIT=${FLAKY_BACKUP_LIMIT:-5} "$relay" flaky > "$logfile.backup" 2>&1 &
+backup=$!
 "$relay" all > "$logfile" 2>&1 &
 pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT INT TERM
+trap 'kill $pid $backup 2>/dev/null; wait $pid $backup 2>/dev/null' EXIT INT TERM
 
 # Ready means relay's own API answers: it logged that it listens, and
 # /readyz says it has the broker.
@@ -79,5 +101,6 @@ echo "Open $api/ to watch more; send more with:"
 echo "  $relay send --api $api --token $API_TOKENS --n 20"
 echo "Follow one notification's attempts with:"
 echo "  $relay status --api $api --token $API_TOKENS <id>"
+echo "The backup mail server's stats: http://$backup_http/stats (logs in $logfile.backup)."
 echo "Ctrl-C stops the demo."
 wait $pid

@@ -57,7 +57,8 @@ func TestDemoDelivers(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = append(cmd.Environ(), "AMQP_URL="+url, "RELAY_BIN="+bin, "DEMO_LOG="+filepath.Join(dir, "demo.log"),
 		"TOPOLOGY_PREFIX="+prefix, "DATA_DIR="+dir, "DEMO_N=5", "RETRY_DELAYS=200ms,400ms",
-		"HTTP_ADDR=127.0.0.1:"+freeLoopbackPort(t), "FLAKY_HTTP_ADDR=127.0.0.1:"+freeLoopbackPort(t), "FLAKY_SMTP_ADDR=127.0.0.1:"+freeLoopbackPort(t))
+		"HTTP_ADDR=127.0.0.1:"+freeLoopbackPort(t), "FLAKY_HTTP_ADDR=127.0.0.1:"+freeLoopbackPort(t), "FLAKY_SMTP_ADDR=127.0.0.1:"+freeLoopbackPort(t),
+		"FLAKY_BACKUP_HTTP_ADDR=127.0.0.1:"+freeLoopbackPort(t), "FLAKY_BACKUP_SMTP_ADDR=127.0.0.1:"+freeLoopbackPort(t))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
