@@ -44,6 +44,10 @@ type EndpointConfig struct {
 	// DisableAfter is how long an endpoint may keep failing before the
 	// workers disable it; zero never disables one.
 	DisableAfter time.Duration `env:"WEBHOOK_DISABLE_AFTER" envDefault:"120h" help:"how long an endpoint may keep failing before it is disabled, such as 120h (5 days); 0 for never"`
+	// Rate and Burst limit the deliveries to each endpoint, across every
+	// worker replica; zero Rate is no limit.
+	Rate  float64 `env:"WEBHOOK_ENDPOINT_RATE" envDefault:"0" help:"deliveries a second each endpoint takes, counted across every worker replica (shared through the history store); 0 for no limit"`
+	Burst int     `env:"WEBHOOK_ENDPOINT_BURST" envDefault:"1" help:"how many deliveries to one endpoint may go at once within WEBHOOK_ENDPOINT_RATE, 1 or more"`
 }
 
 // HistoryStoreDSN is the DSN of the store the endpoints live in:
@@ -61,6 +65,7 @@ type endpointStore interface {
 	Endpoint(ctx context.Context, id string) (*history.Endpoint, error)
 	RecordCircuit(ctx context.Context, id string, c history.CircuitChange) (history.Circuit, error)
 	DisableEndpoint(ctx context.Context, id, reason string, now time.Time) (bool, error)
+	rateTaker
 }
 
 // endpoints resolves endpoint ids into what a delivery needs, from a store

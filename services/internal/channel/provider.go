@@ -140,14 +140,26 @@ func (f *failover[P]) pace(ctx context.Context, p Provider[P], id string, part *
 	if err != nil {
 		return fmt.Errorf("%s: rate limit: %w", p.Name, err)
 	}
-	wait, err := store.TakeRate(ctx, f.rateKey(p), f.ticket(id, part), *p.Rate, rateHold, f.now())
+	err = paceRate(ctx, store, f.rateKey(p), f.ticket(id, part), *p.Rate, f.now(), f.channel+" provider "+p.Name)
+	var d *Deferred
+	if errors.As(err, &d) {
+		f.stats.deferred(f.channel, p.Name)
+	} else if err != nil {
+		err = fmt.Errorf("%s: %w", p.Name, err)
+	}
+	return err
+}
+
+// paceRate takes a slot of the limit key for ticket and waits for it, up
+// to rateHold; a later slot defers the send (a *Deferred naming target).
+func paceRate(ctx context.Context, store rateTaker, key, ticket string, r history.Rate, now time.Time, target string) error {
+	wait, err := store.TakeRate(ctx, key, ticket, r, rateHold, now)
 	if err != nil {
-		return fmt.Errorf("%s: %w", p.Name, err)
+		return err
 	}
 	if wait > rateHold {
-		f.stats.deferred(f.channel, p.Name)
-		return &Deferred{Target: f.channel + " provider " + p.Name, Wait: wait - rateHold,
-			Why: fmt.Sprintf("over its limit of %g/s (burst %d): its slot is in %s", p.Rate.Per, p.Rate.Burst, wait.Round(time.Millisecond))}
+		return &Deferred{Target: target, Wait: wait - rateHold,
+			Why: fmt.Sprintf("over its limit of %g/s (burst %d): its slot is in %s", r.Per, r.Burst, wait.Round(time.Millisecond))}
 	}
 	if wait <= 0 {
 		return nil

@@ -21,7 +21,9 @@ const ReasonEndpointDisabled = "endpoint-disabled"
 // WEBHOOK_SECRET, or to an endpoint, resolved from the store and signed
 // with its own secrets. Every target is isolated (see isolation).
 type webhookSender struct {
-	send         *webhooks.Sender
+	send *webhooks.Sender
+	// rate limits each endpoint's deliveries; nil for no limit.
+	rate         *history.Rate
 	iso          *isolation
 	endpoints    *endpoints
 	disableAfter time.Duration
@@ -30,8 +32,10 @@ type webhookSender struct {
 
 func newWebhookSender(s *webhooks.Sender, cfg EndpointConfig, open func(context.Context) (endpointStore, func() error, error),
 	ttl time.Duration, now func() time.Time) *webhookSender {
+	rate, _ := parseRate("WEBHOOK_ENDPOINT_", cfg.Rate, max(cfg.Burst, 1)) // checked by check
 	return &webhookSender{
 		send:         s,
+		rate:         rate,
 		iso:          newIsolation(cfg.Failures, cfg.Cooldown, cfg.Concurrency, now),
 		endpoints:    newEndpoints(open, ttl, now),
 		disableAfter: cfg.DisableAfter,
@@ -52,6 +56,9 @@ func (c EndpointConfig) check() error {
 		return config.Invalid("WEBHOOK_DISABLE_AFTER", c.DisableAfter.String(), "a duration such as 120h (5 days), or 0 for never")
 	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
 		return config.Invalid("DATA_DIR", c.DataDir, "a directory (or set HISTORY_DSN)")
+	}
+	if _, err := parseRate("WEBHOOK_ENDPOINT_", c.Rate, c.Burst); err != nil {
+		return err
 	}
 	if err := history.CheckDSN(c.HistoryStoreDSN()); err != nil {
 		if c.HistoryDSN != "" {
@@ -107,6 +114,16 @@ func (w *webhookSender) deliverToEndpoint(ctx context.Context, id string, p *Web
 			}
 		}
 		return err
+	}
+	if w.rate != nil {
+		store, err := w.endpoints.storeOf(ctx)
+		if err == nil {
+			err = paceRate(ctx, store, "webhook:"+ep.ID, id, *w.rate, w.now(), target)
+		}
+		if err != nil {
+			done(ctx, context.Canceled) // not sent: nothing learnt of the endpoint
+			return err
+		}
 	}
 	_, err = w.send.Send(ctx, webhooks.Request{URL: ep.URL, ID: id, Payload: p.Payload, Signers: signers})
 	out := done(ctx, err)

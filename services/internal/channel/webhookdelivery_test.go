@@ -458,3 +458,37 @@ func TestEndpointEnabledAgainSeenAtOnce(t *testing.T) {
 		t.Fatalf("enabled again: %v", err)
 	}
 }
+
+// TestEndpointRateLimit: over WEBHOOK_ENDPOINT_RATE, a delivery waits for
+// a slot of its own without spending a retry, and gets it when it comes
+// back; another endpoint is not held up.
+func TestEndpointRateLimit(t *testing.T) {
+	cfg := testEndpointConfig
+	cfg.Rate, cfg.Burst = 1, 1
+	f := newFixture(t, cfg)
+	ep, _ := f.createEndpoint(t, "/limited")
+	other, _ := f.createEndpoint(t, "/other")
+	if err := f.deliver("ntf_1", WebhookPart{Endpoint: ep}); err != nil {
+		t.Fatal(err)
+	}
+	err := f.deliver("ntf_2", WebhookPart{Endpoint: ep})
+	wait, ok := retry.RetryAfter(err)
+	if !ok || wait != time.Second-rateHold || retry.IsPermanent(err) {
+		t.Fatalf("second delivery in the same second: %v (wait %v), want a deferral of %v", err, wait, time.Second-rateHold)
+	}
+	if err := f.deliver("ntf_3", WebhookPart{Endpoint: other}); err != nil {
+		t.Errorf("another endpoint: %v, want it delivered", err)
+	}
+	f.clock.advance(time.Second)
+	if err := f.deliver("ntf_2", WebhookPart{Endpoint: ep}); err != nil {
+		t.Errorf("back on its slot: %v, want it delivered", err)
+	}
+	if got := len(f.recv.deliveries("/limited")); got != 2 {
+		t.Errorf("the limited endpoint got %d deliveries, want 2", got)
+	}
+	bad := testEndpointConfig
+	bad.Rate, bad.Burst, bad.DataDir = 5, 0, "data"
+	if err := bad.check(); err == nil || !strings.Contains(err.Error(), `WEBHOOK_ENDPOINT_BURST="0"`) {
+		t.Errorf("a burst of 0: %v, want an error naming WEBHOOK_ENDPOINT_BURST", err)
+	}
+}
