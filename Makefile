@@ -116,7 +116,7 @@ bench: ## measure relay against raw amqp091-go on the local broker and regenerat
 	$(on_broker) $(GO) run ./cmd/relay bench --format markdown $(section) --out docs/benchmarks.md
 
 .PHONY: bench-peers
-bench-peers: ## the same retry workload on relay, raw amqp091-go, asynq (Redis), River (PostgreSQL) and watermill-amqp; writes its section of docs/benchmarks.md (about 5 minutes); BROKER=4.3: on a 4.3 node, relay's native backend too
+bench-peers: ## the same retry workload on relay, raw amqp091-go loops of each kind, asynq (Redis, and its own redis-server at appendfsync always and everysec), River (PostgreSQL) and watermill-amqp; writes its section of docs/benchmarks.md (about 5 minutes); BROKER=4.3: on a 4.3 node, relay's native backend too
 	cd services/tools/peers && $(on_broker) $(GO) run . $(section) --out ../../../docs/benchmarks.md
 
 .PHONY: bench-retry

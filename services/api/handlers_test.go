@@ -511,6 +511,39 @@ func TestNewID(t *testing.T) {
 	}
 }
 
+func TestNewIDAtSortsByTime(t *testing.T) {
+	re := regexp.MustCompile(`^ntf_[a-z2-7]{26}$`)
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name          string
+		first, second time.Time
+		e1, e2        []byte
+	}{
+		{"a millisecond later", t0, t0.Add(time.Millisecond), bytes.Repeat([]byte{0xff}, 10), make([]byte, 10)},
+		{"a year later", t0, t0.AddDate(1, 0, 0), bytes.Repeat([]byte{0xff}, 10), make([]byte, 10)},
+		{"the same millisecond, by entropy", t0, t0, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 2}},
+		{"byte boundaries", time.UnixMilli(0xff), time.UnixMilli(0x100), bytes.Repeat([]byte{0xff}, 10), make([]byte, 10)},
+		{"across the alphabet's digits and letters", time.UnixMilli(0x3_ffff_ffff), time.UnixMilli(0x4_0000_0000), nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := NewIDAt(tt.first, tt.e1), NewIDAt(tt.second, tt.e2)
+			if !re.MatchString(a) || !re.MatchString(b) {
+				t.Fatalf("NewIDAt = %q, %q: want ntf_ ids of 26 base32 characters", a, b)
+			}
+			if a >= b {
+				t.Errorf("NewIDAt(%v) = %q is not before NewIDAt(%v) = %q", tt.first, a, tt.second, b)
+			}
+		})
+	}
+	if a, b := NewIDAt(t0, nil), NewIDAt(t0, nil); a == b {
+		t.Errorf("two ids of one millisecond without entropy are the same: %q", a)
+	}
+	if a, b := NewIDAt(t0, make([]byte, 10)), NewIDAt(t0, make([]byte, 10)); a != b {
+		t.Errorf("NewIDAt with the same entropy: %q, %q, want one id", a, b)
+	}
+}
+
 func TestHealth(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -280,10 +279,30 @@ const IDPrefix = "ntf_"
 
 var idEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
-// NewID returns a random notification id: IDPrefix and 26 lowercase
-// base32 characters holding 128 random bits.
-func NewID() string {
+// orderedEncoding is base32 with the alphabet of idEncoding's lowercase
+// output (a-z, 2-7) put in byte order: an id written with it sorts as the
+// bits it holds, and keeps the form clients know.
+var orderedEncoding = base32.NewEncoding("234567abcdefghijklmnopqrstuvwxyz").WithPadding(base32.NoPadding)
+
+// NewID returns a new notification id: IDPrefix and 26 lowercase base32
+// characters holding 128 bits, the milliseconds since the Unix epoch in
+// the first 48 and 80 random bits after them. Ids made later sort later,
+// so a store's indexes take new notifications at their end, a few pages
+// a batch, where random ids would land on pages all over them; 80 random
+// bits keep ids of the same millisecond apart and unguessable.
+func NewID() string { return NewIDAt(time.Now(), nil) }
+
+// NewIDAt returns the id NewID would make at t, with entropy as its 80
+// random bits when it holds 10 bytes (a reproducible id), else random
+// ones.
+func NewIDAt(t time.Time, entropy []byte) string {
 	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return IDPrefix + strings.ToLower(idEncoding.EncodeToString(b[:]))
+	ms := uint64(max(t.UnixMilli(), 0))
+	b[0], b[1], b[2], b[3], b[4], b[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
+	if len(entropy) == 10 {
+		copy(b[6:], entropy)
+	} else {
+		_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails
+	}
+	return IDPrefix + orderedEncoding.EncodeToString(b[:])
 }

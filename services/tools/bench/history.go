@@ -69,12 +69,16 @@ func idBits(i int) [16]byte {
 	return [16]byte(sum[:16])
 }
 
-// historyID is the id of the bench's i-th notification: "ntf_" and 26
-// base32 characters holding 128 random bits, like the API's, in no
-// order, but a function of i.
+// historyEpoch is when the bench's notification 0 was made; the i-th was
+// made i milliseconds later.
+var historyEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// historyID is the id of the bench's i-th notification as the API makes
+// it (api.NewIDAt: time-ordered, the i-th made i ms after historyEpoch),
+// with random-looking bits that are a function of i.
 func historyID(i int) string {
 	bits := idBits(i)
-	return api.IDPrefix + strings.ToLower(idEncoding.EncodeToString(bits[:]))
+	return api.NewIDAt(historyEpoch.Add(time.Duration(i)*time.Millisecond), bits[:10])
 }
 
 // orderedID is the id of the i-th of n notifications as historyID, but

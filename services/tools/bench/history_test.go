@@ -131,6 +131,12 @@ func TestHistoryIDs(t *testing.T) {
 	if historyID(5) != historyID(5) {
 		t.Error("historyID is not a function of i")
 	}
+	// As the API's, the ids sort in the order they were made.
+	for i := 1; i < 1000; i++ {
+		if historyID(i-1) >= historyID(i) {
+			t.Fatalf("historyID(%d) = %q is not before historyID(%d) = %q", i-1, historyID(i-1), i, historyID(i))
+		}
+	}
 }
 
 func TestOrderedID(t *testing.T) {

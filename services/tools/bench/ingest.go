@@ -61,6 +61,10 @@ func warmUp(n int) int { return min(max(n/10, 1), 500) }
 const (
 	ingestTarget = 0.8
 	batchTarget  = 1.0
+	// minimalTarget is the goal against a minimal net/http service that
+	// decodes the same JSON and publishes each notification once,
+	// persistent and confirmed, measured in the same rounds.
+	minimalTarget = 0.6
 )
 
 // ingestRows measures the API, one notification per request and in
@@ -70,12 +74,14 @@ func (b *bench) ingestRows(ctx context.Context, qt retry.QueueType) ([]Row, erro
 	order := []string{"raw"}
 	run := map[string]func(context.Context) (side, error){"raw": func(ctx context.Context) (side, error) { return b.ingestRaw(ctx, qt) }}
 	if b.opts.has("ingest") {
-		order = append(order, "relay")
+		order = append(order, "relay", "minimal")
 		run["relay"] = func(ctx context.Context) (side, error) { return b.ingestRelay(ctx, qt) }
+		run["minimal"] = func(ctx context.Context) (side, error) { return b.ingestMinimal(ctx, qt) }
 	}
 	if b.opts.has("ingest-batch") {
-		order = append(order, "batch")
+		order = append(order, "batch", "minimal-batch")
 		run["batch"] = func(ctx context.Context) (side, error) { return b.ingestBatch(ctx, qt) }
+		run["minimal-batch"] = func(ctx context.Context) (side, error) { return b.ingestMinimalBatch(ctx, qt) }
 	}
 	got, err := b.contest(ctx, "ingest", qt, order, run)
 	if err != nil {
@@ -90,11 +96,20 @@ func (b *bench) ingestRows(ctx context.Context, qt retry.QueueType) ([]Row, erro
 				Target: &Target{Kind: RatioAtLeast, Value: ingestTarget}, RelayCost: &relay.Cost, RawCost: &raw.Cost},
 			Row{Queue: q, Figure: FigIngestP50, Unit: UnitMs, Relay: ms(relay.Latency.P50), Raw: ms(raw.Latency.P50)},
 			Row{Queue: q, Figure: FigIngestP99, Unit: UnitMs, Relay: ms(relay.Latency.P99), Raw: ms(raw.Latency.P99)})
+		if minimal, ok := got["minimal"]; ok {
+			rows = append(rows, Row{Queue: q, Figure: FigIngestMinimal, Unit: UnitRate, Relay: ptr(relay.Rate()), Raw: ptr(minimal.Rate()),
+				Baseline: "minimal HTTP", Target: &Target{Kind: RatioAtLeast, Value: minimalTarget}, RelayCost: &relay.Cost, RawCost: &minimal.Cost})
+		}
 	}
 	if batch, ok := got["batch"]; ok {
 		rows = append(rows, Row{Queue: q, Figure: FigBatchRate, Detail: fmt.Sprintf("(%d per request)", b.opts.BatchSize),
 			Unit: UnitRate, Relay: ptr(batch.Rate()), Raw: ptr(raw.Rate()),
 			Target: &Target{Kind: RatioAtLeast, Value: batchTarget}, RelayCost: &batch.Cost, RawCost: &raw.Cost})
+		if minimal, ok := got["minimal-batch"]; ok {
+			rows = append(rows, Row{Queue: q, Figure: FigBatchMinimal, Detail: fmt.Sprintf("(%d per request)", b.opts.BatchSize),
+				Unit: UnitRate, Relay: ptr(batch.Rate()), Raw: ptr(minimal.Rate()),
+				Baseline: "minimal HTTP", Target: &Target{Kind: RatioAtLeast, Value: minimalTarget}, RelayCost: &batch.Cost, RawCost: &minimal.Cost})
+		}
 	}
 	return rows, nil
 }

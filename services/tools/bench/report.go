@@ -17,8 +17,12 @@ const (
 	FigIngestP99  = "ingest: latency p99"
 	// FigBatchRate is POST /v1/notifications/batch in notifications/s
 	// against the raw publisher of the ingest figure.
-	FigBatchRate  = "ingest (batch): notifications/s vs publishes/s"
-	FigWorkerRate = "worker: messages/s"
+	FigBatchRate = "ingest (batch): notifications/s vs publishes/s"
+	// FigIngestMinimal and FigBatchMinimal hold the API against a minimal
+	// net/http service publishing one confirmed message per notification.
+	FigIngestMinimal = "ingest: requests/s vs a minimal HTTP publisher"
+	FigBatchMinimal  = "ingest (batch): notifications/s vs a minimal HTTP publisher"
+	FigWorkerRate    = "worker: messages/s"
 	// The retry figures: TTL and plugin, each through the stages and with
 	// the direct hand-off, against the same raw loop.
 	FigRetryRate             = "retry (ttl): round trips/s"

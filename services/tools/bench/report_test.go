@@ -348,7 +348,7 @@ func TestRenderHistory(t *testing.T) {
 		"1000000 notifications in the history while 10000 reads are timed",
 		"**History.**", "`DATA_DIR/history.db`", "batches of 500 messages",
 		"the worker's messages/s of this run on classic queues, its fastest: 12,000/s",
-		"SQLite: 18,000/s (1.50× the worker, target met), 90 µs of CPU and 120 allocations per event.", "The ids are random, as the API makes them",
+		"SQLite: 18,000/s (1.50× the worker, target met), 90 µs of CPU and 120 allocations per event.", "The ids are the API's: time-ordered",
 		"PostgreSQL: skipped: no PostgreSQL at 127.0.0.1:5432/test. The ids",
 		"**Reading the history.** A SQLite store was filled with 1,000,000 notifications",
 		"that took 1m15s (13,333 notifications/s", "made in order and loaded in that order",

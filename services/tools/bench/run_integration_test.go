@@ -95,7 +95,7 @@ func TestRunQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	figures := []string{bench.FigIngestRate, bench.FigIngestP50, bench.FigIngestP99, bench.FigBatchRate, bench.FigWorkerRate,
+	figures := []string{bench.FigIngestRate, bench.FigIngestP50, bench.FigIngestP99, bench.FigIngestMinimal, bench.FigBatchRate, bench.FigBatchMinimal, bench.FigWorkerRate,
 		bench.FigRetryRate, bench.FigRetryP50, bench.FigRetryP99, bench.FigRetryBrokerCPU,
 		bench.FigDirectRate, bench.FigDirectP50, bench.FigDirectP99, bench.FigDirectBrokerCPU,
 		bench.FigPluginRate, bench.FigPluginBrokerCPU, bench.FigPluginDirectRate, bench.FigPluginDirectBrokerCPU,

@@ -22,6 +22,8 @@ type asynqPeer struct {
 	queue  string
 	rdb    *redis.Client
 	server string
+	// persistence is what the Redis keeps on disk, read at Setup.
+	persistence string
 }
 
 // asynqKind is the task type.
@@ -38,7 +40,29 @@ func (a *asynqPeer) Setup(ctx context.Context) error {
 		return fmt.Errorf("redis at %s: %w", a.o.RedisAddr, err)
 	}
 	a.server = "Redis " + infoField(info, "redis_version")
+	a.persistence = persistence(ctx, a.rdb)
 	return nil
+}
+
+// persistence says what a Redis keeps on disk, read with CONFIG GET.
+func persistence(ctx context.Context, rdb *redis.Client) string {
+	cfg := map[string]string{}
+	for _, k := range []string{"save", "appendonly", "appendfsync"} {
+		v, err := rdb.ConfigGet(ctx, k).Result()
+		if err != nil {
+			return fmt.Sprintf("persistence not read (%v)", err)
+		}
+		cfg[k] = v[k]
+	}
+	if cfg["appendonly"] != "yes" {
+		return fmt.Sprintf("Redis with save %q and appendonly %s: an enqueue or state change is acknowledged once it is in memory", cfg["save"], cfg["appendonly"])
+	}
+	when := map[string]string{
+		"always":   "written and fsynced to the append-only file before Redis replies",
+		"everysec": "written to the append-only file before Redis replies, fsynced within a second (a crash of the machine loses up to a second)",
+		"no":       "written to the append-only file, fsynced when the kernel chooses",
+	}[cfg["appendfsync"]]
+	return fmt.Sprintf("Redis with appendonly yes, appendfsync %s, save %q: every change %s", cfg["appendfsync"], cfg["save"], when)
 }
 
 // infoField reads one field of Redis's INFO reply.
@@ -130,5 +154,6 @@ func (a *asynqPeer) Settings() []string {
 		fmt.Sprintf("DelayedTaskCheckInterval %s (default 5s): how often the forwarder moves due retries back to pending", a.o.AsynqDelayedCheck),
 		fmt.Sprintf("TaskCheckInterval %s (default 1s): how long an idle processor sleeps before it looks for work again", a.o.AsynqTaskCheck),
 		"completed tasks are not retained (no Retention)",
+		a.persistence,
 	}
 }

@@ -43,17 +43,29 @@ type system struct {
 	// Needs43 marks a system that runs on RabbitMQ 4.3 or later only: left
 	// out of the default list on an older broker.
 	Needs43 bool
+	// Fsync, set for a system on Redis, runs it on a redis-server of its
+	// own with appendonly yes and this appendfsync policy (everysec,
+	// always), started for the run and stopped after it; empty runs it on
+	// the Redis of --redis-addr as that server is.
+	Fsync string
+	// Floor is the name of the raw loop of the same kind, the row's own
+	// baseline; empty for a row that is not relay's.
+	Floor string
 }
 
 // systems lists every system, in the table's order.
 var systems = []system{
-	{Name: "relay-stages", Title: "relay (stages)", Server: RabbitMQ, New: newRelay(false, false)},
-	{Name: "relay-direct", Title: "relay (direct)", Server: RabbitMQ, New: newRelay(true, false)},
-	{Name: "relay-stages-quorum", Title: "relay (stages, quorum)", Server: RabbitMQ, New: newRelay(false, true)},
-	{Name: "relay-direct-quorum", Title: "relay (direct, quorum)", Server: RabbitMQ, New: newRelay(true, true)},
-	{Name: "relay-native", Title: "relay (native, quorum)", Server: RabbitMQ, New: newRelayNative, Needs43: true},
+	{Name: "relay-stages", Title: "relay (stages)", Server: RabbitMQ, New: newRelay(false, false), Floor: "raw"},
+	{Name: "relay-direct", Title: "relay (direct)", Server: RabbitMQ, New: newRelay(true, false), Floor: "raw"},
+	{Name: "relay-stages-quorum", Title: "relay (stages, quorum)", Server: RabbitMQ, New: newRelay(false, true), Floor: "raw-quorum"},
+	{Name: "relay-direct-quorum", Title: "relay (direct, quorum)", Server: RabbitMQ, New: newRelay(true, true), Floor: "raw-quorum"},
+	{Name: "relay-native", Title: "relay (native, quorum)", Server: RabbitMQ, New: newRelayNative, Needs43: true, Floor: "raw-native"},
 	{Name: "raw", Title: "raw amqp091-go", Server: RabbitMQ, New: newRaw},
+	{Name: "raw-quorum", Title: "raw amqp091-go (quorum)", Server: RabbitMQ, New: newRawKind(rawQuorum)},
+	{Name: "raw-native", Title: "raw amqp091-go (native, quorum)", Server: RabbitMQ, New: newRawKind(rawNative), Needs43: true},
 	{Name: "asynq", Title: "asynq", Server: Redis, New: newAsynq},
+	{Name: "asynq-everysec", Title: "asynq (appendfsync everysec)", Server: Redis, New: newAsynq, Fsync: "everysec"},
+	{Name: "asynq-always", Title: "asynq (appendfsync always)", Server: Redis, New: newAsynq, Fsync: "always"},
 	{Name: "river", Title: "River", Server: PostgreSQL, New: newRiver},
 	{Name: "watermill", Title: "watermill-amqp", Server: RabbitMQ, New: newWatermill},
 }

@@ -111,6 +111,19 @@ func TestEverySystem(t *testing.T) {
 				if sys.Needs43 {
 					need43(t, o.AMQPURL)
 				}
+				o := o
+				if sys.Fsync != "" {
+					srv, err := startRedis(context.Background(), sys.Fsync)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() {
+						if err := srv.Stop(); err != nil {
+							t.Error(err)
+						}
+					})
+					o.RedisAddr = srv.Addr
+				}
 				p := sys.New(o, wl.w)
 				var progress bytes.Buffer
 				res := runPeer(context.Background(), sys, p, o, wl.w, &progress)
@@ -133,6 +146,9 @@ func TestEverySystem(t *testing.T) {
 				}
 				if res.Server == "" || len(res.Settings) == 0 {
 					t.Errorf("server %q, settings %q; want both", res.Server, res.Settings)
+				}
+				if sys.Fsync != "" && !strings.Contains(strings.Join(res.Settings, "; "), "appendfsync "+sys.Fsync) {
+					t.Errorf("settings %q do not say appendfsync %s", res.Settings, sys.Fsync)
 				}
 				if left := leftovers(t, o, p); len(left) > 0 {
 					t.Errorf("left behind: %s", strings.Join(left, ", "))

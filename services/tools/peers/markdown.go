@@ -128,9 +128,10 @@ func (r Report) Markdown() string {
 		"(`beam.smp`, `redis-server`, every `postgres` process with the children it reaped) read from /proc, and peak RSS the child's maxrss.\n\n",
 		thousands(w.Jobs), w.Concurrency, w.FailRate*100, expectLine(w), w.Delay, w.MaxRetries, w.Delay)
 
-	fmt.Fprintln(&b, "| system | jobs/s | ÷ asynq | ÷ raw | retry lateness p50 / p99 | delivered / parked / lost / duplicates | client CPU µs/job | server CPU µs/job | peak RSS MiB |")
-	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(&b, "| system | jobs/s | ÷ asynq | ÷ asynq, fsync always | ÷ raw | ÷ own floor | retry lateness p50 / p99 | delivered / parked / lost / duplicates | client CPU µs/job | server CPU µs/job | peak RSS MiB |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|---|---|---|---|---|")
 	asynq, _ := r.find("asynq")
+	always, _ := r.find("asynq-always")
 	raw, _ := r.find("raw")
 	for _, x := range r.Results {
 		title := x.Title
@@ -138,15 +139,20 @@ func (r Report) Markdown() string {
 			title += fmt.Sprintf(" (%s jobs)", thousands(x.Workload.Jobs))
 		}
 		if x.Err != "" {
-			fmt.Fprintf(&b, "| %s | failed: %s | — | — | — | %s | — | — | — |\n", title, oneLine(x.Err), counts(x))
+			fmt.Fprintf(&b, "| %s | failed: %s | — | — | — | — | — | %s | — | — | — |\n", title, oneLine(x.Err), counts(x))
 			continue
 		}
 		serverCPU := "—"
 		if x.ServerCPUOK {
 			serverCPU = micros(x.perJob(x.ServerCPU))
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s / %s | %s | %s | %s | %.1f |\n",
-			title, thousands(int(x.JobsPerSecond()+0.5)), ratio(x, asynq), ratio(x, raw),
+		floor := "—"
+		if sys, _ := systemNamed(x.Name); sys.Floor != "" {
+			base, _ := r.find(sys.Floor)
+			floor = ratio(x, base)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s / %s | %s | %s | %s | %.1f |\n",
+			title, thousands(int(x.JobsPerSecond()+0.5)), ratio(x, asynq), ratio(x, always), ratio(x, raw), floor,
 			ms(x.LateP50), ms(x.LateP99), counts(x), micros(x.perJob(x.ClientCPU)), serverCPU, float64(x.PeakRSS)/(1<<20))
 	}
 	fmt.Fprintln(&b)
@@ -165,6 +171,8 @@ func (r Report) Markdown() string {
 	}
 	fmt.Fprintln(&b)
 	fmt.Fprintln(&b, r.Verdict())
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, r.FloorVerdict())
 	fmt.Fprintln(&b, end)
 	return b.String()
 }
@@ -212,6 +220,41 @@ func (r Report) Verdict() string {
 		return "**Verdict** against \"relay ≥ 1.0× asynq, ahead of River and watermill-amqp\": no relay row ran."
 	}
 	return "**Verdict** against \"relay ≥ 1.0× asynq, ahead of River and watermill-amqp\" (jobs/s): " + strings.Join(parts, "; ") + "."
+}
+
+// floorGoals are the goals of relay's rows against their own raw floor:
+// the direct hand-off and native 0.9×, the stages 0.6×.
+var floorGoals = map[string]float64{
+	"relay-direct": 0.9, "relay-direct-quorum": 0.9, "relay-native": 0.9,
+	"relay-stages": 0.6, "relay-stages-quorum": 0.6,
+}
+
+// FloorVerdict is one line against the goals of relay's rows against the
+// raw loop of their own kind, measured in the same run.
+func (r Report) FloorVerdict() string {
+	var parts []string
+	for _, x := range r.Results {
+		sys, _ := systemNamed(x.Name)
+		goal, ok := floorGoals[x.Name]
+		if !ok || sys.Floor == "" {
+			continue
+		}
+		base, okB := r.find(sys.Floor)
+		if x.JobsPerSecond() == 0 || !okB || base.JobsPerSecond() == 0 {
+			parts = append(parts, fmt.Sprintf("%s not met (it or its floor, %s, did not run to the end)", x.Title, sys.Floor))
+			continue
+		}
+		q := x.JobsPerSecond() / base.JobsPerSecond()
+		word := "not met"
+		if q >= goal {
+			word = "met"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%.2f× %s, goal %.1f×)", x.Title, word, q, base.Title, goal))
+	}
+	if len(parts) == 0 {
+		return "**Against each backend's own floor**: no relay row ran."
+	}
+	return "**Against each backend's own floor** (jobs/s, the raw loop of the same queues in the same run; goals: direct and native ≥ 0.9×, stages ≥ 0.6×): " + strings.Join(parts, "; ") + "."
 }
 
 func expectLine(w Workload) string {

@@ -138,15 +138,17 @@ func TestMarkdown(t *testing.T) {
 			result("relay-stages", "relay (stages)", 4000),
 			result("raw", "raw amqp091-go", 5000),
 			result("asynq", "asynq", 2000),
+			result("asynq-always", "asynq (appendfsync always)", 1000),
 			result("river", "River", 1000),
 			{Name: "watermill", Title: "watermill-amqp", Workload: Workload{Jobs: 500}, Err: "timeout after 5m0s: 3 of 500 jobs finished"},
 		}}
 	md := r.Markdown()
 	for _, want := range []string{
 		startMarker + "\n",
-		"| relay (stages) | 4,000 | 2.00× | 0.80× | ",
+		"| relay (stages) | 4,000 | 2.00× | 4.00× | 0.80× | 0.80× | ",
 		"| 20,000 / 0 / 0 / 0 | 100 | 200 | 30.0 |",
-		"| asynq | 2,000 | 1.00× | 0.40× |",
+		"| asynq | 2,000 | 1.00× | 2.00× | 0.40× | — |",
+		"relay (stages) met (0.80× raw amqp091-go, goal 0.6×)",
 		"| watermill-amqp (500 jobs) | failed: timeout after 5m0s: 3 of 500 jobs finished |",
 		"- **relay (stages)** (S 1): set relay-stages",
 		"- a note",
@@ -207,5 +209,29 @@ func TestThousands(t *testing.T) {
 		if got := thousands(tt.n); got != tt.want {
 			t.Errorf("thousands(%d) = %q, want %q", tt.n, got, tt.want)
 		}
+	}
+}
+
+func TestFloorVerdict(t *testing.T) {
+	tests := []struct {
+		name    string
+		results []Result
+		want    string
+	}{
+		{"direct at its floor's 0.9", []Result{result("relay-direct", "relay (direct)", 900), result("raw", "raw amqp091-go", 1000)},
+			"relay (direct) met (0.90× raw amqp091-go, goal 0.9×)"},
+		{"stages below 0.6", []Result{result("relay-stages", "relay (stages)", 500), result("raw", "raw amqp091-go", 1000)},
+			"relay (stages) not met (0.50× raw amqp091-go, goal 0.6×)"},
+		{"quorum against the quorum loop", []Result{result("relay-direct-quorum", "relay (direct, quorum)", 950), result("raw", "raw amqp091-go", 2000), result("raw-quorum", "raw amqp091-go (quorum)", 1000)},
+			"relay (direct, quorum) met (0.95× raw amqp091-go (quorum), goal 0.9×)"},
+		{"native without its floor", []Result{result("relay-native", "relay (native, quorum)", 950), result("raw", "raw amqp091-go", 1000)},
+			"relay (native, quorum) not met (it or its floor, raw-native, did not run to the end)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := (Report{Results: tt.results}).FloorVerdict(); !strings.Contains(got, tt.want) {
+				t.Errorf("FloorVerdict() = %q, want it to contain %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -11,22 +11,86 @@ import (
 	"github.com/relay-demo/relay/retry"
 )
 
-// rawPeer is the plainest correct DLX retry loop on amqp091-go: the work
-// queue dead-letters a nacked message (requeue=false) into a wait queue
-// whose x-message-ttl dead-letters it back; the retry count is the
-// broker's x-death count; past the last retry the worker publishes the
-// message to a park queue, waits for the confirm, and acks.
+// rawPeer is the plainest correct retry loop on amqp091-go, the floor of
+// each of relay's backends. The DLX loop (classic or quorum queues): the
+// work queue dead-letters a nacked message (requeue=false) into a wait
+// queue whose x-message-ttl dead-letters it back; the retry count is the
+// broker's x-death count. The native loop (RabbitMQ 4.3): one quorum queue
+// with x-delayed-retry-*, as relay's native backend declares it; the
+// consumer rejects a failure (requeue=true) and the queue redelivers it
+// after the delay; the count is x-delivery-count. Past the last retry the
+// worker publishes the message to a park queue, waits for the confirm, and
+// acks.
 type rawPeer struct {
 	o                Options
 	w                Workload
+	kind             rawKind
 	work, wait, park string
 	conn             *amqp.Connection
 	broker           string
 }
 
-func newRaw(o Options, w Workload) peer {
-	name := uniqueName()
-	return &rawPeer{o: o, w: w, work: name + ".work", wait: name + ".wait", park: name + ".park"}
+// rawKind is the kind of loop a rawPeer runs.
+type rawKind int
+
+const (
+	rawClassic rawKind = iota // DLX loop on classic queues
+	rawQuorum                 // DLX loop on quorum queues, at-least-once dead-lettering
+	rawNative                 // RabbitMQ 4.3's delayed retry on one quorum queue
+)
+
+func newRaw(o Options, w Workload) peer { return newRawKind(rawClassic)(o, w) }
+
+func newRawKind(kind rawKind) func(Options, Workload) peer {
+	return func(o Options, w Workload) peer {
+		name := uniqueName()
+		return &rawPeer{o: o, w: w, kind: kind, work: name + ".work", wait: name + ".wait", park: name + ".park"}
+	}
+}
+
+// queues are the queues the loop declares, with their arguments. Quorum
+// queues that dead-letter take the at-least-once strategy with
+// reject-publish overflow, as relay's quorum queues do.
+func (r *rawPeer) queues() []struct {
+	name string
+	args amqp.Table
+} {
+	type q = struct {
+		name string
+		args amqp.Table
+	}
+	quorum := func(t amqp.Table) amqp.Table {
+		t["x-queue-type"] = "quorum"
+		t["x-dead-letter-strategy"] = "at-least-once"
+		t["x-overflow"] = "reject-publish"
+		return t
+	}
+	switch r.kind {
+	case rawQuorum:
+		return []q{
+			{r.work, quorum(amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": r.wait})},
+			{r.wait, quorum(amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": r.work, "x-message-ttl": r.w.Delay.Milliseconds()})},
+			{r.park, amqp.Table{"x-queue-type": "quorum"}},
+		}
+	case rawNative:
+		// The delivery limit is the backstop, as relay's: past it the
+		// queue dead-letters to the park queue.
+		return []q{
+			{r.work, quorum(amqp.Table{
+				"x-dead-letter-exchange": "", "x-dead-letter-routing-key": r.park,
+				"x-delayed-retry-type": "failed",
+				"x-delayed-retry-min":  r.w.Delay.Milliseconds(),
+				"x-delayed-retry-max":  r.w.Delay.Milliseconds(),
+				"x-delivery-limit":     int64(r.w.MaxRetries),
+			})},
+			{r.park, amqp.Table{"x-queue-type": "quorum"}},
+		}
+	}
+	return []q{
+		{r.work, amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": r.wait}},
+		{r.wait, amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": r.work, "x-message-ttl": r.w.Delay.Milliseconds()}},
+		{r.park, nil},
+	}
 }
 
 func (r *rawPeer) Setup(ctx context.Context) error {
@@ -40,15 +104,7 @@ func (r *rawPeer) Setup(ctx context.Context) error {
 		return fmt.Errorf("open channel: %w", err)
 	}
 	defer ch.Close()
-	queues := []struct {
-		name string
-		args amqp.Table
-	}{
-		{r.work, amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": r.wait}},
-		{r.wait, amqp.Table{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": r.work, "x-message-ttl": r.w.Delay.Milliseconds()}},
-		{r.park, nil},
-	}
-	for _, q := range queues {
+	for _, q := range r.queues() {
 		if _, err := ch.QueueDeclare(q.name,
 			true,  // durable
 			false, // autoDelete
@@ -113,11 +169,19 @@ func (r *rawPeer) Work(ctx context.Context, tr *tracker) error {
 }
 
 func (r *rawPeer) handle(ctx context.Context, pch *amqp.Channel, tr *tracker, d *amqp.Delivery) error {
-	attempt := deaths(d.Headers, r.work, "rejected") + 1
+	var attempt int
+	if r.kind == rawNative {
+		attempt = deliveryCount(d.Headers) + 1
+	} else {
+		attempt = deaths(d.Headers, r.work, "rejected") + 1
+	}
 	if tr.Attempt(d.MessageId, attempt) == nil {
 		return d.Ack(false)
 	}
 	if attempt <= r.w.MaxRetries {
+		if r.kind == rawNative {
+			return d.Reject(true /* requeue: the queue delays it */)
+		}
 		return d.Nack(false /* multiple */, false /* requeue */)
 	}
 	// The last retry failed: park it, confirmed, then ack.
@@ -150,6 +214,22 @@ func deaths(h amqp.Table, queue, reason string) int {
 	return 0
 }
 
+// deliveryCount is the quorum queue's x-delivery-count: how often the
+// message was returned to the queue before this delivery.
+func deliveryCount(h amqp.Table) int {
+	switch n := h["x-delivery-count"].(type) {
+	case int64:
+		return int(n)
+	case int32:
+		return int(n)
+	case int16:
+		return int(n)
+	case int8:
+		return int(n)
+	}
+	return 0
+}
+
 func collect(errs <-chan error) []error {
 	var out []error
 	for err := range errs {
@@ -171,6 +251,20 @@ func (r *rawPeer) Cleanup(context.Context) error {
 func (r *rawPeer) Server() string { return r.broker }
 
 func (r *rawPeer) Settings() []string {
+	switch r.kind {
+	case rawQuorum:
+		return []string{
+			fmt.Sprintf("quorum queues (x-dead-letter-strategy at-least-once, x-overflow reject-publish, as relay's): work queue dead-lettering into a wait queue (x-message-ttl %d) dead-lettering back", r.w.Delay.Milliseconds()),
+			fmt.Sprintf("one channel, prefetch %d, %d goroutines acking; nack(requeue=false) to retry; the count is x-death's", 2*r.w.Concurrency, r.w.Concurrency),
+			"parked: a park queue, published with a confirm before the ack",
+		}
+	case rawNative:
+		return []string{
+			fmt.Sprintf("one quorum queue with x-delayed-retry-type failed, x-delayed-retry-min and -max %d, x-delivery-limit %d, at-least-once dead-lettering to the park queue as the backstop (relay's native work queue's arguments)", r.w.Delay.Milliseconds(), r.w.MaxRetries),
+			fmt.Sprintf("one channel, prefetch %d, %d goroutines acking; reject(requeue=true) to retry, the queue redelivers after the delay; the count is x-delivery-count", 2*r.w.Concurrency, r.w.Concurrency),
+			"parked: a park queue, published with a confirm before the ack",
+		}
+	}
 	return []string{
 		fmt.Sprintf("classic queues: work queue dead-lettering into a wait queue (x-message-ttl %d) dead-lettering back", r.w.Delay.Milliseconds()),
 		fmt.Sprintf("one channel, prefetch %d, %d goroutines acking; nack(requeue=false) to retry; the count is x-death's", 2*r.w.Concurrency, r.w.Concurrency),

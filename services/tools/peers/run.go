@@ -85,7 +85,7 @@ func runParent(ctx context.Context, o Options, getenv func(string) string, stdou
 			jobs = o.WatermillJobs
 		}
 		fmt.Fprintf(stderr, "[%d/%d] %s: %s jobs, timeout %s\n", i+1, len(o.Systems), sys.Title, thousands(jobs), o.Timeout)
-		res := runChildProcess(ctx, exe, o, sys, jobs, stderr)
+		res := runSystem(ctx, exe, o, sys, jobs, stderr)
 		if res.Err != "" {
 			fmt.Fprintf(stderr, "[%d/%d] %s failed after %s: %s\n", i+1, len(o.Systems), sys.Title, res.Wall.Round(100*time.Millisecond), res.Err)
 		} else {
@@ -149,6 +149,24 @@ func runnable(names []string, url string, stderr io.Writer) []string {
 	return out
 }
 
+// runSystem runs sys in a child process, on a redis-server of its own for
+// a system with an appendfsync policy, started before and stopped after.
+func runSystem(ctx context.Context, exe string, o Options, sys system, jobs int, stderr io.Writer) Result {
+	if sys.Fsync == "" {
+		return runChildProcess(ctx, exe, o, sys, jobs, stderr)
+	}
+	srv, err := startRedis(ctx, sys.Fsync)
+	if err != nil {
+		return Result{Name: sys.Name, Title: sys.Title, Workload: o.Workload, Err: err.Error()}
+	}
+	o.RedisAddr = srv.Addr
+	res := runChildProcess(ctx, exe, o, sys, jobs, stderr)
+	if err := srv.Stop(); err != nil {
+		res.Err = strings.TrimPrefix(res.Err+"; "+err.Error(), "; ")
+	}
+	return res
+}
+
 // runChildProcess runs sys in a child process of exe, measures the child
 // from the outside (its rusage, the server's CPU time around it), and
 // returns its result; a child that fails, hangs past its timeout or
@@ -167,8 +185,11 @@ func runChildProcess(ctx context.Context, exe string, o Options, sys system, job
 	cmd.WaitDelay = 10 * time.Second // then killed
 
 	var only map[string]bool
-	if sys.Server == RabbitMQ {
+	switch sys.Server {
+	case RabbitMQ:
 		only = listeners(RabbitMQ.comm(), amqpPort(o.AMQPURL))
+	case Redis:
+		only = listeners(Redis.comm(), port(o.RedisAddr))
 	}
 	before, okBefore := serverCPU(sys.Server, only)
 	start := time.Now()
@@ -263,9 +284,16 @@ func notes(ctx context.Context, o Options, results []Result) []string {
 	if ran["relay-native"] {
 		n = append(n, "**relay (native, quorum)**: the retry is the queue's own: the worker rejects a failure and the quorum queue keeps the message in its Raft log, on disk, for the delay and delivers it again; nothing is published per retry and nothing polls. The retry count is the broker's x-delivery-count. The last failure is parked by a confirmed publish to the dead-letter queue before the ack; the delivery limit stays as the backstop, which dead-letters a message whose consumer died on its last attempt.")
 	}
+	if ran["raw-quorum"] || ran["raw-native"] {
+		n = append(n, "**Each relay row against its own floor** (÷ own floor): the stages and direct rows on classic queues against the raw DLX loop on classic queues, the quorum rows against the same loop on quorum queues with relay's quorum arguments (x-dead-letter-strategy at-least-once, x-overflow reject-publish), the native row against a plain amqp091-go consumer rejecting on a quorum queue with relay's x-delayed-retry-* arguments. Each floor ran in the same run, on the same broker.")
+	}
 	n = append(n, "**raw amqp091-go**: the count is the broker's x-death, which it writes itself at each dead-lettering (the loop never republishes a message, so RabbitMQ 3.13's refusal of client-written x-death does not apply). Work → wait → work is the broker's dead-lettering, unconfirmed and at-most-once on classic queues; only the enqueue and the park are confirmed publishes. Nothing polls. Persistent messages on durable classic queues.")
 	n = append(n, "On **RabbitMQ**, classic queues confirm a persistent message once it is written to disk (or already delivered and acked); quorum queues once a majority of their (here: one) replicas has it on disk.")
 	n = append(n, "**asynq**: "+redisDurability(ctx, o.RedisAddr)+" A task waiting for its retry sits in a sorted set that asynq's forwarder polls every DelayedTaskCheckInterval ("+o.AsynqDelayedCheck.String()+" here, 5s by default: with the default a 100 ms retry starts about 2.5 s late on average); an idle processor looks for work every TaskCheckInterval ("+o.AsynqTaskCheck.String()+" here, 1s by default). asynq keeps a retry's due time in whole Unix seconds (the score of its retry set) and forwards a task once that second has begun: a 100 ms retry is due at the start of the second it falls in, so it starts early, at the forwarder's next check, unless it failed in the last 100 ms of a second. Its retries do not wait the delay they were given, which shortens its retry chains; its lateness is negative. A task in progress is leased; a dead worker's tasks come back when the lease expires.")
+	if ran["asynq-always"] || ran["asynq-everysec"] {
+		n = append(n, "**asynq (appendfsync always / everysec)**: the same asynq on a redis-server of the run's own (its own loopback port and a temporary directory, started before the row and stopped after), with appendonly yes and no snapshots. At appendfsync always Redis writes and fsyncs every change to its append-only file before it replies: an enqueue, a retry or a completion is on disk when asynq goes on, the durability relay's publisher confirms give. At everysec the write precedes the reply but the fsync comes within the second: a crash of the machine loses up to a second of changes.")
+		n = append(n, "**Which rows are comparable**: relay's rows and River hold what they were handed on disk before they acknowledge it (relay: the broker's publisher confirm, which follows its disk write; River: a committed transaction, with PostgreSQL's settings above), as do the raw loops for their enqueue and park (their retries are the broker's own dead-lettering, see above); of asynq's rows only appendfsync always does. asynq on Redis without persistence and at everysec keep less on disk than the others and are not comparable in durability; they stay as asynq's figure as it is usually run. The ÷ asynq, fsync always column is the comparison at equal durability.")
+	}
 	n = append(n, "**River**: "+postgresDurability(ctx, o.PostgresDSN)+" Every state change is a committed transaction, but River's completer batches completions and writes them shortly after the handler returns. A retry is picked up by the next fetch after its scheduled_at: fetches run after a job completes (at most every FetchCooldown, "+o.RiverCooldown.String()+" here, 100ms by default) and every FetchPollInterval ("+o.RiverPoll.String()+" here, 1s by default); its LISTEN/NOTIFY only signals inserts.")
 	n = append(n, "**watermill-amqp**: the Retry middleware sleeps in the handler, holding the unacked delivery (prefetch 1) and the handler for every delay: a handler does nothing else meanwhile, so with a fixed number of handlers the rate falls with the delay. The attempt count lives only in the worker's memory: a crash or disconnect redelivers the message and its retries start again. The poison-queue publish is confirmed before the ack. No polling, no broker-side delay.")
 	if ran["watermill"] && o.WatermillJobs > 0 && o.WatermillJobs != o.Jobs {
