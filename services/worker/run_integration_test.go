@@ -173,13 +173,13 @@ func TestWorkersAgainstFlakyDownstreams(t *testing.T) {
 			const n = 5
 			ids := s.send(t, n, "http://"+s.flaky.HTTPAddr()+tt.path)
 			var report flaky.StatsReport
-			// The listing that ended the wait is the one checked: a listing
-			// returns what it took when its channel closes, and one right
-			// after it can find those messages not yet back in the queue.
+			// The listing comes before the report: a copy is parked only
+			// after the receiver recorded its attempt, so every parked copy
+			// the listing finds is in the report taken after it.
 			var parked []retry.DeadLetter
 			retrytest.Eventually(t, 20*time.Second, func() bool {
-				report = s.flaky.Stats().Report()
 				parked = s.parked(t)
+				report = s.flaky.Stats().Report()
 				return report.Email.Accepted == n && report.Webhook.Accepted+len(parked) == n
 			}, "not every copy ended delivered or parked")
 
@@ -295,13 +295,13 @@ func TestSMSChannel(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// The listing that ended the wait is the one checked (see
+			// The listing comes before the report (see
 			// TestWorkersAgainstFlakyDownstreams).
 			var report flaky.StatsReport
 			var parked []retry.DeadLetter
 			retrytest.Eventually(t, 20*time.Second, func() bool {
-				report = s.flaky.Stats().Report()
 				parked = s.parked(t)
+				report = s.flaky.Stats().Report()
 				return report.Webhook.Accepted+len(parked) == n
 			}, "not every sms ended delivered or parked")
 			if got := len(parked); got != tt.wantParked {
