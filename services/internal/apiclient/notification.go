@@ -16,6 +16,11 @@ const (
 	StatusDelivered = "delivered"
 	// StatusParked is a copy parked in the dead-letter queue.
 	StatusParked = "parked"
+	// StatusScheduled is a copy of a scheduled notification not due yet;
+	// Copy.NextAttemptAt is when it is.
+	StatusScheduled = "scheduled"
+	// StatusCancelled is a copy taken back before it went out.
+	StatusCancelled = "cancelled"
 )
 
 // The outcomes of an attempt.
