@@ -248,3 +248,126 @@ func TestScheduledSends(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduledRetries schedules notifications 3 s ahead with a
+// RETRY_DEADLINE of 2 s, to a receiver that fails each one's first
+// attempt: each is retried once it is due and delivered. Were the deadline
+// counted from the time the API accepted it (3 s before its first
+// attempt), the first failure would park it.
+func TestScheduledRetries(t *testing.T) {
+	var mu sync.Mutex
+	attempts := map[string]int{}
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		id := r.Header.Get("webhook-id")
+		attempts[id]++
+		if attempts[id] == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer receiver.Close()
+
+	prefix := retrytest.Prefix(t)
+	const token = "schedule-token-0123456789abcdef"
+	env := map[string]string{
+		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "levels",
+		"RETRY_DELAYS": "300ms", "RETRY_MAX": "3", "RETRY_DEADLINE": "2s", "API_TOKENS": token, "DATA_DIR": t.TempDir(),
+		"HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		"FLAKY_EMAIL_SCENARIO": "healthy", "FLAKY_WEBHOOK_SCENARIO": "healthy", "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8",
+	}
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.Levels,
+		Policy: retry.Policy{Delays: []time.Duration{300 * time.Millisecond}, MaxRetries: 3}}
+	startOn(t, env, topo)
+	api := "http://" + env["HTTP_ADDR"]
+	get := func(path string) map[string]any {
+		req, _ := http.NewRequest(http.MethodGet, api+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return v
+	}
+
+	var ids []string
+	for i := range 3 {
+		body := fmt.Sprintf(`{"webhook":{"url":%q,"payload":{"i":%d}},"delay":"3s"}`, receiver.URL+"/hook", i)
+		req, _ := http.NewRequest(http.MethodPost, api+"/v1/notifications", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res struct {
+			ID    string    `json:"id"`
+			DueAt time.Time `json:"due_at"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&res)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted || res.DueAt.IsZero() {
+			t.Fatalf("POST = %d, due_at %v", resp.StatusCode, res.DueAt)
+		}
+		ids = append(ids, res.ID)
+	}
+	// Scheduled, and listed as such, until due.
+	retrytest.Eventually(t, 2*time.Second, func() bool {
+		list, _ := get("/v1/notifications?status=scheduled")["notifications"].([]any)
+		return len(list) == 3
+	}, "GET /v1/notifications?status=scheduled does not list the 3 scheduled notifications")
+
+	status := func(id string) string {
+		copies, _ := get("/v1/notifications/" + id)["copies"].([]any)
+		if len(copies) != 1 {
+			return ""
+		}
+		s, _ := copies[0].(map[string]any)["status"].(string)
+		return s
+	}
+	retrytest.Eventually(t, 20*time.Second, func() bool {
+		for _, id := range ids {
+			if status(id) != "delivered" {
+				return false
+			}
+		}
+		return true
+	}, "not every scheduled notification was delivered after its retry: %v", func() []string {
+		var out []string
+		for _, id := range ids {
+			out = append(out, id+" "+status(id))
+		}
+		return out
+	}())
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		if attempts[id] != 2 {
+			t.Errorf("%s: %d attempts at the receiver, want 2 (a failure, then the retry)", id, attempts[id])
+		}
+	}
+	// Nothing left to cancel: every copy went out.
+	req, _ := http.NewRequest(http.MethodDelete, api+"/v1/notifications/"+ids[0], nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict {
+		t.Errorf("DELETE a delivered notification = %d, want 409", resp.StatusCode)
+	}
+	req, _ = http.NewRequest(http.MethodDelete, api+"/v1/notifications/ntf_unknown", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if resp, err = http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("DELETE an unknown id = %d, want 404", resp.StatusCode)
+		}
+	}
+}
