@@ -32,6 +32,8 @@ const (
 	OutcomeFailed = "failed"
 	// OutcomeParked is an attempt after which the copy was parked.
 	OutcomeParked = "parked"
+	// OutcomeCancelled is a copy taken back before it went out.
+	OutcomeCancelled = "cancelled"
 	// OutcomeReplayed is the replay of a parked copy that starts a round
 	// (attempt 0).
 	OutcomeReplayed = "replayed"
@@ -104,10 +106,10 @@ type Attempt struct {
 	DurationMS *int64 `json:"duration_ms,omitempty"`
 }
 
-// Final reports whether the attempt ended its copy's round: delivered or
-// parked.
+// Final reports whether the attempt ended its copy's round: delivered,
+// parked or cancelled.
 func (a Attempt) Final() bool {
-	return a.Outcome == OutcomeDelivered || a.Outcome == OutcomeParked
+	return a.Outcome == OutcomeDelivered || a.Outcome == OutcomeParked || a.Outcome == OutcomeCancelled
 }
 
 // Decided reports whether the outcome of c.Attempts[i] is known for good.
