@@ -117,7 +117,7 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 		var claim *keyClaim
 		if hasKey && deps.History != nil {
 			var p *Problem
-			claim, p = claimKey(r.Context(), deps, identity(r.Context()), key, n)
+			claim, p = claimKey(r.Context(), deps, identity(r.Context()), key, n, timing)
 			if p != nil {
 				writeProblem(w, p)
 				return

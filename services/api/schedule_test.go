@@ -58,3 +58,25 @@ func TestSchedule(t *testing.T) {
 		})
 	}
 }
+
+// TestFingerprintTiming: a repeat with the same Idempotency-Key and
+// another send_at or delay is another request (a 422), not a repeat.
+func TestFingerprintTiming(t *testing.T) {
+	str := func(s string) *string { return &s }
+	n, err := decodeRequest(strings.NewReader(`{"webhook":{"url":"https://hooks.example/a","payload":{}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(w when) string { return string(fingerprint(n, w)) }
+	if at(when{}) != at(when{}) || at(when{SendAt: str("2026-12-01T09:30:00Z")}) != at(when{SendAt: str("2026-12-01T09:30:00Z")}) {
+		t.Error("the same request fingerprints differently")
+	}
+	seen := map[string]string{}
+	for name, w := range map[string]when{"at once": {}, "send_at": {SendAt: str("2026-12-01T09:30:00Z")},
+		"another send_at": {SendAt: str("2026-12-01T09:31:00Z")}, "delay": {Delay: str("90s")}, "another delay": {Delay: str("91s")}} {
+		if other, ok := seen[at(w)]; ok {
+			t.Errorf("%s and %s fingerprint the same", name, other)
+		}
+		seen[at(w)] = name
+	}
+}
