@@ -91,6 +91,22 @@ func TestCancel(t *testing.T) {
 			t.Errorf("delivered after the cancellation: %s, want delivered", c.Status)
 		}
 
+		// Due: the requeue stage sent it on to its worker. Still
+		// scheduled, and cancellable, until the worker reports.
+		if err := s.Accept(ctx, []history.Accepted{{ID: "ntf_due", CreatedAt: t0, DueAt: t0.Add(time.Second), Channels: []string{"webhook"}}}); err != nil {
+			t.Fatal(err)
+		}
+		record(t, s, history.Event{ID: "ntf_due", Channel: "webhook", Attempt: 1, Outcome: history.OutcomeRequeued, At: t0.Add(time.Second), Service: "retrier"})
+		if c := get(t, s, "ntf_due").Copies[0]; c.Status != history.StatusScheduled || len(c.Timeline) != 0 {
+			t.Errorf("due, on its way: %+v, want scheduled, no attempt yet", c)
+		}
+		if got, err := s.Cancel(ctx, "ntf_due", "test", t0.Add(1100*time.Millisecond)); err != nil || len(got.Cancelled) != 1 {
+			t.Errorf("Cancel(due, on its way) = %+v, %v; want the copy cancelled", got, err)
+		}
+		if c := get(t, s, "ntf_due").Copies[0]; c.Status != history.StatusCancelled || len(c.Timeline) != 1 || c.Timeline[0].Attempt != 1 {
+			t.Errorf("after Cancel: %+v, want cancelled at attempt 1", c)
+		}
+
 		if _, err := s.Cancel(ctx, "ntf_unknown", "test", t0); !errors.Is(err, history.ErrNotFound) {
 			t.Errorf("Cancel(unknown) = %v, want ErrNotFound", err)
 		}

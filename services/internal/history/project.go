@@ -72,6 +72,16 @@ func project(events []Event) Copy {
 		c.Status = StatusDelivered
 	case OutcomeParked:
 		c.Status, c.Reason = StatusParked, top.Reason
+	case OutcomeRequeued:
+		c.Status = StatusRetrying
+		if top.Round == 0 && top.Attempt == 1 {
+			// Requeued before any attempt: a scheduled copy, due and on its
+			// way to its worker. It stays scheduled (and cancellable) until
+			// the worker reports.
+			c.Status = StatusScheduled
+			at := top.At
+			c.NextAttemptAt = &at
+		}
 	case OutcomeCancelled:
 		c.Status = StatusCancelled
 		// A copy that went out before the cancellation reached its
