@@ -371,3 +371,68 @@ func TestScheduledRetries(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduledTTL schedules on the ttl backend: a delay between two steps
+// waits the step after it, and the answer says so; one longer than the
+// longest step is a 422 naming the field.
+func TestScheduledTTL(t *testing.T) {
+	var mu sync.Mutex
+	var arrivedAt time.Time
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if arrivedAt.IsZero() {
+			arrivedAt = time.Now()
+		}
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer receiver.Close()
+	prefix := retrytest.Prefix(t)
+	const token = "schedule-token-0123456789abcdef"
+	env := map[string]string{
+		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
+		"RETRY_DELAYS": "1s,3s", "RETRY_MAX": "2", "API_TOKENS": token, "DATA_DIR": t.TempDir(),
+		"HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		"FLAKY_EMAIL_SCENARIO": "healthy", "FLAKY_WEBHOOK_SCENARIO": "healthy", "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8",
+	}
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL,
+		Policy: retry.Policy{Delays: []time.Duration{time.Second, 3 * time.Second}, MaxRetries: 2}}
+	startOn(t, env, topo)
+	post := func(delay string) (int, map[string]any) {
+		body := fmt.Sprintf(`{"webhook":{"url":%q,"payload":{}},"delay":%q}`, receiver.URL+"/hook", delay)
+		req, _ := http.NewRequest(http.MethodPost, "http://"+env["HTTP_ADDR"]+"/v1/notifications", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	if status, v := post("10s"); status != http.StatusUnprocessableEntity || !strings.Contains(fmt.Sprint(v["errors"]), "delay") {
+		t.Errorf("delay past the longest step = %d %v, want a 422 naming delay", status, v)
+	}
+	sent := time.Now()
+	status, v := post("2s")
+	if status != http.StatusAccepted || !strings.Contains(fmt.Sprint(v["rounded"]), "3s") {
+		t.Fatalf("delay 2s = %d %v, want 202 rounded to the 3s step", status, v)
+	}
+	due, err := time.Parse(time.RFC3339Nano, fmt.Sprint(v["due_at"]))
+	if err != nil || due.Sub(sent) < 3*time.Second-50*time.Millisecond || due.Sub(sent) > 4*time.Second {
+		t.Fatalf("due_at %v (%v), want about 3s after it was sent", v["due_at"], err)
+	}
+	retrytest.Eventually(t, 15*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !arrivedAt.IsZero()
+	}, "the notification scheduled on the ttl backend never arrived")
+	mu.Lock()
+	defer mu.Unlock()
+	if arrivedAt.Before(due) {
+		t.Errorf("arrived %s before its due time", due.Sub(arrivedAt))
+	}
+	t.Logf("ttl: due %s after it was sent, arrived %s after its due time", due.Sub(sent).Round(time.Millisecond), arrivedAt.Sub(due).Round(time.Millisecond))
+}
