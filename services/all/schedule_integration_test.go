@@ -227,7 +227,7 @@ func startOn(t *testing.T, env map[string]string, topo retry.Topology) *retrytes
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, "API never ready; log:\n%s", logs.String())
+	}, "API never ready; log:\n%s", logs)
 	return logs
 }
 
