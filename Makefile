@@ -98,7 +98,7 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags integration $(PKGS)
 	$(GO) vet -tags faults ./services/tests/faults/
-	$(GO) vet -tags 'integration timing' ./retry/
+	$(GO) vet -tags 'integration timing' ./retry/ ./services/all/
 	$(GO) vet -tags cluster ./services/tests/cluster/
 	$(GO) vet -tags compose ./services/tests/compose/
 	cd services/tools/peers && $(GO) vet -tags integration ./...
