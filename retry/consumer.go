@@ -167,6 +167,10 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		events[0].Outcome = Delivered
 		settleErr = d.Ack(false)
 		log.Info("delivered", "outcome", Delivered)
+	case IsCancelled(err):
+		events[0].Outcome, events[0].Reason = Cancelled, err.Error()
+		settleErr = d.Ack(false)
+		log.Info("cancelled, not sent", "outcome", Cancelled, "reason", err.Error())
 	case IsPermanent(err):
 		reason := ReasonPermanent
 		if _, big := err.(oversized); big {

@@ -69,3 +69,26 @@ func RetryAfter(err error) (time.Duration, bool) {
 	d := a.RetryAfter()
 	return d, d > 0
 }
+
+// cancelledError marks a message its handler found cancelled.
+type cancelledError struct{ err error }
+
+func (e cancelledError) Error() string { return e.err.Error() }
+func (e cancelledError) Unwrap() error { return e.err }
+
+// Cancel marks err as "this message is no longer wanted": a scheduled send
+// taken back before it went out. The consumer acks the message and
+// reports it Cancelled; it is neither retried nor parked.
+func Cancel(err error) error {
+	if err == nil {
+		return nil
+	}
+	return cancelledError{err}
+}
+
+// IsCancelled reports whether err, or any error it wraps, was marked with
+// Cancel.
+func IsCancelled(err error) bool {
+	var c cancelledError
+	return errors.As(err, &c)
+}

@@ -26,11 +26,14 @@ const (
 	Parked Outcome = "parked"
 	// Replayed: a parked message was sent back to its work queue.
 	Replayed Outcome = "replayed"
+	// Cancelled: the handler said the message is no longer wanted (see
+	// Cancel): acked, neither delivered nor parked.
+	Cancelled Outcome = "cancelled"
 )
 
 // Terminal reports whether nothing more happens to a message after o
 // (until it is replayed).
-func (o Outcome) Terminal() bool { return o == Delivered || o == Parked }
+func (o Outcome) Terminal() bool { return o == Delivered || o == Parked || o == Cancelled }
 
 // Event is one decision of the pipeline or a consumer, for observers.
 type Event struct {

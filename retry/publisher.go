@@ -69,6 +69,10 @@ func returnKey(id, key string) string { return id + "\x00" + key }
 // Publish sends msg to exchange with routing key and waits for the
 // broker's confirm. It returns nil only when the broker took the message.
 func (p *Publisher) Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
+	return p.publish(ctx, exchange, key, true, msg)
+}
+
+func (p *Publisher) publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) error {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -78,7 +82,7 @@ func (p *Publisher) Publish(ctx context.Context, exchange, key string, msg amqp.
 	if p.ch.IsClosed() {
 		return ErrClosed
 	}
-	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true /* mandatory */, false /* immediate */, msg)
+	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false /* immediate */, msg)
 	if err != nil {
 		if p.ch.IsClosed() {
 			return fmt.Errorf("%w: %w", ErrClosed, err)

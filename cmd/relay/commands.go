@@ -14,6 +14,7 @@ import (
 	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/tools/bench"
+	"github.com/relay-demo/relay/services/tools/cancel"
 	"github.com/relay-demo/relay/services/tools/dead"
 	"github.com/relay-demo/relay/services/tools/health"
 	"github.com/relay-demo/relay/services/tools/send"
@@ -78,7 +79,8 @@ func commands() []command {
 		{name: "retrier", summary: "run the error and requeue stages of the retry pipeline", run: service(retrier.Run), env: serviceEnv("retrier")},
 		{name: "all", summary: "run every service in one process, wired together for the local demo", run: service(all.Run), env: readmeTables},
 		{name: "flaky", summary: "run the fake, deliberately unreliable SMTP server and webhook receiver", run: service(flaky.Run), env: serviceEnv("flaky")},
-		{name: "send", summary: "post demo notifications to the API (--n N, --watch)", run: send.Run},
+		{name: "send", summary: "post demo notifications to the API (--n N, --watch; --at TIME or --in DURATION to schedule them)", run: send.Run},
+		{name: "cancel", summary: "cancel what has not gone out of a notification: copies still scheduled or waiting for a retry (relay cancel <id>)", run: cancel.Run},
 		{name: "status", summary: "print a notification's copies and attempts from the API's history (relay status <id>, --json)", run: status.Run},
 		{name: "dead list", summary: "list parked messages (--source Q, --id ID, --recipient ADDRESS, --limit N, --json)", run: deadVerb("list", os.Stdin)},
 		{name: "dead replay", summary: "send parked messages back with a fresh retry count (--id ID | --source Q | --recipient ADDRESS | --all)", run: deadVerb("replay", os.Stdin)},

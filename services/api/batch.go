@@ -71,14 +71,23 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 		}
 		results := make([]itemResult, len(items))
 		valid := make([]*notification.Notification, len(items)) // nil where refused
+		rounded := make([]string, len(items))
 		refused := 0
+		now := deps.Now()
 		for i, raw := range items {
-			n, err := decodeRequest(bytes.NewReader(raw))
+			n, timing, err := decodeTimed(bytes.NewReader(raw))
 			if err != nil {
 				results[i].problem = asProblem(err)
 				refused++
 				continue
 			}
+			sched, p := schedule(deps.Topology, timing, now)
+			if p != nil {
+				results[i].problem = p
+				refused++
+				continue
+			}
+			n.DueAt, rounded[i] = sched.due, sched.rounded
 			valid[i] = n
 		}
 		if refused == len(items) {
@@ -113,6 +122,7 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 				continue
 			}
 			results[i].accepted = acceptedOf(n, channels[i])
+			results[i].accepted.Rounded = rounded[i]
 			deps.Log.Info("notification accepted", "id", n.ID, "channels", channels[i], "batch_index", i)
 		}
 		status := http.StatusAccepted

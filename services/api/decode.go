@@ -19,7 +19,7 @@ import (
 // version and creation time. It is built from the channel registry, so a
 // new channel is accepted, checked and documented without a line here.
 func requestType(all []channel.Channel) reflect.Type {
-	fields := make([]reflect.StructField, 0, len(all))
+	fields := make([]reflect.StructField, 0, len(all)+2)
 	for _, c := range all {
 		fields = append(fields, reflect.StructField{
 			Name: strings.ToUpper(c.Name()[:1]) + c.Name()[1:],
@@ -27,6 +27,10 @@ func requestType(all []channel.Channel) reflect.Type {
 			Tag:  reflect.StructTag(`json:"` + c.Name() + `"`),
 		})
 	}
+	// When it goes out: at once, or at send_at, or after delay (see when).
+	fields = append(fields,
+		reflect.StructField{Name: "XSendAt", Type: reflect.TypeFor[*string](), Tag: `json:"send_at"`},
+		reflect.StructField{Name: "XDelay", Type: reflect.TypeFor[*string](), Tag: `json:"delay"`})
 	return reflect.StructOf(fields)
 }
 
@@ -58,20 +62,27 @@ func request() ([]channel.Channel, reflect.Type) {
 // not one well-formed request, 413 for one over the limit of an
 // http.MaxBytesReader, 422 for a notification with invalid fields.
 func decodeRequest(body io.Reader) (*notification.Notification, error) {
+	n, _, err := decodeTimed(body)
+	return n, err
+}
+
+// decodeTimed is decodeRequest that also returns the request's send_at
+// or delay, as sent, for schedule to check.
+func decodeTimed(body io.Reader) (*notification.Notification, when, error) {
 	all, typ := request()
 	req := reflect.New(typ)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(req.Interface()); err != nil {
-		return nil, decodeProblem(err, dec.InputOffset(), "a request holds "+shape(all))
+		return nil, when{}, decodeProblem(err, dec.InputOffset(), "a request holds "+shape(all))
 	}
 	// Exactly one value: anything but white space after it is an error.
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, tooLarge(tooBig.Limit)
+			return nil, when{}, tooLarge(tooBig.Limit)
 		}
-		return nil, malformed(fmt.Sprintf("unexpected data after the JSON object, at byte offset %d", dec.InputOffset()))
+		return nil, when{}, malformed(fmt.Sprintf("unexpected data after the JSON object, at byte offset %d", dec.InputOffset()))
 	}
 	n := &notification.Notification{V: notification.Version, Parts: map[string]json.RawMessage{}}
 	var bad notification.Invalid
@@ -95,9 +106,13 @@ func decodeRequest(body io.Reader) (*notification.Notification, error) {
 		bad = notification.Invalid{{Message: "a notification needs at least one part: " + strings.Join(channel.Names(), ", ")}}
 	}
 	if len(bad) > 0 {
-		return nil, invalidFields(bad)
+		return nil, when{}, invalidFields(bad)
 	}
-	return n, nil
+	w := when{
+		SendAt: req.Elem().Field(len(all)).Interface().(*string),
+		Delay:  req.Elem().Field(len(all) + 1).Interface().(*string),
+	}
+	return n, w, nil
 }
 
 // shape describes the request's fields for an error message:

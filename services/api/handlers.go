@@ -46,11 +46,20 @@ type accepted struct {
 	// Copies are the messages it went out as: one per channel, or per
 	// recipient for a channel that delivers to each on its own (email).
 	Copies []events.Copy `json:"copies"`
+	// DueAt is, for a scheduled notification, when its copies reach
+	// their queues.
+	DueAt *time.Time `json:"due_at,omitempty"`
+	// Rounded says why DueAt is later than the time asked for.
+	Rounded string `json:"rounded,omitempty"`
 }
 
 // acceptedOf is the answer for n, published to channels.
 func acceptedOf(n *notification.Notification, channels []string) *accepted {
 	a := &accepted{ID: n.ID, Channels: channels, Copies: make([]events.Copy, 0, len(channels))}
+	if !n.DueAt.IsZero() {
+		due := n.DueAt.UTC()
+		a.DueAt = &due
+	}
 	for _, name := range channels {
 		if c, err := channel.Lookup(name); err == nil && c.PerRecipient() {
 			for _, r := range channel.RecipientsOf(n, name) {
@@ -82,11 +91,17 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 			writeProblem(w, tooLarge(deps.MaxBody))
 			return
 		}
-		n, err := decodeRequest(http.MaxBytesReader(w, r.Body, deps.MaxBody))
+		n, timing, err := decodeTimed(http.MaxBytesReader(w, r.Body, deps.MaxBody))
 		if err != nil {
 			writeProblem(w, asProblem(err))
 			return
 		}
+		sched, p := schedule(deps.Topology, timing, deps.Now())
+		if p != nil {
+			writeProblem(w, p)
+			return
+		}
+		n.DueAt = sched.due
 		pub := deps.Publisher()
 		if pub == nil {
 			writeProblem(w, unavailable("the API is not connected to the broker"))
@@ -102,7 +117,7 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 		var claim *keyClaim
 		if hasKey && deps.History != nil {
 			var p *Problem
-			claim, p = claimKey(r.Context(), deps, identity(r.Context()), key, n)
+			claim, p = claimKey(r.Context(), deps, identity(r.Context()), key, n, timing)
 			if p != nil {
 				writeProblem(w, p)
 				return
@@ -122,7 +137,9 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 			writeProblem(w, publishProblem(err, ingress, deps.PublishTimeout))
 			return
 		}
-		body, _ := json.Marshal(acceptedOf(n, channels))
+		answer := acceptedOf(n, channels)
+		answer.Rounded = sched.rounded
+		body, _ := json.Marshal(answer)
 		body = append(body, '\n')
 		claim.complete(deps, body)
 		deps.Log.Info("notification accepted", "id", n.ID, "channels", channels,
@@ -178,7 +195,7 @@ func send(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress str
 			}()
 			sent := time.Now()
 			pctx, published := deps.tracePublish(ctx, ingress, channel, n.ID, &msgs[i])
-			err := pub.Publish(pctx, ingress, channel, msgs[i])
+			err := publishCopy(pctx, deps, pub, ingress, channel, n, msgs[i])
 			published(err)
 			m.confirm.Observe(time.Since(sent).Seconds())
 			m.publishes.WithLabelValues(channel, publishResult(err)).Inc()
@@ -270,6 +287,14 @@ func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publ
 			if p.Recipient != "" {
 				msg.Headers = amqp.Table{retry.HeaderRecipient: p.Recipient}
 			}
+			if !n.DueAt.IsZero() {
+				// Its age, and RETRY_DEADLINE, count from when it is due.
+				msg.Timestamp = n.DueAt
+				if msg.Headers == nil {
+					msg.Headers = amqp.Table{}
+				}
+				msg.Headers[notification.HeaderDueAt] = n.DueAt.UnixMilli()
+			}
 			msgs = append(msgs, msg)
 			copies = append(copies, events.Copy{Channel: name, Recipient: p.Recipient})
 		}
@@ -289,6 +314,10 @@ func record(n *notification.Notification, channels []string, copies []events.Cop
 	}
 	payload, _ := json.Marshal(n)
 	a := events.Accepted{ID: n.ID, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
+	if !n.DueAt.IsZero() {
+		due := n.DueAt.UTC()
+		a.DueAt = &due
+	}
 	if perRecipient {
 		a.Copies = copies
 	}

@@ -38,10 +38,18 @@ type keyClaim struct {
 // fingerprint identifies a request's content: the notification as the
 // API reads it, before it has an id or a time, so that whitespace and key
 // order in the JSON do not matter.
-func fingerprint(n *notification.Notification) []byte {
+func fingerprint(n *notification.Notification, w when) []byte {
 	c := *n
 	c.ID, c.CreatedAt = "", time.Time{}
 	b, _ := json.Marshal(c)
+	// When it goes out, as asked: another send_at is another request. A
+	// notification sent at once hashes as it always did.
+	if w.SendAt != nil {
+		b = append(b, "\x00send_at="+*w.SendAt...)
+	}
+	if w.Delay != nil {
+		b = append(b, "\x00delay="+*w.Delay...)
+	}
 	sum := sha256.Sum256(b)
 	return sum[:]
 }
@@ -53,8 +61,8 @@ const pendingPoll = 25 * time.Millisecond
 // answer back (done); the same key with another body is a 422; a repeat
 // of a request still publishing waits for it, up to the publish timeout,
 // then is told to try again (409).
-func claimKey(ctx context.Context, deps Deps, scope, key string, n *notification.Notification) (*keyClaim, *Problem) {
-	fp := fingerprint(n)
+func claimKey(ctx context.Context, deps Deps, scope, key string, n *notification.Notification, w when) (*keyClaim, *Problem) {
+	fp := fingerprint(n, w)
 	deadline := time.Now().Add(deps.PublishTimeout)
 	for {
 		c, err := deps.History.Claim(ctx, scope, key, fp, n.ID, deps.Now(), deps.IdempotencyTTL)

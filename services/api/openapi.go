@@ -40,6 +40,9 @@ func OpenAPI() []byte {
 		parts.Write(c.Schema())
 		names.Write(name)
 	}
+	// When it goes out: at once, at send_at, or after delay.
+	props.WriteString(`,"send_at":{"type":"string","format":"date-time","description":"Send it at this time (RFC 3339), in the future and at most 30 days ahead, instead of at once. Not with delay."}`)
+	props.WriteString(`,"delay":{"type":"string","examples":["90s","15m","2h"],"description":"Send it this long from now (a duration, positive, at most 720h), instead of at once. Not with send_at."}`)
 	props.WriteByte('}')
 	anyOf.WriteByte(']')
 	names.WriteByte(']')

@@ -35,6 +35,7 @@ const (
 	ProblemInvalidQuery         = ProblemBase + "invalid-query"
 	ProblemInvalidBatch         = ProblemBase + "invalid-batch"
 	ProblemRateLimited          = ProblemBase + "rate-limited"
+	ProblemNothingToCancel      = ProblemBase + "nothing-to-cancel"
 )
 
 // ProblemContentType is the media type of every error answer (RFC 9457).
@@ -52,6 +53,9 @@ type Problem struct {
 	Replayed *int `json:"replayed,omitempty"`
 	// Results is each item's refusal when no item of a batch was valid.
 	Results []itemResult `json:"results,omitempty"`
+	// NotCancelled are, on a 409 to a cancellation, the copies that had
+	// gone out or were on their way, with their status.
+	NotCancelled []copyStatusView `json:"not_cancelled,omitempty"`
 
 	// retryAfter, in seconds, becomes a Retry-After header when set.
 	retryAfter int

@@ -19,6 +19,7 @@ func routes(r *chi.Mux, deps Deps, m *metrics) {
 		v1.With(requireEndpoints(deps, true)).Post("/notifications/batch", handleCreateBatch(deps, m))
 		v1.Get("/notifications", handleListNotifications(deps))
 		v1.Get("/notifications/{id}", handleGetNotification(deps))
+		v1.Delete("/notifications/{id}", handleCancelNotification(deps))
 		v1.Get("/dead-letters", handleListDeadLetters(deps))
 		v1.Post("/dead-letters/replay", handleReplayDeadLetters(deps))
 		v1.Post("/dead-letters/{id}/replay", handleReplayDeadLetter(deps))

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -20,6 +21,7 @@ import (
 type notificationView struct {
 	ID         string          `json:"id"`
 	CreatedAt  time.Time       `json:"created_at"`
+	DueAt      *time.Time      `json:"due_at,omitempty"`
 	Accepted   bool            `json:"accepted"`
 	Channels   []string        `json:"channels"`
 	Recipients []string        `json:"recipients"`
@@ -63,6 +65,7 @@ type attemptView struct {
 type summaryView struct {
 	ID         string            `json:"id"`
 	CreatedAt  time.Time         `json:"created_at"`
+	DueAt      *time.Time        `json:"due_at,omitempty"`
 	Channels   []string          `json:"channels"`
 	Recipients []string          `json:"recipients"`
 	Status     map[string]string `json:"status"`
@@ -82,7 +85,7 @@ func nonNil(s []string) []string {
 }
 
 func viewOf(n *history.Notification) notificationView {
-	v := notificationView{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: nonNil(n.Channels),
+	v := notificationView{ID: n.ID, CreatedAt: n.CreatedAt, DueAt: n.DueAt, Accepted: n.Accepted, Channels: nonNil(n.Channels),
 		Recipients: nonNil(n.Recipients), Payload: n.Payload, Copies: []copyView{}}
 	for _, c := range n.Copies {
 		cv := copyView{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status, Reason: c.Reason, NextAttemptAt: c.NextAttemptAt, Round: c.Round,
@@ -135,7 +138,7 @@ func handleGetNotification(deps Deps) http.HandlerFunc {
 }
 
 // statuses are the values the status filter takes.
-var statuses = []string{history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked}
+var statuses = []string{history.StatusScheduled, history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked, history.StatusCancelled}
 
 func handleListNotifications(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -162,7 +165,7 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 		}
 		out := listView{Notifications: []summaryView{}, NextCursor: page.Next}
 		for _, s := range page.Items {
-			sv := summaryView{ID: s.ID, CreatedAt: s.CreatedAt, Channels: nonNil(s.Channels), Recipients: nonNil(s.Recipients),
+			sv := summaryView{ID: s.ID, CreatedAt: s.CreatedAt, DueAt: s.DueAt, Channels: nonNil(s.Channels), Recipients: nonNil(s.Recipients),
 				Status: s.ChannelStatus()}
 			out.Notifications = append(out.Notifications, sv)
 		}
@@ -188,7 +191,7 @@ func listQuery(r *http.Request) (history.Query, notification.Invalid) {
 	}
 	if s := v.Get("status"); s != "" {
 		if !slices.Contains(statuses, s) {
-			bad = append(bad, notification.FieldError{Field: "status", Message: "one of queued, retrying, delivered, parked"})
+			bad = append(bad, notification.FieldError{Field: "status", Message: "one of " + strings.Join(statuses, ", ")})
 		}
 		q.Status = s
 	}

@@ -2,10 +2,12 @@ package worker
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/services/internal/history"
 )
 
 // Config is what every worker reads, whatever its channel.
@@ -14,6 +16,10 @@ type Config struct {
 	Concurrency     int           `env:"CONCURRENCY" envDefault:"8" help:"a whole number of messages handled at once, 1 or more"`
 	Prefetch        int           `env:"PREFETCH" help:"a whole number of unacknowledged messages, 0 for twice CONCURRENCY"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" help:"a duration such as 30s"`
+	// DataDir and HistoryDSN name the API's history store, where a worker
+	// reads whether a scheduled or retried copy was cancelled.
+	DataDir    string `env:"DATA_DIR" envDefault:"data" help:"the directory of the API's SQLite history (history.db), when HISTORY_DSN is empty"`
+	HistoryDSN string `env:"HISTORY_DSN" help:"the API's history store, where endpoints and cancellations live: empty (SQLite in DATA_DIR), a postgres:// URL, or sqlite:/path/to/file.db"`
 }
 
 // LoadConfig reads and checks a worker's configuration (its channel's is
@@ -30,6 +36,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, config.Invalid("PREFETCH", fmt.Sprint(c.Prefetch), "0 (twice CONCURRENCY) or more")
 	case c.ShutdownTimeout <= 0:
 		return c, config.Invalid("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
+	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
+		return c, config.Invalid("DATA_DIR", c.DataDir, "a directory (or set HISTORY_DSN)")
+	}
+	if err := history.CheckDSN(c.historyDSN()); err != nil {
+		if c.HistoryDSN != "" {
+			return c, fmt.Errorf("configuration: HISTORY_DSN is not valid: %w", err)
+		}
+		return c, fmt.Errorf("configuration: DATA_DIR=%q is not valid: %w", c.DataDir, err)
 	}
 	if c.Prefetch == 0 {
 		c.Prefetch = 2 * c.Concurrency

@@ -39,7 +39,9 @@ func Run(ctx context.Context, name string, getenv func(string) string, stdout io
 	if err := proc.Telemetry.Registry.Register(channel.ProviderMetrics{}); err != nil && !errors.As(err, &already) {
 		return err
 	}
+	cancellations := &historyCancellations{dsn: cfg.historyDSN()}
+	defer cancellations.Close()
 	p := proc.Pipeline(retry.Config{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, ShutdownTimeout: cfg.ShutdownTimeout},
-		map[string]retry.Handler{name: Handler(name, send)})
+		map[string]retry.Handler{name: checkCancelled(name, cancellations, Handler(name, send))})
 	return proc.Run(ctx, p)
 }

@@ -93,6 +93,39 @@ type Accepted struct {
 	// Copies are the messages it went out as: one per channel, or one per
 	// recipient for email. An older API leaves it out.
 	Copies []AcceptedCopy `json:"copies,omitempty"`
+	// DueAt is, for a scheduled notification, when it goes out.
+	DueAt *time.Time `json:"due_at,omitempty"`
+	// Rounded says why DueAt is later than the time asked for.
+	Rounded string `json:"rounded,omitempty"`
+}
+
+// Cancellation is the API's answer to DELETE /v1/notifications/{id}.
+type Cancellation struct {
+	ID string `json:"id"`
+	// Cancelled are the copies that will never be delivered.
+	Cancelled []AcceptedCopy `json:"cancelled"`
+	// NotCancelled are the copies that had gone out or were on their way.
+	NotCancelled []CopyStatus `json:"not_cancelled"`
+}
+
+// CopyStatus is a copy and its status.
+type CopyStatus struct {
+	Channel   string `json:"channel"`
+	Recipient string `json:"recipient,omitempty"`
+	Status    string `json:"status"`
+}
+
+// Cancel takes back what has not gone out of notification id.
+func (c *Client) Cancel(ctx context.Context, id string) (Cancellation, error) {
+	var res Cancellation
+	raw, err := c.do(ctx, http.MethodDelete, "/v1/notifications/"+url.PathEscape(id), nil, nil, http.StatusOK)
+	if err != nil {
+		return res, err
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return res, fmt.Errorf("decode API answer %q: %w", raw, err)
+	}
+	return res, nil
 }
 
 // AcceptedCopy is one copy of an accepted notification.

@@ -16,6 +16,11 @@ const (
 	StatusDelivered = "delivered"
 	// StatusParked is a copy parked in the dead-letter queue.
 	StatusParked = "parked"
+	// StatusScheduled is a copy of a scheduled notification not due yet;
+	// Copy.NextAttemptAt is when it is.
+	StatusScheduled = "scheduled"
+	// StatusCancelled is a copy taken back before it went out.
+	StatusCancelled = "cancelled"
 )
 
 // The outcomes of an attempt.
@@ -27,6 +32,8 @@ const (
 	OutcomeFailed = "failed"
 	// OutcomeParked is an attempt after which the copy was parked.
 	OutcomeParked = "parked"
+	// OutcomeCancelled is a copy taken back before it went out.
+	OutcomeCancelled = "cancelled"
 	// OutcomeReplayed is the replay of a parked copy that starts a round
 	// (attempt 0).
 	OutcomeReplayed = "replayed"
@@ -102,10 +109,10 @@ type Attempt struct {
 	Provider string `json:"provider,omitempty"`
 }
 
-// Final reports whether the attempt ended its copy's round: delivered or
-// parked.
+// Final reports whether the attempt ended its copy's round: delivered,
+// parked or cancelled.
 func (a Attempt) Final() bool {
-	return a.Outcome == OutcomeDelivered || a.Outcome == OutcomeParked
+	return a.Outcome == OutcomeDelivered || a.Outcome == OutcomeParked || a.Outcome == OutcomeCancelled
 }
 
 // Decided reports whether the outcome of c.Attempts[i] is known for good.

@@ -27,6 +27,7 @@ type HistoryReader interface {
 type notificationView struct {
 	ID         string          `json:"id"`
 	CreatedAt  time.Time       `json:"created_at"`
+	DueAt      *time.Time      `json:"due_at,omitempty"`
 	Accepted   bool            `json:"accepted"`
 	Channels   []string        `json:"channels"`
 	Recipients []string        `json:"recipients"`
@@ -74,6 +75,7 @@ type attemptView struct {
 type summaryView struct {
 	ID         string            `json:"id"`
 	CreatedAt  time.Time         `json:"created_at"`
+	DueAt      *time.Time        `json:"due_at,omitempty"`
 	Channels   []string          `json:"channels"`
 	Recipients []string          `json:"recipients"`
 	Status     map[string]string `json:"status"`
@@ -153,7 +155,7 @@ func publicMatch(id string, recipients []string, search string) bool {
 // viewOf is n as the page shows it; without full, no error text, no
 // payload and no secret of a webhook URL.
 func viewOf(n *history.Notification, full bool) notificationView {
-	v := notificationView{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: nonNil(n.Channels),
+	v := notificationView{ID: n.ID, CreatedAt: n.CreatedAt, DueAt: n.DueAt, Accepted: n.Accepted, Channels: nonNil(n.Channels),
 		Recipients: recipientsFor(n.Recipients, full), Copies: []copyView{}, Redacted: !full}
 	if full {
 		v.Payload = n.Payload
@@ -225,7 +227,7 @@ func (s *server) detail(w http.ResponseWriter, r *http.Request) {
 }
 
 // statuses are the values the status filter takes.
-var statuses = []string{history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked}
+var statuses = []string{history.StatusScheduled, history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked, history.StatusCancelled}
 
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	full, ok := s.allow(w, r)
@@ -264,7 +266,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 			// page, which may come out shorter (the cursor still pages on).
 			continue
 		}
-		sv := summaryView{ID: n.ID, CreatedAt: n.CreatedAt, Channels: nonNil(n.Channels), Recipients: recipientsFor(n.Recipients, full),
+		sv := summaryView{ID: n.ID, CreatedAt: n.CreatedAt, DueAt: n.DueAt, Channels: nonNil(n.Channels), Recipients: recipientsFor(n.Recipients, full),
 			Status: n.ChannelStatus(), Copies: []copyStatusView{}}
 		for _, c := range n.Copies {
 			recipient := c.Recipient
@@ -296,7 +298,7 @@ func listQuery(r *http.Request) (history.Query, []fieldError) {
 	}
 	if st := v.Get("status"); st != "" {
 		if !slices.Contains(statuses, st) {
-			bad = append(bad, fieldError{"status", "one of queued, retrying, delivered, parked"})
+			bad = append(bad, fieldError{"status", "one of " + strings.Join(statuses, ", ")})
 		}
 		q.Status = st
 	}

@@ -31,7 +31,10 @@ type Accepted struct {
 	Type      string    `json:"type"`
 	ID        string    `json:"id"`
 	CreatedAt time.Time `json:"created_at"`
-	Channels  []string  `json:"channels"`
+	// DueAt is when a scheduled notification is due; nil for one sent at
+	// once.
+	DueAt    *time.Time `json:"due_at,omitempty"`
+	Channels []string   `json:"channels"`
 	// Copies lists the copies when a channel has one per recipient;
 	// empty means one per channel.
 	Copies     []Copy          `json:"copies,omitempty"`
@@ -335,8 +338,12 @@ func decode(ds []amqp.Delivery, user string, log *slog.Logger) ([]history.Accept
 			for _, c := range a.Copies {
 				copies = append(copies, history.CopyRef{Channel: c.Channel, Recipient: c.Recipient})
 			}
-			accepted = append(accepted, history.Accepted{ID: a.ID, CreatedAt: a.CreatedAt, Channels: a.Channels,
-				Copies: copies, Recipients: a.Recipients, Payload: a.Payload})
+			h := history.Accepted{ID: a.ID, CreatedAt: a.CreatedAt, Channels: a.Channels,
+				Copies: copies, Recipients: a.Recipients, Payload: a.Payload}
+			if a.DueAt != nil {
+				h.DueAt = *a.DueAt
+			}
+			accepted = append(accepted, h)
 		case TypeAttempt:
 			var ev Event
 			if err := json.Unmarshal(d.Body, &ev); err != nil {

@@ -60,6 +60,9 @@ type Summary struct {
 	ID string
 	// CreatedAt is when the API accepted it, as in Notification.
 	CreatedAt time.Time
+	// DueAt is when a scheduled notification is due; nil for one sent at
+	// once.
+	DueAt *time.Time
 	// Accepted is false for a notification known only from its events.
 	Accepted bool
 	// Channels are the channels it was accepted for.
@@ -101,6 +104,8 @@ func urgency(status string) int {
 	switch status {
 	case StatusParked:
 		return 3
+	case StatusScheduled:
+		return 2
 	case StatusRetrying:
 		return 2
 	case StatusQueued:
@@ -127,7 +132,7 @@ func (s *Store) List(ctx context.Context, q Query) (Page, error) {
 			n                    Summary
 			channels, recipients []byte
 		)
-		if err := rows.Scan(&n.ID, timeCol{&n.CreatedAt}, &n.Accepted, &channels, &recipients); err != nil {
+		if err := rows.Scan(&n.ID, timeCol{&n.CreatedAt}, nullTimeCol{&n.DueAt}, &n.Accepted, &channels, &recipients); err != nil {
 			return err
 		}
 		if err := unmarshalStrings(channels, &n.Channels); err != nil {
@@ -157,10 +162,10 @@ func (s *Store) List(ctx context.Context, q Query) (Page, error) {
 // page size, to tell whether there is a next page.
 func (s *Store) listQuery(q Query) (query string, args []any, limit int, err error) {
 	switch q.Status {
-	case "", StatusQueued, StatusRetrying, StatusDelivered, StatusParked:
+	case "", StatusScheduled, StatusQueued, StatusRetrying, StatusDelivered, StatusParked, StatusCancelled:
 	default:
-		return "", nil, 0, fmt.Errorf("%w: unknown status %q, want %s, %s, %s or %s",
-			ErrBadQuery, q.Status, StatusQueued, StatusRetrying, StatusDelivered, StatusParked)
+		return "", nil, 0, fmt.Errorf("%w: unknown status %q, want %s, %s, %s, %s, %s or %s",
+			ErrBadQuery, q.Status, StatusScheduled, StatusQueued, StatusRetrying, StatusDelivered, StatusParked, StatusCancelled)
 	}
 	limit = q.Limit
 	switch {
@@ -207,7 +212,7 @@ func (s *Store) listQuery(q Query) (query string, args []any, limit int, err err
 		esc := escapeLike(term)
 		where = append(where, `(n.search LIKE `+arg(esc+"%")+` ESCAPE '\' OR n.search LIKE `+arg("%\n%"+esc+"%")+` ESCAPE '\')`)
 	}
-	query = `SELECT n.id, n.created_at, n.accepted, n.channels, n.recipients FROM notifications n`
+	query = `SELECT n.id, n.created_at, n.due_at, n.accepted, n.channels, n.recipients FROM notifications n`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}

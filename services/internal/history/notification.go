@@ -29,10 +29,17 @@ const (
 	// OutcomeReplayed is a parked copy sent back to its queue, starting
 	// the round the event carries.
 	OutcomeReplayed = "replayed"
+	// OutcomeCancelled is a copy taken back before it went out: recorded
+	// by the API when a client cancels the notification, and by the worker
+	// that then finds it cancelled and acks it unsent.
+	OutcomeCancelled = "cancelled"
 )
 
 // The statuses of a channel copy.
 const (
+	// StatusScheduled is a copy of a scheduled notification that is not
+	// due yet: it waits in the broker until Notification.DueAt.
+	StatusScheduled = "scheduled"
 	// StatusQueued is a copy accepted or replayed that nothing has
 	// happened to since.
 	StatusQueued = "queued"
@@ -43,6 +50,9 @@ const (
 	StatusDelivered = "delivered"
 	// StatusParked is a copy parked in the dead-letter queue.
 	StatusParked = "parked"
+	// StatusCancelled is a copy taken back before it went out: it is
+	// never delivered.
+	StatusCancelled = "cancelled"
 )
 
 // Accepted is a notification the API accepted.
@@ -51,6 +61,9 @@ type Accepted struct {
 	ID string
 	// CreatedAt is when the API accepted it.
 	CreatedAt time.Time
+	// DueAt is, for a scheduled notification, when it is due; zero for
+	// one sent at once. Its copies are StatusScheduled until then.
+	DueAt time.Time
 	// Channels are the channels it goes to: "email", "webhook", "sms".
 	Channels []string
 	// Copies are its copies, one per channel, or for a channel that
@@ -116,6 +129,9 @@ type Notification struct {
 	// CreatedAt is when the API accepted it; until then, the time of its
 	// earliest event.
 	CreatedAt time.Time
+	// DueAt is when a scheduled notification is due; nil for one sent at
+	// once.
+	DueAt *time.Time
 	// Accepted is false while the store holds events for the
 	// notification but not yet its Accepted record.
 	Accepted bool
@@ -147,7 +163,8 @@ type Copy struct {
 	// LastError is the most recent failure's text.
 	LastError string
 	// NextAttemptAt is, when Status is StatusRetrying, when the next
-	// attempt is due: the time of the last failure plus its delay.
+	// attempt is due: the time of the last failure plus its delay; when
+	// Status is StatusScheduled, when the notification is due.
 	NextAttemptAt *time.Time
 	// UpdatedAt is the time of the latest decision about the copy.
 	UpdatedAt time.Time
@@ -217,7 +234,7 @@ func rank(outcome string) int {
 		return 1
 	case OutcomeRetrying, OutcomeWaiting, OutcomeRequeued:
 		return 2
-	case OutcomeDelivered, OutcomeParked:
+	case OutcomeDelivered, OutcomeParked, OutcomeCancelled:
 		return 3
 	}
 	return -1

@@ -72,6 +72,25 @@ func project(events []Event) Copy {
 		c.Status = StatusDelivered
 	case OutcomeParked:
 		c.Status, c.Reason = StatusParked, top.Reason
+	case OutcomeRequeued:
+		c.Status = StatusRetrying
+		if top.Round == 0 && top.Attempt == 1 {
+			// Requeued before any attempt: a scheduled copy, due and on its
+			// way to its worker. It stays scheduled (and cancellable) until
+			// the worker reports.
+			c.Status = StatusScheduled
+			at := top.At
+			c.NextAttemptAt = &at
+		}
+	case OutcomeCancelled:
+		c.Status = StatusCancelled
+		// A copy that went out before the cancellation reached its
+		// worker stays delivered: that is what happened to it.
+		for _, e := range evs {
+			if e.Round == top.Round && e.Outcome == OutcomeDelivered {
+				c.Status = StatusDelivered
+			}
+		}
 	default:
 		c.Status = StatusRetrying
 	}
@@ -162,13 +181,19 @@ func attemptOf(evs []Event) (Attempt, bool) {
 	a.At, a.Service = at.At, at.Service
 	top := evs[len(evs)-1]
 	switch top.Outcome {
-	case OutcomeDelivered, OutcomeParked:
+	case OutcomeDelivered, OutcomeParked, OutcomeCancelled:
 		a.Outcome = top.Outcome
 	default:
 		a.Outcome = OutcomeFailed
 	}
+	if d := byOutcome[OutcomeDelivered]; d != nil && a.Outcome == OutcomeCancelled {
+		a.Outcome = OutcomeDelivered
+	}
 	if p := byOutcome[OutcomeParked]; p != nil && a.Outcome == OutcomeParked {
 		a.Reason = p.Reason
+	}
+	if c := byOutcome[OutcomeCancelled]; c != nil && a.Outcome == OutcomeCancelled {
+		a.Reason = c.Reason
 	}
 	for _, o := range []string{OutcomeFailed, OutcomeParked, OutcomeRetrying, OutcomeWaiting, OutcomeDelivered} {
 		if e := byOutcome[o]; e != nil && e.Error != "" {

@@ -36,7 +36,7 @@ func (s *Store) Accept(ctx context.Context, ns []Accepted) error {
 	// lock their rows in the same order and cannot deadlock.
 	slices.SortFunc(batch, func(a, b Accepted) int { return cmp.Compare(a.ID, b.ID) })
 
-	args := make([]any, 0, len(batch)*7)
+	args := make([]any, 0, len(batch)*8)
 	for _, n := range batch {
 		channels, _ := json.Marshal(nonNil(n.Channels))
 		recipients, _ := json.Marshal(nonNil(n.Recipients))
@@ -44,17 +44,22 @@ func (s *Store) Accept(ctx context.Context, ns []Accepted) error {
 		if len(n.Payload) > 0 {
 			payload = string(n.Payload)
 		}
-		args = append(args, n.ID, s.d.ts(micro(n.CreatedAt)), s.d.bool(true), string(channels), string(recipients), searchText(n.ID, n.Recipients), payload)
+		var due *time.Time
+		if !n.DueAt.IsZero() {
+			at := micro(n.DueAt)
+			due = &at
+		}
+		args = append(args, n.ID, s.d.ts(micro(n.CreatedAt)), s.d.nullTS(due), s.d.bool(true), string(channels), string(recipients), searchText(n.ID, n.Recipients), payload)
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		accepted := map[string]bool{}
 		err := queryRows(ctx, tx, s.d,
-			`INSERT INTO notifications (id, created_at, accepted, channels, recipients, search, payload) `,
-			` ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, accepted = excluded.accepted,
+			`INSERT INTO notifications (id, created_at, due_at, accepted, channels, recipients, search, payload) `,
+			` ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, due_at = excluded.due_at, accepted = excluded.accepted,
 				channels = excluded.channels, recipients = excluded.recipients, search = excluded.search, payload = excluded.payload
 			WHERE notifications.accepted = false
 			RETURNING id`,
-			[]string{"text", "timestamptz", "boolean", "jsonb", "jsonb", "text", "json"}, args, func(rows *sql.Rows) error {
+			[]string{"text", "timestamptz", "timestamptz", "boolean", "jsonb", "jsonb", "text", "json"}, args, func(rows *sql.Rows) error {
 				var id string
 				if err := rows.Scan(&id); err != nil {
 					return err
@@ -70,14 +75,19 @@ func (s *Store) Accept(ctx context.Context, ns []Accepted) error {
 			if !accepted[n.ID] {
 				continue
 			}
+			status, due := StatusQueued, (*time.Time)(nil)
+			if !n.DueAt.IsZero() {
+				at := micro(n.DueAt)
+				status, due = StatusScheduled, &at
+			}
 			for _, c := range copiesOf(n) {
-				copies = append(copies, n.ID, c.Channel, c.Recipient, StatusQueued, s.d.ts(micro(n.CreatedAt)))
+				copies = append(copies, n.ID, c.Channel, c.Recipient, status, s.d.nullTS(due), s.d.ts(micro(n.CreatedAt)))
 			}
 		}
 		// A copy its events created already is left as it is.
 		if err := execRows(ctx, tx, s.d,
-			`INSERT INTO copies (notification_id, channel, recipient, status, updated_at) `,
-			` ON CONFLICT (notification_id, channel, recipient) DO NOTHING`, []string{"text", "text", "text", "text", "timestamptz"}, copies); err != nil {
+			`INSERT INTO copies (notification_id, channel, recipient, status, next_attempt_at, updated_at) `,
+			` ON CONFLICT (notification_id, channel, recipient) DO NOTHING`, []string{"text", "text", "text", "text", "timestamptz", "timestamptz"}, copies); err != nil {
 			return fmt.Errorf("insert copies: %w", err)
 		}
 		return nil

@@ -39,7 +39,16 @@ type Notification struct {
 	// Parts holds each channel's part, as JSON, by channel name. A copy
 	// holds one: its Channel's.
 	Parts map[string]json.RawMessage
+	// DueAt is, for a scheduled notification, when it is due; zero for
+	// one sent at once. It is not part of the envelope: the copies wait
+	// in the broker until then, and the history records it.
+	DueAt time.Time
 }
+
+// HeaderDueAt is the header, Unix milliseconds, that marks a copy of a
+// scheduled notification: its worker checks that it was not cancelled
+// before it sends it.
+const HeaderDueAt = "x-due-at"
 
 // envelope names the keys of the JSON object that are not parts.
 var envelope = []string{"v", "id", "channel", "created_at"}

@@ -63,6 +63,9 @@ type Options struct {
 	// in the delay stage of each backend (--waiting; --delayed is its
 	// deprecated name).
 	Waiting int `json:"waiting"`
+	// Scheduled is the number of notifications the schedule figure leaves
+	// waiting in the levels while it times its probes.
+	Scheduled int `json:"scheduled"`
 	// Streams is the number of idle dashboard event streams the streams
 	// figure opens.
 	Streams int `json:"streams"`
@@ -79,7 +82,7 @@ type Options struct {
 // AllFigures are the groups of figures --figures chooses from. ingest and
 // ingest-batch share their raw publisher, retry and retry-direct their raw
 // loop: chosen together, each raw side is measured once for both.
-var AllFigures = []string{"ingest", "ingest-batch", "worker", "retry", "retry-direct", "memory", "streams", "history", "history-get", "isolation", "ratelimit"}
+var AllFigures = []string{"ingest", "ingest-batch", "worker", "retry", "retry-direct", "memory", "schedule", "streams", "history", "history-get", "isolation", "ratelimit"}
 
 // figureHelp says what each group of --figures measures, for the flag's
 // help.
@@ -90,6 +93,7 @@ var figureHelp = map[string]string{
 	"retry":        "retry round trips through the error and requeue stages against a raw DLX loop, TTL and plugin",
 	"retry-direct": "retry round trips with the direct hand-off (the consumer publishes to wait) against the same raw loop",
 	"memory":       "relay's RSS and the broker's memory with --waiting messages in the delay stage, per backend",
+	"schedule":     "how late 200 notifications scheduled through the API on the levels backend reach their webhook, against their due time, while --scheduled others wait",
 	"streams":      "the API's RSS with idle dashboard event streams open",
 	"history":      "events stored/s on SQLite and PostgreSQL against the worker",
 	"history-get":  "GET /v1/notifications/{id} on a full history",
@@ -100,6 +104,9 @@ var figureHelp = map[string]string{
 // maxWaiting bounds --waiting: ten million messages of the API's size
 // need several GiB of the broker's memory.
 const maxWaiting = 10_000_000
+
+// maxScheduled bounds --scheduled: they are all due within a few minutes.
+const maxScheduled = 100_000
 
 // maxBatch is the most notifications the API takes in one batch by
 // default (MAX_BATCH).
@@ -147,6 +154,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.DurationVar(&o.Delay, "delay", 50*time.Millisecond, "scheduled delay of every retry")
 	fs.IntVar(&o.Waiting, "waiting", 0, "messages left waiting in the delay stage of each backend for the memory figure (default 1000000, --quick 5000); refused if the broker's memory limit could not hold them")
 	fs.IntVar(&delayed, "delayed", 0, "deprecated: the old name of --waiting")
+	fs.IntVar(&o.Scheduled, "scheduled", 0, "notifications the schedule figure leaves waiting, an hour ahead, while it times 200 more due 2 to 20 s ahead (default 10000, --quick 500)")
 	fs.IntVar(&o.Streams, "streams", 0, "idle dashboard event streams the streams figure opens (default 1500, --quick 300)")
 	fs.IntVar(&o.HistoryNotifications, "history-notifications", 0, "notifications in the history while history-get times reads (default 1000000, --quick 20000)")
 	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "bound on each measured run; the memory figure gets 500µs more per waiting message")
@@ -181,6 +189,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 		{"roundtrips", &o.RoundTrips, 5000, 300},
 		{"latency", &o.Latency, 1000, 100},
 		{"waiting", &o.Waiting, 1_000_000, 5000},
+		{"scheduled", &o.Scheduled, 10000, 500},
 		{"streams", &o.Streams, 1500, 300},
 		{"history-notifications", &o.HistoryNotifications, 1_000_000, 20000},
 		{"rounds", &o.Rounds, 2, 1},
@@ -276,6 +285,8 @@ func (o Options) Validate() error {
 		return bad("batch-size", o.BatchSize, fmt.Sprintf("1 to %d (the API's MAX_BATCH)", maxBatch))
 	case o.BatchClients < 1 || o.BatchClients > 1024:
 		return bad("batch-clients", o.BatchClients, "1 to 1024")
+	case o.Scheduled < 1 || o.Scheduled > maxScheduled:
+		return bad("scheduled", o.Scheduled, fmt.Sprintf("1 to %d", maxScheduled))
 	case o.Streams < 1 || o.Streams > MaxStreams:
 		return bad("streams", o.Streams, fmt.Sprintf("1 to %d (the API's default DASHBOARD_MAX_STREAMS)", MaxStreams))
 	case o.HistoryNotifications < 1 || o.HistoryNotifications > 10_000_000:

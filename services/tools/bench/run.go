@@ -343,6 +343,7 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 				return b.retryFigures(ctx, qt, plugin, native)
 			}},
 			{[]string{"memory"}, b.memoryRows},
+			{[]string{"schedule"}, b.scheduleRows},
 		}
 		for _, s := range steps {
 			var chosen []string

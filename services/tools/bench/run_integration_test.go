@@ -116,7 +116,21 @@ func TestRunQuick(t *testing.T) {
 	if onNative {
 		native = []string{bench.FigNativeRate, bench.FigNativeP50, bench.FigNativeP99, bench.FigNativeBrokerCPU}
 	}
-	if got, want := len(r.Rows), 2*len(figures)+len(pluginMemory)+len(streams)+len(historyFigures)+len(native); got != want {
+	schedule := []string{bench.FigScheduleP50, bench.FigScheduleP99, bench.FigScheduleMax, bench.FigScheduleEarly}
+	for _, q := range []string{"classic", "quorum"} {
+		for _, f := range schedule {
+			row, ok := r.Row(q, f)
+			switch {
+			case !ok || row.Relay == nil:
+				t.Errorf("%s: no figure %q", q, f)
+			case f == bench.FigScheduleEarly && *row.Relay != 0:
+				t.Errorf("%s: %v scheduled notifications early, want none", q, *row.Relay)
+			case f != bench.FigScheduleEarly && *row.Relay < 0:
+				t.Errorf("%s %s: %v, want 0 or more", q, f, *row.Relay)
+			}
+		}
+	}
+	if got, want := len(r.Rows), 2*len(figures)+2*len(schedule)+len(pluginMemory)+len(streams)+len(historyFigures)+len(native); got != want {
 		t.Errorf("report has %d rows, want %d", got, want)
 	}
 	for _, f := range native {

@@ -38,6 +38,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	poll := fs.Duration("poll", 250*time.Millisecond, "while watching, pause between two requests to the history, whatever the number of notifications")
 	width := fs.Int("width", 100, "while watching, cut each error at a word boundary to fit lines of this many `columns`")
 	full := fs.Bool("full", false, "while watching, print every error in full")
+	at := fs.String("at", "", "schedule each notification for this RFC 3339 `time`, such as 2026-12-01T09:30:00Z (send_at)")
+	in := fs.Duration("in", 0, "schedule each notification this long from now, such as 90s (delay)")
 	patience := fs.Duration("wait", 2*time.Minute, "when the API answers 503 (not ready, broker away) or 429 (rate limited), wait as its Retry-After says (1s without one) and post again, for up to this long per notification (0: give up at once)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -64,6 +66,19 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	switch {
+	case *at != "" && *in != 0:
+		return errors.New("--at and --in: give one, not both")
+	case *at != "":
+		if _, err := time.Parse(time.RFC3339Nano, *at); err != nil {
+			return fmt.Errorf("--at %q: want an RFC 3339 time such as 2026-12-01T09:30:00Z", *at)
+		}
+		body["send_at"] = *at
+	case *in < 0:
+		return fmt.Errorf("--in %s: want a positive duration", *in)
+	case *in > 0:
+		body["delay"] = in.String()
+	}
 	client := api.Client()
 
 	var sent []apiclient.Accepted
@@ -84,7 +99,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return fmt.Errorf("notification %d of %d: %w", i+1, *n, api.Explain(err))
 		}
 		sent = append(sent, res)
-		fmt.Fprintf(stdout, "%s\t%s\n", res.ID, strings.Join(res.Channels, ","))
+		switch {
+		case res.DueAt != nil && res.Rounded != "":
+			fmt.Fprintf(stdout, "%s\t%s\tdue %s (%s)\n", res.ID, strings.Join(res.Channels, ","), res.DueAt.Local().Format(time.RFC3339Nano), res.Rounded)
+		case res.DueAt != nil:
+			fmt.Fprintf(stdout, "%s\t%s\tdue %s\n", res.ID, strings.Join(res.Channels, ","), res.DueAt.Local().Format(time.RFC3339Nano))
+		default:
+			fmt.Fprintf(stdout, "%s\t%s\n", res.ID, strings.Join(res.Channels, ","))
+		}
 	}
 	if !*watch {
 		return nil

@@ -99,7 +99,7 @@ func (w *watcher) follow(ctx context.Context, sent []apiclient.Accepted, timeout
 		total += t.left
 		all = append(all, t)
 	}
-	left, delivered, parked := total, 0, 0
+	left, delivered, parked, cancelled := total, 0, 0, 0
 	next := w.now() // no request before this: the pause after the last one
 	for left > 0 {
 		t := pick(all)
@@ -142,6 +142,8 @@ func (w *watcher) follow(ctx context.Context, sent []apiclient.Accepted, timeout
 				delivered++
 			case apiclient.OutcomeParked:
 				parked++
+			case apiclient.OutcomeCancelled:
+				cancelled++
 			}
 			if cw.done != "" {
 				t.left--
@@ -152,6 +154,10 @@ func (w *watcher) follow(ctx context.Context, sent []apiclient.Accepted, timeout
 			fmt.Fprintln(w.out, l)
 		}
 		t.due = w.dueAfter(t, n, now)
+	}
+	if cancelled > 0 {
+		fmt.Fprintf(w.out, "done: %d copies delivered, %d parked, %d cancelled\n", delivered, parked, cancelled)
+		return nil
 	}
 	fmt.Fprintf(w.out, "done: %d copies delivered, %d parked\n", delivered, parked)
 	return nil

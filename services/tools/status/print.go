@@ -101,6 +101,16 @@ func (p printer) copyStatus(c apiclient.Copy, width int) string {
 	switch c.Status {
 	case apiclient.StatusParked:
 		return head + "  reason " + c.Reason
+	case apiclient.StatusScheduled:
+		if c.NextAttemptAt == nil {
+			return head
+		}
+		due := c.NextAttemptAt.In(p.loc)
+		when := "in " + apiclient.Millis(due.Sub(p.now).Milliseconds())
+		if !due.After(p.now) {
+			when = "due " + apiclient.Millis(p.now.Sub(due).Milliseconds()) + " ago, on its way"
+		}
+		return fmt.Sprintf("%s  due %s (%s)", head, due.Format("2006-01-02 15:04:05.000"), when)
 	case apiclient.StatusQueued:
 		if c.Round > 0 {
 			return fmt.Sprintf("%s  replayed, round %d not attempted yet", head, c.Round)

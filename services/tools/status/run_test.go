@@ -59,6 +59,16 @@ var notifications = map[string]apiclient.Notification{
 			}},
 		},
 	},
+	"ntf_scheduled": {
+		ID: "ntf_scheduled", CreatedAt: at(0), Accepted: true, Channels: []string{"email", "webhook"},
+		Recipients: []string{"ada@example.com", "https://hooks.example/a"},
+		Copies: []apiclient.Copy{
+			{Channel: "email", Status: "scheduled", UpdatedAt: at(0), NextAttemptAt: ptr(at(92000)), Attempts: []apiclient.Attempt{}},
+			{Channel: "webhook", Status: "cancelled", AttemptCount: 1, UpdatedAt: at(1000), Attempts: []apiclient.Attempt{
+				{N: 1, At: at(1000), Outcome: "cancelled", Reason: "cancelled by the client"},
+			}},
+		},
+	},
 	"ntf_retrying": {
 		ID: "ntf_retrying", CreatedAt: at(0), Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ada@example.com", "https://hooks.example/a"},
@@ -219,6 +229,20 @@ email    retrying  attempt 2 due 10:00:05.000 (in 3s)
 
 webhook  retrying  the retry stage has not scheduled the next attempt yet
   10:00:01.500  attempt 1  failed  503 Service Unavailable
+`,
+		},
+		{
+			name: "scheduled, with its countdown, and cancelled",
+			args: []string{"ntf_scheduled"},
+			want: `ntf_scheduled
+  created     2026-05-03 10:00:00.000 UTC
+  channels    email, webhook
+  recipients  ada@example.com, https://hooks.example/a
+
+email    scheduled  due 2026-05-03 10:01:32.000 (in 1m30s)
+
+webhook  cancelled
+  10:00:01.000  attempt 1  cancelled
 `,
 		},
 		{

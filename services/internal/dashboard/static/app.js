@@ -248,7 +248,7 @@
   // The statuses from the most pressing down: a channel with a copy per
   // recipient shows the most pressing of theirs, as the history does, so
   // it is delivered only once every copy is.
-  const URGENCY = { parked: 3, retrying: 2, queued: 1, delivered: 0 };
+  const URGENCY = { parked: 3, retrying: 2, scheduled: 2, queued: 1, delivered: 0, cancelled: 0 };
 
   // copyKey names one copy of a notification: its channel and recipient
   // ("" for a copy of a whole channel).
@@ -408,10 +408,11 @@
     waiting: "retrying",
     requeued: "retrying",
     replayed: "queued",
+    cancelled: "cancelled",
   };
 
   // The rank of an outcome within one attempt, as the history orders them.
-  const RANK_OF = { replayed: 0, failed: 1, retrying: 2, waiting: 2, requeued: 2, delivered: 3, parked: 3 };
+  const RANK_OF = { replayed: 0, failed: 1, retrying: 2, waiting: 2, requeued: 2, delivered: 3, parked: 3, cancelled: 3 };
 
   // The greatest (round, attempt, rank) shown per copy: events arrive from
   // several processes, so a replay's own event can come after the delivery
@@ -606,7 +607,7 @@
     drawDetail(n);
     // Follow a copy that is not done yet, and one just replayed, whose
     // replay the history may not have recorded yet.
-    const moving = n.copies.some((c) => c.status === "queued" || c.status === "retrying") ||
+    const moving = n.copies.some((c) => c.status === "queued" || c.status === "retrying" || c.status === "scheduled") ||
       Date.now() - detail.replayedAt < 15000;
     if (moving) detail.timer = setTimeout(loadDetail, DETAIL_REFRESH_MS);
   }
@@ -633,6 +634,10 @@
     meta.replaceChildren();
     const item = (k, v) => meta.append(el("dt", null, k), el("dd", null, v));
     item("Created", fmtTime(n.created_at, true));
+    if (n.due_at) {
+      const left = Date.parse(n.due_at) - Date.now();
+      item("Due", fmtTime(n.due_at, true) + (left > 0 ? " (in " + fmtDur(left) + ")" : ""));
+    }
     item("Channels", (n.channels || []).join(", ") || "—");
     item("Recipients", (n.recipients || []).join(", ") || "—");
     if (!n.accepted) item("Note", "known from its events only: the API's record of it has not arrived");
@@ -655,7 +660,11 @@
     if (c.reason) facts.push(c.reason);
     facts.push(c.attempt_count + (c.attempt_count === 1 ? " attempt" : " attempts"));
     if (c.round > 0) facts.push("round " + c.round);
-    if (c.next_attempt_at) facts.push("next attempt " + fmtTime(c.next_attempt_at));
+    if (c.status === "scheduled" && c.next_attempt_at) {
+      // A countdown, redrawn with every refresh of the detail.
+      const left = Date.parse(c.next_attempt_at) - Date.now();
+      facts.push("due " + fmtTime(c.next_attempt_at, true) + (left > 0 ? " (in " + fmtDur(left) + ")" : " (on its way)"));
+    } else if (c.next_attempt_at) facts.push("next attempt " + fmtTime(c.next_attempt_at));
     head.append(el("span", "facts", facts.join(" · ")));
     box.append(head);
     // The attempts on a time axis: failures, the scheduled waits, the end.

@@ -1,0 +1,95 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Delayed is where a producer publishes a message that must reach a work
+// queue only after a wait: a scheduled send. The message waits in the
+// broker, through the very backend the pipeline's retries wait in, so a
+// restart of the producer, of a consumer or of the broker (with durable
+// queues and persistent messages) neither loses it nor sends it early.
+type Delayed struct {
+	// Exchange and Key are where to publish.
+	Exchange, Key string
+	// Headers are the headers the route needs, added to the message's.
+	Headers amqp.Table
+	// Mandatory is false for the delayed-message plugin, which returns
+	// every message published to it with mandatory as unroutable.
+	Mandatory bool
+	// Wait is how long the message will wait: the delay asked for (to the
+	// millisecond), or for the TTL backend the step at or after it.
+	Wait time.Duration
+}
+
+// ErrCannotDelay means a backend that cannot make a first delivery wait:
+// Native, whose delayed retry applies only to rejected messages.
+var ErrCannotDelay = errors.New("the delay backend cannot delay a first delivery")
+
+// Delay says where to publish a message that must reach work queue queue
+// (prefixed) after delay. Plugin and Levels wait exactly delay; TTL waits
+// the shortest of its steps that is at least delay, and refuses a delay
+// longer than its longest step (waiting again, as a retry may, would be
+// bounded and could end early); Native cannot delay a first delivery at
+// all (ErrCannotDelay).
+//
+// With the stages hand-off the message waits for requeue-queue, whose
+// stage sends it to queue as it sends back a retry: HeaderOriginalQueue
+// names it, and the allow-list of work queues applies. With Direct it
+// goes to queue straight from its wait.
+func (t Topology) Delay(queue string, delay time.Duration) (Delayed, error) {
+	if !t.Destination(queue) {
+		return Delayed{}, fmt.Errorf("%q is not one of the topology's work queues", queue)
+	}
+	if delay < 0 {
+		delay = 0
+	}
+	if delay > MaxDelay {
+		return Delayed{}, fmt.Errorf("%w: %s is longer than %s, the longest wait any delay backend expresses", ErrDelayTooLong, delay, MaxDelay)
+	}
+	dest := queue
+	h := amqp.Table{}
+	if t.requeues() {
+		dest = t.Name(RequeueQueue)
+		h[HeaderOriginalQueue] = queue
+	}
+	switch t.Backend {
+	case Plugin:
+		h[HeaderDelay] = clampDelay(delay)
+		return Delayed{Exchange: t.Name(WaitExchange), Key: t.waitKey(dest), Headers: h, Wait: delay.Truncate(time.Millisecond)}, nil
+	case Levels:
+		exchange, key := t.levelRoute(delay, dest)
+		return Delayed{Exchange: exchange, Key: key, Headers: h, Mandatory: true, Wait: delay.Truncate(time.Millisecond)}, nil
+	case TTL:
+		steps := t.Policy.Steps()
+		if longest := steps[len(steps)-1]; delay > longest {
+			return Delayed{}, fmt.Errorf("%w: the ttl backend waits at most its longest step, %s, and %s is longer: use the levels backend for longer waits",
+				ErrDelayTooLong, longest, delay)
+		}
+		wait := step(steps, delay)
+		key := StepName(wait)
+		if !t.requeues() {
+			key = t.directWaitQueue(wait, dest)
+		}
+		return Delayed{Exchange: t.Name(WaitExchange), Key: key, Headers: h, Mandatory: true, Wait: wait}, nil
+	case Native:
+		return Delayed{}, fmt.Errorf("%w: RabbitMQ 4.3's delayed retry delays only a rejected message, never a first delivery: choose levels, plugin or ttl", ErrCannotDelay)
+	}
+	return Delayed{}, fmt.Errorf("the %s backend cannot delay a message: resolve it first", t.Backend)
+}
+
+// PublishDelayed publishes msg along d, with d's headers added to msg's,
+// and waits for the broker's confirm, as Publish does.
+func (p *Publisher) PublishDelayed(ctx context.Context, d Delayed, msg amqp.Publishing) error {
+	h := make(amqp.Table, len(msg.Headers)+len(d.Headers))
+	maps.Copy(h, msg.Headers)
+	maps.Copy(h, d.Headers)
+	msg.Headers = h
+	return p.publish(ctx, d.Exchange, d.Key, d.Mandatory, msg)
+}

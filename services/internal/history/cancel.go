@@ -1,0 +1,132 @@
+package history
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// CancelReason is the reason a copy cancelled through the API carries.
+const CancelReason = "cancelled by the client"
+
+// Cancellation is what Cancel did to a notification's copies.
+type Cancellation struct {
+	// Cancelled are the copies it cancelled now.
+	Cancelled []CopyRef
+	// Already are the copies cancelled before: asking again changes
+	// nothing.
+	Already []CopyRef
+	// Untouched are the copies it could not cancel, with their status:
+	// delivered or parked, or queued for their first attempt, on their way
+	// to a worker already.
+	Untouched []CopyStatus
+}
+
+// Cancel takes back every copy of notification id that has not gone out
+// yet: each copy still StatusScheduled or StatusRetrying gets an
+// OutcomeCancelled event for its next attempt, and becomes
+// StatusCancelled. Workers check Cancelled before they send a scheduled
+// or retried copy, so none of these is delivered, even one whose message
+// is already on its way. It is idempotent; an unknown id is an error
+// wrapping ErrNotFound.
+func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (Cancellation, error) {
+	var out Cancellation
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		out = Cancellation{}
+		var accepted bool
+		err := tx.QueryRowContext(ctx, s.d.q(`SELECT accepted FROM notifications WHERE id = $1`), id).Scan(&accepted)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("notification %q: %w", id, ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("read notification %q: %w", id, err)
+		}
+		type open struct {
+			ref   CopyRef
+			round int
+		}
+		var todo []open
+		rows, err := tx.QueryContext(ctx, s.d.q(`SELECT channel, recipient, status, round FROM copies WHERE notification_id = $1 ORDER BY channel, recipient`), id)
+		if err != nil {
+			return fmt.Errorf("read copies of %q: %w", id, err)
+		}
+		err = each(rows, func() error {
+			var c CopyStatus
+			var round int
+			if err := rows.Scan(&c.Channel, &c.Recipient, &c.Status, &round); err != nil {
+				return err
+			}
+			ref := CopyRef{Channel: c.Channel, Recipient: c.Recipient}
+			switch c.Status {
+			case StatusScheduled, StatusRetrying:
+				todo = append(todo, open{ref, round})
+			case StatusCancelled:
+				out.Already = append(out.Already, ref)
+			default:
+				out.Untouched = append(out.Untouched, c)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read copies of %q: %w", id, err)
+		}
+		if len(todo) == 0 {
+			return nil
+		}
+		at := micro(now)
+		rowsOut := make([]any, 0, len(eventTypes)*len(todo))
+		affected := map[copyKey]bool{}
+		for _, o := range todo {
+			// The attempt that would have come next: a "requeued" event
+			// names it already, every other the one that ended.
+			var last int
+			if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(MAX(attempt), 0) FROM events
+				WHERE notification_id = $1 AND channel = $2 AND recipient = $3 AND round = $4 AND outcome <> $5`),
+				id, o.ref.Channel, o.ref.Recipient, o.round, OutcomeRequeued).Scan(&last); err != nil {
+				return fmt.Errorf("read events of %q: %w", id, err)
+			}
+			rowsOut = append(rowsOut, id, o.ref.Channel, o.ref.Recipient, o.round, last+1, OutcomeCancelled, s.d.ts(at),
+				"", CancelReason, int64(0), int64(0), service)
+			affected[copyKey{id, o.ref.Channel, o.ref.Recipient}] = true
+			out.Cancelled = append(out.Cancelled, o.ref)
+		}
+		if err := execRows(ctx, tx, s.d,
+			`INSERT INTO events (notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service) `,
+			` ON CONFLICT (notification_id, channel, recipient, round, attempt, outcome) DO NOTHING`,
+			eventTypes, rowsOut); err != nil {
+			return fmt.Errorf("insert cancellations: %w", err)
+		}
+		all, err := s.loadEvents(ctx, tx, []string{id}, affected)
+		if err != nil {
+			return err
+		}
+		return s.saveCopies(ctx, tx, all)
+	})
+	if err != nil {
+		return Cancellation{}, err
+	}
+	slices.SortFunc(out.Cancelled, func(a, b CopyRef) int {
+		return compareCopies(copyKey{id, a.Channel, a.Recipient}, copyKey{id, b.Channel, b.Recipient})
+	})
+	return out, nil
+}
+
+// Cancelled reports whether a copy of notification id was cancelled: what
+// a worker asks before it sends a scheduled or retried copy. It reads the
+// events, which only ever grow, so the answer cannot go back to false.
+func (s *Store) Cancelled(ctx context.Context, id, channel, recipient string) (bool, error) {
+	var one int
+	err := s.read.QueryRowContext(ctx, s.d.q(`SELECT 1 FROM events
+		WHERE notification_id = $1 AND channel = $2 AND recipient = $3 AND outcome = $4 LIMIT 1`),
+		id, channel, recipient, OutcomeCancelled).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read the cancellation of %q: %w", id, err)
+	}
+	return true, nil
+}

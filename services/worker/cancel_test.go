@@ -1,0 +1,61 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
+)
+
+// fakeCancellations answers from a set of cancelled copies, or with err.
+type fakeCancellations struct {
+	cancelled map[string]bool // id/channel/recipient
+	err       error
+	asked     int
+}
+
+func (f *fakeCancellations) Cancelled(_ context.Context, id, channel, recipient string) (bool, error) {
+	f.asked++
+	return f.cancelled[id+"/"+channel+"/"+recipient], f.err
+}
+
+func TestCheckCancelled(t *testing.T) {
+	due := amqp.Table{notification.HeaderDueAt: int64(1)}
+	tests := []struct {
+		name          string
+		msg           retry.Message
+		err           error
+		wantAsked     bool
+		wantSent      bool
+		wantCancelled bool
+		wantErr       bool
+	}{
+		{name: "first attempt, sent at once: not asked", msg: retry.Message{ID: "ntf_a", Attempt: 1}, wantSent: true},
+		{name: "scheduled, not cancelled", msg: retry.Message{ID: "ntf_a", Attempt: 1, Headers: due}, wantAsked: true, wantSent: true},
+		{name: "scheduled, cancelled", msg: retry.Message{ID: "ntf_b", Attempt: 1, Headers: due}, wantAsked: true, wantCancelled: true},
+		{name: "a retry, cancelled", msg: retry.Message{ID: "ntf_b", Attempt: 3}, wantAsked: true, wantCancelled: true},
+		{name: "a recipient's copy, another recipient's cancelled", msg: retry.Message{ID: "ntf_c", Attempt: 2,
+			Headers: amqp.Table{retry.HeaderRecipient: "ada@example.com"}}, wantAsked: true, wantSent: true},
+		{name: "the store cannot answer: a failure, retried", msg: retry.Message{ID: "ntf_a", Attempt: 2}, err: errors.New("database is locked"),
+			wantAsked: true, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := &fakeCancellations{err: tt.err, cancelled: map[string]bool{
+				"ntf_b/webhook/": true, "ntf_c/webhook/grace@example.com": true}}
+			sent := false
+			h := checkCancelled("webhook", store, func(context.Context, *retry.Message) error { sent = true; return nil })
+			m := tt.msg
+			err := h(t.Context(), &m)
+			if (store.asked > 0) != tt.wantAsked || sent != tt.wantSent || retry.IsCancelled(err) != tt.wantCancelled ||
+				(err != nil && !retry.IsCancelled(err)) != tt.wantErr {
+				t.Errorf("asked %d, sent %v, err %v; want asked %v, sent %v, cancelled %v, error %v",
+					store.asked, sent, err, tt.wantAsked, tt.wantSent, tt.wantCancelled, tt.wantErr)
+			}
+		})
+	}
+}
