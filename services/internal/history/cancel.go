@@ -89,12 +89,12 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 				return fmt.Errorf("read events of %q: %w", id, err)
 			}
 			rowsOut = append(rowsOut, id, o.ref.Channel, o.ref.Recipient, o.round, last+1, OutcomeCancelled, s.d.ts(at),
-				"", CancelReason, int64(0), int64(0), service)
+				"", CancelReason, int64(0), int64(0), service, "")
 			affected[copyKey{id, o.ref.Channel, o.ref.Recipient}] = true
 			out.Cancelled = append(out.Cancelled, o.ref)
 		}
 		if err := execRows(ctx, tx, s.d,
-			`INSERT INTO events (notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service) `,
+			`INSERT INTO events (notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service, provider) `,
 			` ON CONFLICT (notification_id, channel, recipient, round, attempt, outcome) DO NOTHING`,
 			eventTypes, rowsOut); err != nil {
 			return fmt.Errorf("insert cancellations: %w", err)

@@ -32,10 +32,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	moderncsqlite "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ErrNotFound is returned for an id or key the store does not hold.
@@ -195,7 +197,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	write.SetConnMaxIdleTime(0)
 	// The writer's first connection creates the file and turns WAL on
 	// before any reader opens it.
-	if err := write.PingContext(ctx); err != nil {
+	if err := pingSQLite(ctx, write); err != nil {
 		write.Close()
 		return nil, fmt.Errorf("open sqlite database %q: %w", path, err)
 	}
@@ -209,6 +211,27 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	read.SetMaxIdleConns(n)
 	read.SetConnMaxIdleTime(0)
 	return &Store{d: sqlite, write: write, read: read, pruneBatch: defaultPruneBatch}, nil
+}
+
+// pingSQLite opens the writer's first connection. Turning WAL on needs
+// the database to itself, and SQLite answers SQLITE_BUSY at once, busy
+// timeout or not, while another process is opening or migrating the same
+// file (every service of the demo opens the shared history at start): it
+// tries again for up to ten seconds.
+func pingSQLite(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 250*time.Millisecond) {
+		err := db.PingContext(ctx)
+		var busy *moderncsqlite.Error
+		if err == nil || !errors.As(err, &busy) || busy.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
 }
 
 // Close closes the store's connections.

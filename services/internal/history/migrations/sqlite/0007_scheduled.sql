@@ -43,14 +43,15 @@ CREATE TABLE attempts (
     delay_ms        INTEGER,
     waited_ms       INTEGER,
     duration_ms     INTEGER,
+    provider        TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (notification_id, channel, recipient, round, attempt),
     FOREIGN KEY (notification_id, channel, recipient) REFERENCES copies (notification_id, channel, recipient) ON DELETE CASCADE
 ) WITHOUT ROWID;
 
 INSERT INTO copies (notification_id, channel, recipient, status, reason, round, attempts, last_error, next_attempt_at, updated_at)
 SELECT notification_id, channel, recipient, status, reason, round, attempts, last_error, next_attempt_at, updated_at FROM copies_old;
-INSERT INTO attempts (notification_id, channel, recipient, round, attempt, at, outcome, error, reason, service, delay_ms, waited_ms, duration_ms)
-SELECT notification_id, channel, recipient, round, attempt, at, outcome, error, reason, service, delay_ms, waited_ms, duration_ms FROM attempts_old;
+INSERT INTO attempts (notification_id, channel, recipient, round, attempt, at, outcome, error, reason, service, delay_ms, waited_ms, duration_ms, provider)
+SELECT notification_id, channel, recipient, round, attempt, at, outcome, error, reason, service, delay_ms, waited_ms, duration_ms, provider FROM attempts_old;
 
 DROP TABLE attempts_old;
 DROP TABLE copies_old;
