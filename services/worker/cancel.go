@@ -4,27 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/notification"
 )
 
-// Cancellations says whether a copy of a notification was cancelled;
-// *history.Store is one.
+// Cancellations holds copies of notifications for a worker sending them,
+// against a cancellation at the same moment; *history.Store is one.
 type Cancellations interface {
-	Cancelled(ctx context.Context, id, channel, recipient string) (bool, error)
+	// HoldCopy takes the copy for hold, or reports it cancelled.
+	HoldCopy(ctx context.Context, id, channel, recipient string, hold time.Duration, now time.Time) (cancelled bool, err error)
+	// ReleaseCopy gives it back once the attempt ended.
+	ReleaseCopy(ctx context.Context, id, channel, recipient string) error
 }
 
-// checkCancelled asks cancellations, before next sends a copy of a
-// scheduled notification or a retry, whether the copy was cancelled: such
-// a copy is acked unsent and reported cancelled (retry.Cancel), even when
-// the cancellation came after its message left its wait. A first attempt
-// at a notification sent at once is not asked about: the API never
-// cancels one. When the store cannot answer, the attempt fails and is
-// retried rather than risk sending what a client took back.
+// copyHold is how long a copy held for an attempt stays held should its
+// worker die before it gives it back: longer than any attempt's timeout.
+const copyHold = 5 * time.Minute
+
+// checkCancelled holds, before next sends a copy of a scheduled
+// notification or a retry, the copy in cancellations: a copy cancelled
+// before is acked unsent and reported cancelled (retry.Cancel), even when
+// the cancellation came after its message left its wait; a cancellation
+// while the copy is held answers that it is on its way, never that it was
+// cancelled, so what the client is told is what happens. A first attempt
+// at a notification sent at once is not held: the API never cancels one.
+// When the store cannot answer, the attempt fails and is retried rather
+// than risk sending what a client took back.
 //
 // Cancellations live in the API's history store, which every API replica
 // writes and every worker reads (as the webhook endpoints do): a
@@ -37,13 +48,23 @@ func checkCancelled(name string, c Cancellations, next retry.HandlerFunc) retry.
 		if !scheduled && m.Attempt <= 1 {
 			return next(ctx, m)
 		}
-		cancelled, err := c.Cancelled(ctx, m.ID, name, retry.Recipient(m.Headers))
+		recipient := retry.Recipient(m.Headers)
+		cancelled, err := c.HoldCopy(ctx, m.ID, name, recipient, copyHold, time.Now())
 		if err != nil {
 			return fmt.Errorf("cannot tell whether %s was cancelled: %w", m.ID, err)
 		}
 		if cancelled {
 			return retry.Cancel(errors.New(history.CancelReason))
 		}
+		defer func() {
+			// A hold not given back lapses after copyHold: until then a
+			// cancellation answers that the copy is on its way.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := c.ReleaseCopy(rctx, m.ID, name, recipient); err != nil {
+				slog.Warn("release a copy after its attempt", "id", m.ID, "channel", name, "error", err)
+			}
+		}()
 		return next(ctx, m)
 	}
 }
@@ -57,19 +78,34 @@ type historyCancellations struct {
 	store *history.Store
 }
 
-func (h *historyCancellations) Cancelled(ctx context.Context, id, channel, recipient string) (bool, error) {
+// open returns the store, opened on first use.
+func (h *historyCancellations) open(ctx context.Context) (*history.Store, error) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.store == nil {
 		s, err := history.Open(ctx, h.dsn)
 		if err != nil {
-			h.mu.Unlock()
-			return false, fmt.Errorf("open the history store: %w", err)
+			return nil, fmt.Errorf("open the history store: %w", err)
 		}
 		h.store = s
 	}
-	s := h.store
-	h.mu.Unlock()
-	return s.Cancelled(ctx, id, channel, recipient)
+	return h.store, nil
+}
+
+func (h *historyCancellations) HoldCopy(ctx context.Context, id, channel, recipient string, hold time.Duration, now time.Time) (bool, error) {
+	s, err := h.open(ctx)
+	if err != nil {
+		return false, err
+	}
+	return s.HoldCopy(ctx, id, channel, recipient, hold, now)
+}
+
+func (h *historyCancellations) ReleaseCopy(ctx context.Context, id, channel, recipient string) error {
+	s, err := h.open(ctx)
+	if err != nil {
+		return err
+	}
+	return s.ReleaseCopy(ctx, id, channel, recipient)
 }
 
 func (h *historyCancellations) Close() error {

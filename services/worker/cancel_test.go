@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -11,16 +13,26 @@ import (
 	"github.com/relay-demo/relay/services/internal/notification"
 )
 
-// fakeCancellations answers from a set of cancelled copies, or with err.
+// fakeCancellations answers from a set of cancelled copies, or with err,
+// and notes the copies given back.
 type fakeCancellations struct {
 	cancelled map[string]bool // id/channel/recipient
 	err       error
 	asked     int
+	released  []string
 }
 
-func (f *fakeCancellations) Cancelled(_ context.Context, id, channel, recipient string) (bool, error) {
+func (f *fakeCancellations) HoldCopy(_ context.Context, id, channel, recipient string, hold time.Duration, _ time.Time) (bool, error) {
 	f.asked++
+	if hold <= 0 {
+		f.err = errors.New("no hold")
+	}
 	return f.cancelled[id+"/"+channel+"/"+recipient], f.err
+}
+
+func (f *fakeCancellations) ReleaseCopy(_ context.Context, id, channel, recipient string) error {
+	f.released = append(f.released, id+"/"+channel+"/"+recipient)
+	return nil
 }
 
 func TestCheckCancelled(t *testing.T) {
@@ -55,6 +67,11 @@ func TestCheckCancelled(t *testing.T) {
 				(err != nil && !retry.IsCancelled(err)) != tt.wantErr {
 				t.Errorf("asked %d, sent %v, err %v; want asked %v, sent %v, cancelled %v, error %v",
 					store.asked, sent, err, tt.wantAsked, tt.wantSent, tt.wantCancelled, tt.wantErr)
+			}
+			// A copy held for a send is given back after it, and only then.
+			key := m.ID + "/webhook/" + retry.Recipient(m.Headers)
+			if wantReleased := tt.wantSent && tt.wantAsked; slices.Contains(store.released, key) != wantReleased || len(store.released) > 1 {
+				t.Errorf("released %v; want %s released: %v", store.released, key, wantReleased)
 			}
 		})
 	}

@@ -20,17 +20,18 @@ type Cancellation struct {
 	// nothing.
 	Already []CopyRef
 	// Untouched are the copies it could not cancel, with their status:
-	// delivered or parked, or queued for their first attempt, on their way
-	// to a worker already.
+	// delivered or parked, queued for their first attempt, on their way
+	// to a worker already, or StatusSending, held by a worker sending it (HoldCopy).
 	Untouched []CopyStatus
 }
 
 // Cancel takes back every copy of notification id that has not gone out
 // yet: each copy still StatusScheduled or StatusRetrying gets an
 // OutcomeCancelled event for its next attempt, and becomes
-// StatusCancelled. Workers check Cancelled before they send a scheduled
-// or retried copy, so none of these is delivered, even one whose message
-// is already on its way. It is idempotent; an unknown id is an error
+// StatusCancelled. Workers take a copy (HoldCopy) before they send a
+// scheduled or retried copy, so none of these is delivered, even one
+// whose message is already on its way; a copy a worker holds is not
+// cancelled and is answered in Untouched as StatusSending. It is idempotent; an unknown id is an error
 // wrapping ErrNotFound.
 func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (Cancellation, error) {
 	var out Cancellation
@@ -53,6 +54,7 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 		if err != nil {
 			return fmt.Errorf("read copies of %q: %w", id, err)
 		}
+		var candidates []open
 		err = each(rows, func() error {
 			var c CopyStatus
 			var round int
@@ -62,7 +64,7 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 			ref := CopyRef{Channel: c.Channel, Recipient: c.Recipient}
 			switch c.Status {
 			case StatusScheduled, StatusRetrying:
-				todo = append(todo, open{ref, round})
+				candidates = append(candidates, open{ref, round})
 			case StatusCancelled:
 				out.Already = append(out.Already, ref)
 			default:
@@ -72,6 +74,19 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 		})
 		if err != nil {
 			return fmt.Errorf("read copies of %q: %w", id, err)
+		}
+		// A copy a worker holds is on its way: it is not cancelled, and
+		// the worker, asking after this, finds no copy it may not send.
+		for _, o := range candidates {
+			held, err := s.holdForCancel(ctx, tx, id, o.ref, now)
+			if err != nil {
+				return err
+			}
+			if held {
+				todo = append(todo, o)
+			} else {
+				out.Untouched = append(out.Untouched, CopyStatus{Channel: o.ref.Channel, Recipient: o.ref.Recipient, Status: StatusSending})
+			}
 		}
 		if len(todo) == 0 {
 			return nil
@@ -129,4 +144,55 @@ func (s *Store) Cancelled(ctx context.Context, id, channel, recipient string) (b
 		return false, fmt.Errorf("read the cancellation of %q: %w", id, err)
 	}
 	return true, nil
+}
+
+// holdForCancel takes copy ref of notification id for a cancellation,
+// for good, unless a worker holds it and its hold has not lapsed: it
+// reports whether the copy is the cancellation's.
+func (s *Store) holdForCancel(ctx context.Context, tx *sql.Tx, id string, ref CopyRef, now time.Time) (bool, error) {
+	var state string
+	err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO copy_holds (notification_id, channel, recipient, state, until)
+		VALUES ($1, $2, $3, 'cancelled', 0)
+		ON CONFLICT (notification_id, channel, recipient) DO UPDATE SET state = 'cancelled', until = 0
+		WHERE copy_holds.state = 'cancelled' OR copy_holds.until < $4
+		RETURNING state`), id, ref.Channel, ref.Recipient, now.UnixMicro()).Scan(&state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("hold %s copy of %q: %w", ref.Channel, id, err)
+	}
+	return true, nil
+}
+
+// HoldCopy is what a worker asks before it sends a copy of a scheduled
+// notification or a retry: it takes the copy for hold (its longest
+// attempt; the hold lapses after it, should the worker die), unless the
+// copy was cancelled, which it reports. A cancellation while the worker
+// holds the copy leaves it alone and says it is on its way. The worker
+// calls ReleaseCopy once the attempt ended, delivered or not.
+func (s *Store) HoldCopy(ctx context.Context, id, channel, recipient string, hold time.Duration, now time.Time) (cancelled bool, err error) {
+	var state string
+	err = s.write.QueryRowContext(ctx, s.d.q(`INSERT INTO copy_holds (notification_id, channel, recipient, state, until)
+		VALUES ($1, $2, $3, 'sending', $4)
+		ON CONFLICT (notification_id, channel, recipient) DO UPDATE SET until = excluded.until
+		WHERE copy_holds.state = 'sending'
+		RETURNING state`), id, channel, recipient, now.Add(hold).UnixMicro()).Scan(&state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("hold the %s copy of %q: %w", channel, id, err)
+	}
+	return false, nil
+}
+
+// ReleaseCopy gives back a copy a worker took with HoldCopy; a cancellation
+// after it cancels the copy's next attempt.
+func (s *Store) ReleaseCopy(ctx context.Context, id, channel, recipient string) error {
+	if _, err := s.write.ExecContext(ctx, s.d.q(`DELETE FROM copy_holds
+		WHERE notification_id = $1 AND channel = $2 AND recipient = $3 AND state = 'sending'`), id, channel, recipient); err != nil {
+		return fmt.Errorf("release the %s copy of %q: %w", channel, id, err)
+	}
+	return nil
 }

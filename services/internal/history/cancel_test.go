@@ -112,3 +112,55 @@ func TestCancel(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelWhileSending: a copy a worker holds for its attempt is not
+// cancelled and is answered as on its way; once given back, or once the
+// hold lapsed, a cancellation takes it; a copy cancelled first cannot be
+// held for sending.
+func TestCancelWhileSending(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *history.Store) {
+		ctx := ctxOf(t)
+		due := t0.Add(time.Hour)
+		if err := s.Accept(ctx, []history.Accepted{
+			{ID: "ntf_held", CreatedAt: t0, DueAt: due, Channels: []string{"email", "webhook"}, Payload: []byte(`{}`)},
+			{ID: "ntf_lapsed", CreatedAt: t0, DueAt: due, Channels: []string{"email"}, Payload: []byte(`{}`)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		at := t0.Add(time.Hour)
+		if cancelled, err := s.HoldCopy(ctx, "ntf_held", "email", "", time.Minute, at); cancelled || err != nil {
+			t.Fatalf("HoldCopy = %v, %v; want the copy held", cancelled, err)
+		}
+		got, err := s.Cancel(ctx, "ntf_held", "test", at.Add(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantUntouched := []history.CopyStatus{{Channel: "email", Status: history.StatusSending}}
+		if diff := cmp.Diff(wantUntouched, got.Untouched); diff != "" || len(got.Cancelled) != 1 || got.Cancelled[0].Channel != "webhook" {
+			t.Errorf("Cancel while the email copy is sent: cancelled %v, untouched (-want +got):\n%s", got.Cancelled, diff)
+		}
+		if cancelled, err := s.HoldCopy(ctx, "ntf_held", "webhook", "", time.Minute, at); !cancelled || err != nil {
+			t.Errorf("HoldCopy of the cancelled webhook copy = %v, %v; want cancelled", cancelled, err)
+		}
+		if err := s.ReleaseCopy(ctx, "ntf_held", "email", ""); err != nil {
+			t.Fatal(err)
+		}
+		if got, err = s.Cancel(ctx, "ntf_held", "test", at.Add(2*time.Second)); err != nil || len(got.Cancelled) != 1 || got.Cancelled[0].Channel != "email" {
+			t.Errorf("Cancel after the email copy was given back = %+v, %v; want it cancelled", got, err)
+		}
+		if cancelled, err := s.HoldCopy(ctx, "ntf_held", "email", "", time.Minute, at); !cancelled || err != nil {
+			t.Errorf("HoldCopy after the cancellation = %v, %v; want cancelled", cancelled, err)
+		}
+
+		// A worker that died holding a copy: its hold lapses.
+		if cancelled, err := s.HoldCopy(ctx, "ntf_lapsed", "email", "", time.Minute, at); cancelled || err != nil {
+			t.Fatalf("HoldCopy = %v, %v", cancelled, err)
+		}
+		if got, err = s.Cancel(ctx, "ntf_lapsed", "test", at.Add(30*time.Second)); err == nil && len(got.Untouched) != 1 {
+			t.Errorf("Cancel within the hold = %+v; want the copy on its way", got)
+		}
+		if got, err = s.Cancel(ctx, "ntf_lapsed", "test", at.Add(2*time.Minute)); err != nil || len(got.Cancelled) != 1 {
+			t.Errorf("Cancel after the hold lapsed = %+v, %v; want the copy cancelled", got, err)
+		}
+	})
+}

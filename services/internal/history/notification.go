@@ -53,6 +53,10 @@ const (
 	// StatusCancelled is a copy taken back before it went out: it is
 	// never delivered.
 	StatusCancelled = "cancelled"
+	// StatusSending is never a copy's stored status: a Cancellation
+	// gives it to a copy it could not cancel because a worker holds it
+	// and is sending it (HoldCopy).
+	StatusSending = "sending"
 )
 
 // Accepted is a notification the API accepted.
