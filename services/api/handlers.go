@@ -254,7 +254,10 @@ func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publ
 			if p.Recipient != "" {
 				cp.Parts[name] = p.Part
 			}
-			body, err := json.Marshal(cp)
+			// MarshalJSON writes what json.Marshal would: the parts are
+			// compact already (decodeRequest encoded them), so its pass
+			// to validate and compact the output again is skipped.
+			body, err := cp.MarshalJSON()
 			if err != nil {
 				return nil, nil, fmt.Errorf("%w: encode %s copy of %s: %w", errInternal, name, n.ID, err)
 			}
@@ -287,7 +290,7 @@ func record(n *notification.Notification, channels []string, copies []events.Cop
 	for _, c := range copies {
 		perRecipient = perRecipient || c.Recipient != ""
 	}
-	payload, _ := json.Marshal(n)
+	payload, _ := n.MarshalJSON()
 	a := events.Accepted{ID: n.ID, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
 	if perRecipient {
 		a.Copies = copies
