@@ -69,31 +69,90 @@ func returnKey(id, key string) string { return id + "\x00" + key }
 // Publish sends msg to exchange with routing key and waits for the
 // broker's confirm. It returns nil only when the broker took the message.
 func (p *Publisher) Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error {
-	return p.publish(ctx, exchange, key, true, msg)
+	return p.PublishAll(ctx, []Outgoing{{Exchange: exchange, Key: key, Msg: msg}})[0]
 }
 
-func (p *Publisher) publish(ctx context.Context, exchange, key string, mandatory bool, msg amqp.Publishing) error {
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+// Outgoing is one message of PublishAll: what Publish takes.
+type Outgoing struct {
+	Exchange, Key string
+	Msg           amqp.Publishing
+	// NotMandatory publishes without the mandatory flag, for an exchange
+	// that cannot route at publish time (the delayed-message plugin's):
+	// such a message never comes back as ErrUnroutable.
+	NotMandatory bool
+}
+
+// pending is a message sent and not yet confirmed; it holds a slot.
+type pending struct {
+	i  int
+	dc *amqp.DeferredConfirmation
+}
+
+// PublishAll sends every message of msgs, then waits for their confirms
+// together: n messages cost one wait for the broker, not n, and no
+// goroutine of their own. errs[i] is nil only when the broker took
+// msgs[i], as Publish says. A caller holds a slot per message in flight
+// but never waits for a slot while it holds one: when none is free it
+// first waits for its own confirms, which frees theirs.
+func (p *Publisher) PublishAll(ctx context.Context, msgs []Outgoing) (errs []error) {
+	errs = make([]error, len(msgs))
+	var inFlight []pending
+	settle := func() {
+		for _, f := range inFlight {
+			errs[f.i] = p.settle(ctx, msgs[f.i], f.dc)
+			<-p.slots
+		}
+		inFlight = inFlight[:0]
 	}
-	defer func() { <-p.slots }()
+	defer settle()
+	for i, m := range msgs {
+		select {
+		case p.slots <- struct{}{}:
+		default:
+			settle()
+			select {
+			case p.slots <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				continue
+			}
+		}
+		dc, err := p.send(ctx, m)
+		if err != nil {
+			<-p.slots
+			errs[i] = err
+			continue
+		}
+		inFlight = append(inFlight, pending{i: i, dc: dc})
+	}
+	return errs
+}
+
+// send publishes m, mandatory unless it says otherwise, in confirm mode,
+// without waiting.
+func (p *Publisher) send(ctx context.Context, m Outgoing) (*amqp.DeferredConfirmation, error) {
 	if p.ch.IsClosed() {
-		return ErrClosed
+		return nil, ErrClosed
 	}
-	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, mandatory, false /* immediate */, msg)
+	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, m.Exchange, m.Key, !m.NotMandatory, false /* immediate */, m.Msg)
 	if err != nil {
 		if p.ch.IsClosed() {
-			return fmt.Errorf("%w: %w", ErrClosed, err)
+			return nil, fmt.Errorf("%w: %w", ErrClosed, err)
 		}
-		return fmt.Errorf("publish to exchange %q key %q: %w", exchange, key, err)
+		return nil, fmt.Errorf("publish to exchange %q key %q: %w", m.Exchange, m.Key, err)
 	}
+	return dc, nil
+}
+
+// settle waits for the confirm of m, sent as dc, and says whether the
+// broker took it.
+func (p *Publisher) settle(ctx context.Context, m Outgoing, dc *amqp.DeferredConfirmation) error {
+	exchange, key := m.Exchange, m.Key
 	acked, err := dc.WaitContext(ctx)
 	if err != nil {
 		return fmt.Errorf("wait for confirm from exchange %q: %w", exchange, err)
 	}
-	if r, ok := p.takeReturn(msg.MessageId, key); ok {
+	if r, ok := p.takeReturn(m.Msg.MessageId, key); ok {
 		return fmt.Errorf("publish to exchange %q key %q: %w (%d %s)", exchange, key, ErrUnroutable, r.ReplyCode, r.ReplyText)
 	}
 	if !acked {

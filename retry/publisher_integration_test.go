@@ -95,3 +95,71 @@ func TestPublisherChannelClosedByBroker(t *testing.T) {
 		t.Error("publisher does not report its closed channel")
 	}
 }
+
+// TestPublisherPublishAll sends more messages than the publisher has slots,
+// to a queue that takes two and refuses the rest with a negative confirm
+// and to a key no queue is bound to: each message gets its own outcome,
+// and the call returns instead of waiting for a slot it holds itself.
+func TestPublisherPublishAll(t *testing.T) {
+	conn := retrytest.Conn(t)
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	queue := retrytest.Prefix(t) + "publish-all"
+	if _, err := ch.QueueDeclare(queue,
+		false, // durable
+		false, // autoDelete
+		false, // exclusive
+		false, // noWait
+		amqp.Table{"x-max-length": int64(2), "x-overflow": "reject-publish"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := conn.Channel()
+		if err != nil {
+			t.Errorf("delete %s: %v", queue, err)
+			return
+		}
+		defer c.Close()
+		if _, err := c.QueueDelete(queue, false /* ifUnused */, false /* ifEmpty */, false /* noWait */); err != nil {
+			t.Errorf("delete %s: %v", queue, err)
+		}
+	})
+	pub, err := retry.NewPublisher(conn, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+
+	var msgs []retry.Outgoing
+	for i := range 8 {
+		key := queue
+		if i == 7 {
+			key = "nowhere-" + queue
+		}
+		msgs = append(msgs, retry.Outgoing{Exchange: "", Key: key,
+			Msg: amqp.Publishing{MessageId: fmt.Sprint("m-", i), Body: []byte("{}"), DeliveryMode: amqp.Persistent}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := pub.PublishAll(ctx, msgs)
+	for i, err := range errs {
+		switch {
+		case i < 2 && err != nil:
+			t.Errorf("message %d = %v, want it taken", i, err)
+		case i >= 2 && i < 7 && !errors.Is(err, retry.ErrNacked):
+			t.Errorf("message %d = %v, want ErrNacked", i, err)
+		case i == 7 && !errors.Is(err, retry.ErrUnroutable):
+			t.Errorf("message %d = %v, want ErrUnroutable", i, err)
+		}
+	}
+	if got := depth(t, conn, queue); got != 2 {
+		t.Errorf("queue holds %d, want 2", got)
+	}
+	// Every slot is free again.
+	if err := pub.Publish(ctx, "", "nowhere-"+queue, amqp.Publishing{MessageId: "after"}); !errors.Is(err, retry.ErrUnroutable) {
+		t.Errorf("publish after PublishAll = %v, want ErrUnroutable", err)
+	}
+}

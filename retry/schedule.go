@@ -87,9 +87,15 @@ func (t Topology) Delay(queue string, delay time.Duration) (Delayed, error) {
 // PublishDelayed publishes msg along d, with d's headers added to msg's,
 // and waits for the broker's confirm, as Publish does.
 func (p *Publisher) PublishDelayed(ctx context.Context, d Delayed, msg amqp.Publishing) error {
+	return p.PublishAll(ctx, []Outgoing{d.Outgoing(msg)})[0]
+}
+
+// Outgoing is msg along d, with d's headers added to msg's, for
+// PublishAll.
+func (d Delayed) Outgoing(msg amqp.Publishing) Outgoing {
 	h := make(amqp.Table, len(msg.Headers)+len(d.Headers))
 	maps.Copy(h, msg.Headers)
 	maps.Copy(h, d.Headers)
 	msg.Headers = h
-	return p.publish(ctx, d.Exchange, d.Key, d.Mandatory, msg)
+	return Outgoing{Exchange: d.Exchange, Key: d.Key, Msg: msg, NotMandatory: !d.Mandatory}
 }

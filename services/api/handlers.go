@@ -178,6 +178,11 @@ func send(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress str
 		err = fmt.Errorf("%w: %w", errInternal, err)
 		return func() error { return err }
 	}
+	if all, ok := pub.(allPublisher); ok {
+		errs := make([]error, len(msgs)+1)
+		wg.Go(func() { sendAll(ctx, deps, m, all, ingress, n, msgs, copies, rec, errs) })
+		return func() error { return errors.Join(errs...) }
+	}
 	errs := make([]error, len(msgs)+1)
 	for i := range msgs {
 		channel, to := copies[i].Channel, copies[i].Channel
@@ -221,6 +226,65 @@ func send(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress str
 		}
 	})
 	return func() error { return errors.Join(errs...) }
+}
+
+// allPublisher publishes several messages and then waits for all their
+// confirms, on the caller's goroutine; *retry.Publisher is one.
+type allPublisher interface {
+	PublishAll(ctx context.Context, msgs []retry.Outgoing) []error
+}
+
+// sendAll is send's work on a publisher that publishes all of n's
+// messages, its copies and then its accepted record, and awaits their
+// confirms together: one goroutine for n instead of one per message. It
+// fills errs as send does.
+func sendAll(ctx context.Context, deps Deps, m *metrics, pub allPublisher, ingress string, n *notification.Notification, msgs []amqp.Publishing, copies []events.Copy, rec amqp.Publishing, errs []error) {
+	last := len(msgs)
+	// A panic here is outside the recoverer's reach: catch it.
+	defer func() {
+		if v := recover(); v != nil {
+			deps.Log.Error("panic publishing", "id", n.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			errs[last] = fmt.Errorf("%w: publish %s: panic: %v", errInternal, n.ID, v)
+		}
+	}()
+	out := make([]retry.Outgoing, 0, len(msgs)+1)
+	published := make([]func(error), len(msgs))
+	for i := range msgs {
+		_, published[i] = deps.tracePublish(ctx, ingress, copies[i].Channel, n.ID, &msgs[i])
+		o, err := outgoingCopy(deps, ingress, copies[i].Channel, n, msgs[i])
+		if err != nil {
+			// Nothing of n is sent: its copies go together or not at all.
+			for j := range i + 1 {
+				published[j](err)
+			}
+			errs[i] = fmt.Errorf("publish %s to %s: %w", n.ID, copies[i].Channel, err)
+			return
+		}
+		out = append(out, o)
+	}
+	// The history takes accepted records only from relay's own user.
+	if u, ok := pub.(interface{ User() string }); ok {
+		rec.UserId = u.User()
+	}
+	out = append(out, retry.Outgoing{Exchange: deps.events, Key: events.AcceptedRoutingKey, Msg: rec})
+	sent := time.Now()
+	res := pub.PublishAll(ctx, out)
+	took := time.Since(sent).Seconds()
+	for i := range msgs {
+		published[i](res[i])
+		m.confirm.Observe(took)
+		m.publishes.WithLabelValues(copies[i].Channel, publishResult(res[i])).Inc()
+		if res[i] != nil {
+			to := copies[i].Channel
+			if r := copies[i].Recipient; r != "" {
+				to += " (" + r + ")"
+			}
+			errs[i] = fmt.Errorf("publish %s to %s: %w", n.ID, to, res[i])
+		}
+	}
+	if res[last] != nil {
+		errs[last] = fmt.Errorf("publish the accepted record of %s: %w", n.ID, res[last])
+	}
 }
 
 // tracePublish starts the producer span of one channel copy's publish,
@@ -271,7 +335,10 @@ func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publ
 			if p.Recipient != "" {
 				cp.Parts[name] = p.Part
 			}
-			body, err := json.Marshal(cp)
+			// MarshalJSON writes what json.Marshal would: the parts are
+			// compact already (decodeRequest encoded them), so its pass
+			// to validate and compact the output again is skipped.
+			body, err := cp.MarshalJSON()
 			if err != nil {
 				return nil, nil, fmt.Errorf("%w: encode %s copy of %s: %w", errInternal, name, n.ID, err)
 			}
@@ -312,7 +379,7 @@ func record(n *notification.Notification, channels []string, copies []events.Cop
 	for _, c := range copies {
 		perRecipient = perRecipient || c.Recipient != ""
 	}
-	payload, _ := json.Marshal(n)
+	payload, _ := n.MarshalJSON()
 	a := events.Accepted{ID: n.ID, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
 	if !n.DueAt.IsZero() {
 		due := n.DueAt.UTC()

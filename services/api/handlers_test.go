@@ -330,6 +330,10 @@ func TestAccepted(t *testing.T) {
 		{name: "email to three", body: `{"email":{"to":["ada@example.com","grace@example.com","reject@example.com"],"subject":"Hi","text":"hello"}}`,
 			channels: []string{"email"}},
 		{name: "webhook only", body: `{` + webhookPart + `}`, channels: []string{"webhook"}},
+		// The copy is published exactly as json.Marshal writes it: compact,
+		// with <, > and & escaped, whatever the client sent.
+		{name: "webhook payload spaced, with markup", body: `{"webhook":{"url":"https://example.com/hook","payload": { "html" : "<b>a & b</b>", "n" : [1, 2] }}}`,
+			channels: []string{"webhook"}},
 		{name: "charset utf-8", body: bothParts, headers: map[string]string{"Content-Type": "application/json; charset=UTF-8"}, channels: []string{"email", "webhook"}},
 		{name: "lowercase bearer", body: bothParts, headers: map[string]string{"Authorization": "bearer " + tokenB}, channels: []string{"email", "webhook"}},
 		{name: "auth off", body: bothParts, headers: map[string]string{"Authorization": ""},

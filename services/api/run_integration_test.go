@@ -313,3 +313,105 @@ func TestAPIBatch(t *testing.T) {
 	}
 	p.stop()
 }
+
+// TestAPIBatchNacked sends a batch to the real API while the broker
+// refuses every webhook copy with a negative confirm (a second queue bound
+// to the webhook key takes nothing): the batch answers 207, each webhook
+// item 503 and each email item accepted, with its copy in the email queue.
+func TestAPIBatchNacked(t *testing.T) {
+	const token = "integration-token-0123456789"
+	p := startAPI(t, token)
+	ch, err := p.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	full := p.topo.Name("full-webhook")
+	if _, err := ch.QueueDeclare(full,
+		false, // durable
+		false, // autoDelete
+		false, // exclusive
+		false, // noWait
+		amqp.Table{"x-max-length": int64(0), "x-overflow": "reject-publish"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := p.conn.Channel()
+		if err != nil {
+			t.Errorf("delete %s: %v", full, err)
+			return
+		}
+		defer c.Close()
+		if _, err := c.QueueDelete(full, false /* ifUnused */, false /* ifEmpty */, false /* noWait */); err != nil {
+			t.Errorf("delete %s: %v", full, err)
+		}
+	})
+	if err := ch.QueueBind(full, "webhook", p.topo.Ingress(), false /* noWait */, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	const items = 10
+	parts := make([]string, items)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`{"email":{"to":["ada@example.com"],"subject":"Batch %d","text":"hello"}}`, i)
+		if i%2 == 1 {
+			parts[i] = fmt.Sprintf(`{"webhook":{"url":"https://example.com/hook","payload":{"item":%d}}}`, i)
+		}
+	}
+	req, err := http.NewRequest(http.MethodPost, p.base+"/v1/notifications/batch",
+		strings.NewReader(`{"notifications":[`+strings.Join(parts, ",")+`]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Results []struct {
+			ID     string `json:"id"`
+			Status int    `json:"status"`
+		} `json:"results"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusMultiStatus || len(got.Results) != items {
+		t.Fatalf("status = %d with %d results, want 207 with %d; log:\n%s", resp.StatusCode, len(got.Results), items, p.logs.String())
+	}
+	accepted := map[string]bool{}
+	for i, r := range got.Results {
+		switch {
+		case i%2 == 1 && (r.ID != "" || r.Status != http.StatusServiceUnavailable):
+			t.Errorf("webhook item %d = %+v, want a 503 problem", i, r)
+		case i%2 == 0 && (r.ID == "" || r.Status != 0):
+			t.Errorf("email item %d = %+v, want accepted", i, r)
+		case i%2 == 0:
+			accepted[r.ID] = true
+		}
+	}
+	var email string
+	for _, r := range p.topo.WorkRoutes() {
+		if r.Key == "email" {
+			email = r.Queue
+		}
+	}
+	held := map[string]bool{}
+	for {
+		d, ok, err := ch.Get(email, true /* autoAck */)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		held[d.MessageId] = true
+	}
+	if diff := cmp.Diff(accepted, held); diff != "" {
+		t.Errorf("email queue against the accepted items (-accepted +held):\n%s", diff)
+	}
+	p.stop()
+}

@@ -115,6 +115,29 @@ func publishCopy(ctx context.Context, deps Deps, pub Publisher, ingress, channel
 	if !ok {
 		return fmt.Errorf("%w: the publisher cannot publish a scheduled notification", errInternal)
 	}
+	route, err := copyRoute(deps, channel, n)
+	if err != nil {
+		return err
+	}
+	return dp.PublishDelayed(ctx, route, msg)
+}
+
+// outgoingCopy is one copy of n as publishCopy would publish it, for
+// PublishAll.
+func outgoingCopy(deps Deps, ingress, channel string, n *notification.Notification, msg amqp.Publishing) (retry.Outgoing, error) {
+	if n.DueAt.IsZero() {
+		return retry.Outgoing{Exchange: ingress, Key: channel, Msg: msg}, nil
+	}
+	route, err := copyRoute(deps, channel, n)
+	if err != nil {
+		return retry.Outgoing{}, err
+	}
+	return route.Outgoing(msg), nil
+}
+
+// copyRoute is the way through the delay backend that brings a copy of
+// scheduled notification n to the channel's work queue at n.DueAt.
+func copyRoute(deps Deps, channel string, n *notification.Notification) (retry.Delayed, error) {
 	queue := ""
 	for _, r := range deps.Topology.WorkRoutes() {
 		if r.Key == channel {
@@ -123,7 +146,7 @@ func publishCopy(ctx context.Context, deps Deps, pub Publisher, ingress, channel
 		}
 	}
 	if queue == "" {
-		return fmt.Errorf("%w: no work queue is bound for channel %q", retry.ErrUnroutable, channel)
+		return retry.Delayed{}, fmt.Errorf("%w: no work queue is bound for channel %q", retry.ErrUnroutable, channel)
 	}
 	// Whole milliseconds, rounded up: the backends wait to the
 	// millisecond, and a copy must never reach its queue before it is due.
@@ -133,9 +156,9 @@ func publishCopy(ctx context.Context, deps Deps, pub Publisher, ingress, channel
 	}
 	route, err := deps.Topology.Delay(queue, wait)
 	if err != nil {
-		return fmt.Errorf("%w: schedule %s for %s: %w", errInternal, n.ID, channel, err)
+		return retry.Delayed{}, fmt.Errorf("%w: schedule %s for %s: %w", errInternal, n.ID, channel, err)
 	}
-	return dp.PublishDelayed(ctx, route, msg)
+	return route, nil
 }
 
 // cancellationView is the answer of DELETE /v1/notifications/{id}.
