@@ -191,6 +191,7 @@ type load struct {
 	n        int
 	mu       sync.Mutex
 	accepted map[string]time.Time // notification id: when the API accepted it
+	due      map[string]time.Time // a scheduled notification's id: when it is due
 	statuses map[int]int          // unexpected answers
 	count    atomic.Int64
 	// unavailable counts 503 answers; unanswered, requests that got no
@@ -224,18 +225,28 @@ func (l *load) heldSince() (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// body is notification i: an email part and a webhook part.
+// body is notification i: an email part and a webhook part. One in
+// scheduledEvery is scheduled a moment ahead (within the ttl backend's
+// longest step), so scheduled copies wait in the wait queues whose
+// leaders the test kills; the native backend cannot schedule.
 func (r *rig) body(i int) string {
+	delay := ""
+	if r.topo.Backend != retry.Native && i%scheduledEvery == 1 {
+		delay = fmt.Sprintf(`,"delay":"%dms"`, 300+(i*37)%700)
+	}
 	return fmt.Sprintf(`{"email":{"to":["user%d@example.com"],"subject":"cluster test %d","text":"hello"},`+
-		`"webhook":{"url":%q,"payload":{"i":%d}}}`, i, i, r.hook, i)
+		`"webhook":{"url":%q,"payload":{"i":%d}}%s}`, i, i, r.hook, i, delay)
 }
+
+// scheduledEvery is how often a notification of the load is scheduled.
+const scheduledEvery = 10
 
 // send posts n notifications from workers clients, at most perSecond a
 // second, in the background, each until it is accepted or patience runs
 // out. Notification gateAt and the ones after it wait for load.open.
 func (r *rig) send(n, gateAt, workers, perSecond int, patience time.Duration) *load {
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	l := &load{n: n, accepted: map[string]time.Time{}, statuses: map[int]int{}, done: make(chan struct{}), cancel: cancel,
+	l := &load{n: n, accepted: map[string]time.Time{}, due: map[string]time.Time{}, statuses: map[int]int{}, done: make(chan struct{}), cancel: cancel,
 		gate: make(chan struct{}), gateAt: gateAt}
 	r.t.Cleanup(func() {
 		cancel()
@@ -304,7 +315,10 @@ func (r *rig) post(ctx context.Context, client *http.Client, l *load, i int) {
 		case err != nil:
 			l.unanswered.Add(1)
 		case resp.StatusCode == http.StatusAccepted:
-			var res struct{ ID string }
+			var res struct {
+				ID    string
+				DueAt *time.Time `json:"due_at"`
+			}
 			err := json.NewDecoder(resp.Body).Decode(&res)
 			resp.Body.Close()
 			if err != nil || res.ID == "" {
@@ -314,6 +328,9 @@ func (r *rig) post(ctx context.Context, client *http.Client, l *load, i int) {
 			l.mu.Lock()
 			if _, dup := l.accepted[res.ID]; !dup {
 				l.accepted[res.ID] = time.Now()
+			}
+			if res.DueAt != nil {
+				l.due[res.ID] = *res.DueAt
 			}
 			l.mu.Unlock()
 			l.count.Add(1)
@@ -392,6 +409,8 @@ type outcome struct {
 	delivered  map[copyKey]time.Time
 	duplicates map[copyKey]int
 	parked     map[copyKey]string
+	// first is when each copy's first attempt reached its downstream.
+	first map[copyKey]time.Time
 }
 
 // outcome reads the downstreams' records and the dead-letter queue. The
@@ -399,7 +418,7 @@ type outcome struct {
 // id and attempt number alone, so the attempts that got through can be
 // found again; their count is checked against the downstreams' own.
 func (r *rig) outcome(ctx context.Context) (outcome, error) {
-	o := outcome{delivered: map[copyKey]time.Time{}, duplicates: map[copyKey]int{}, parked: map[copyKey]string{}}
+	o := outcome{delivered: map[copyKey]time.Time{}, duplicates: map[copyKey]int{}, parked: map[copyKey]string{}, first: map[copyKey]time.Time{}}
 	rep := r.down.Stats().Report()
 	for _, c := range []struct {
 		ch    flaky.Channel
@@ -413,6 +432,9 @@ func (r *rig) outcome(ctx context.Context) (outcome, error) {
 		ids, dups := 0, 0
 		for id, ats := range c.stats.Attempts {
 			k := copyKey{id, string(c.ch)}
+			if len(ats) > 0 {
+				o.first[k] = slices.MinFunc(ats, time.Time.Compare)
+			}
 			for i, at := range ats {
 				if !sc.Decide(id, i+1, "", at).Accept {
 					continue
@@ -609,4 +631,25 @@ func (r *rig) waitDrained(timeout time.Duration) bool {
 		}
 		return true
 	})
+}
+
+// early checks the scheduled notifications of l: none of their copies
+// reached its downstream before it was due. It returns how many were
+// scheduled and how many copies came early.
+func (r *rig) early(l *load, o outcome) (scheduled, early int) {
+	r.t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, due := range l.due {
+		for _, ch := range []string{channel.Email.Name(), channel.Webhook.Name()} {
+			if at, ok := o.first[copyKey{id, ch}]; ok && at.Before(due) {
+				early++
+				r.t.Errorf("scheduled %s %s reached its downstream at %s, %s before it was due", id, ch, at.Format(time.RFC3339Nano), due.Sub(at))
+			}
+		}
+	}
+	if r.topo.Backend != retry.Native && len(l.due) == 0 {
+		r.t.Errorf("no scheduled notification was accepted: the 202s carried no due_at")
+	}
+	return len(l.due), early
 }
