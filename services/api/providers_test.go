@@ -15,7 +15,7 @@ import (
 func TestListProviders(t *testing.T) {
 	h, store, _, _ := endpointServer(t, historytest.SQLite)
 	ctx := t.Context()
-	if err := store.DeclareProviders(ctx, "email", []history.ProviderDecl{{Name: "primary"}, {Name: "backup", Rate: &history.Rate{Per: 4, Burst: 2}}}, now); err != nil {
+	if _, err := store.DeclareProviders(ctx, "email", []history.ProviderDecl{{Name: "primary"}, {Name: "backup", Rate: &history.Rate{Per: 4, Burst: 2}}}, now); err != nil {
 		t.Fatal(err)
 	}
 	since := now.Add(time.Second)

@@ -34,7 +34,7 @@ type rateTaker interface {
 // providerRecorder is where the workers share their providers and the
 // circuits they see; *history.Store is one.
 type providerRecorder interface {
-	DeclareProviders(ctx context.Context, channel string, ps []history.ProviderDecl, now time.Time) error
+	DeclareProviders(ctx context.Context, channel string, ps []history.ProviderDecl, now time.Time) (map[string]history.Circuit, error)
 	RecordProviderCircuit(ctx context.Context, channel, name string, c history.CircuitChange) (history.Circuit, error)
 }
 
@@ -69,12 +69,14 @@ type failover[P any] struct {
 
 	declareMu sync.Mutex
 	declared  bool
+	// stored is each provider's circuit state as the store last said it.
+	stored map[string]string
 }
 
 func newFailover[P any](channel string, providers []Provider[P], failures int, cooldown time.Duration, concurrency int,
 	rates func(ctx context.Context) (rateTaker, error), ticket func(id string, p *P) string, now func() time.Time) *failover[P] {
 	f := &failover[P]{channel: channel, providers: providers, iso: newIsolation(failures, cooldown, concurrency, now),
-		rates: rates, ticket: ticket, now: now, stats: newProviderStats()}
+		rates: rates, ticket: ticket, now: now, stats: newProviderStats(), stored: map[string]string{}}
 	for _, p := range providers {
 		var per float64
 		if p.Rate != nil {
@@ -122,7 +124,15 @@ func (f *failover[P]) send(ctx context.Context, id string, part *P) error {
 			setVia(ctx, p.Name)
 		}
 		err = p.Send(ctx, id, part)
-		f.record(ctx, p.Name, done(ctx, err).change)
+		change := done(ctx, err).change
+		if err == nil && change == nil && f.storedState(p.Name) != history.CircuitClosed {
+			// The store holds another view (a replica that saw it fail
+			// and stopped, or this worker before a restart); this send
+			// says it is back.
+			now := f.now()
+			change = &history.CircuitChange{State: history.CircuitClosed, Since: now, At: now}
+		}
+		f.record(ctx, p.Name, change)
 		f.stats.sent(f.channel, p.Name, err)
 		switch {
 		case err == nil:
@@ -210,12 +220,27 @@ func (f *failover[P]) recorder(ctx context.Context) providerRecorder {
 		for i, p := range f.providers {
 			decls[i] = history.ProviderDecl{Name: p.Name, Rate: p.Rate}
 		}
-		if err := r.DeclareProviders(ctx, f.channel, decls, f.now()); err != nil {
+		circuits, err := r.DeclareProviders(ctx, f.channel, decls, f.now())
+		if err != nil {
 			return nil // declared at the next change
 		}
 		f.declared = true
+		for name, c := range circuits {
+			f.stored[name] = c.State
+		}
 	}
 	return r
+}
+
+// storedState is provider name's circuit state as the store last said
+// it; closed when it said none, or there is no store.
+func (f *failover[P]) storedState(name string) string {
+	f.declareMu.Lock()
+	defer f.declareMu.Unlock()
+	if s := f.stored[name]; s != "" {
+		return s
+	}
+	return history.CircuitClosed
 }
 
 // record records a change of a provider's circuit (nil: none) in the
@@ -226,7 +251,11 @@ func (f *failover[P]) record(ctx context.Context, name string, c *history.Circui
 		return
 	}
 	if r := f.recorder(ctx); r != nil {
-		_, _ = r.RecordProviderCircuit(ctx, f.channel, name, *c)
+		if stored, err := r.RecordProviderCircuit(ctx, f.channel, name, *c); err == nil {
+			f.declareMu.Lock()
+			f.stored[name] = stored.State
+			f.declareMu.Unlock()
+		}
 	}
 }
 

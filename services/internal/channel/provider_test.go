@@ -376,4 +376,31 @@ func TestFailoverSharesCircuits(t *testing.T) {
 	if c := got[1].Circuit; c.State != history.CircuitClosed || c.UpdatedAt != nil {
 		t.Errorf("b's circuit %+v, want closed, never recorded", c)
 	}
+
+	// A worker started afresh, its own circuits closed, finds a back up:
+	// its first send through a records the circuit closed, whoever
+	// opened it.
+	fresh := newFailover("email", []Provider[EmailPart]{{Name: "a", Send: (&fakeProvider{}).send}, {Name: "b", Send: b.send}},
+		1, time.Minute, 4, rates, emailTicket, time.Now)
+	defer providerSets.remove(fresh.stats)
+	if fresh.recorder(ctx) == nil { // as declare does at start
+		t.Fatal("the fresh worker found no store")
+	}
+	if err := fresh.send(ctx, "ntf_2", &EmailPart{To: []string{"ada@example.com"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = store.Providers(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got[0].Circuit; c.State != history.CircuitClosed || c.FailingSince != nil {
+		t.Errorf("a's circuit after a send through it %+v, want closed, failing no more", c)
+	}
+	// b's circuit was never recorded: a send through it records nothing.
+	if err := fresh.send(WithRetries(ctx, 1), "ntf_3", &EmailPart{To: []string{"ada@example.com"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = store.Providers(ctx, time.Now()); err != nil || got[1].Circuit.UpdatedAt != nil {
+		t.Errorf("b's circuit %+v (%v), want never recorded", got[1].Circuit, err)
+	}
 }

@@ -37,9 +37,11 @@ type Provider struct {
 }
 
 // DeclareProviders records the providers of channel, in order, as a
-// worker opening it sees them at now. The circuits recorded stay; a
-// provider no longer declared stays too, its SeenAt telling its age.
-func (s *Store) DeclareProviders(ctx context.Context, channel string, ps []ProviderDecl, now time.Time) error {
+// worker opening it sees them at now, and returns the circuits the store
+// holds for them, by name. The circuits recorded stay; a provider no
+// longer declared stays too, its SeenAt telling its age.
+func (s *Store) DeclareProviders(ctx context.Context, channel string, ps []ProviderDecl, now time.Time) (map[string]Circuit, error) {
+	circuits := map[string]Circuit{}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		for i, p := range ps {
 			rate, burst := 0.0, 0
@@ -54,12 +56,27 @@ func (s *Store) DeclareProviders(ctx context.Context, channel string, ps []Provi
 				return err
 			}
 		}
-		return nil
+		rows, err := tx.QueryContext(ctx, s.d.q(`SELECT name, circuit_state, circuit_since, circuit_error, failing_since, circuit_updated_at
+			FROM providers WHERE channel = $1`), channel)
+		if err != nil {
+			return err
+		}
+		return each(rows, func() error {
+			var (
+				name string
+				c    Circuit
+			)
+			if err := rows.Scan(&name, &c.State, nullTimeCol{&c.Since}, &c.LastError, nullTimeCol{&c.FailingSince}, nullTimeCol{&c.UpdatedAt}); err != nil {
+				return err
+			}
+			circuits[name] = c
+			return nil
+		})
 	})
 	if err != nil {
-		return fmt.Errorf("declare the providers of %q: %w", channel, err)
+		return nil, fmt.Errorf("declare the providers of %q: %w", channel, err)
 	}
-	return nil
+	return circuits, nil
 }
 
 // RecordProviderCircuit records a worker's view of a provider's circuit

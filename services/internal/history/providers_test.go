@@ -15,20 +15,20 @@ func TestProviders(t *testing.T) {
 		ctx := ctxOf(t)
 		at := func(d time.Duration) time.Time { return t0.Add(d) }
 		decl := []history.ProviderDecl{{Name: "primary"}, {Name: "backup", Rate: &history.Rate{Per: 10, Burst: 2}}}
-		if err := s.DeclareProviders(ctx, "email", decl, at(0)); err != nil {
+		if _, err := s.DeclareProviders(ctx, "email", decl, at(0)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.DeclareProviders(ctx, "sms", []history.ProviderDecl{{Name: "sms1"}}, at(0)); err != nil {
+		if _, err := s.DeclareProviders(ctx, "sms", []history.ProviderDecl{{Name: "sms1"}}, at(0)); err != nil {
 			t.Fatal(err)
 		}
 		since := at(time.Second)
-		stored, err := s.RecordProviderCircuit(ctx, "email", "primary", history.CircuitChange{
+		recorded, err := s.RecordProviderCircuit(ctx, "email", "primary", history.CircuitChange{
 			State: history.CircuitOpen, Since: since, LastError: "dial tcp: connection refused", FailingSince: &since, At: since})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if stored.State != history.CircuitOpen || stored.FailingSince == nil || !stored.FailingSince.Equal(since) {
-			t.Errorf("recorded circuit = %+v, want open, failing since %v", stored, since)
+		if recorded.State != history.CircuitOpen || recorded.FailingSince == nil || !recorded.FailingSince.Equal(since) {
+			t.Errorf("recorded circuit = %+v, want open, failing since %v", recorded, since)
 		}
 		// Another replica saw the run start later: the earliest stays,
 		// and an empty error keeps the one stored.
@@ -82,8 +82,12 @@ func TestProviders(t *testing.T) {
 
 		// Declared again in another order, with another limit: the
 		// circuits stay.
-		if err := s.DeclareProviders(ctx, "email", []history.ProviderDecl{{Name: "backup"}, {Name: "primary"}}, at(time.Minute)); err != nil {
+		stored, err := s.DeclareProviders(ctx, "email", []history.ProviderDecl{{Name: "backup"}, {Name: "primary"}}, at(time.Minute))
+		if err != nil {
 			t.Fatal(err)
+		}
+		if len(stored) != 2 || stored["primary"].State != history.CircuitHalfOpen || stored["backup"].State != history.CircuitClosed {
+			t.Errorf("declaring returned the circuits %+v, want primary half-open and backup closed", stored)
 		}
 		got, err = s.Providers(ctx, time.Now())
 		if err != nil {
