@@ -577,6 +577,56 @@ func (s *stack) checkMailServers(t *testing.T, email, downstream string) {
 	}
 }
 
+// checkGateways checks that each SMS gateway the sms worker service
+// names (SMS_URL, or SMS_1_URL … with SMS_PROVIDERS) is the /webhooks/sms
+// of a flaky service, signed with the secret that service checks; the
+// first is downstream.
+func (s *stack) checkGateways(t *testing.T, sms, downstream string) {
+	t.Helper()
+	n, err := strconv.Atoi(s.setting(t, sms, "SMS_PROVIDERS"))
+	if err != nil {
+		t.Fatalf("%s: SMS_PROVIDERS: %v", sms, err)
+	}
+	prefixes := []string{"SMS_"}
+	if n > 0 {
+		prefixes = nil
+		for i := 1; i <= n; i++ {
+			prefixes = append(prefixes, fmt.Sprintf("SMS_%d_", i))
+		}
+	}
+	for i, prefix := range prefixes {
+		raw := s.setting(t, sms, prefix+"URL")
+		u, err := url.Parse(raw)
+		if err != nil || u.Path != "/webhooks/sms" {
+			t.Errorf("%s: %sURL %q, want a flaky gateway's /webhooks/sms", sms, prefix, raw)
+			continue
+		}
+		server := u.Hostname()
+		if i == 0 {
+			server = downstream
+		}
+		if _, ok := s.project.Services[server]; !ok || s.command(server) != "flaky" {
+			t.Errorf("%s: %sURL=%s is no service running relay flaky", sms, prefix, raw)
+			continue
+		}
+		s.checkURL(t, sms+" "+prefix+"URL", raw, server)
+		cfg, err := flaky.LoadConfig(s.getenv(server))
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret := s.getenv(sms)(prefix + "SECRET")
+		if prefix == "SMS_" || secret == "" {
+			secret = s.setting(t, sms, "WEBHOOK_SECRET")
+		}
+		if cfg.WebhookSecret != "" && secret != cfg.WebhookSecret {
+			t.Errorf("%s signs %sURL with a secret other than the one %s checks", sms, prefix, server)
+		}
+		if len(s.sharedSubnets(t, sms, server)) == 0 {
+			t.Errorf("%s and %s share no network with a fixed subnet", sms, server)
+		}
+	}
+}
+
 // checkStackWiring checks the wiring of the single-node demo's services,
 // or of the cluster profile's, between themselves and the downstreams.
 func checkStackWiring(t *testing.T, s *stack, cluster bool) {
@@ -615,13 +665,7 @@ func checkStackWiring(t *testing.T, s *stack, cluster bool) {
 		s.runningIn(t, "worker "+c.Name, cluster)
 	}
 	sms := s.runningIn(t, "worker sms", cluster)
-	s.checkURL(t, sms+" SMS_URL", s.setting(t, sms, "SMS_URL"), downstream)
-	if smsURL, err := url.Parse(s.setting(t, sms, "SMS_URL")); err != nil || smsURL.Path != "/webhooks/sms" {
-		t.Errorf("%s: SMS_URL %q, want the flaky gateway's /webhooks/sms", sms, s.setting(t, sms, "SMS_URL"))
-	}
-	if flakyCfg.WebhookSecret != "" && s.setting(t, sms, "WEBHOOK_SECRET") != flakyCfg.WebhookSecret {
-		t.Errorf("%s signs with a WEBHOOK_SECRET other than the one %s checks", sms, downstream)
-	}
+	s.checkGateways(t, sms, downstream)
 	smsAllow, err := webhooks.ParseAllowList(s.setting(t, sms, "WEBHOOK_ALLOW_CIDRS"))
 	if err != nil {
 		t.Errorf("%s: %v", sms, err)

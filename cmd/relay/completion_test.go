@@ -94,6 +94,8 @@ func TestCompletionBash(t *testing.T) {
 		{[]string{"send", "--wa"}, "--wait --watch"},
 		{[]string{"send", "--n", "3", "--to"}, "--to --token"},
 		{[]string{"status", "--j"}, "--json"},
+		{[]string{"providers", "--w"}, "--width"},
+		{[]string{"pro"}, "providers"},
 		{[]string{"dead", ""}, "list replay purge show"},
 		{[]string{"dead", "purge", "--y"}, "--yes"},
 		{[]string{"dead", "list", "--y"}, ""},

@@ -195,6 +195,12 @@ func (s *providerStack) follow(t *testing.T) {
 
 func startProviders(t *testing.T, replicas int, env map[string]string) *providerStack {
 	t.Helper()
+	return startChannel(t, "email", replicas, env)
+}
+
+// startChannel is startProviders for the workers of the channel name.
+func startChannel(t *testing.T, name string, replicas int, env map[string]string) *providerStack {
+	t.Helper()
 	prefix := retrytest.Prefix(t)
 	base := map[string]string{
 		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "levels",
@@ -239,8 +245,8 @@ func startProviders(t *testing.T, replicas int, env map[string]string) *provider
 	s.follow(t)
 	run("retrier", retrier.Run)
 	for i := range replicas {
-		run(fmt.Sprintf("email worker %d", i+1), func(ctx context.Context, getenv func(string) string, w io.Writer) error {
-			return worker.Run(ctx, "email", getenv, w)
+		run(fmt.Sprintf("%s worker %d", name, i+1), func(ctx context.Context, getenv func(string) string, w io.Writer) error {
+			return worker.Run(ctx, name, getenv, w)
 		})
 	}
 	return s

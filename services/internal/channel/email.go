@@ -300,10 +300,17 @@ func checkProviderName(key, name string) error {
 	return nil
 }
 
-// openRates returns the opener of the store the limits are shared
-// through, or nil when no provider has a limit.
-func openRates(cfg StoreConfig, limited bool) (func(ctx context.Context) (rateTaker, error), func() error, error) {
-	if !limited {
+// storeSet reports whether the environment names a history store.
+func storeSet(getenv func(string) string) bool {
+	return getenv("HISTORY_DSN") != "" || getenv("DATA_DIR") != ""
+}
+
+// openRates returns the opener of the store the limits, the providers
+// and their circuits are shared through, or nil when it is not used.
+// The limits need it; without one, the providers are shared only if
+// HISTORY_DSN or DATA_DIR names it (use).
+func openRates(cfg StoreConfig, use bool) (func(ctx context.Context) (rateTaker, error), func() error, error) {
+	if !use {
 		return nil, nothing, nil
 	}
 	if err := cfg.check(); err != nil {
@@ -381,7 +388,7 @@ func openEmail(getenv func(string) string) (Send[EmailPart], func() error, error
 		limited = limited || srv.rate != nil
 		providers = append(providers, Provider[EmailPart]{Name: srv.name, Send: send, Rate: srv.rate, MayBeWrong: srv.mayBeWrong})
 	}
-	rates, closeRates, err := openRates(cfg.Store, limited)
+	rates, closeRates, err := openRates(cfg.Store, limited || storeSet(getenv))
 	if err != nil {
 		_ = closeAll()
 		return nil, nil, err
@@ -394,7 +401,9 @@ func openEmail(getenv func(string) string) (Send[EmailPart], func() error, error
 		failures = 0
 	}
 	f := newFailover("email", providers, failures, cfg.Cooldown, cfg.Concurrency, rates, emailTicket, time.Now)
+	stop := f.declare()
 	return f.send, func() error {
+		stop()
 		providerSets.remove(f.stats)
 		return closeAll()
 	}, nil

@@ -31,6 +31,13 @@ type rateTaker interface {
 	TakeRate(ctx context.Context, key, ticket string, r history.Rate, hold time.Duration, now time.Time) (time.Duration, error)
 }
 
+// providerRecorder is where the workers share their providers and the
+// circuits they see; *history.Store is one.
+type providerRecorder interface {
+	DeclareProviders(ctx context.Context, channel string, ps []history.ProviderDecl, now time.Time) (map[string]history.Circuit, error)
+	RecordProviderCircuit(ctx context.Context, channel, name string, c history.CircuitChange) (history.Circuit, error)
+}
+
 // failover delivers a channel's parts along an ordered list of providers.
 //
 // A copy goes to the first provider whose circuit lets it through, and
@@ -45,22 +52,31 @@ type rateTaker interface {
 // A provider with a Rate takes a slot of it before each send. Over the
 // limit, the copy is deferred until its slot: it waits in the delay
 // backend without spending a retry, and holds its slot when it comes back.
+//
+// With a store, the failover declares its providers there and records
+// each change of their circuits, as the webhook endpoints' are: the
+// view every replica shares, which the API shows.
 type failover[P any] struct {
 	channel   string
 	providers []Provider[P]
 	iso       *isolation
-	// rates opens the shared rate store on first use; nil when no
-	// provider has a rate.
+	// rates opens the shared store on first use; nil for none, when no
+	// provider has a rate and no store is configured.
 	rates  func(ctx context.Context) (rateTaker, error)
 	ticket func(id string, p *P) string
 	now    func() time.Time
 	stats  *providerStats
+
+	declareMu sync.Mutex
+	declared  bool
+	// stored is each provider's circuit state as the store last said it.
+	stored map[string]string
 }
 
 func newFailover[P any](channel string, providers []Provider[P], failures int, cooldown time.Duration, concurrency int,
 	rates func(ctx context.Context) (rateTaker, error), ticket func(id string, p *P) string, now func() time.Time) *failover[P] {
 	f := &failover[P]{channel: channel, providers: providers, iso: newIsolation(failures, cooldown, concurrency, now),
-		rates: rates, ticket: ticket, now: now, stats: newProviderStats()}
+		rates: rates, ticket: ticket, now: now, stats: newProviderStats(), stored: map[string]string{}}
 	for _, p := range providers {
 		var per float64
 		if p.Rate != nil {
@@ -84,7 +100,8 @@ func (f *failover[P]) send(ctx context.Context, id string, part *P) error {
 	var refused error
 	for k := range n {
 		p := f.providers[(start+k)%n]
-		done, _, err := f.iso.admit(ctx, p.Name, nil)
+		done, rec, err := f.iso.admit(ctx, p.Name, nil)
+		f.record(ctx, p.Name, rec)
 		var d *Deferred
 		switch {
 		case errors.As(err, &d):
@@ -107,7 +124,15 @@ func (f *failover[P]) send(ctx context.Context, id string, part *P) error {
 			setVia(ctx, p.Name)
 		}
 		err = p.Send(ctx, id, part)
-		done(ctx, err)
+		change := done(ctx, err).change
+		if err == nil && change == nil && f.storedState(p.Name) != history.CircuitClosed {
+			// The store holds another view (a replica that saw it fail
+			// and stopped, or this worker before a restart); this send
+			// says it is back.
+			now := f.now()
+			change = &history.CircuitChange{State: history.CircuitClosed, Since: now, At: now}
+		}
+		f.record(ctx, p.Name, change)
 		f.stats.sent(f.channel, p.Name, err)
 		switch {
 		case err == nil:
@@ -171,6 +196,85 @@ func paceRate(ctx context.Context, store rateTaker, key, ticket string, r histor
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// recorder returns the store the providers are shared through, with
+// them declared; nil when there is none or it cannot be reached now.
+func (f *failover[P]) recorder(ctx context.Context) providerRecorder {
+	if f.rates == nil {
+		return nil
+	}
+	store, err := f.rates(ctx)
+	if err != nil {
+		return nil
+	}
+	r, ok := store.(providerRecorder)
+	if !ok {
+		return nil
+	}
+	f.declareMu.Lock()
+	defer f.declareMu.Unlock()
+	if !f.declared {
+		decls := make([]history.ProviderDecl, len(f.providers))
+		for i, p := range f.providers {
+			decls[i] = history.ProviderDecl{Name: p.Name, Rate: p.Rate}
+		}
+		circuits, err := r.DeclareProviders(ctx, f.channel, decls, f.now())
+		if err != nil {
+			return nil // declared at the next change
+		}
+		f.declared = true
+		for name, c := range circuits {
+			f.stored[name] = c.State
+		}
+	}
+	return r
+}
+
+// storedState is provider name's circuit state as the store last said
+// it; closed when it said none, or there is no store.
+func (f *failover[P]) storedState(name string) string {
+	f.declareMu.Lock()
+	defer f.declareMu.Unlock()
+	if s := f.stored[name]; s != "" {
+		return s
+	}
+	return history.CircuitClosed
+}
+
+// record records a change of a provider's circuit (nil: none) in the
+// shared store. The circuit is the workers' shared view: a worker that
+// cannot record goes on with its own, as with an endpoint's.
+func (f *failover[P]) record(ctx context.Context, name string, c *history.CircuitChange) {
+	if c == nil {
+		return
+	}
+	if r := f.recorder(ctx); r != nil {
+		if stored, err := r.RecordProviderCircuit(ctx, f.channel, name, *c); err == nil {
+			f.declareMu.Lock()
+			f.stored[name] = stored.State
+			f.declareMu.Unlock()
+		}
+	}
+}
+
+// declare declares the providers in the shared store in the background,
+// so that they show before the first send; the function it returns stops
+// it and waits for it.
+func (f *failover[P]) declare() (stop func()) {
+	if f.rates == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.recorder(ctx)
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }
 

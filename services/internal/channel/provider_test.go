@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/history/historytest"
 )
 
 func TestEmailProvidersConfig(t *testing.T) {
@@ -328,5 +330,77 @@ func TestProviderMetrics(t *testing.T) {
 	}
 	if circuitA != 1 || failedA != 1 || rateA != 5 {
 		t.Errorf("a's circuit open %v, failed sends %v, rate %v: want 1 and 1 after one failure with a breaker of 1, and 5", circuitA, failedA, rateA)
+	}
+}
+
+// TestFailoverSharesCircuits: the providers are declared in the store
+// at start, and each change of a circuit is recorded there, for every
+// replica and the API to see.
+func TestFailoverSharesCircuits(t *testing.T) {
+	store := historytest.Open(t, historytest.SQLite)
+	ctx := context.Background()
+	a, b := &fakeProvider{errs: []error{errors.New("421 busy")}}, &fakeProvider{}
+	rates := func(context.Context) (rateTaker, error) { return store, nil }
+	f := newFailover("email", []Provider[EmailPart]{{Name: "a", Send: a.send}, {Name: "b", Send: b.send, Rate: &history.Rate{Per: 50, Burst: 5}}},
+		1, time.Minute, 4, rates, emailTicket, time.Now)
+	defer providerSets.remove(f.stats)
+	stop := f.declare()
+	defer stop()
+	var got []history.Provider
+	for deadline := time.Now().Add(10 * time.Second); len(got) < 2 && time.Now().Before(deadline); {
+		var err error
+		if got, err = store.Providers(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		runtime.Gosched()
+	}
+	if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" || got[1].Rate == nil || got[1].Rate.Per != 50 || got[0].Circuit.State != history.CircuitClosed {
+		t.Fatalf("declared %+v, want a then b (50/s), closed", got)
+	}
+
+	// a fails once, which opens its circuit (one failure opens it here);
+	// the retry goes through b.
+	if err := f.send(ctx, "ntf_1", &EmailPart{To: []string{"ada@example.com"}}); err == nil {
+		t.Fatal("a's failure returned no error")
+	}
+	if err := f.send(WithRetries(ctx, 1), "ntf_1", &EmailPart{To: []string{"ada@example.com"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.Providers(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got[0].Circuit; c.State != history.CircuitOpen || !strings.Contains(c.LastError, "421 busy") || c.Since == nil || c.FailingSince == nil {
+		t.Errorf("a's circuit %+v, want open since now, with its last error", c)
+	}
+	if c := got[1].Circuit; c.State != history.CircuitClosed || c.UpdatedAt != nil {
+		t.Errorf("b's circuit %+v, want closed, never recorded", c)
+	}
+
+	// A worker started afresh, its own circuits closed, finds a back up:
+	// its first send through a records the circuit closed, whoever
+	// opened it.
+	fresh := newFailover("email", []Provider[EmailPart]{{Name: "a", Send: (&fakeProvider{}).send}, {Name: "b", Send: b.send}},
+		1, time.Minute, 4, rates, emailTicket, time.Now)
+	defer providerSets.remove(fresh.stats)
+	if fresh.recorder(ctx) == nil { // as declare does at start
+		t.Fatal("the fresh worker found no store")
+	}
+	if err := fresh.send(ctx, "ntf_2", &EmailPart{To: []string{"ada@example.com"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err = store.Providers(ctx, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got[0].Circuit; c.State != history.CircuitClosed || c.FailingSince != nil {
+		t.Errorf("a's circuit after a send through it %+v, want closed, failing no more", c)
+	}
+	// b's circuit was never recorded: a send through it records nothing.
+	if err := fresh.send(WithRetries(ctx, 1), "ntf_3", &EmailPart{To: []string{"ada@example.com"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = store.Providers(ctx, time.Now()); err != nil || got[1].Circuit.UpdatedAt != nil {
+		t.Errorf("b's circuit %+v (%v), want never recorded", got[1].Circuit, err)
 	}
 }

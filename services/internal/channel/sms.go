@@ -237,7 +237,7 @@ func openSMS(getenv func(string) string) (Send[SMSPart], func() error, error) {
 		limited = limited || g.rate != nil
 		providers = append(providers, Provider[SMSPart]{Name: g.name, Send: send, Rate: g.rate, MayBeWrong: g.mayBeWrong})
 	}
-	rates, closeRates, err := openRates(cfg.Store, limited)
+	rates, closeRates, err := openRates(cfg.Store, limited || storeSet(getenv))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -248,7 +248,9 @@ func openSMS(getenv func(string) string) (Send[SMSPart], func() error, error) {
 	// The gateways take as many messages at once as the worker handles.
 	f := newFailover("sms", providers, failures, cfg.Cooldown, 1<<16, rates,
 		func(id string, p *SMSPart) string { return id + "/" + p.To }, time.Now)
+	stop := f.declare()
 	return f.send, func() error {
+		stop()
 		providerSets.remove(f.stats)
 		return closeRates()
 	}, nil

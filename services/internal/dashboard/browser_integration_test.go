@@ -605,9 +605,14 @@ func TestPublicDashboard(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`#rows tr[data-id="`+id+`"] button.open`)),
 			chromedp.WaitVisible(chromedp.CSS(`#detail section.copy[data-channel="webhook"][data-status="parked"]`)),
 			chromedp.WaitVisible(chromedp.ID("detail-redacted")),
-			// The endpoints come from the API, which is never public.
+			// The endpoints and providers come from the API, which is
+			// never public.
 			chromedp.WaitVisible(chromedp.ID("endpoints-locked")),
+			chromedp.WaitVisible(chromedp.ID("providers-locked")),
 		)
+		if !evaluate[bool](t, ctx, `document.getElementById("providers-table").hidden && document.querySelector("#providers tr") === null`) {
+			t.Error("the public page shows providers without a token")
+		}
 		if !evaluate[bool](t, ctx, `document.getElementById("endpoints-table").hidden && document.querySelector("#endpoints tr") === null`) {
 			t.Error("the public page shows endpoints without a token")
 		}
@@ -727,5 +732,62 @@ func TestEndpointsInBrowser(t *testing.T) {
 		t.Errorf("the healthy endpoint shows last error %q", ok.Error)
 	}
 	screenshot(t, ctx, "relay-dashboard-endpoints.png")
+	checkPolicy(t, ctx)
+}
+
+// TestProvidersInBrowser runs the sms worker with two gateways, the first
+// refusing connections: one failure opens its circuit, and the copy goes
+// through the second, which has a limit. The page's providers panel shows
+// the first open with its error, the second closed with its limit.
+func TestProvidersInBrowser(t *testing.T) {
+	ctx := browser(t)
+	dead := "http://" + freePort(t) + "/sms" // nothing listens there
+	hooks := freePort(t)
+	r := startRelay(t, map[string]string{
+		"FLAKY_HTTP_ADDR": hooks, "FLAKY_WEBHOOK_SCENARIO": "healthy",
+		"SMS_PROVIDERS": "2", "SMS_1_NAME": "gone", "SMS_1_URL": dead,
+		"SMS_2_NAME": "backup", "SMS_2_URL": "http://" + hooks + "/webhooks/sms",
+		"SMS_2_RATE": "20", "SMS_2_BURST": "3", "SMS_BREAKER_FAILURES": "1", "SMS_BREAKER_COOLDOWN": "5m",
+	})
+	row := func(key, state string) string {
+		return `document.querySelector('#providers tr[data-provider="` + key + `"][data-circuit="` + state + `"]') !== null`
+	}
+	run(t, ctx, "open the page",
+		chromedp.Navigate(r.api+"/"),
+		chromedp.WaitVisible(chromedp.ID("login")),
+	)
+	watchPolicy(t, ctx)
+	// The worker declares its gateways when it starts: both show closed
+	// before anything is sent.
+	run(t, ctx, "log in and see both gateways closed",
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.ID("providers-table")),
+		waitFor(row("sms/gone", "closed")+" && "+row("sms/backup", "closed")),
+	)
+	id := r.post(t, `{"sms":{"to":"+15551230000","text":"hello"}}`)
+	retrytest.Eventually(t, 20*time.Second, func() bool {
+		return r.copies(t, id)["sms"].Status == "delivered"
+	}, "the sms was not delivered through the second gateway")
+	run(t, ctx, "see the first gateway's circuit open", waitFor(row("sms/gone", "open")))
+
+	type providerRow struct{ Provider, Circuit, Error, Limit string }
+	rows := evaluate[map[string]providerRow](t, ctx, `Object.fromEntries([...document.querySelectorAll("#providers tr[data-provider]")].map(tr => [tr.dataset.provider, {
+		Provider: tr.children[1].textContent, Circuit: tr.querySelector(".circuit .badge").textContent,
+		Error: tr.querySelector(".error").textContent, Limit: tr.children[4].textContent}]))`)
+	want := map[string]providerRow{
+		"sms/gone":   {Provider: "1. gone", Circuit: "open", Limit: "no limit"},
+		"sms/backup": {Provider: "2. backup", Circuit: "closed", Limit: "20/s, burst 3"},
+	}
+	for key, w := range want {
+		got := rows[key]
+		if got.Provider != w.Provider || got.Circuit != w.Circuit || got.Limit != w.Limit {
+			t.Errorf("provider %s shows %+v, want %+v", key, got, w)
+		}
+	}
+	if e := rows["sms/gone"].Error; !strings.Contains(e, "refused") {
+		t.Errorf("the open gateway shows last error %q, want its refused connection", e)
+	}
+	screenshot(t, ctx, "relay-dashboard-providers.png")
 	checkPolicy(t, ctx)
 }

@@ -5,7 +5,8 @@
 // depth of each queue; the pipeline drawn from its declared topology, with
 // each box's depth and each arrow's rate (Pipeline); each copy's attempts
 // on a time axis; and, with a token, each webhook endpoint's circuit,
-// read from the API's GET /v1/endpoints. The page is plain HTML, CSS and JavaScript embedded
+// read from the API's GET /v1/endpoints, and each mail server's and SMS
+// gateway's circuit and limit, from GET /v1/providers. The page is plain HTML, CSS and JavaScript embedded
 // in the binary, so it needs no build step and works offline.
 //
 // The API serves it at "/". The page asks for one of the API's tokens,

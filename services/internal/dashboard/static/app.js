@@ -1,7 +1,8 @@
 // relay's dashboard: the notification history a page at a time, searched
 // and filtered; a notification's copies with every attempt and its full
 // error text; replay of a parked copy; live updates from the event stream;
-// queue depths; the circuit of each webhook endpoint. Every request carries the API token the visitor logged in
+// queue depths; the circuit of each webhook endpoint, and of each mail
+// server and SMS gateway with its limit. Every request carries the API token the visitor logged in
 // with (kept in this tab's sessionStorage) as a bearer token. Plain
 // JavaScript, no dependencies, no inline script or style (the page's
 // Content-Security-Policy allows neither).
@@ -144,6 +145,7 @@
   $("login-open").addEventListener("click", () => showLogin("", true));
   $("public-login").addEventListener("click", () => showLogin("", true));
   $("endpoints-login").addEventListener("click", () => showLogin("", true));
+  $("providers-login").addEventListener("click", () => showLogin("", true));
   $("logout").addEventListener("click", () => {
     forget();
     begin();
@@ -169,6 +171,7 @@
     loadList();
     refreshQueues();
     refreshEndpoints();
+    refreshProviders();
     connectStream();
     if (detail.id) loadDetail();
   }
@@ -180,6 +183,7 @@
     stopStream();
     clearTimeout(queueTimer);
     stopEndpoints();
+    stopProviders();
     clearTimeout(detail.timer);
     clearTimeout(listTimer);
   }
@@ -946,8 +950,13 @@
   }
 
   document.addEventListener("visibilitychange", () => {
-    if (document.hidden) stopEndpoints();
-    else if (running) refreshEndpoints();
+    if (document.hidden) {
+      stopEndpoints();
+      stopProviders();
+    } else if (running) {
+      refreshEndpoints();
+      refreshProviders();
+    }
   });
 
   function endpointStatus(text) {
@@ -1014,6 +1023,112 @@
     const lastError = hostsOnly(c.last_error);
     setText(cells[5], lastError, lastError);
     setText(cells[6], c.failing_since ? fmtTime(c.failing_since) : "—", c.failing_since || "");
+  }
+
+  // ---- providers ---------------------------------------------------------
+
+  // The mail servers and SMS gateways come from the API's GET
+  // /v1/providers, which needs the token even on a public dashboard: a
+  // provider's errors may name its address. Read as the endpoints are.
+  let providerTimer = 0;
+  let providerSeq = 0;
+  const providerRows = new Map();
+
+  function stopProviders() {
+    clearTimeout(providerTimer);
+    providerTimer = 0;
+    providerSeq++;
+  }
+
+  async function refreshProviders() {
+    stopProviders();
+    if (!running) return;
+    const locked = !session.authenticated;
+    $("providers-locked").hidden = !locked;
+    if (locked) {
+      providerRows.clear();
+      $("providers").replaceChildren();
+      $("providers-table").hidden = true;
+      providerStatus("");
+      return;
+    }
+    if (document.hidden) return; // visibilitychange starts it again
+    const seq = providerSeq;
+    try {
+      const body = await call("/v1/providers");
+      if (seq !== providerSeq || !running) return;
+      drawProviders(body.providers || []);
+      $("providers-table").classList.remove("stale");
+    } catch (err) {
+      if (seq !== providerSeq || !running) return;
+      if (err instanceof Unauthorized) {
+        expired(err.message);
+        return;
+      }
+      $("providers-table").classList.add("stale");
+      providerStatus("Providers unavailable: " + message(err));
+    }
+    if (running && !document.hidden) providerTimer = setTimeout(refreshProviders, ENDPOINT_REFRESH_MS);
+  }
+
+  function providerStatus(text) {
+    $("providers-status").textContent = text;
+    $("providers-status").hidden = !text;
+  }
+
+  // drawProviders shows the providers, a row each, updating the rows
+  // already shown in place, as drawEndpoints does.
+  function drawProviders(list) {
+    const rows = list.map((p) => {
+      const key = p.channel + "/" + p.name;
+      let tr = providerRows.get(key);
+      if (!tr) {
+        tr = el("tr", "provider");
+        tr.dataset.provider = key;
+        tr.append(el("td", "id"), el("td", "id"), el("td", "circuit"), el("td", "error"),
+          el("td", "when"), el("td", "when"), el("td", "when"));
+      }
+      updateProvider(tr, p);
+      return tr;
+    });
+    const same = rows.length === $("providers").children.length && rows.every((tr, i) => $("providers").children[i] === tr);
+    if (!same) $("providers").replaceChildren(...rows);
+    providerRows.clear();
+    for (const tr of rows) providerRows.set(tr.dataset.provider, tr);
+    $("providers-table").hidden = rows.length === 0;
+    if (rows.length === 0) providerStatus("No provider yet: an email or sms worker declares its mail servers or gateways when it starts, with a limit or with HISTORY_DSN or DATA_DIR set.");
+    else providerStatus("");
+  }
+
+  function updateProvider(tr, p) {
+    const c = p.circuit || {};
+    const state = c.state || "closed";
+    tr.dataset.circuit = state;
+    const cells = tr.children;
+    setText(cells[0], p.channel);
+    setText(cells[1], String(p.position + 1) + ". " + p.name);
+
+    let badge = cells[2].querySelector(".badge");
+    let since = cells[2].querySelector(".since");
+    if (!badge) {
+      badge = el("span", "badge");
+      since = el("span", "since muted");
+      cells[2].replaceChildren(badge, since);
+    }
+    const cls = "badge circuit-" + state;
+    if (badge.className !== cls) badge.className = cls;
+    setText(badge, state);
+    setText(since, state !== "closed" && c.since ? "since " + fmtTime(c.since) : "", c.since || "");
+
+    // A closed circuit's last error is history: shown only while it is
+    // open or probing.
+    const lastError = state === "closed" ? "" : hostsOnly(c.last_error);
+    setText(cells[3], lastError, lastError);
+
+    const r = p.rate;
+    setText(cells[4], r ? r.per_second + "/s, burst " + r.burst : "no limit");
+    setText(cells[5], r && r.next_slot_ms > 0 ? "in " + r.next_slot_ms + " ms" : r ? "free" : "—");
+    setText(cells[6], r ? fmtInt(r.waiting) : "—");
   }
 
   // ---- formatting --------------------------------------------------------
