@@ -237,32 +237,11 @@ func smtpServers(getenv func(string) string, cfg EmailConfig) ([]smtpServer, err
 				return nil, config.Invalid(prefix+"TLS", t, "none, starttls or tls")
 			}
 		}
-		if t := v("TIMEOUT"); t != "" {
-			d, err := time.ParseDuration(t)
-			if err != nil || d <= 0 {
-				return nil, config.Invalid(prefix+"TIMEOUT", t, "a positive duration such as 10s")
-			}
-			srv.cfg.Timeout = d
-		}
-		if b := v("PERMANENT_MAY_BE_WRONG"); b != "" {
-			if srv.mayBeWrong, err = strconv.ParseBool(b); err != nil {
-				return nil, config.Invalid(prefix+"PERMANENT_MAY_BE_WRONG", b, "true or false")
-			}
-		}
-		rate, burst := 0.0, cfg.Burst
-		if r := v("RATE"); r != "" {
-			if rate, err = strconv.ParseFloat(r, 64); err != nil {
-				return nil, config.Invalid(prefix+"RATE", r, "messages a second, such as 50 or 0.5; 0 for no limit")
-			}
-		}
-		if b := v("BURST"); b != "" {
-			if burst, err = strconv.Atoi(b); err != nil {
-				return nil, config.Invalid(prefix+"BURST", b, "how many messages may go at once, 1 or more")
-			}
-		}
-		if err := checkRate(&srv, prefix, rate, burst); err != nil {
+		common := providerSettings{timeout: srv.cfg.Timeout}
+		if err := common.read(v, prefix, cfg.Burst); err != nil {
 			return nil, err
 		}
+		srv.cfg.Timeout, srv.mayBeWrong, srv.rate = common.timeout, common.mayBeWrong, common.rate
 		out = append(out, srv)
 	}
 	return out, nil
@@ -273,6 +252,46 @@ func smtpServers(getenv func(string) string, cfg EmailConfig) ([]smtpServer, err
 func checkRate(s *smtpServer, prefix string, rate float64, burst int) error {
 	r, err := parseRate(prefix, rate, burst)
 	s.rate = r
+	return err
+}
+
+// providerSettings are what every numbered provider, mail server or
+// gateway, takes beside its address: TIMEOUT, PERMANENT_MAY_BE_WRONG,
+// RATE and BURST.
+type providerSettings struct {
+	timeout    time.Duration
+	mayBeWrong bool
+	rate       *history.Rate
+}
+
+// read sets p from the variables prefix+KEY (v(KEY) reads one), keeping
+// p.timeout where TIMEOUT is unset; burst is the default BURST.
+func (p *providerSettings) read(v func(string) string, prefix string, burst int) error {
+	if t := v("TIMEOUT"); t != "" {
+		d, err := time.ParseDuration(t)
+		if err != nil || d <= 0 {
+			return config.Invalid(prefix+"TIMEOUT", t, "a positive duration such as 10s")
+		}
+		p.timeout = d
+	}
+	var err error
+	if b := v("PERMANENT_MAY_BE_WRONG"); b != "" {
+		if p.mayBeWrong, err = strconv.ParseBool(b); err != nil {
+			return config.Invalid(prefix+"PERMANENT_MAY_BE_WRONG", b, "true or false")
+		}
+	}
+	rate := 0.0
+	if r := v("RATE"); r != "" {
+		if rate, err = strconv.ParseFloat(r, 64); err != nil {
+			return config.Invalid(prefix+"RATE", r, "messages a second, such as 50 or 0.5; 0 for no limit")
+		}
+	}
+	if b := v("BURST"); b != "" {
+		if burst, err = strconv.Atoi(b); err != nil {
+			return config.Invalid(prefix+"BURST", b, "how many messages may go at once, 1 or more")
+		}
+	}
+	p.rate, err = parseRate(prefix, rate, burst)
 	return err
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/relay-demo/relay/services/internal/config"
@@ -124,32 +123,11 @@ func smsGateways(getenv func(string) string, cfg SMSConfig) ([]smsGateway, error
 				return nil, config.Invalid(prefix+"SECRET", "***", "a Standard Webhooks secret")
 			}
 		}
-		if t := v("TIMEOUT"); t != "" {
-			d, err := time.ParseDuration(t)
-			if err != nil || d <= 0 {
-				return nil, config.Invalid(prefix+"TIMEOUT", t, "a positive duration such as 10s")
-			}
-			g.timeout = d
-		}
-		if b := v("PERMANENT_MAY_BE_WRONG"); b != "" {
-			if g.mayBeWrong, err = strconv.ParseBool(b); err != nil {
-				return nil, config.Invalid(prefix+"PERMANENT_MAY_BE_WRONG", b, "true or false")
-			}
-		}
-		rate, burst := 0.0, cfg.Burst
-		if r := v("RATE"); r != "" {
-			if rate, err = strconv.ParseFloat(r, 64); err != nil {
-				return nil, config.Invalid(prefix+"RATE", r, "messages a second, such as 50 or 0.5; 0 for no limit")
-			}
-		}
-		if b := v("BURST"); b != "" {
-			if burst, err = strconv.Atoi(b); err != nil {
-				return nil, config.Invalid(prefix+"BURST", b, "how many messages may go at once, 1 or more")
-			}
-		}
-		if g.rate, err = parseRate(prefix, rate, burst); err != nil {
+		common := providerSettings{timeout: g.timeout}
+		if err := common.read(v, prefix, cfg.Burst); err != nil {
 			return nil, err
 		}
+		g.timeout, g.mayBeWrong, g.rate = common.timeout, common.mayBeWrong, common.rate
 		out = append(out, g)
 	}
 	return out, nil
