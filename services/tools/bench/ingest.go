@@ -171,7 +171,13 @@ func (b *bench) ingestRelay(ctx context.Context, qt retry.QueueType) (side, erro
 		return side{}, err
 	}
 	defer a.stop()
-	post := poster(a.client, a.base+"/v1/notifications", requestBody)
+	return b.postSingles(ctx, poster(a.client, a.base+"/v1/notifications", requestBody))
+}
+
+// postSingles measures post, one notification a request from Clients
+// clients, once it is accepted and warmed up: the single-request side of
+// the API and of the minimal publisher alike.
+func (b *bench) postSingles(ctx context.Context, post func(context.Context) error) (side, error) {
 	if err := waitAccepting(ctx, post); err != nil {
 		return side{}, err
 	}

@@ -170,22 +170,7 @@ func (b *bench) ingestMinimal(ctx context.Context, qt retry.QueueType) (side, er
 	defer stop()
 	client := newClient(b.opts.Clients)
 	defer client.CloseIdleConnections()
-	post := poster(client, base+"/v1/notifications", requestBody)
-	if err := waitAccepting(ctx, post); err != nil {
-		return side{}, err
-	}
-	if _, err := drive(ctx, b.opts.Clients, warmUp(b.opts.Ingest), post); err != nil {
-		return side{}, fmt.Errorf("warm up: %w", err)
-	}
-	m := startMeter(b.broker)
-	start := time.Now()
-	lat, err := drive(ctx, b.opts.Clients, b.opts.Ingest, post)
-	elapsed := time.Since(start)
-	if err != nil {
-		m.abort()
-		return side{}, err
-	}
-	return side{N: b.opts.Ingest, Elapsed: elapsed, Samples: lat, Latency: Summarize(lat), Cost: m.stop(b.opts.Ingest)}, nil
+	return b.postSingles(ctx, poster(client, base+"/v1/notifications", requestBody))
 }
 
 // ingestMinimalBatch drives the minimal publisher as ingestBatch drives
