@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/all"
@@ -343,6 +345,16 @@ func startAll(t *testing.T, env map[string]string, policy retry.Policy) (context
 		conn = c
 	}
 	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL, Policy: policy}
+	return runOn(t, conn, env, topo)
+}
+
+// runOn runs relay all in-process with env until the test ends, waits for
+// its API to be ready, and deletes topo (the one env declares) and the
+// history's queue and exchange afterwards, through conn. The context ends
+// when the test does.
+func runOn(t *testing.T, conn *amqp.Connection, env map[string]string, topo retry.Topology) (context.Context, *retrytest.Buffer) {
+	t.Helper()
+	prefix := topo.Prefix
 	t.Cleanup(func() {
 		if err := topo.Delete(conn); err != nil {
 			t.Error(err)

@@ -4,7 +4,6 @@ package all_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
-	"github.com/relay-demo/relay/services/all"
 	"github.com/relay-demo/relay/services/internal/channel"
 )
 
@@ -192,51 +190,10 @@ func runScheduled(t *testing.T, queueType string, n int) scheduleResult {
 // history's queue afterwards.
 func startOn(t *testing.T, env map[string]string, topo retry.Topology) *retrytest.Buffer {
 	t.Helper()
-	conn := retrytest.Conn(t)
-	t.Cleanup(func() {
-		if err := topo.Delete(conn); err != nil {
-			t.Error(err)
-		}
-		ch, err := conn.Channel()
-		if err == nil {
-			_, _ = ch.QueueDelete(topo.Prefix+"history-queue", false, false, false)
-			_ = ch.ExchangeDelete(topo.Prefix+"notification-events", false, false)
-			ch.Close()
-		}
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &retrytest.Buffer{}
-	done := make(chan error, 1)
-	go func() { done <- all.Run(ctx, func(k string) string { return env[k] }, logs) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("relay all: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("relay all did not stop within 30s")
-		}
-	})
-	api := "http://" + env["HTTP_ADDR"]
-	retrytest.Eventually(t, 15*time.Second, func() bool {
-		resp, err := http.Get(api + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, "API never ready; log:\n%s", logs)
+	_, logs := runOn(t, retrytest.Conn(t), env, topo)
 	return logs
 }
 
-// TestScheduledSends schedules 200 notifications 2 to 20 s ahead on the
-// levels backend, with classic and with quorum queues, and cancels half of
-// them a second before they are due: none arrives early, no cancelled one
-// arrives, every other one does. The bound on lateness here is loose, for
-// a busy machine; make test-timing holds it to 100 ms at p99
-// (TestScheduleAccuracy).
 func TestScheduledSends(t *testing.T) {
 	for _, qt := range []string{"classic", "quorum"} {
 		t.Run(qt, func(t *testing.T) {
