@@ -32,7 +32,9 @@ var schedule = []time.Duration{time.Second, 5 * time.Second, 15 * time.Second, 3
 // demo is one run of the compose project, under a name of its own, with
 // every host port on a free one.
 type demo struct {
-	t           *testing.T
+	t           testing.TB // the running step's, which records its failures
+	top         *testing.T
+	failures    []string // every step's failures, repeated after the logs
 	root        string
 	env         []string
 	api         string // the single-node stack's API
@@ -55,7 +57,7 @@ func freePort(t *testing.T) string {
 }
 
 func newDemo(t *testing.T) *demo {
-	d := &demo{t: t, root: repoRoot(t)}
+	d := &demo{t: t, top: t, root: repoRoot(t)}
 	ports := map[string]string{}
 	for _, v := range []string{"RELAY_API_PORT", "RELAY_AMQP_PORT", "RELAY_MANAGEMENT_PORT", "RELAY_FLAKY_PORT",
 		"RELAY_CLUSTER_API_PORT", "RELAY_CLUSTER_MANAGEMENT_PORT", "RELAY_PROMETHEUS_PORT", "RELAY_JAEGER_PORT"} {
@@ -84,6 +86,7 @@ func newDemo(t *testing.T) *demo {
 		if t.Failed() {
 			out, _ := d.compose(2*time.Minute, "logs", "--no-color", "--tail", "40")
 			t.Logf("logs of the failed run:\n%s", out)
+			t.Logf("what failed:\n%s", strings.Join(d.failures, "\n"))
 		}
 		if out, err := d.compose(5*time.Minute, "down", "--volumes", "--remove-orphans", "--timeout", "10"); err != nil {
 			t.Errorf("compose down: %v\n%s", err, out)
@@ -168,7 +171,7 @@ func (d *demo) waitHealthy(timeout time.Duration, want int, services ...string) 
 }
 
 // call does one API request and decodes the answer into out.
-func call(t *testing.T, method, url string, body any, want int, out any) {
+func call(t testing.TB, method, url string, body any, want int, out any) {
 	t.Helper()
 	var r io.Reader
 	if body != nil {
@@ -202,7 +205,7 @@ func call(t *testing.T, method, url string, body any, want int, out any) {
 
 // postBatch posts n notifications, each to email and webhook, in one
 // batch, and returns their ids.
-func postBatch(t *testing.T, api string, n int) []string {
+func postBatch(t testing.TB, api string, n int) []string {
 	t.Helper()
 	var items []map[string]any
 	for i := range n {
@@ -249,7 +252,7 @@ func (tl tally) finished() bool {
 	return tl.missing == 0 && n > 0
 }
 
-func count(t *testing.T, api string, ids []string) tally {
+func count(t testing.TB, api string, ids []string) tally {
 	t.Helper()
 	tl := tally{byStatus: map[string]int{}}
 	c := apiclient.New(api, token, nil)
@@ -269,7 +272,7 @@ func count(t *testing.T, api string, ids []string) tally {
 
 // waitFinished waits until every copy of ids is delivered or parked; what
 // is still missing or on its way at the deadline is lost.
-func waitFinished(t *testing.T, api string, ids []string, timeout time.Duration) tally {
+func waitFinished(t testing.TB, api string, ids []string, timeout time.Duration) tally {
 	t.Helper()
 	start := time.Now()
 	var tl tally
@@ -292,7 +295,7 @@ func waitFinished(t *testing.T, api string, ids []string, timeout time.Duration)
 // every circuit open: its error ends "; deferred <wait>") waits without
 // spending a retry: it is held to its own wait, not to the schedule, and
 // the retries after it keep their place in the schedule.
-func checkSchedule(t *testing.T, tl tally) (retried int) {
+func checkSchedule(t testing.TB, tl tally) (retried int) {
 	t.Helper()
 	for _, cp := range tl.copies {
 		retries := 0
@@ -318,7 +321,7 @@ func checkSchedule(t *testing.T, tl tally) (retried int) {
 	return retried
 }
 
-func deadLetters(t *testing.T, api string) int {
+func deadLetters(t testing.TB, api string) int {
 	t.Helper()
 	var answer struct {
 		DeadLetters []json.RawMessage `json:"dead_letters"`
@@ -329,16 +332,53 @@ func deadLetters(t *testing.T, api string) int {
 
 // step runs one step of the demo as a subtest, which the demo's helpers
 // report to, and ends the test if it failed: the next steps build on it.
-func (d *demo) step(name string, f func(t *testing.T)) {
-	parent := d.t
+func (d *demo) step(name string, f func(t testing.TB)) {
+	parent := d.top
 	ok := parent.Run(name, func(t *testing.T) {
-		d.t = t
-		f(t)
+		d.t = &recorder{TB: t, d: d, step: name}
+		f(d.t)
 	})
 	d.t = parent
 	if !ok {
 		parent.FailNow()
 	}
+}
+
+// recorder is a step's testing.TB that keeps each failure's message, so
+// the end of a failed run repeats them after the services' logs, where
+// a reader of the last lines of the output finds them.
+type recorder struct {
+	testing.TB
+	d    *demo
+	step string
+}
+
+func (r *recorder) note(msg string) {
+	r.d.failures = append(r.d.failures, r.step+": "+msg)
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.TB.Helper()
+	r.note(fmt.Sprintf(format, args...))
+	r.TB.Errorf(format, args...)
+}
+
+func (r *recorder) Error(args ...any) {
+	r.TB.Helper()
+	r.note(fmt.Sprint(args...))
+	r.TB.Error(args...)
+}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.TB.Helper()
+	r.note(fmt.Sprintf(format, args...))
+	r.TB.Fatalf(format, args...)
+}
+
+func (r *recorder) Fatal(args ...any) {
+	r.TB.Helper()
+	r.note(fmt.Sprint(args...))
+	r.TB.Fatal(args...)
 }
 
 // demoServices are the single-node stack's services with a health check.
@@ -347,15 +387,21 @@ var demoServices = []string{"rabbitmq", "api", "email-worker", "webhook-worker",
 func TestComposeDemo(t *testing.T) {
 	d := newDemo(t)
 	var first []string
-	d.step("up", func(t *testing.T) {
+	d.step("up", func(t testing.TB) {
 		d.must(20*time.Minute, "up", "--detach", "--build", "api", "email-worker", "webhook-worker", "sms-worker", "retrier", "flaky", "sender")
 		d.waitHealthy(5*time.Minute, 1, demoServices...)
 	})
-	d.step("a batch of 100 retried on the schedule, delivered or parked", func(t *testing.T) {
+	d.step("a batch of 100 retried on the schedule, delivered or parked", func(t testing.TB) {
 		first = postBatch(t, d.api, 100)
 		tl := waitFinished(t, d.api, first, 4*time.Minute)
-		if tl.byStatus["delivered"] == 0 || tl.byStatus["parked"] == 0 {
-			t.Errorf("copies %v: want some delivered and some parked (FLAKY_RATE 0.5, four retries)", tl.byStatus)
+		// Every copy ended delivered or parked (waitFinished). With
+		// FLAKY_RATE 0.5 and four retries a webhook copy is parked one time
+		// in 32, and an email copy, which fails over to the backup server,
+		// more rarely: a batch with none parked is unlikely, not wrong. The
+		// dead-letter queue must hold some by the step that checks it
+		// across down and up, after 250 notifications.
+		if tl.byStatus["delivered"] == 0 {
+			t.Errorf("copies %v: want some delivered (FLAKY_RATE 0.5, four retries)", tl.byStatus)
 		}
 		retried := checkSchedule(t, tl)
 		if retried == 0 {
@@ -363,7 +409,7 @@ func TestComposeDemo(t *testing.T) {
 		}
 		t.Logf("200 copies: %v, %d retries", tl.byStatus, retried)
 	})
-	d.step("broker stopped and killed mid-run: lost 0", func(t *testing.T) {
+	d.step("broker stopped and killed mid-run: lost 0", func(t testing.TB) {
 		ids := postBatch(t, d.api, 100)
 		d.must(2*time.Minute, "stop", "rabbitmq")
 		d.must(2*time.Minute, "start", "rabbitmq")
@@ -375,7 +421,7 @@ func TestComposeDemo(t *testing.T) {
 		tl := waitFinished(t, d.api, append(ids, more...), 5*time.Minute)
 		t.Logf("after a stop and a SIGKILL of the broker, 150 notifications: %v, lost 0", tl.byStatus)
 	})
-	d.step("down and up keep the history, the waiting retries and the dead-letter queue", func(t *testing.T) {
+	d.step("down and up keep the history, the waiting retries and the dead-letter queue", func(t testing.TB) {
 		parked := deadLetters(t, d.api)
 		if parked == 0 {
 			t.Fatal("the dead-letter queue is empty before down")
@@ -400,12 +446,12 @@ func TestComposeDemo(t *testing.T) {
 		}
 		waitFinished(t, d.api, ids, 3*time.Minute)
 	})
-	d.step("three webhook workers", func(t *testing.T) {
+	d.step("three webhook workers", func(t testing.TB) {
 		d.must(5*time.Minute, "up", "--detach", "--no-recreate", "--scale", "webhook-worker=3", "webhook-worker")
 		d.waitHealthy(3*time.Minute, 3, "webhook-worker")
 		waitFinished(t, d.api, postBatch(t, d.api, 30), 3*time.Minute)
 	})
-	d.step("the cluster profile with a node stopped", func(t *testing.T) {
+	d.step("the cluster profile with a node stopped", func(t testing.TB) {
 		d.must(10*time.Minute, "up", "--detach", "cluster-api", "cluster-email-worker", "cluster-webhook-worker", "cluster-sms-worker", "cluster-retrier")
 		d.waitHealthy(5*time.Minute, 1, "rabbit-1", "rabbit-2", "rabbit-3", "cluster-api", "cluster-email-worker", "cluster-webhook-worker", "cluster-sms-worker", "cluster-retrier")
 		ids := postBatch(t, d.clusterAPI, 30)
@@ -417,7 +463,7 @@ func TestComposeDemo(t *testing.T) {
 }
 
 // postWhenReady posts a batch of n once the API answers /readyz.
-func postWhenReady(t *testing.T, api string, n int) []string {
+func postWhenReady(t testing.TB, api string, n int) []string {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
