@@ -124,7 +124,7 @@ bench-retry: ## go test -bench: retry round trips through the stages next to a r
 	$(GO) test -tags integration -run '^$$' -bench . -benchtime 2000x ./retry/
 
 .PHONY: screenshots
-screenshots: ## the dashboard's browser test (needs chromium and the broker), its screenshots saved into docs/images for docs/demo.md
+screenshots: ## the dashboard's browser test (needs chromium and the broker), its screenshots saved into docs/images for docs/dashboard.md
 	DASHBOARD_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -tags integration -run '^TestPicturesInBrowser$$' -v ./services/internal/dashboard/
 
 .PHONY: diagram
