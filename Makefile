@@ -124,7 +124,7 @@ bench-retry: ## go test -bench: retry round trips through the stages next to a r
 	$(GO) test -tags integration -run '^$$' -bench . -benchtime 2000x ./retry/
 
 .PHONY: screenshots
-screenshots: ## the dashboard's browser test (needs chromium and the broker), its screenshots saved into docs/images for the README
+screenshots: ## the dashboard's browser test (needs chromium and the broker), its screenshots saved into docs/images for docs/dashboard.md
 	DASHBOARD_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -tags integration -run '^TestPicturesInBrowser$$' -v ./services/internal/dashboard/
 
 .PHONY: diagram
@@ -132,6 +132,7 @@ diagram: ## print the default topology as a Mermaid diagram (no broker needed)
 	@DELAY_BACKEND=plugin $(GO) run ./cmd/relay topology --no-declare --format mermaid
 
 .PHONY: docs
-docs: ## regenerate the generated docs (docs/topology.md, docs/openapi.json)
+docs: ## regenerate the generated docs (docs/topology.md, docs/openapi.json, the tables of docs/configuration.md)
 	$(GO) test ./services/tools/topology -run TestDocIsCurrent -update
 	$(GO) test ./services/api -run TestOpenAPICopy -update
+	$(GO) test ./cmd/relay -run TestConfigurationDoc -update

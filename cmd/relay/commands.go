@@ -77,7 +77,7 @@ func commands() []command {
 	}
 	return append(cmds, []command{
 		{name: "retrier", summary: "run the error and requeue stages of the retry pipeline", run: service(retrier.Run), env: serviceEnv("retrier")},
-		{name: "all", summary: "run every service in one process, wired together for the local demo", run: service(all.Run), env: readmeTables},
+		{name: "all", summary: "run every service in one process, wired together for the local demo", run: service(all.Run), env: configTables},
 		{name: "flaky", summary: "run the fake, deliberately unreliable SMTP server and webhook receiver", run: service(flaky.Run), env: serviceEnv("flaky")},
 		{name: "send", summary: "post demo notifications to the API (--n N, --watch; --at TIME or --in DURATION to schedule them)", run: send.Run},
 		{name: "cancel", summary: "cancel what has not gone out of a notification: copies still scheduled or waiting for a retry (relay cancel <id>)", run: cancel.Run},

@@ -116,7 +116,7 @@ func brokerType() reflect.Type {
 }
 
 // envTable is one table of environment variables: a part of a service's
-// --help, and one of the README's Configuration tables, between
+// --help, and one of the tables of docs/configuration.md, between
 // <!-- env:id --> and <!-- /env:id -->.
 type envTable struct {
 	id, title string
@@ -183,9 +183,9 @@ func serviceEnv(name string) func() ([]envTable, error) {
 	}
 }
 
-// readmeTables returns the README's Configuration tables: the broker's,
+// configTables returns the tables of docs/configuration.md: the broker's,
 // then each service's own variables, the channels' in one table.
-func readmeTables() ([]envTable, error) {
+func configTables() ([]envTable, error) {
 	var tables []envTable
 	broker := brokerType()
 	if broker == nil {
@@ -289,18 +289,18 @@ func serviceHelp(w io.Writer, c command) error {
 }
 
 // envCommand is `relay help env [--format text|markdown]`: every service's
-// variables. The markdown is the README's tables, with their markers.
+// variables. The markdown is docs/configuration.md's tables, with their markers.
 func envCommand(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("relay help env", flag.ContinueOnError)
 	fs.SetOutput(w)
-	format := fs.String("format", "text", "output `format`: text, or markdown (the README's Configuration tables)")
+	format := fs.String("format", "text", "output `format`: text, or markdown (the tables of docs/configuration.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w (relay help env takes flags only, got %q)", errUsage, strings.Join(fs.Args(), " "))
 	}
-	tables, err := readmeTables()
+	tables, err := configTables()
 	if err != nil {
 		return err
 	}
@@ -352,7 +352,7 @@ func writeText(w io.Writer, tables []envTable) {
 	}
 }
 
-// markdownBlock is t as the README holds it: a table between its markers.
+// markdownBlock is t as docs/configuration.md holds it: a table between its markers.
 func markdownBlock(t envTable) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "<!-- env:%s -->\n", t.id)

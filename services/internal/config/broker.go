@@ -21,7 +21,7 @@ type Broker struct {
 	AMQPURLs     URLList `env:"AMQP_URLS" help:"a comma-separated list of amqp:// or amqps:// URLs, one per node of a cluster (a comma in a password is %2C); replaces AMQP_URL when set. Each connection starts at a node picked at random and moves to the next when it loses its node"`
 	Prefix       string  `env:"TOPOLOGY_PREFIX" help:"a name prefix such as test-42. for every exchange and queue, so runs can share a broker"`
 	QueueType    string  `env:"QUEUE_TYPE" envDefault:"classic" help:"classic or quorum (quorum dead-letters at least once)"`
-	DelayBackend string  `env:"DELAY_BACKEND" envDefault:"auto" help:"auto, plugin, ttl, levels or native: how a retry waits (see Delay backends)"`
+	DelayBackend string  `env:"DELAY_BACKEND" envDefault:"auto" help:"auto, plugin, ttl, levels or native: how a retry waits (see docs/retries.md)"`
 	Handoff      string  `env:"RETRY_HANDOFF" envDefault:"stages" help:"stages (a failure goes through the error and requeue stages of relay retrier) or direct (each worker counts a failure and publishes it to its wait itself, one confirmed publish per retry; the retrier still runs, for the nacks a worker falls back to)"`
 	MetricsAddr  string  `env:"METRICS_ADDR" help:"a host:port such as :9100 where workers and the retrier serve Prometheus /metrics (empty: none; the API serves its own)"`
 	// ManagementURL reaches the broker's management HTTP API, which lets
@@ -64,7 +64,7 @@ func (b Broker) Derived() map[string]string {
 	return out
 }
 
-// shortDuration writes d as the README does: 1m rather than 1m0s.
+// shortDuration writes d as the docs do: 1m rather than 1m0s.
 func shortDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {

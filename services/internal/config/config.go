@@ -5,7 +5,7 @@
 // Fields carry an `env` tag (the variable), optionally `envDefault`, a
 // `help` tag with the accepted form and what it means (quoted in error
 // messages after "want", and listed by `relay <service> --help` and the
-// README's Configuration tables, which cmd/relay generates) and
+// tables of docs/configuration.md, which cmd/relay generates) and
 // `secret:"true"` (masked in the start-up log). A struct whose zero
 // settings stand for derived values implements Deriver, so the start-up
 // log shows those values.

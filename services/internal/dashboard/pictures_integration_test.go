@@ -26,7 +26,7 @@ import (
 // (the 32 levels in one wait box), a copy's attempts are marks on a time
 // axis with its scheduled waits as bars as long as the schedule says,
 // and every list row has its compact axis. Screenshots of the three go to
-// DASHBOARD_SCREENSHOTS (the README's come from here).
+// DASHBOARD_SCREENSHOTS (docs/dashboard.md's come from here).
 func TestPicturesInBrowser(t *testing.T) {
 	ctx := browser(t)
 	delays := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}

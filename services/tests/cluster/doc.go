@@ -34,7 +34,7 @@
 // wait that expired), counted but neither ready nor unacknowledged, until
 // its next leader starts a worker. Nothing is lost, but nothing moves.
 // When the settling copies go 20 s without a delivery and a queue holds
-// such messages, the test does what the README tells an operator to do:
+// such messages, the test does what docs/cluster.md tells an operator to do:
 // it moves the queue's leader (rabbitmq-queues delete_member, then
 // add_member), at most twice per queue, and reports each move.
 //

@@ -591,7 +591,7 @@ const stall = 20 * time.Second
 // at-least-once dead-letter worker of a quorum queue can stop for good
 // around a leader election: the messages stay in the queue, counted but
 // neither ready nor unacknowledged, until the queue's next leader starts a
-// worker of its own. The README gives operators the same remedy; the test
+// worker of its own. docs/cluster.md gives operators the same remedy; the test
 // applies it at most twice per queue and reports each time it did.
 func (r *rig) releaseHeld(stalled time.Duration) {
 	r.t.Helper()

@@ -18,7 +18,7 @@ import (
 )
 
 // oversizedBound is how long a normal message behind the oversized ones
-// may take to be delivered: the README promises the next message within
+// may take to be delivered: docs/guarantees.md promises the next message within
 // seconds, and a stalled queue takes minutes.
 const oversizedBound = 30 * time.Second
 

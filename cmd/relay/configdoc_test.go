@@ -12,18 +12,19 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's Configuration tables from the code")
+var update = flag.Bool("update", false, "rewrite the tables of docs/configuration.md from the code")
 
-const readme = "../../README.md"
+const configDoc = "../../docs/configuration.md"
 
-// TestREADMEConfiguration checks that the README's Configuration tables
-// are what the configuration structs say; -update rewrites them.
-func TestREADMEConfiguration(t *testing.T) {
-	raw, err := os.ReadFile(readme)
+// TestConfigurationDoc checks that the tables of docs/configuration.md
+// are what the configuration structs say; -update (make docs) rewrites
+// them.
+func TestConfigurationDoc(t *testing.T) {
+	raw, err := os.ReadFile(configDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables, err := readmeTables()
+	tables, err := configTables()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,47 +34,47 @@ func TestREADMEConfiguration(t *testing.T) {
 	}
 	if *update {
 		if got != string(raw) {
-			if err := os.WriteFile(readme, []byte(got), 0o644); err != nil {
+			if err := os.WriteFile(configDoc, []byte(got), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("rewrote the Configuration tables of %s", readme)
+			t.Logf("rewrote the tables of %s", configDoc)
 		}
 		return
 	}
 	if diff := cmp.Diff(string(raw), got); diff != "" {
-		t.Errorf("README.md's Configuration tables differ from the code (-README +code):\n%s\n"+
-			"Rewrite them with: go test ./cmd/relay -run TestREADMEConfiguration -update", diff)
+		t.Errorf("docs/configuration.md's tables differ from the code (-doc +code):\n%s\n"+
+			"Rewrite them with: make docs", diff)
 	}
 }
 
 var envMarker = regexp.MustCompile(`<!-- (/?)env:([a-z0-9-]+) -->`)
 
-// replaceEnvBlocks returns readme with the text between each table's
+// replaceEnvBlocks returns doc with the text between each table's
 // markers, <!-- env:id --> and <!-- /env:id -->, replaced by the table. A
 // table without its markers, or a marker without its table, is an error.
-func replaceEnvBlocks(readme string, tables []envTable) (string, error) {
+func replaceEnvBlocks(doc string, tables []envTable) (string, error) {
 	byID := map[string]envTable{}
 	for _, t := range tables {
 		byID[t.id] = t
 	}
-	for _, m := range envMarker.FindAllStringSubmatch(readme, -1) {
+	for _, m := range envMarker.FindAllStringSubmatch(doc, -1) {
 		if _, ok := byID[m[2]]; !ok {
-			return "", fmt.Errorf("README.md has a marker %s, but the code has no table %q", m[0], m[2])
+			return "", fmt.Errorf("docs/configuration.md has a marker %s, but the code has no table %q", m[0], m[2])
 		}
 	}
 	var errs []error
 	for _, t := range tables {
 		open, end := "<!-- env:"+t.id+" -->\n", "<!-- /env:"+t.id+" -->\n"
-		i := strings.Index(readme, open)
-		j := strings.Index(readme, end)
-		if i < 0 || j < i || strings.Count(readme, open) != 1 || strings.Count(readme, end) != 1 {
-			errs = append(errs, fmt.Errorf("README.md needs the markers %q and %q, once each and in that order, around the table of %s",
+		i := strings.Index(doc, open)
+		j := strings.Index(doc, end)
+		if i < 0 || j < i || strings.Count(doc, open) != 1 || strings.Count(doc, end) != 1 {
+			errs = append(errs, fmt.Errorf("docs/configuration.md needs the markers %q and %q, once each and in that order, around the table of %s",
 				strings.TrimSpace(open), strings.TrimSpace(end), t.title))
 			continue
 		}
-		readme = readme[:i] + markdownBlock(t) + readme[j+len(end):]
+		doc = doc[:i] + markdownBlock(t) + doc[j+len(end):]
 	}
-	return readme, errors.Join(errs...)
+	return doc, errors.Join(errs...)
 }
 
 func TestReplaceEnvBlocks(t *testing.T) {
