@@ -78,7 +78,8 @@ func relayCommands(t *testing.T, relay string) []string {
 
 // splitCommand splits a container's arguments to relay into the command
 // they run (the longest listed name their leading words spell) and that
-// command's own arguments.
+// command's own arguments, the split relay itself makes (cmd/relay's
+// TestLookup tests it there, on relay's own dispatcher).
 func splitCommand(commands, args []string) (name string, rest []string, ok bool) {
 	for n := len(args); n > 0; n-- {
 		if candidate := strings.Join(args[:n], " "); slices.Contains(commands, candidate) {
@@ -203,30 +204,4 @@ func getenvCalls(t *testing.T, dir string) []string {
 		t.Fatalf("%s: found no getenv(\"NAME\") call", dir)
 	}
 	return names
-}
-
-func TestSplitCommand(t *testing.T) {
-	commands := []string{"api", "worker email", "worker webhook", "send", "dead list"}
-	tests := []struct {
-		name     string
-		args     []string
-		want     string
-		wantRest []string
-		wantOK   bool
-	}{
-		{"one word", []string{"api"}, "api", []string{}, true},
-		{"two words", []string{"worker", "webhook"}, "worker webhook", []string{}, true},
-		{"flags after", []string{"send", "--n", "3"}, "send", []string{"--n", "3"}, true},
-		{"verb missing", []string{"worker"}, "", nil, false},
-		{"unknown", []string{"serve"}, "", nil, false},
-		{"empty", nil, "", nil, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, rest, ok := splitCommand(commands, tt.args)
-			if got != tt.want || ok != tt.wantOK || !slices.Equal(rest, tt.wantRest) {
-				t.Errorf("splitCommand(%q) = %q, %q, %v; want %q, %q, %v", tt.args, got, rest, ok, tt.want, tt.wantRest, tt.wantOK)
-			}
-		})
-	}
 }

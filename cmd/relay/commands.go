@@ -134,6 +134,9 @@ var errUnknown = errors.New("unknown command")
 // lookup finds the command args name, one word or two ("worker email",
 // "dead list"), and returns it with the arguments that follow its name.
 func lookup(args []string) (command, []string, error) {
+	if len(args) == 0 {
+		return command{}, nil, errUsage
+	}
 	name, rest := args[0], args[1:]
 	if len(rest) > 0 {
 		for _, c := range commands() {

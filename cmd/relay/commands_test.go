@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,6 +60,44 @@ func TestDispatch(t *testing.T) {
 			}
 			if !strings.Contains(got, tt.want) {
 				t.Errorf("output %q lacks %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestLookup checks how relay splits its arguments into a command, of one
+// word or two, and that command's own arguments: the split deploy's tests
+// also make of every relay command in docker-compose.yml.
+func TestLookup(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		want     string
+		wantRest []string
+		wantErr  error
+		wantMsg  string
+	}{
+		{name: "one word", args: []string{"api"}, want: "api", wantRest: []string{}},
+		{name: "two words", args: []string{"worker", "webhook"}, want: "worker webhook", wantRest: []string{}},
+		{name: "flags after", args: []string{"send", "--n", "3"}, want: "send", wantRest: []string{"--n", "3"}},
+		{name: "two words, flags after", args: []string{"dead", "list", "--json"}, want: "dead list", wantRest: []string{"--json"}},
+		{name: "an argument after one word", args: []string{"status", "list"}, want: "status", wantRest: []string{"list"}},
+		{name: "verb missing", args: []string{"worker"}, wantErr: errUsage, wantMsg: "relay worker needs one of: "},
+		{name: "unknown verb", args: []string{"dead", "frob"}, wantErr: errUsage, wantMsg: "relay dead needs one of: list, replay"},
+		{name: "unknown", args: []string{"serve"}, wantErr: errUnknown, wantMsg: `"serve"`},
+		{name: "empty", args: nil, wantErr: errUsage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, rest, err := lookup(tt.args)
+			if !errors.Is(err, tt.wantErr) || (err != nil && !strings.Contains(err.Error(), tt.wantMsg)) {
+				t.Fatalf("lookup(%q) error = %v, want %v with %q", tt.args, err, tt.wantErr, tt.wantMsg)
+			}
+			if c.name != tt.want || !slices.Equal(rest, tt.wantRest) {
+				t.Errorf("lookup(%q) = %q, %q; want %q, %q", tt.args, c.name, rest, tt.want, tt.wantRest)
+			}
+			if err == nil && c.run == nil {
+				t.Errorf("lookup(%q) = %q, which runs nothing", tt.args, c.name)
 			}
 		})
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/relay-demo/relay/internal/testenv"
 )
 
 func script(t *testing.T, shell string) string {
@@ -171,15 +173,13 @@ func TestToolFlags(t *testing.T) {
 }
 
 // needShell returns the path of shell, skipping the test where it is not
-// installed, and failing it in CI (CI=true), where .ci/run installs it.
+// installed, and failing it in CI (CI=true), where .ci/run installs it
+// (testenv.Unavailable).
 func needShell(t *testing.T, shell string) string {
 	t.Helper()
 	bin, err := exec.LookPath(shell)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no %s on PATH in CI (.ci/run installs it)", shell)
-		}
-		t.Skipf("no %s on PATH", shell)
+		testenv.Unavailable(t, "no %s on PATH (.ci/run installs it)", shell)
 	}
 	return bin
 }

@@ -4,8 +4,8 @@
 // The broker is found in this order: the AMQP_URL environment variable; a
 // broker listening on localhost:5672; a RabbitMQ container started with
 // testcontainers (needs Docker). With none of them, a test is skipped,
-// except when CI=true, where it fails: in CI a missing broker is a broken
-// build, never a quiet pass.
+// except when CI=true, where it fails (testenv.Unavailable): in CI a
+// missing broker is a broken build, never a quiet pass.
 package retrytest
 
 import (
@@ -27,6 +27,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	tcrabbit "github.com/testcontainers/testcontainers-go/modules/rabbitmq"
 
+	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -47,10 +48,7 @@ func URL(tb testing.TB) string {
 	tb.Helper()
 	once.Do(func() { url, reason = find() })
 	if url == "" {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("no RabbitMQ broker for integration tests in CI: %s", reason)
-		}
-		tb.Skipf("no RabbitMQ broker (set AMQP_URL, run one on localhost, or start Docker): %s", reason)
+		testenv.Unavailable(tb, "no RabbitMQ broker (set AMQP_URL, run one on localhost, or start Docker): %s", reason)
 	}
 	return url
 }
@@ -213,10 +211,7 @@ func Management(tb testing.TB) *retry.Management {
 		mgmt = m
 	})
 	if mgmt == nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("no RabbitMQ management API for integration tests in CI: %s", mgmtReason)
-		}
-		tb.Skipf("no RabbitMQ management API (rabbitmq-plugins enable rabbitmq_management, or set MANAGEMENT_URL): %s", mgmtReason)
+		testenv.Unavailable(tb, "no RabbitMQ management API (rabbitmq-plugins enable rabbitmq_management, or set MANAGEMENT_URL): %s", mgmtReason)
 	}
 	return mgmt
 }

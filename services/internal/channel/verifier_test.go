@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/webhooks"
 )
@@ -36,22 +37,15 @@ process.stdin.on("end", () => {
 // referenceVerifier installs the npm package standardwebhooks into a
 // temporary directory and returns the directory, with verify.js in it. It
 // skips the test when npm or node is missing or the install fails, unless
-// CI=true, where that is a failure.
+// CI=true, where that is a failure (testenv.Unavailable).
 func referenceVerifier(t *testing.T) string {
 	t.Helper()
-	unavailable := func(format string, args ...any) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatalf(format, args...)
-		}
-		t.Skipf(format+" (the reference verifier needs npm and node; CI=true makes this a failure)", args...)
-	}
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		unavailable("npm is not installed: %v", err)
+		testenv.Unavailable(t, "npm is not installed (the reference verifier needs npm and node): %v", err)
 	}
 	if _, err := exec.LookPath("node"); err != nil {
-		unavailable("node is not installed: %v", err)
+		testenv.Unavailable(t, "node is not installed (the reference verifier needs npm and node): %v", err)
 	}
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -59,7 +53,7 @@ func referenceVerifier(t *testing.T) string {
 	cmd := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "standardwebhooks@1")
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		unavailable("npm install standardwebhooks: %v\n%s", err, out)
+		testenv.Unavailable(t, "npm install standardwebhooks: %v\n%s", err, out)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "verify.js"), []byte(verifyScript), 0o644); err != nil {
 		t.Fatal(err)

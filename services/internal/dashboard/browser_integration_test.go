@@ -21,6 +21,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/all"
@@ -28,7 +29,8 @@ import (
 )
 
 // chromium finds a Chromium to drive, or ends the test: skipped normally,
-// failed in CI, where a missing browser is a broken build.
+// failed in CI, where a missing browser is a broken build
+// (testenv.Unavailable).
 func chromium(t *testing.T) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
@@ -36,10 +38,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("no chromium binary for the browser test in CI (apt-get install chromium)")
-	}
-	t.Skip("no chromium binary found (apt-get install chromium to run the browser test)")
+	testenv.Unavailable(t, "no chromium binary found (apt-get install chromium to run the browser test)")
 	return ""
 }
 

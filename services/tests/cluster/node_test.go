@@ -24,6 +24,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/internal/testenv"
 )
 
 // nodePrefix starts the name of every node the test runs; no other
@@ -82,39 +84,32 @@ type node struct {
 	pid  int           // the Erlang VM's OS process, read after each start
 }
 
-// needCluster skips the test (fails it under CI=true) when this machine
-// cannot run RabbitMQ nodes of its own, and returns what it needs to.
+// needCluster skips the test (fails it under CI=true, as
+// testenv.Unavailable does) when this machine cannot run RabbitMQ nodes of
+// its own, and returns what it needs to.
 func needCluster(t *tee) *cluster {
 	t.Helper()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		msg := fmt.Sprintf(format, args...)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
 	c := &cluster{t: t, epmd: 4369, version: os.Getenv("RELAY_BROKER")}
 	if c.version != "" {
-		return c.inRoot(fail)
+		return c.inRoot()
 	}
 	server := "/usr/lib/rabbitmq/bin/rabbitmq-server"
 	if _, err := os.Stat(server); err != nil {
 		// Elsewhere than Debian's package, the script on PATH is the
 		// server itself.
 		if server, err = exec.LookPath("rabbitmq-server"); err != nil {
-			fail("the cluster test runs nodes from the local rabbitmq-server package: %v", err)
+			testenv.Unavailable(t, "the cluster test runs nodes from the local rabbitmq-server package: %v", err)
 		}
 	}
 	c.bin = filepath.Dir(server)
 	for _, tool := range []string{"rabbitmqctl", "rabbitmq-diagnostics"} {
 		if _, err := os.Stat(filepath.Join(c.bin, tool)); err != nil {
-			fail("the cluster test controls its nodes with %s: %v", tool, err)
+			testenv.Unavailable(t, "the cluster test controls its nodes with %s: %v", tool, err)
 		}
 	}
 	u, err := user.Lookup(brokerUser)
 	if err != nil {
-		fail("the cluster test runs its nodes as the %s user: %v", brokerUser, err)
+		testenv.Unavailable(t, "the cluster test runs its nodes as the %s user: %v", brokerUser, err)
 	}
 	c.home = u.HomeDir
 	uid, _ := strconv.Atoi(u.Uid)
@@ -124,7 +119,7 @@ func needCluster(t *tee) *cluster {
 	case 0:
 		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	default:
-		fail("the cluster test runs as root or %s, to share that user's Erlang cookie with rabbitmqctl", brokerUser)
+		testenv.Unavailable(t, "the cluster test runs as root or %s, to share that user's Erlang cookie with rabbitmqctl", brokerUser)
 	}
 	return c
 }
@@ -132,17 +127,18 @@ func needCluster(t *tee) *cluster {
 // inRoot readies the cluster to run its nodes from the root of
 // deploy/broker.sh's RabbitMQ c.version, mounted for as long as the test
 // runs (the script leaves it mounted while another node runs from it).
-func (c *cluster) inRoot(fail func(format string, args ...any)) *cluster {
+func (c *cluster) inRoot() *cluster {
+	c.t.Helper()
 	if os.Geteuid() != 0 {
-		fail("the cluster test runs RabbitMQ %s nodes from deploy/broker.sh's root, which needs root", c.version)
+		testenv.Unavailable(c.t, "the cluster test runs RabbitMQ %s nodes from deploy/broker.sh's root, which needs root", c.version)
 	}
 	script, err := filepath.Abs(filepath.Join("..", "..", "..", "deploy", "broker.sh"))
 	if err != nil {
-		fail("%v", err)
+		testenv.Unavailable(c.t, "%v", err)
 	}
 	out, err := exec.Command(script, "mount", c.version).Output()
 	if err != nil {
-		fail("deploy/broker.sh mount %s: %v", c.version, err)
+		testenv.Unavailable(c.t, "deploy/broker.sh mount %s: %v", c.version, err)
 	}
 	c.root = strings.TrimSpace(string(out))
 	c.t.Cleanup(func() {
@@ -157,12 +153,12 @@ func (c *cluster) inRoot(fail func(format string, args ...any)) *cluster {
 			path = "/usr/bin/epmd"
 		}
 		if _, err := os.Stat(c.host(path)); err != nil {
-			fail("the RabbitMQ %s root %s lacks %s: %v", c.version, c.root, tool, err)
+			testenv.Unavailable(c.t, "the RabbitMQ %s root %s lacks %s: %v", c.version, c.root, tool, err)
 		}
 	}
 	uid, gid, home, err := passwd(c.host("/etc/passwd"), brokerUser)
 	if err != nil {
-		fail("the RabbitMQ %s root: %v", c.version, err)
+		testenv.Unavailable(c.t, "the RabbitMQ %s root: %v", c.version, err)
 	}
 	c.home, c.cred = home, &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	return c

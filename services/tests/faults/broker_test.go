@@ -15,6 +15,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -42,30 +43,24 @@ func rabbitmqctl(args ...string) []string {
 	return append([]string{"rabbitmqctl"}, args...)
 }
 
-// needBrokerControl skips a test (fails it under CI=true) when this machine
-// cannot control the broker: with RabbitMQ's own tools, or for a node
-// deploy/broker.sh runs, with that script as root.
+// needBrokerControl skips a test (fails it under CI=true, as
+// testenv.Unavailable does) when this machine cannot control the broker:
+// with RabbitMQ's own tools, or for a node deploy/broker.sh runs, with
+// that script as root.
 func needBrokerControl(t *testing.T) {
 	t.Helper()
-	fail := func(msg string) {
-		t.Helper()
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
 	if v := brokerVersion(); v != "" {
 		if _, err := os.Stat(brokerScript()); err != nil {
-			fail(fmt.Sprintf("the fault tests control the RabbitMQ %s node with deploy/broker.sh: %v", v, err))
+			testenv.Unavailable(t, "the fault tests control the RabbitMQ %s node with deploy/broker.sh: %v", v, err)
 		}
 		if os.Geteuid() != 0 {
-			fail(fmt.Sprintf("the fault tests control the RabbitMQ %s node with deploy/broker.sh, which needs root", v))
+			testenv.Unavailable(t, "the fault tests control the RabbitMQ %s node with deploy/broker.sh, which needs root", v)
 		}
 		return
 	}
 	for _, tool := range []string{"rabbitmqctl", "rabbitmq-diagnostics"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			fail(fmt.Sprintf("the fault tests control a local broker with %s: %v", tool, err))
+			testenv.Unavailable(t, "the fault tests control a local broker with %s: %v", tool, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package worker_test
+package runner_test
 
 import (
 	"bytes"
@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-demo/relay/services/worker"
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/services/internal/runner"
 )
 
-// syncBuffer is a log destination safe for the goroutines of a service.
+// syncBuffer is a log destination safe for the goroutines of a process.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -29,14 +31,16 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestRunNeverShowsTheBrokerPassword runs the webhook worker with AMQP_URL values
-// that hold a secret, well-formed and not, and checks that neither its log
-// nor its error shows it. No broker is needed: a malformed URL fails before
+// TestProcessNeverShowsTheBrokerPassword starts a process as every relay
+// service that runs the pipeline does (the retrier and each worker: the
+// broker settings parsed, Start, Pipeline, Run) with AMQP_URL values that
+// hold a secret, well-formed and not, and checks that neither its log nor
+// its error shows it. No broker is needed: a malformed URL fails before
 // any dial, and the well-formed one points at a closed port. With
 // DELAY_BACKEND=auto the failing probe ends Run; with ttl, a URL that gets
 // past the configuration has Run reconnecting, logging each failure,
 // until its context ends.
-func TestRunNeverShowsTheBrokerPassword(t *testing.T) {
+func TestProcessNeverShowsTheBrokerPassword(t *testing.T) {
 	urls := []struct {
 		name    string
 		url     string
@@ -52,12 +56,11 @@ func TestRunNeverShowsTheBrokerPassword(t *testing.T) {
 		for _, u := range urls {
 			t.Run(backend+"/"+u.name, func(t *testing.T) {
 				t.Parallel()
-				env := map[string]string{"AMQP_URL": u.url, "DELAY_BACKEND": backend, "TOPOLOGY_PREFIX": "test.redact.",
-					"WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+				env := map[string]string{"AMQP_URL": u.url, "DELAY_BACKEND": backend, "TOPOLOGY_PREFIX": "test.redact."}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
 				var out syncBuffer
-				err := worker.Run(ctx, "webhook", func(k string) string { return env[k] }, &out)
+				err := run(ctx, func(k string) string { return env[k] }, &out)
 
 				logs := out.String()
 				// Either the start fails, the probe or the configuration
@@ -67,7 +70,7 @@ func TestRunNeverShowsTheBrokerPassword(t *testing.T) {
 				}
 				for _, s := range u.secrets {
 					if err != nil && strings.Contains(err.Error(), s) {
-						t.Errorf("Run error shows %q: %v", s, err)
+						t.Errorf("the error shows %q: %v", s, err)
 					}
 					if strings.Contains(logs, s) {
 						t.Errorf("the log shows %q:\n%s", s, logs)
@@ -76,4 +79,19 @@ func TestRunNeverShowsTheBrokerPassword(t *testing.T) {
 			})
 		}
 	}
+}
+
+// run is a process running the retry stages, as `relay retrier` does.
+func run(ctx context.Context, getenv func(string) string, stdout *syncBuffer) error {
+	var b config.Broker
+	if err := config.Parse(getenv, &b); err != nil {
+		return err
+	}
+	proc, err := runner.Start(ctx, "redact-test", stdout, b, b)
+	if err != nil {
+		return err
+	}
+	p := proc.Pipeline(retry.Config{StageConcurrency: 1, StagePrefetch: 1, ShutdownTimeout: time.Second}, nil)
+	p.ServeStages()
+	return proc.Run(ctx, p)
 }

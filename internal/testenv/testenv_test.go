@@ -1,0 +1,92 @@
+package testenv_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/relay-demo/relay/internal/testenv"
+)
+
+// recorder is a testing.TB that records how the test ended. Like a real
+// one, its Fatalf and Skipf stop the goroutine that calls them; any other
+// method, which Unavailable must not need, panics on the nil TB inside.
+type recorder struct {
+	testing.TB
+	fatal, skip []string
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.fatal = append(r.fatal, fmt.Sprintf(format, args...))
+	runtime.Goexit()
+}
+
+func (r *recorder) Skipf(format string, args ...any) {
+	r.skip = append(r.skip, fmt.Sprintf(format, args...))
+	runtime.Goexit()
+}
+
+// unavailable calls testenv.Unavailable on a recorder, in a goroutine of
+// its own as a test runs, and reports whether it returned.
+func unavailable(format string, args ...any) (r *recorder, returned bool) {
+	r = &recorder{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		testenv.Unavailable(r, format, args...)
+		returned = true
+	}()
+	<-done
+	return r, returned
+}
+
+// setCI sets CI for the test, or unsets it when unset is true; either way
+// it is restored when the test ends.
+func setCI(t *testing.T, value string, unset bool) {
+	t.Setenv("CI", value)
+	if unset {
+		os.Unsetenv("CI")
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	tests := []struct {
+		name      string
+		ci        string
+		unset     bool
+		wantFatal bool
+	}{
+		{name: "CI unset", unset: true},
+		{name: "CI empty", ci: ""},
+		{name: "CI=false", ci: "false"},
+		{name: "CI=1", ci: "1"},
+		{name: "CI=TRUE", ci: "TRUE"},
+		{name: "CI=true", ci: "true", wantFatal: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			setCI(t, tt.ci, tt.unset)
+			r, returned := unavailable("no %s on PATH", "zsh")
+			if returned {
+				t.Fatal("Unavailable returned: the test it ends would have gone on")
+			}
+			ended, other := r.skip, r.fatal
+			if tt.wantFatal {
+				ended, other = r.fatal, r.skip
+			}
+			if len(ended) != 1 || len(other) != 0 {
+				t.Fatalf("Fatalf %q, Skipf %q; want one call to Fatalf: %v", r.fatal, r.skip, tt.wantFatal)
+			}
+			if !strings.HasPrefix(ended[0], "no zsh on PATH") {
+				t.Errorf("message %q, want it to start with the one given", ended[0])
+			}
+			if got := strings.Contains(ended[0], "CI=true"); got != tt.wantFatal {
+				t.Errorf("message %q names CI=true: %v, want %v", ended[0], got, tt.wantFatal)
+			}
+		})
+	}
+}
