@@ -17,6 +17,7 @@ build: ## build the relay binary into bin/
 test: ## unit and integration tests, with the race detector (broker: AMQP_URL, else localhost, else testcontainers)
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) -tags integration $(PKGS)
 	cd services/tools/peers && $(GO) test -race -count=1 -timeout $(TIMEOUT) -tags integration ./...
+	$(GO) -C services/tests test -race -count=1 -timeout $(TIMEOUT) -tags integration ./...
 
 .PHONY: test-timing
 test-timing: ## timing tests, one package at a time: how exactly the delay backends end a wait (binary levels at 10,000 pending), how late a scheduled send arrives (200, p99 within 100 ms)
@@ -31,15 +32,15 @@ FAULTS_INSTANCE ?= 2
 .PHONY: test-faults
 test-faults: ## fault tests: broker restarts, kill -9, connection cuts, poison messages (restarts the local broker with rabbitmqctl; BROKER=4.3: a 4.3 node of its own instead, needs root)
 ifeq ($(BROKER),)
-	$(GO) test -race -count=1 -tags faults -timeout 15m -v ./services/tests/faults/
+	$(GO) -C services/tests test -race -count=1 -tags faults -timeout 15m -v ./faults/
 else
 	RELAY_BROKER_INSTANCE=$(FAULTS_INSTANCE) deploy/broker.sh run $(BROKER) \
-		$(GO) test -race -count=1 -tags faults -timeout 15m -v ./services/tests/faults/
+		$(GO) -C services/tests test -race -count=1 -tags faults -timeout 15m -v ./faults/
 endif
 
 .PHONY: test-cluster
 test-cluster: ## cluster test: three RabbitMQ nodes of its own (never the default broker), nodes killed and restarted under load (needs root; BROKER=4.3: 4.3 nodes from deploy/broker.sh's root)
-	RELAY_BROKER=$(BROKER) $(GO) test -race -count=1 -tags cluster -timeout 15m -v ./services/tests/cluster/
+	RELAY_BROKER=$(BROKER) $(GO) -C services/tests test -race -count=1 -tags cluster -timeout 15m -v ./cluster/
 
 VERSION ?= 4.3
 COMPAT_VERSIONS ?= 4.0 4.3
@@ -97,10 +98,11 @@ workshop-docs: ## rerun every command in docs/workshop against the broker and wr
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags integration $(PKGS)
-	$(GO) vet -tags faults ./services/tests/faults/
 	$(GO) vet -tags 'integration timing' ./retry/ ./services/all/
-	$(GO) vet -tags cluster ./services/tests/cluster/
-	$(GO) vet -tags compose ./services/tests/compose/
+	$(GO) -C services/tests vet -tags integration ./...
+	$(GO) -C services/tests vet -tags faults ./faults/
+	$(GO) -C services/tests vet -tags cluster ./cluster/
+	$(GO) -C services/tests vet -tags compose ./compose/
 	cd services/tools/peers && $(GO) vet -tags integration ./...
 
 # BROKER=4.3 runs a bench on a RabbitMQ node of that version instead of the

@@ -66,8 +66,8 @@ func TestDispatch(t *testing.T) {
 }
 
 // TestLookup checks how relay splits its arguments into a command, of one
-// word or two, and that command's own arguments: the split deploy's tests
-// also make of every relay command in docker-compose.yml.
+// word or two, and that command's own arguments: the split the checks in
+// services/tests/deploy also make of every relay command in docker-compose.yml.
 func TestLookup(t *testing.T) {
 	tests := []struct {
 		name     string

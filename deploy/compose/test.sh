@@ -43,5 +43,5 @@ else
 fi
 log "engine and images ready after $(($(date +%s) - start)) s"
 
-RELAY_COMPOSE_FILES=$files "$GO" test -count=1 -tags compose -timeout "${TIMEOUT:-40m}" -v ./services/tests/compose/
+RELAY_COMPOSE_FILES=$files "$GO" -C services/tests test -count=1 -tags compose -timeout "${TIMEOUT:-40m}" -v ./compose/
 log "done after $(($(date +%s) - start)) s"

@@ -43,7 +43,9 @@ func buildRelay(t *testing.T) string {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	bin := filepath.Join(t.TempDir(), "relay")
-	cmd := exec.Command(gobin, "build", "-o", bin, "github.com/relay-demo/relay/cmd/relay")
+	cmd := exec.Command(gobin, "build", "-o", bin, "./cmd/relay")
+	// In the root module, whose requirements are the binary's.
+	cmd.Dir = filepath.Join("..", "..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -22,7 +22,7 @@ import (
 
 // repoRoot is the repository root, seen from this package's directory,
 // where `go test` runs its tests.
-const repoRoot = ".."
+const repoRoot = "../../.."
 
 // goTool returns the go command, which the tests use to build relay.
 func goTool(t *testing.T) string {
