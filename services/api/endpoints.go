@@ -75,57 +75,38 @@ type EndpointStore interface {
 	EndpointAttempts(ctx context.Context, id string, q history.AttemptQuery) (history.AttemptPage, error)
 }
 
-// endpointSettings are what the endpoint routes need besides the store.
-type endpointSettings struct {
-	// grace is a rotation's grace period when the request sets none.
-	grace time.Duration
-	// guard judges where an endpoint's URL leads, as the worker's does.
-	guard webhooks.Guard
-	// lookup resolves a host name.
-	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+// EndpointRules are what the endpoint routes check besides the store.
+type EndpointRules struct {
+	// Grace is a rotation's grace period when the request sets none.
+	Grace time.Duration
+	// Guard judges where an endpoint's URL leads, as the worker's does.
+	Guard webhooks.Guard
+	// Lookup resolves a host name; nil means the system resolver.
+	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
-func defaultEndpointSettings() endpointSettings {
-	return endpointSettings{grace: DefaultRotationGrace, guard: webhooks.NewGuard(nil), lookup: func(ctx context.Context, host string) ([]netip.Addr, error) {
-		return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	}}
-}
-
-// endpointHistory is the history store with the endpoint routes' settings,
-// as Deps.History: the routes find both there.
-type endpointHistory struct {
-	*history.Store
-	settings endpointSettings
-}
-
-func (h endpointHistory) endpointSettings() endpointSettings { return h.settings }
-
-// withEndpoints returns store, to serve as Deps.History, with the endpoint
-// routes' settings taken from cfg.
-func withEndpoints(store *history.Store, cfg EndpointsConfig) (HistoryStore, error) {
+// NewEndpointRules returns the rules cfg sets.
+func NewEndpointRules(cfg EndpointsConfig) (EndpointRules, error) {
 	allow, err := webhooks.ParseAllowList(cfg.AllowCIDRs)
 	if err != nil {
-		return nil, config.Invalid("WEBHOOK_ALLOW_CIDRS", cfg.AllowCIDRs, "a comma-separated list of CIDRs such as 10.1.0.0/16,fd00:1::/64 ("+err.Error()+")")
+		return EndpointRules{}, config.Invalid("WEBHOOK_ALLOW_CIDRS", cfg.AllowCIDRs, "a comma-separated list of CIDRs such as 10.1.0.0/16,fd00:1::/64 ("+err.Error()+")")
 	}
-	s := defaultEndpointSettings()
-	s.grace, s.guard = cfg.RotationGrace, webhooks.NewGuard(allow)
-	return endpointHistory{Store: store, settings: s}, nil
+	return EndpointRules{Grace: cfg.RotationGrace, Guard: webhooks.NewGuard(allow)}, nil
 }
 
-// endpointsOf returns the endpoint store and settings, or answers 503
-// without a store.
-func endpointsOf(deps Deps, w http.ResponseWriter) (EndpointStore, endpointSettings) {
-	store, ok := deps.History.(EndpointStore)
-	if !ok {
-		writeProblem(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
-			"this API runs without a history store, where endpoints live"))
-		return nil, endpointSettings{}
+// lookup resolves host with Lookup, or the system resolver.
+func (s EndpointRules) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	if s.Lookup != nil {
+		return s.Lookup(ctx, host)
 	}
-	settings := defaultEndpointSettings()
-	if s, ok := deps.History.(interface{ endpointSettings() endpointSettings }); ok {
-		settings = s.endpointSettings()
-	}
-	return store, settings
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+}
+
+// noEndpoints answers the endpoint routes of an API without an endpoint
+// store.
+func noEndpoints() *Problem {
+	return newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
+		"this API runs without a history store, where endpoints live")
 }
 
 // NewEndpointID returns a random endpoint id: channel.EndpointIDPrefix and
@@ -268,7 +249,7 @@ func decodeBody(deps Deps, w http.ResponseWriter, r *http.Request, v any, holds 
 // checkTarget says what is wrong with an endpoint's URL, or returns "":
 // its form, as the webhook channel checks it, and where its host leads
 // now, as the worker's address guard judges an address when it dials.
-func (s endpointSettings) checkTarget(ctx context.Context, raw string) string {
+func (s EndpointRules) checkTarget(ctx context.Context, raw string) string {
 	if problem := channel.CheckEndpointURL(raw); problem != "" {
 		return problem
 	}
@@ -289,7 +270,7 @@ func (s endpointSettings) checkTarget(ctx context.Context, raw string) string {
 		}
 	}
 	for _, a := range addrs {
-		if err := s.guard.Control("tcp", netip.AddrPortFrom(a, 0).String(), nil); err != nil {
+		if err := s.Guard.Control("tcp", netip.AddrPortFrom(a, 0).String(), nil); err != nil {
 			return fmt.Sprintf("host %q: %v: webhooks may reach only the public internet, and the networks WEBHOOK_ALLOW_CIDRS lists", host, err)
 		}
 	}
@@ -315,8 +296,9 @@ func lookupFailure(err error) string {
 
 func handleCreateEndpoint(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		store, settings := endpointsOf(deps, w)
+		store := deps.Endpoints
 		if store == nil {
+			writeProblem(w, noEndpoints())
 			return
 		}
 		var req createEndpointRequest
@@ -324,7 +306,7 @@ func handleCreateEndpoint(deps Deps) http.HandlerFunc {
 			return
 		}
 		var bad notification.Invalid
-		if problem := settings.checkTarget(r.Context(), req.URL); problem != "" {
+		if problem := deps.EndpointRules.checkTarget(r.Context(), req.URL); problem != "" {
 			bad = append(bad, notification.FieldError{Field: "url", Message: problem})
 		}
 		if len(req.Description) > MaxDescription {
@@ -368,8 +350,9 @@ func handleListEndpoints(deps Deps) http.HandlerFunc {
 			writeProblem(w, invalidQuery(bad))
 			return
 		}
-		store, _ := endpointsOf(deps, w)
+		store := deps.Endpoints
 		if store == nil {
+			writeProblem(w, noEndpoints())
 			return
 		}
 		page, err := store.ListEndpoints(r.Context(), history.EndpointQuery{Limit: q.Limit, Cursor: q.Cursor})
@@ -431,8 +414,9 @@ func endpointAnswer(deps Deps, w http.ResponseWriter, id string, e *history.Endp
 
 func handleGetEndpoint(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		store, _ := endpointsOf(deps, w)
+		store := deps.Endpoints
 		if store == nil {
+			writeProblem(w, noEndpoints())
 			return
 		}
 		id := chi.URLParam(r, "id")
@@ -443,8 +427,9 @@ func handleGetEndpoint(deps Deps) http.HandlerFunc {
 
 func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		store, settings := endpointsOf(deps, w)
+		store := deps.Endpoints
 		if store == nil {
+			writeProblem(w, noEndpoints())
 			return
 		}
 		id := chi.URLParam(r, "id")
@@ -454,7 +439,7 @@ func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
 		}
 		var bad notification.Invalid
 		if req.URL != nil {
-			if problem := settings.checkTarget(r.Context(), *req.URL); problem != "" {
+			if problem := deps.EndpointRules.checkTarget(r.Context(), *req.URL); problem != "" {
 				bad = append(bad, notification.FieldError{Field: "url", Message: problem})
 			}
 		}
@@ -476,8 +461,9 @@ func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
 
 func handleDeleteEndpoint(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		store, _ := endpointsOf(deps, w)
+		store := deps.Endpoints
 		if store == nil {
+			writeProblem(w, noEndpoints())
 			return
 		}
 		id := chi.URLParam(r, "id")
@@ -495,12 +481,13 @@ func handleDeleteEndpoint(deps Deps) http.HandlerFunc {
 
 func handleRotateSecret(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		store, settings := endpointsOf(deps, w)
+		store := deps.Endpoints
 		if store == nil {
+			writeProblem(w, noEndpoints())
 			return
 		}
 		id := chi.URLParam(r, "id")
-		grace := settings.grace
+		grace := deps.EndpointRules.Grace
 		// The body is optional: without one, the configured grace period.
 		if r.ContentLength != 0 {
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, deps.MaxBody))
@@ -549,8 +536,9 @@ func handleEndpointAttempts(deps Deps) http.HandlerFunc {
 			writeProblem(w, invalidQuery(bad))
 			return
 		}
-		store, _ := endpointsOf(deps, w)
+		store := deps.Endpoints
 		if store == nil {
+			writeProblem(w, noEndpoints())
 			return
 		}
 		id := chi.URLParam(r, "id")
@@ -619,7 +607,7 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				if id == "" {
 					continue
 				}
-				store, _ := deps.History.(EndpointStore)
+				store := deps.Endpoints
 				if store == nil {
 					writeProblem(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
 						"this API runs without a history store, where endpoints live: it cannot deliver to one"))

@@ -16,9 +16,11 @@ import (
 // nothing else is configured.
 const DefaultIdempotencyTTL = 24 * time.Hour
 
-// HistoryStore is what the API reads and claims in the notification
-// history; *history.Store is one.
+// HistoryStore is what the API reads, claims and cancels in the
+// notification history; *history.Store is one.
 type HistoryStore interface {
+	CancelStore
+	ProviderStore
 	Get(ctx context.Context, id string) (*history.Notification, error)
 	List(ctx context.Context, q history.Query) (history.Page, error)
 	Claim(ctx context.Context, scope, key string, fingerprint []byte, id string, now time.Time, ttl time.Duration) (history.Claim, error)

@@ -68,8 +68,8 @@ func handleListProviders(deps Deps) http.HandlerFunc {
 			writeProblem(w, invalidQuery(bad))
 			return
 		}
-		store, ok := deps.History.(ProviderStore)
-		if !ok {
+		store := deps.History
+		if store == nil {
 			writeProblem(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
 				"this API runs without a history store, where the workers record their providers"))
 			return

@@ -192,8 +192,8 @@ type CancelStore interface {
 // 409 a notification with nothing left to cancel.
 func handleCancelNotification(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		store, ok := deps.History.(CancelStore)
-		if !ok {
+		store := deps.History
+		if store == nil {
 			writeProblem(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
 				"this API runs without a history store, where cancellations are kept"))
 			return

@@ -75,6 +75,14 @@ type Deps struct {
 	// with 503 and keeps the older behaviour for keys (the id is derived
 	// from the key, and a repeat publishes again).
 	History HistoryStore
+	// Endpoints is where the webhook endpoints live: the endpoint routes
+	// read and write them there, and a notification that names one is
+	// checked against it. nil answers both with 503.
+	Endpoints EndpointStore
+	// EndpointRules are what the endpoint routes check besides the store.
+	// The zero value rotates secrets without a grace period and allows
+	// endpoints on the public internet only; see NewEndpointRules.
+	EndpointRules EndpointRules
 	// IdempotencyTTL is how long an Idempotency-Key is remembered; zero
 	// means DefaultIdempotencyTTL.
 	IdempotencyTTL time.Duration
