@@ -217,33 +217,28 @@ func endpointNotFound(id string) *Problem {
 }
 
 // decodeBody reads exactly one JSON object of the request into v, refusing
-// unknown fields; holds says what the body may hold. It answers the
-// request itself and returns false when the body is not one.
-func decodeBody(deps Deps, w http.ResponseWriter, r *http.Request, v any, holds string) bool {
+// unknown fields; holds says what the body may hold. It returns the
+// problem that refuses the body when it is not one.
+func decodeBody(deps Deps, w http.ResponseWriter, r *http.Request, v any, holds string) *Problem {
 	if p := checkContentType(r.Header.Get("Content-Type")); p != nil {
-		writeProblem(w, p)
-		return false
+		return p
 	}
 	if r.ContentLength > deps.MaxBody {
-		writeProblem(w, tooLarge(deps.MaxBody))
-		return false
+		return tooLarge(deps.MaxBody)
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, deps.MaxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeProblem(w, decodeProblem(err, dec.InputOffset(), holds))
-		return false
+		return decodeProblem(err, dec.InputOffset(), holds)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeProblem(w, tooLarge(tooBig.Limit))
-			return false
+			return tooLarge(tooBig.Limit)
 		}
-		writeProblem(w, malformed(fmt.Sprintf("unexpected data after the JSON object, at byte offset %d", dec.InputOffset())))
-		return false
+		return malformed(fmt.Sprintf("unexpected data after the JSON object, at byte offset %d", dec.InputOffset()))
 	}
-	return true
+	return nil
 }
 
 // checkTarget says what is wrong with an endpoint's URL, or returns "":
@@ -295,15 +290,14 @@ func lookupFailure(err error) string {
 }
 
 func handleCreateEndpoint(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		store := deps.Endpoints
 		if store == nil {
-			writeProblem(w, noEndpoints())
-			return
+			return noEndpoints()
 		}
 		var req createEndpointRequest
-		if !decodeBody(deps, w, r, &req, "an endpoint holds url and description") {
-			return
+		if p := decodeBody(deps, w, r, &req, "an endpoint holds url and description"); p != nil {
+			return p
 		}
 		var bad notification.Invalid
 		if problem := deps.EndpointRules.checkTarget(r.Context(), req.URL); problem != "" {
@@ -313,8 +307,7 @@ func handleCreateEndpoint(deps Deps) http.HandlerFunc {
 			bad = append(bad, notification.FieldError{Field: "description", Message: fmt.Sprintf("at most %d bytes", MaxDescription)})
 		}
 		if len(bad) > 0 {
-			writeProblem(w, invalidEndpoint(bad))
-			return
+			return invalidEndpoint(bad)
 		}
 		now := deps.Now().UTC()
 		e := history.Endpoint{URL: req.URL, Description: req.Description, Secret: history.Secret(webhooks.NewSecret()), CreatedAt: now}
@@ -326,13 +319,11 @@ func handleCreateEndpoint(deps Deps) http.HandlerFunc {
 			}
 		}
 		if err != nil {
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		created, err := store.Endpoint(r.Context(), e.ID)
 		if err != nil {
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		deps.Log.Info("endpoint created", "endpoint_id", e.ID)
 		v := endpointViewOf(created, now)
@@ -340,29 +331,26 @@ func handleCreateEndpoint(deps Deps) http.HandlerFunc {
 		w.Header().Set("Location", "/v1/endpoints/"+e.ID)
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusCreated, v)
-	}
+		return nil
+	})
 }
 
 func handleListEndpoints(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		q, bad := pageQuery(r)
 		if len(bad) > 0 {
-			writeProblem(w, invalidQuery(bad))
-			return
+			return invalidQuery(bad)
 		}
 		store := deps.Endpoints
 		if store == nil {
-			writeProblem(w, noEndpoints())
-			return
+			return noEndpoints()
 		}
 		page, err := store.ListEndpoints(r.Context(), history.EndpointQuery{Limit: q.Limit, Cursor: q.Cursor})
 		switch {
 		case errors.Is(err, history.ErrBadCursor):
-			writeProblem(w, invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}}))
-			return
+			return invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}})
 		case err != nil:
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		now := deps.Now()
 		out := endpointListView{Endpoints: []endpointView{}, NextCursor: page.Next}
@@ -371,7 +359,8 @@ func handleListEndpoints(deps Deps) http.HandlerFunc {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, out)
-	}
+		return nil
+	})
 }
 
 // pageQuery reads limit and cursor, naming each bad parameter.
@@ -398,44 +387,42 @@ func pageQuery(r *http.Request) (history.EndpointQuery, notification.Invalid) {
 	return q, bad
 }
 
-// endpointAnswer answers with the endpoint the store returned, or with
+// endpointAnswer answers with the endpoint the store returned, or returns
 // why there is none.
-func endpointAnswer(deps Deps, w http.ResponseWriter, id string, e *history.Endpoint, err error) {
+func endpointAnswer(deps Deps, w http.ResponseWriter, id string, e *history.Endpoint, err error) error {
 	switch {
 	case errors.Is(err, history.ErrNotFound):
-		writeProblem(w, endpointNotFound(id))
+		return endpointNotFound(id)
 	case err != nil:
-		historyFailed(deps, w, err)
-	default:
-		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusOK, endpointViewOf(e, deps.Now()))
+		return historyFailed(deps, err)
 	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, endpointViewOf(e, deps.Now()))
+	return nil
 }
 
 func handleGetEndpoint(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		store := deps.Endpoints
 		if store == nil {
-			writeProblem(w, noEndpoints())
-			return
+			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
 		e, err := store.Endpoint(r.Context(), id)
-		endpointAnswer(deps, w, id, e, err)
-	}
+		return endpointAnswer(deps, w, id, e, err)
+	})
 }
 
 func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		store := deps.Endpoints
 		if store == nil {
-			writeProblem(w, noEndpoints())
-			return
+			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
 		var req updateEndpointRequest
-		if !decodeBody(deps, w, r, &req, "a change holds url, description and enabled") {
-			return
+		if p := decodeBody(deps, w, r, &req, "a change holds url, description and enabled"); p != nil {
+			return p
 		}
 		var bad notification.Invalid
 		if req.URL != nil {
@@ -447,44 +434,42 @@ func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
 			bad = append(bad, notification.FieldError{Field: "description", Message: fmt.Sprintf("at most %d bytes", MaxDescription)})
 		}
 		if len(bad) > 0 {
-			writeProblem(w, invalidEndpoint(bad))
-			return
+			return invalidEndpoint(bad)
 		}
 		e, err := store.UpdateEndpoint(r.Context(), id, history.EndpointChange{URL: req.URL, Description: req.Description,
 			Enabled: req.Enabled, DisabledReason: ReasonDisabledByRequest}, deps.Now().UTC())
 		if err == nil && req.Enabled != nil {
 			deps.Log.Info("endpoint changed", "endpoint_id", id, "enabled", *req.Enabled)
 		}
-		endpointAnswer(deps, w, id, e, err)
-	}
+		return endpointAnswer(deps, w, id, e, err)
+	})
 }
 
 func handleDeleteEndpoint(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		store := deps.Endpoints
 		if store == nil {
-			writeProblem(w, noEndpoints())
-			return
+			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
 		switch err := store.DeleteEndpoint(r.Context(), id); {
 		case errors.Is(err, history.ErrNotFound):
-			writeProblem(w, endpointNotFound(id))
+			return endpointNotFound(id)
 		case err != nil:
-			historyFailed(deps, w, err)
+			return historyFailed(deps, err)
 		default:
 			deps.Log.Info("endpoint deleted", "endpoint_id", id)
 			w.WriteHeader(http.StatusNoContent)
 		}
-	}
+		return nil
+	})
 }
 
 func handleRotateSecret(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		store := deps.Endpoints
 		if store == nil {
-			writeProblem(w, noEndpoints())
-			return
+			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
 		grace := deps.EndpointRules.Grace
@@ -492,20 +477,18 @@ func handleRotateSecret(deps Deps) http.HandlerFunc {
 		if r.ContentLength != 0 {
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, deps.MaxBody))
 			if err != nil {
-				writeProblem(w, decodeProblem(err, 0, "a rotation holds grace_seconds"))
-				return
+				return decodeProblem(err, 0, "a rotation holds grace_seconds")
 			}
 			if len(bytes.TrimSpace(body)) > 0 {
 				r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 				var req rotateRequest
-				if !decodeBody(deps, w, r, &req, "a rotation holds grace_seconds") {
-					return
+				if p := decodeBody(deps, w, r, &req, "a rotation holds grace_seconds"); p != nil {
+					return p
 				}
 				if req.GraceSeconds != nil {
 					max := int64(MaxRotationGrace / time.Second)
 					if *req.GraceSeconds < 0 || *req.GraceSeconds > max {
-						writeProblem(w, invalidEndpoint(notification.Invalid{{Field: "grace_seconds", Message: fmt.Sprintf("a whole number of seconds from 0 to %d", max)}}))
-						return
+						return invalidEndpoint(notification.Invalid{{Field: "grace_seconds", Message: fmt.Sprintf("a whole number of seconds from 0 to %d", max)}})
 					}
 					grace = time.Duration(*req.GraceSeconds) * time.Second
 				}
@@ -515,45 +498,39 @@ func handleRotateSecret(deps Deps) http.HandlerFunc {
 		e, err := store.RotateEndpointSecret(r.Context(), id, history.Secret(webhooks.NewSecret()), grace, now)
 		switch {
 		case errors.Is(err, history.ErrNotFound):
-			writeProblem(w, endpointNotFound(id))
-			return
+			return endpointNotFound(id)
 		case err != nil:
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		deps.Log.Info("endpoint secret rotated", "endpoint_id", id, "grace", grace.String())
 		v := endpointViewOf(e, now)
 		v.Secret = e.Secret.Reveal()
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, v)
-	}
+		return nil
+	})
 }
 
 func handleEndpointAttempts(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		q, bad := pageQuery(r)
 		if len(bad) > 0 {
-			writeProblem(w, invalidQuery(bad))
-			return
+			return invalidQuery(bad)
 		}
 		store := deps.Endpoints
 		if store == nil {
-			writeProblem(w, noEndpoints())
-			return
+			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
 		if _, err := store.Endpoint(r.Context(), id); err != nil {
-			endpointAnswer(deps, w, id, nil, err)
-			return
+			return endpointAnswer(deps, w, id, nil, err)
 		}
 		page, err := store.EndpointAttempts(r.Context(), id, history.AttemptQuery{Channel: channel.Webhook.Name(), Limit: q.Limit, Cursor: q.Cursor})
 		switch {
 		case errors.Is(err, history.ErrBadCursor):
-			writeProblem(w, invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}}))
-			return
+			return invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}})
 		case err != nil:
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		out := endpointAttemptsView{Attempts: []endpointAttemptView{}, NextCursor: page.Next}
 		for _, a := range page.Items {
@@ -562,7 +539,8 @@ func handleEndpointAttempts(deps Deps) http.HandlerFunc {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, out)
-	}
+		return nil
+	})
 }
 
 // requireEndpoints refuses, before the notification routes see it, a
@@ -622,7 +600,7 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				case errors.Is(err, history.ErrNotFound):
 					bad = append(bad, notification.FieldError{Field: field, Message: fmt.Sprintf("no endpoint has the id %q", id)})
 				case err != nil:
-					historyFailed(deps, w, err)
+					writeProblem(w, historyFailed(deps, err))
 					return
 				case !e.Enabled:
 					bad = append(bad, notification.FieldError{Field: field, Message: fmt.Sprintf("endpoint %s is disabled (%s): PATCH /v1/endpoints/%s {\"enabled\": true} re-enables it", id, e.DisabledReason, id)})

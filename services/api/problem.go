@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
@@ -129,6 +130,34 @@ func unavailable(detail string) *Problem {
 	p := newProblem(ProblemBrokerUnavailable, http.StatusServiceUnavailable, "Broker unavailable", detail)
 	p.retryAfter = 1
 	return p
+}
+
+// handlerFunc is a handler that returns why it failed rather than
+// answering it: a *Problem, or any other error, which becomes a 500. See
+// Deps.serve.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// serve adapts h to net/http: the one place a handler's failure becomes
+// its answer. A *Problem is answered as it is; any other error is logged
+// and answered with a 500 that does not show it.
+func (d Deps) serve(h handlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		err := h(w, r)
+		if err == nil {
+			return
+		}
+		var p *Problem
+		if !errors.As(err, &p) {
+			d.Log.Error("serve request", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+			p = internalError()
+		}
+		writeProblem(w, p)
+	}
+}
+
+// internalError is the answer to a failure of the API itself.
+func internalError() *Problem {
+	return newProblem(ProblemInternal, http.StatusInternalServerError, "Internal error", "the request could not be completed")
 }
 
 // writeProblem answers with p and the headers it calls for.

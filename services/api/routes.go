@@ -5,7 +5,7 @@ import "github.com/go-chi/chi/v5"
 // routes registers every route of the API on r.
 func routes(r *chi.Mux, deps Deps, m *metrics) {
 	r.Get("/healthz", handleHealthz())
-	r.Get("/readyz", handleReadyz(deps.Ready))
+	r.Get("/readyz", handleReadyz(deps))
 	r.Get("/metrics", handleMetrics(deps.Registry, deps.Log))
 	r.Get("/openapi.json", handleOpenAPI())
 	r.Route("/v1", func(v1 chi.Router) {
