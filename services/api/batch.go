@@ -88,7 +88,9 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 		}
 		if refused == len(items) {
 			p := invalidBatch(fmt.Sprintf("none of the %d notification(s) is valid; see results", len(items)))
-			p.Results = results
+			p.Members = struct {
+				Results []itemResult `json:"results,omitempty"`
+			}{results}
 			return p
 		}
 		pub := deps.Publisher()

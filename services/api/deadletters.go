@@ -172,7 +172,9 @@ func deadLetterFailed(deps Deps, what string, done int, err error) *Problem {
 		deps.Log.Warn("replay refused", "replayed", done, "error", err)
 		p := newProblem(ProblemNotDestination, http.StatusConflict, "Not one of relay's work queues",
 			"replayed "+strconv.Itoa(done)+"; these stay parked: "+err.Error())
-		p.Replayed = &done
+		p.Members = struct {
+			Replayed int `json:"replayed"`
+		}{done}
 		return p
 	case what == "read":
 		deps.Log.Error("read dead letters", "error", err)

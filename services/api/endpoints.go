@@ -22,6 +22,7 @@ import (
 	"github.com/relay-demo/relay/services/internal/config"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/problem"
 	"github.com/relay-demo/relay/services/internal/query"
 	"github.com/relay-demo/relay/webhooks"
 )
@@ -587,7 +588,7 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				}
 				store := deps.Endpoints
 				if store == nil {
-					writeProblem(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
+					problem.Write(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
 						"this API runs without a history store, where endpoints live: it cannot deliver to one"))
 					return
 				}
@@ -600,14 +601,14 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				case errors.Is(err, history.ErrNotFound):
 					bad = append(bad, notification.FieldError{Field: field, Message: fmt.Sprintf("no endpoint has the id %q", id)})
 				case err != nil:
-					writeProblem(w, historyFailed(deps, err))
+					problem.Write(w, historyFailed(deps, err))
 					return
 				case !e.Enabled:
 					bad = append(bad, notification.FieldError{Field: field, Message: fmt.Sprintf("endpoint %s is disabled (%s): PATCH /v1/endpoints/%s {\"enabled\": true} re-enables it", id, e.DisabledReason, id)})
 				}
 			}
 			if len(bad) > 0 {
-				writeProblem(w, invalidFields(bad))
+				problem.Write(w, invalidFields(bad))
 				return
 			}
 			next.ServeHTTP(w, r)

@@ -26,6 +26,7 @@ import (
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/problem"
 	"github.com/relay-demo/relay/services/internal/tracing"
 )
 
@@ -449,7 +450,7 @@ func handleReadyz(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		if err := deps.Ready(); err != nil {
 			p := newProblem(ProblemNotReady, http.StatusServiceUnavailable, "Not ready", err.Error())
-			p.retryAfter = 1
+			p.RetryAfter = 1
 			return p
 		}
 		writeJSON(w, http.StatusOK, status{Status: "ok"})
@@ -476,7 +477,7 @@ func handleOpenAPI() http.HandlerFunc {
 // handleNotFound answers 404 as a problem.
 func handleNotFound() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
+		problem.Write(w, newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
 			fmt.Sprintf("no route for %s", r.URL.Path)))
 	}
 }
@@ -496,7 +497,7 @@ func handleMethodNotAllowed(root chi.Routes) http.HandlerFunc {
 			}
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeProblem(w, newProblem(ProblemMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
+		problem.Write(w, newProblem(ProblemMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
 			fmt.Sprintf("%s %s is not supported; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", "))))
 	}
 }
@@ -519,7 +520,7 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 				if sw, ok := w.(interface{ Status() int }); ok && sw.Status() != 0 {
 					return // the answer has begun; nothing more can be said
 				}
-				writeProblem(w, newProblem(ProblemInternal, http.StatusInternalServerError, "Internal error",
+				problem.Write(w, newProblem(ProblemInternal, http.StatusInternalServerError, "Internal error",
 					"the request could not be completed"))
 			}()
 			next.ServeHTTP(w, r)

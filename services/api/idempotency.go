@@ -94,7 +94,7 @@ func claimKey(ctx context.Context, deps Deps, scope, key string, n *notification
 		if time.Now().After(deadline) {
 			p := newProblem(ProblemKeyInFlight, http.StatusConflict, "Idempotency-Key in use",
 				"a request with this Idempotency-Key is still being published; try again shortly")
-			p.retryAfter = 1
+			p.RetryAfter = 1
 			return nil, p
 		}
 		t := time.NewTimer(pendingPoll)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/relay-demo/relay/services/internal/problem"
 )
 
 // DefaultLimiterKeys is how many tokens or client addresses a limiter
@@ -165,7 +167,7 @@ func limitRate(l *limiter, now func() time.Time) func(http.Handler) http.Handler
 				key, whose = "addr "+clientAddr(r), "from this address"
 			}
 			if ok, wait := l.take(key, now()); !ok {
-				writeProblem(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",
+				problem.Write(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",
 					perSecond(float64(l.rate)), whose, int(l.burst)), wait))
 				return
 			}
@@ -195,7 +197,7 @@ func limitDashboard(d Deps, next http.Handler) http.Handler {
 		key, whose := "addr "+addr, "from this address"
 		if auth != "" && !d.AuthOff {
 			if ok, wait := d.authFailures.check(addr, d.Now()); !ok {
-				writeProblem(w, rateLimited(fmt.Sprintf("more than %s request(s) a second with a missing or wrong bearer token from this address; try again after Retry-After",
+				problem.Write(w, rateLimited(fmt.Sprintf("more than %s request(s) a second with a missing or wrong bearer token from this address; try again after Retry-After",
 					perSecond(float64(d.authFailures.rate))), wait))
 				return
 			}
@@ -209,7 +211,7 @@ func limitDashboard(d Deps, next http.Handler) http.Handler {
 			key, whose = id, "with this token"
 		}
 		if ok, wait := d.perClient.take(key, d.Now()); !ok {
-			writeProblem(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",
+			problem.Write(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",
 				perSecond(float64(d.perClient.rate)), whose, d.perClient.burst), wait))
 			return
 		}

@@ -216,7 +216,9 @@ func handleCancelNotification(deps Deps) http.HandlerFunc {
 		if len(v.Cancelled) == 0 {
 			p := newProblem(ProblemNothingToCancel, http.StatusConflict, "Nothing to cancel",
 				fmt.Sprintf("every copy of %s has gone out or is on its way to a worker; see not_cancelled", id))
-			p.NotCancelled = v.NotCancelled
+			p.Members = struct {
+				NotCancelled []copyStatusView `json:"not_cancelled,omitempty"`
+			}{v.NotCancelled}
 			return p
 		}
 		if len(c.Cancelled) > 0 {

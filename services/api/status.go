@@ -111,7 +111,7 @@ func historyFailed(deps Deps, err error) *Problem {
 	deps.Log.Error("read the history", "error", err)
 	p := newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
 		"the history store could not be read; try again shortly")
-	p.retryAfter = 1
+	p.RetryAfter = 1
 	return p
 }
 

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/problem"
 	"github.com/relay-demo/relay/services/internal/query"
 )
 
@@ -183,9 +185,9 @@ func viewOf(n *history.Notification, full bool) notificationView {
 	return v
 }
 
-func historyUnavailable(detail string) problem {
-	return problem{Type: problemBase + "history-unavailable", Title: "History unavailable",
-		Status: http.StatusServiceUnavailable, Detail: detail, retryAfter: 1}
+func historyUnavailable(detail string) *problem.Problem {
+	return &problem.Problem{Type: problem.Base + "history-unavailable", Title: "History unavailable",
+		Status: http.StatusServiceUnavailable, Detail: detail, RetryAfter: 1}
 }
 
 // reader returns the history, or answers 503 without one.
@@ -216,7 +218,7 @@ func (s *server) detail(w http.ResponseWriter, r *http.Request) {
 	n, err := store.Get(r.Context(), id)
 	switch {
 	case errors.Is(err, history.ErrNotFound):
-		writeProblem(w, problem{Type: problemBase + "not-found", Title: "Not found", Status: http.StatusNotFound,
+		writeProblem(w, &problem.Problem{Type: problem.Base + "not-found", Title: "Not found", Status: http.StatusNotFound,
 			Detail: "no notification has the id " + strconv.Quote(id) + " (or it is older than the history keeps)"})
 	case err != nil:
 		s.failed(w, err)
@@ -236,7 +238,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	q, bad := listQuery(r)
 	if len(bad) > 0 {
-		writeProblem(w, problem{Type: problemBase + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+		writeProblem(w, &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
 			Detail: "the query has " + strconv.Itoa(len(bad)) + " invalid parameter(s); see errors", Errors: bad})
 		return
 	}
@@ -247,13 +249,13 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	page, err := store.List(r.Context(), q)
 	switch {
 	case errors.Is(err, history.ErrBadCursor):
-		writeProblem(w, problem{Type: problemBase + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
-			Detail: "the cursor is not one this dashboard gave out", Errors: []fieldError{{"cursor", "not a cursor this dashboard gave out"}}})
+		writeProblem(w, &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the cursor is not one this dashboard gave out", Errors: []notification.FieldError{{Field: "cursor", Message: "not a cursor this dashboard gave out"}}})
 		return
 	case errors.Is(err, history.ErrBadQuery):
 		// The store's own words about the query the client sent.
-		writeProblem(w, problem{Type: problemBase + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
-			Detail: "the query cannot be run; see errors", Errors: []fieldError{{"q", err.Error()}}})
+		writeProblem(w, &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the query cannot be run; see errors", Errors: []notification.FieldError{{Field: "q", Message: err.Error()}}})
 		return
 	case err != nil:
 		s.failed(w, err)
@@ -282,23 +284,23 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 }
 
 // listQuery reads the list's query parameters, naming each bad one.
-func listQuery(r *http.Request) (history.Query, []fieldError) {
+func listQuery(r *http.Request) (history.Query, []notification.FieldError) {
 	v, err := query.Values(r)
 	var q history.Query
-	var bad []fieldError
+	var bad []notification.FieldError
 	if err != nil {
-		bad = append(bad, fieldError{query.Field, err.Error()})
+		bad = append(bad, notification.FieldError{Field: query.Field, Message: err.Error()})
 	}
 	for name := range v {
 		switch name {
 		case "status", "channel", "limit", "cursor", "q":
 		default:
-			bad = append(bad, fieldError{name, "unknown parameter: use status, channel, q, limit or cursor"})
+			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use status, channel, q, limit or cursor"})
 		}
 	}
 	if st := v.Get("status"); st != "" {
 		if !slices.Contains(statuses, st) {
-			bad = append(bad, fieldError{"status", "one of " + strings.Join(statuses, ", ")})
+			bad = append(bad, notification.FieldError{Field: "status", Message: "one of " + strings.Join(statuses, ", ")})
 		}
 		q.Status = st
 	}
@@ -306,14 +308,14 @@ func listQuery(r *http.Request) (history.Query, []fieldError) {
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > history.MaxLimit {
-			bad = append(bad, fieldError{"limit", "a whole number from 1 to " + strconv.Itoa(history.MaxLimit)})
+			bad = append(bad, notification.FieldError{Field: "limit", Message: "a whole number from 1 to " + strconv.Itoa(history.MaxLimit)})
 		}
 		q.Limit = n
 	}
 	q.Cursor = v.Get("cursor")
 	q.Search = v.Get("q")
 	if n := utf8.RuneCountInString(q.Search); n > query.MaxSearch {
-		bad = append(bad, fieldError{"q", "at most " + strconv.Itoa(query.MaxSearch) + " characters, not " + strconv.Itoa(n)})
+		bad = append(bad, notification.FieldError{Field: "q", Message: "at most " + strconv.Itoa(query.MaxSearch) + " characters, not " + strconv.Itoa(n)})
 	}
 	return q, bad
 }

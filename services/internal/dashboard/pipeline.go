@@ -10,6 +10,7 @@ import (
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/diagram"
 	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/problem"
 )
 
 // RateWindow is how far back the pipeline's arrow rates look.
@@ -289,7 +290,7 @@ func (s *server) pipeline(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.Pipeline == nil {
-		writeProblem(w, problem{Type: problemBase + "pipeline-unavailable", Title: "Pipeline unavailable",
+		writeProblem(w, &problem.Problem{Type: problem.Base + "pipeline-unavailable", Title: "Pipeline unavailable",
 			Status: http.StatusServiceUnavailable, Detail: "this dashboard runs without the pipeline's topology"})
 		return
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/relay-demo/relay/services/internal/problem"
 )
 
 // events serves the live event stream. Each stream holds a place under
@@ -20,14 +22,14 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.Hub == nil {
-		writeProblem(w, problem{Type: problemBase + "no-event-source", Title: "No event source",
+		writeProblem(w, &problem.Problem{Type: problem.Base + "no-event-source", Title: "No event source",
 			Status: http.StatusServiceUnavailable, Detail: "this dashboard follows no pipeline events"})
 		return
 	}
 	client := clientOf(r)
 	release, refusal := s.streams.acquire(client)
 	if refusal != nil {
-		writeProblem(w, *refusal)
+		writeProblem(w, refusal)
 		return
 	}
 	defer release()

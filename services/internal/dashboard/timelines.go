@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/problem"
 )
 
 // maxTimelines is how many notifications one GET /dashboard/timelines
@@ -42,18 +44,18 @@ func (s *server) timelines(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := r.URL.Query()
-	var bad []fieldError
+	var bad []notification.FieldError
 	for name := range v {
 		if name != "id" {
-			bad = append(bad, fieldError{name, "unknown parameter: use id"})
+			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use id"})
 		}
 	}
 	ids := v["id"]
 	if len(ids) == 0 || len(ids) > maxTimelines {
-		bad = append(bad, fieldError{"id", "from 1 to " + strconv.Itoa(maxTimelines) + " notification ids"})
+		bad = append(bad, notification.FieldError{Field: "id", Message: "from 1 to " + strconv.Itoa(maxTimelines) + " notification ids"})
 	}
 	if len(bad) > 0 {
-		writeProblem(w, problem{Type: problemBase + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+		writeProblem(w, &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
 			Detail: "the query has " + strconv.Itoa(len(bad)) + " invalid parameter(s); see errors", Errors: bad})
 		return
 	}
