@@ -25,11 +25,16 @@ const (
 	Authenticated
 )
 
-// writeProblem answers with p, the API's problem type, and never to be
-// cached.
-func writeProblem(w http.ResponseWriter, p *problem.Problem) {
-	w.Header().Set("Cache-Control", "no-store")
-	problem.Write(w, p)
+// handle adapts a route that returns its failure (see problem.Handle): a
+// problem is never to be cached.
+func (s *server) handle(h problem.HandlerFunc) http.HandlerFunc {
+	return problem.Handle(s.Log, func(w http.ResponseWriter, r *http.Request) error {
+		err := h(w, r)
+		if err != nil {
+			w.Header().Set("Cache-Control", "no-store")
+		}
+		return err
+	})
 }
 
 func unauthorized(detail, challenge string) *problem.Problem {
@@ -39,20 +44,18 @@ func unauthorized(detail, challenge string) *problem.Problem {
 
 // allow decides what r may see: full is true with a valid token (or no
 // authentication at all), false for a visitor without one on a public
-// dashboard. When ok is false, the 401 has been written.
-func (s *server) allow(w http.ResponseWriter, r *http.Request) (full, ok bool) {
+// dashboard. refusal is the 401 of a request that may see nothing.
+func (s *server) allow(r *http.Request) (full bool, refusal *problem.Problem) {
 	switch s.Authenticate(r) {
 	case Authenticated:
-		return true, true
+		return true, nil
 	case Refused:
-		writeProblem(w, unauthorized("the bearer token is not one the API accepts", `Bearer realm="relay", error="invalid_token"`))
-		return false, false
+		return false, unauthorized("the bearer token is not one the API accepts", `Bearer realm="relay", error="invalid_token"`)
 	}
 	if s.Public {
-		return false, true
+		return false, nil
 	}
-	writeProblem(w, unauthorized("send Authorization: Bearer <token>, a token from the API's API_TOKENS", `Bearer realm="relay"`))
-	return false, false
+	return false, unauthorized("send Authorization: Bearer <token>, a token from the API's API_TOKENS", `Bearer realm="relay"`)
 }
 
 // clientOf is the address a request comes from, without its port: what

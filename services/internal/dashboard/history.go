@@ -190,76 +190,73 @@ func historyUnavailable(detail string) *problem.Problem {
 		Status: http.StatusServiceUnavailable, Detail: detail, RetryAfter: 1}
 }
 
-// reader returns the history, or answers 503 without one.
-func (s *server) reader(w http.ResponseWriter) HistoryReader {
+// reader returns the history, or the 503 that answers without one.
+func (s *server) reader() (HistoryReader, *problem.Problem) {
 	if s.History == nil {
-		writeProblem(w, historyUnavailable("this dashboard runs without a history store"))
+		return nil, historyUnavailable("this dashboard runs without a history store")
 	}
-	return s.History
+	return s.History, nil
 }
 
-// failed answers a history error the client cannot act on: logged here,
-// never sent, since it may quote the store.
-func (s *server) failed(w http.ResponseWriter, err error) {
+// failed is the answer to a history error the client cannot act on:
+// logged here, never sent, since it may quote the store.
+func (s *server) failed(err error) *problem.Problem {
 	s.Log.Error("read the history", "error", err)
-	writeProblem(w, historyUnavailable("the history store could not be read; try again shortly"))
+	return historyUnavailable("the history store could not be read; try again shortly")
 }
 
-func (s *server) detail(w http.ResponseWriter, r *http.Request) {
-	full, ok := s.allow(w, r)
-	if !ok {
-		return
+func (s *server) detail(w http.ResponseWriter, r *http.Request) error {
+	full, refusal := s.allow(r)
+	if refusal != nil {
+		return refusal
 	}
-	store := s.reader(w)
-	if store == nil {
-		return
+	store, p := s.reader()
+	if p != nil {
+		return p
 	}
 	id := r.PathValue("id")
 	n, err := store.Get(r.Context(), id)
 	switch {
 	case errors.Is(err, history.ErrNotFound):
-		writeProblem(w, &problem.Problem{Type: problem.Base + "not-found", Title: "Not found", Status: http.StatusNotFound,
-			Detail: "no notification has the id " + strconv.Quote(id) + " (or it is older than the history keeps)"})
+		return &problem.Problem{Type: problem.Base + "not-found", Title: "Not found", Status: http.StatusNotFound,
+			Detail: "no notification has the id " + strconv.Quote(id) + " (or it is older than the history keeps)"}
 	case err != nil:
-		s.failed(w, err)
+		return s.failed(err)
 	default:
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, viewOf(n, full))
 	}
+	return nil
 }
 
 // statuses are the values the status filter takes.
 var statuses = []string{history.StatusScheduled, history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked, history.StatusCancelled}
 
-func (s *server) list(w http.ResponseWriter, r *http.Request) {
-	full, ok := s.allow(w, r)
-	if !ok {
-		return
+func (s *server) list(w http.ResponseWriter, r *http.Request) error {
+	full, refusal := s.allow(r)
+	if refusal != nil {
+		return refusal
 	}
 	q, bad := listQuery(r)
 	if len(bad) > 0 {
-		writeProblem(w, &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
-			Detail: "the query has " + strconv.Itoa(len(bad)) + " invalid parameter(s); see errors", Errors: bad})
-		return
+		return &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the query has " + strconv.Itoa(len(bad)) + " invalid parameter(s); see errors", Errors: bad}
 	}
-	store := s.reader(w)
-	if store == nil {
-		return
+	store, p := s.reader()
+	if p != nil {
+		return p
 	}
 	page, err := store.List(r.Context(), q)
 	switch {
 	case errors.Is(err, history.ErrBadCursor):
-		writeProblem(w, &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
-			Detail: "the cursor is not one this dashboard gave out", Errors: []notification.FieldError{{Field: "cursor", Message: "not a cursor this dashboard gave out"}}})
-		return
+		return &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the cursor is not one this dashboard gave out", Errors: []notification.FieldError{{Field: "cursor", Message: "not a cursor this dashboard gave out"}}}
 	case errors.Is(err, history.ErrBadQuery):
 		// The store's own words about the query the client sent.
-		writeProblem(w, &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
-			Detail: "the query cannot be run; see errors", Errors: []notification.FieldError{{Field: "q", Message: err.Error()}}})
-		return
+		return &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the query cannot be run; see errors", Errors: []notification.FieldError{{Field: "q", Message: err.Error()}}}
 	case err != nil:
-		s.failed(w, err)
-		return
+		return s.failed(err)
 	}
 	out := listView{Notifications: []summaryView{}, NextCursor: page.Next}
 	for _, n := range page.Items {
@@ -281,6 +278,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // listQuery reads the list's query parameters, naming each bad one.

@@ -39,9 +39,9 @@ type timelineMark struct {
 // notification of a page of the list, each copy's attempts on its time
 // axis, {"timelines": {"ntf_…": [copy, …]}}. An id the history does not
 // know is left out.
-func (s *server) timelines(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.allow(w, r); !ok {
-		return
+func (s *server) timelines(w http.ResponseWriter, r *http.Request) error {
+	if _, refusal := s.allow(r); refusal != nil {
+		return refusal
 	}
 	v := r.URL.Query()
 	var bad []notification.FieldError
@@ -55,13 +55,12 @@ func (s *server) timelines(w http.ResponseWriter, r *http.Request) {
 		bad = append(bad, notification.FieldError{Field: "id", Message: "from 1 to " + strconv.Itoa(maxTimelines) + " notification ids"})
 	}
 	if len(bad) > 0 {
-		writeProblem(w, &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
-			Detail: "the query has " + strconv.Itoa(len(bad)) + " invalid parameter(s); see errors", Errors: bad})
-		return
+		return &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the query has " + strconv.Itoa(len(bad)) + " invalid parameter(s); see errors", Errors: bad}
 	}
-	store := s.reader(w)
-	if store == nil {
-		return
+	store, p := s.reader()
+	if p != nil {
+		return p
 	}
 	out := map[string][]timelineView{}
 	for _, id := range ids {
@@ -73,8 +72,7 @@ func (s *server) timelines(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if err != nil {
-			s.failed(w, err)
-			return
+			return s.failed(err)
 		}
 		copies := []timelineView{}
 		for _, c := range n.Copies {
@@ -88,4 +86,5 @@ func (s *server) timelines(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"timelines": out})
+	return nil
 }
