@@ -22,7 +22,6 @@ import (
 	"github.com/relay-demo/relay/services/internal/config"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/notification"
-	"github.com/relay-demo/relay/services/internal/problem"
 	"github.com/relay-demo/relay/services/internal/query"
 	"github.com/relay-demo/relay/webhooks"
 )
@@ -552,10 +551,10 @@ func handleEndpointAttempts(deps Deps) http.HandlerFunc {
 // else: a body the route refuses for another reason passes untouched.
 func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 			if checkContentType(r.Header.Get("Content-Type")) != nil || r.ContentLength > deps.MaxBody {
 				next.ServeHTTP(w, r)
-				return
+				return nil
 			}
 			body, err := io.ReadAll(io.LimitReader(r.Body, deps.MaxBody+1))
 			// The route reads the body as it was sent, whatever happens here.
@@ -567,13 +566,13 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 			// route decodes every body once anyway.
 			if err != nil || int64(len(body)) > deps.MaxBody || !bytes.Contains(body, []byte(`"endpoint"`)) {
 				next.ServeHTTP(w, r)
-				return
+				return nil
 			}
 			items := []json.RawMessage{body}
 			if batch {
 				if items, err = decodeBatch(bytes.NewReader(body), deps.MaxBatch); err != nil {
 					next.ServeHTTP(w, r)
-					return
+					return nil
 				}
 			}
 			var bad notification.Invalid
@@ -588,9 +587,8 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				}
 				store := deps.Endpoints
 				if store == nil {
-					problem.Write(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
-						"this API runs without a history store, where endpoints live: it cannot deliver to one"))
-					return
+					return newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
+						"this API runs without a history store, where endpoints live: it cannot deliver to one")
 				}
 				field := channel.Webhook.Name() + ".endpoint"
 				if batch {
@@ -601,17 +599,16 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				case errors.Is(err, history.ErrNotFound):
 					bad = append(bad, notification.FieldError{Field: field, Message: fmt.Sprintf("no endpoint has the id %q", id)})
 				case err != nil:
-					problem.Write(w, historyFailed(deps, err))
-					return
+					return historyFailed(deps, err)
 				case !e.Enabled:
 					bad = append(bad, notification.FieldError{Field: field, Message: fmt.Sprintf("endpoint %s is disabled (%s): PATCH /v1/endpoints/%s {\"enabled\": true} re-enables it", id, e.DisabledReason, id)})
 				}
 			}
 			if len(bad) > 0 {
-				problem.Write(w, invalidFields(bad))
-				return
+				return invalidFields(bad)
 			}
 			next.ServeHTTP(w, r)
+			return nil
 		})
 	}
 }
