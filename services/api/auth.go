@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/relay-demo/relay/services/internal/problem"
 )
 
 // identityKey is the context key of the authenticated client's identity.
@@ -41,7 +43,7 @@ func requireToken(tokens []string, failures *limiter, now func() time.Time) func
 			if failures != nil {
 				addr = clientAddr(r)
 				if ok, wait := failures.check(addr, now()); !ok {
-					writeProblem(w, rateLimited(fmt.Sprintf("more than %s request(s) a second with a missing or wrong bearer token from this address; try again after Retry-After",
+					problem.Write(w, rateLimited(fmt.Sprintf("more than %s request(s) a second with a missing or wrong bearer token from this address; try again after Retry-After",
 						perSecond(float64(failures.rate))), wait))
 					return
 				}
@@ -50,7 +52,7 @@ func requireToken(tokens []string, failures *limiter, now func() time.Time) func
 				if failures != nil {
 					failures.charge(addr, now())
 				}
-				writeProblem(w, p)
+				problem.Write(w, p)
 			}
 			token, ok := bearer(r.Header.Get("Authorization"))
 			if !ok {

@@ -46,28 +46,24 @@ type batchAnswer struct {
 // was valid (nothing is published then).
 func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 	ingress := deps.Topology.Ingress()
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		start := time.Now()
 		if p := checkContentType(r.Header.Get("Content-Type")); p != nil {
-			writeProblem(w, p)
-			return
+			return p
 		}
 		// A key would have to stand for every item, and for a partial
 		// failure's retry: refused rather than ignored, so no client
 		// believes a batch is safe to resend.
 		if _, present := r.Header[http.CanonicalHeaderKey("Idempotency-Key")]; present {
-			writeProblem(w, invalidHeader("Idempotency-Key is not supported on POST /v1/notifications/batch: "+
-				"send the batch without it, or send each notification to POST /v1/notifications with a key of its own"))
-			return
+			return invalidHeader("Idempotency-Key is not supported on POST /v1/notifications/batch: " +
+				"send the batch without it, or send each notification to POST /v1/notifications with a key of its own")
 		}
 		if r.ContentLength > deps.MaxBody {
-			writeProblem(w, tooLarge(deps.MaxBody))
-			return
+			return tooLarge(deps.MaxBody)
 		}
 		items, err := decodeBatch(http.MaxBytesReader(w, r.Body, deps.MaxBody), deps.MaxBatch)
 		if err != nil {
-			writeProblem(w, asProblem(err))
-			return
+			return asProblem(err)
 		}
 		results := make([]itemResult, len(items))
 		valid := make([]*notification.Notification, len(items)) // nil where refused
@@ -92,14 +88,14 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 		}
 		if refused == len(items) {
 			p := invalidBatch(fmt.Sprintf("none of the %d notification(s) is valid; see results", len(items)))
-			p.Results = results
-			writeProblem(w, p)
-			return
+			p.Members = struct {
+				Results []itemResult `json:"results,omitempty"`
+			}{results}
+			return p
 		}
 		pub := deps.Publisher()
 		if pub == nil {
-			writeProblem(w, unavailable("the API is not connected to the broker"))
-			return
+			return unavailable("the API is not connected to the broker")
 		}
 		createdAt := deps.Now().UTC()
 		channels := make([][]string, len(items))
@@ -132,7 +128,8 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 		deps.Log.Info("batch answered", "status", status, "items", len(items), "accepted", len(items)-refused-failed,
 			"refused", refused, "failed", failed, "duration_ms", time.Since(start).Milliseconds())
 		writeJSON(w, status, batchAnswer{Results: results})
-	}
+		return nil
+	})
 }
 
 // publishBatch publishes every notification of ns that is not nil, each as

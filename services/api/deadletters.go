@@ -85,16 +85,17 @@ func (d dialedDeadLetters) Purge(ctx context.Context, f retry.Filter) (int, erro
 // every one, on both.
 const DefaultDeadLetterLimit = 50
 
-// deadLetterStore returns the store of the moment, or answers 503.
-func deadLetterStore(deps Deps, w http.ResponseWriter) DeadLetterStore {
+// deadLetterStore returns the store of the moment, or the 503 that
+// answers without one.
+func deadLetterStore(deps Deps) (DeadLetterStore, *Problem) {
 	var s DeadLetterStore
 	if deps.DeadLetters != nil {
 		s = deps.DeadLetters()
 	}
 	if s == nil {
-		writeProblem(w, unavailable("the broker is not connected; try again shortly"))
+		return nil, unavailable("the broker is not connected; try again shortly")
 	}
-	return s
+	return s, nil
 }
 
 // sourceQueue turns the queue a client names (without the topology
@@ -157,67 +158,67 @@ func invalidRequest(errs notification.Invalid) *Problem {
 	return p
 }
 
-// deadLetterFailed answers an error of the store: 404 for an id nothing
-// matches, 409 for a replay refused into a queue that is not relay's, 503
-// otherwise. what is "read", "replayed" or "purged"; done says how many
+// deadLetterFailed is the answer to an error of the store: 404 for an id
+// nothing matches, 409 for a replay refused into a queue that is not
+// relay's, 503 otherwise. what is "read", "replayed" or "purged"; done says how many
 // messages were replayed or purged before the error.
-func deadLetterFailed(deps Deps, w http.ResponseWriter, what string, done int, err error) {
+func deadLetterFailed(deps Deps, what string, done int, err error) *Problem {
 	switch {
 	case errors.Is(err, retry.ErrNotParked):
-		writeProblem(w, newProblem(ProblemNotFound, http.StatusNotFound, "Not found", err.Error()))
+		return newProblem(ProblemNotFound, http.StatusNotFound, "Not found", err.Error())
 	case errors.Is(err, retry.ErrNotDestination):
 		// A parked message that names a queue relay does not deliver to
 		// stays parked: the client learns which, and that nothing moved.
 		deps.Log.Warn("replay refused", "replayed", done, "error", err)
 		p := newProblem(ProblemNotDestination, http.StatusConflict, "Not one of relay's work queues",
 			"replayed "+strconv.Itoa(done)+"; these stay parked: "+err.Error())
-		p.Replayed = &done
-		writeProblem(w, p)
+		p.Members = struct {
+			Replayed int `json:"replayed"`
+		}{done}
+		return p
 	case what == "read":
 		deps.Log.Error("read dead letters", "error", err)
-		writeProblem(w, unavailable("the dead-letter queue could not be read: "+err.Error()))
+		return unavailable("the dead-letter queue could not be read: " + err.Error())
 	default:
 		verb := map[string]string{"replayed": "replay", "purged": "purge"}[what]
 		deps.Log.Error(verb+" dead letters", what, done, "error", err)
-		writeProblem(w, unavailable(what+" "+strconv.Itoa(done)+" before an error: "+err.Error()))
+		return unavailable(what + " " + strconv.Itoa(done) + " before an error: " + err.Error())
 	}
 }
 
 func handleListDeadLetters(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		f, limit, bad := deadLetterQuery(r, deps.Topology, "id", "limit", "recipient", "source")
 		if len(bad) > 0 {
-			writeProblem(w, invalidQuery(bad))
-			return
+			return invalidQuery(bad)
 		}
-		store := deadLetterStore(deps, w)
-		if store == nil {
-			return
+		store, p := deadLetterStore(deps)
+		if p != nil {
+			return p
 		}
 		list, err := store.List(r.Context(), f, limit)
 		if err != nil {
 			deps.Log.Error("list dead letters", "error", err)
-			writeProblem(w, unavailable("the dead-letter queue could not be read: "+err.Error()))
-			return
+			return unavailable("the dead-letter queue could not be read: " + err.Error())
 		}
 		if list == nil {
 			list = []retry.DeadLetter{}
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, map[string]any{"dead_letters": list})
-	}
+		return nil
+	})
 }
 
 // idFilter reads the {id} of a dead-letter route and its recipient and
-// source parameters, or answers 422.
-func idFilter(deps Deps, w http.ResponseWriter, r *http.Request) (retry.Filter, bool) {
+// source parameters, or returns the 422 that refuses them.
+func idFilter(deps Deps, r *http.Request) (retry.Filter, *Problem) {
 	f, _, bad := deadLetterQuery(r, deps.Topology, "recipient", "source")
 	if len(bad) > 0 {
-		writeProblem(w, invalidQuery(bad))
-		return f, false
+		return f, invalidQuery(bad)
 	}
 	f.ID = chi.URLParam(r, "id")
-	return f, true
+	return f, nil
 }
 
 // deadLetterView is the answer of GET /v1/dead-letters/{id}.
@@ -229,19 +230,18 @@ type deadLetterView struct {
 }
 
 func handleGetDeadLetter(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		f, ok := idFilter(deps, w, r)
-		if !ok {
-			return
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		f, p := idFilter(deps, r)
+		if p != nil {
+			return p
 		}
-		store := deadLetterStore(deps, w)
-		if store == nil {
-			return
+		store, p := deadLetterStore(deps)
+		if p != nil {
+			return p
 		}
 		list, err := store.Get(r.Context(), f)
 		if err != nil {
-			deadLetterFailed(deps, w, "read", 0, err)
-			return
+			return deadLetterFailed(deps, "read", 0, err)
 		}
 		view := deadLetterView{ID: f.ID, DeadLetters: make([]retry.DeadLetterDetail, len(list))}
 		for i, p := range list {
@@ -249,23 +249,28 @@ func handleGetDeadLetter(deps Deps) http.HandlerFunc {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, view)
-	}
+		return nil
+	})
 }
 
 func handleDeleteDeadLetter(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if f, ok := idFilter(deps, w, r); ok {
-			purge(deps, w, r, f)
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		f, p := idFilter(deps, r)
+		if p != nil {
+			return p
 		}
-	}
+		return purge(deps, w, r, f)
+	})
 }
 
 func handleReplayDeadLetter(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if f, ok := idFilter(deps, w, r); ok {
-			replay(deps, w, r, f)
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		f, p := idFilter(deps, r)
+		if p != nil {
+			return p
 		}
-	}
+		return replay(deps, w, r, f)
+	})
 }
 
 // replayRequest is the body of POST /v1/dead-letters/replay: which parked
@@ -305,89 +310,86 @@ type purgeRequest struct {
 }
 
 // decodeSelection decodes the JSON body of a replay or purge into v, or
-// answers 400 (not JSON, or a field the request does not have: takes
+// returns the 400 (not JSON, or a field the request does not have: takes
 // lists those it has) or 422 (a field of the wrong type, named). An empty
 // body is an empty object.
-func decodeSelection(w http.ResponseWriter, r *http.Request, v any, takes string) bool {
+func decodeSelection(r *http.Request, v any, takes string) *Problem {
 	dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case err == nil, errors.Is(err, io.EOF):
-		return true
+		return nil
 	case errors.As(err, &typeErr) && typeErr.Field != "":
 		want := "a string"
 		if typeErr.Type.Kind() == reflect.Bool {
 			want = "true or false"
 		}
-		writeProblem(w, invalidRequest(notification.Invalid{{Field: typeErr.Field, Message: want + ", not a JSON " + typeErr.Value}}))
+		return invalidRequest(notification.Invalid{{Field: typeErr.Field, Message: want + ", not a JSON " + typeErr.Value}})
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		writeProblem(w, unknownField(strings.TrimPrefix(err.Error(), "json: ")+": the request takes "+takes))
+		return unknownField(strings.TrimPrefix(err.Error(), "json: ") + ": the request takes " + takes)
 	default:
-		writeProblem(w, malformed("the body must be a JSON object such as {\"source\": \"email-queue\"} or {\"all\": true}: "+err.Error()))
+		return malformed("the body must be a JSON object such as {\"source\": \"email-queue\"} or {\"all\": true}: " + err.Error())
 	}
-	return false
 }
 
 func handleReplayDeadLetters(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		var req replayRequest
-		if !decodeSelection(w, r, &req, "source, id, recipient or all") {
-			return
+		if p := decodeSelection(r, &req, "source, id, recipient or all"); p != nil {
+			return p
 		}
 		if bad := req.invalid(); len(bad) > 0 {
-			writeProblem(w, invalidRequest(bad))
-			return
+			return invalidRequest(bad)
 		}
-		replay(deps, w, r, req.filter(deps.Topology))
-	}
+		return replay(deps, w, r, req.filter(deps.Topology))
+	})
 }
 
 func handlePurgeDeadLetters(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		var req purgeRequest
-		if !decodeSelection(w, r, &req, "source, id, recipient or all, and confirm") {
-			return
+		if p := decodeSelection(r, &req, "source, id, recipient or all, and confirm"); p != nil {
+			return p
 		}
 		bad := req.invalid()
 		if !req.Confirm {
 			bad = append(bad, notification.FieldError{Field: "confirm", Message: "must be true: a purge deletes parked messages for good"})
 		}
 		if len(bad) > 0 {
-			writeProblem(w, invalidRequest(bad))
-			return
+			return invalidRequest(bad)
 		}
-		purge(deps, w, r, req.filter(deps.Topology))
-	}
+		return purge(deps, w, r, req.filter(deps.Topology))
+	})
 }
 
-func replay(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) {
-	store := deadLetterStore(deps, w)
-	if store == nil {
-		return
+func replay(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) error {
+	store, p := deadLetterStore(deps)
+	if p != nil {
+		return p
 	}
 	n, err := store.Replay(r.Context(), f)
 	if err != nil {
-		deadLetterFailed(deps, w, "replayed", n, err)
-		return
+		return deadLetterFailed(deps, "replayed", n, err)
 	}
 	// No email address goes into the log: by_recipient only says the
 	// selection named one.
 	deps.Log.Info("replayed dead letters", "replayed", n, "id", f.ID, "source", f.Source, "by_recipient", f.Recipient != "")
 	writeJSON(w, http.StatusOK, map[string]int{"replayed": n})
+	return nil
 }
 
-func purge(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) {
-	store := deadLetterStore(deps, w)
-	if store == nil {
-		return
+func purge(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) error {
+	store, p := deadLetterStore(deps)
+	if p != nil {
+		return p
 	}
 	n, err := store.Purge(r.Context(), f)
 	if err != nil {
-		deadLetterFailed(deps, w, "purged", n, err)
-		return
+		return deadLetterFailed(deps, "purged", n, err)
 	}
 	deps.Log.Info("purged dead letters", "purged", n, "id", f.ID, "source", f.Source, "by_recipient", f.Recipient != "")
 	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
+	return nil
 }

@@ -75,57 +75,38 @@ type EndpointStore interface {
 	EndpointAttempts(ctx context.Context, id string, q history.AttemptQuery) (history.AttemptPage, error)
 }
 
-// endpointSettings are what the endpoint routes need besides the store.
-type endpointSettings struct {
-	// grace is a rotation's grace period when the request sets none.
-	grace time.Duration
-	// guard judges where an endpoint's URL leads, as the worker's does.
-	guard webhooks.Guard
-	// lookup resolves a host name.
-	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
+// EndpointRules are what the endpoint routes check besides the store.
+type EndpointRules struct {
+	// Grace is a rotation's grace period when the request sets none.
+	Grace time.Duration
+	// Guard judges where an endpoint's URL leads, as the worker's does.
+	Guard webhooks.Guard
+	// Lookup resolves a host name; nil means the system resolver.
+	Lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
-func defaultEndpointSettings() endpointSettings {
-	return endpointSettings{grace: DefaultRotationGrace, guard: webhooks.NewGuard(nil), lookup: func(ctx context.Context, host string) ([]netip.Addr, error) {
-		return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	}}
-}
-
-// endpointHistory is the history store with the endpoint routes' settings,
-// as Deps.History: the routes find both there.
-type endpointHistory struct {
-	*history.Store
-	settings endpointSettings
-}
-
-func (h endpointHistory) endpointSettings() endpointSettings { return h.settings }
-
-// withEndpoints returns store, to serve as Deps.History, with the endpoint
-// routes' settings taken from cfg.
-func withEndpoints(store *history.Store, cfg EndpointsConfig) (HistoryStore, error) {
+// NewEndpointRules returns the rules cfg sets.
+func NewEndpointRules(cfg EndpointsConfig) (EndpointRules, error) {
 	allow, err := webhooks.ParseAllowList(cfg.AllowCIDRs)
 	if err != nil {
-		return nil, config.Invalid("WEBHOOK_ALLOW_CIDRS", cfg.AllowCIDRs, "a comma-separated list of CIDRs such as 10.1.0.0/16,fd00:1::/64 ("+err.Error()+")")
+		return EndpointRules{}, config.Invalid("WEBHOOK_ALLOW_CIDRS", cfg.AllowCIDRs, "a comma-separated list of CIDRs such as 10.1.0.0/16,fd00:1::/64 ("+err.Error()+")")
 	}
-	s := defaultEndpointSettings()
-	s.grace, s.guard = cfg.RotationGrace, webhooks.NewGuard(allow)
-	return endpointHistory{Store: store, settings: s}, nil
+	return EndpointRules{Grace: cfg.RotationGrace, Guard: webhooks.NewGuard(allow)}, nil
 }
 
-// endpointsOf returns the endpoint store and settings, or answers 503
-// without a store.
-func endpointsOf(deps Deps, w http.ResponseWriter) (EndpointStore, endpointSettings) {
-	store, ok := deps.History.(EndpointStore)
-	if !ok {
-		writeProblem(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
-			"this API runs without a history store, where endpoints live"))
-		return nil, endpointSettings{}
+// lookup resolves host with Lookup, or the system resolver.
+func (s EndpointRules) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	if s.Lookup != nil {
+		return s.Lookup(ctx, host)
 	}
-	settings := defaultEndpointSettings()
-	if s, ok := deps.History.(interface{ endpointSettings() endpointSettings }); ok {
-		settings = s.endpointSettings()
-	}
-	return store, settings
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+}
+
+// noEndpoints answers the endpoint routes of an API without an endpoint
+// store.
+func noEndpoints() *Problem {
+	return newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
+		"this API runs without a history store, where endpoints live")
 }
 
 // NewEndpointID returns a random endpoint id: channel.EndpointIDPrefix and
@@ -236,39 +217,34 @@ func endpointNotFound(id string) *Problem {
 }
 
 // decodeBody reads exactly one JSON object of the request into v, refusing
-// unknown fields; holds says what the body may hold. It answers the
-// request itself and returns false when the body is not one.
-func decodeBody(deps Deps, w http.ResponseWriter, r *http.Request, v any, holds string) bool {
+// unknown fields; holds says what the body may hold. It returns the
+// problem that refuses the body when it is not one.
+func decodeBody(deps Deps, w http.ResponseWriter, r *http.Request, v any, holds string) *Problem {
 	if p := checkContentType(r.Header.Get("Content-Type")); p != nil {
-		writeProblem(w, p)
-		return false
+		return p
 	}
 	if r.ContentLength > deps.MaxBody {
-		writeProblem(w, tooLarge(deps.MaxBody))
-		return false
+		return tooLarge(deps.MaxBody)
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, deps.MaxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeProblem(w, decodeProblem(err, dec.InputOffset(), holds))
-		return false
+		return decodeProblem(err, dec.InputOffset(), holds)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeProblem(w, tooLarge(tooBig.Limit))
-			return false
+			return tooLarge(tooBig.Limit)
 		}
-		writeProblem(w, malformed(fmt.Sprintf("unexpected data after the JSON object, at byte offset %d", dec.InputOffset())))
-		return false
+		return malformed(fmt.Sprintf("unexpected data after the JSON object, at byte offset %d", dec.InputOffset()))
 	}
-	return true
+	return nil
 }
 
 // checkTarget says what is wrong with an endpoint's URL, or returns "":
 // its form, as the webhook channel checks it, and where its host leads
 // now, as the worker's address guard judges an address when it dials.
-func (s endpointSettings) checkTarget(ctx context.Context, raw string) string {
+func (s EndpointRules) checkTarget(ctx context.Context, raw string) string {
 	if problem := channel.CheckEndpointURL(raw); problem != "" {
 		return problem
 	}
@@ -289,7 +265,7 @@ func (s endpointSettings) checkTarget(ctx context.Context, raw string) string {
 		}
 	}
 	for _, a := range addrs {
-		if err := s.guard.Control("tcp", netip.AddrPortFrom(a, 0).String(), nil); err != nil {
+		if err := s.Guard.Control("tcp", netip.AddrPortFrom(a, 0).String(), nil); err != nil {
 			return fmt.Sprintf("host %q: %v: webhooks may reach only the public internet, and the networks WEBHOOK_ALLOW_CIDRS lists", host, err)
 		}
 	}
@@ -314,25 +290,24 @@ func lookupFailure(err error) string {
 }
 
 func handleCreateEndpoint(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		store, settings := endpointsOf(deps, w)
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		store := deps.Endpoints
 		if store == nil {
-			return
+			return noEndpoints()
 		}
 		var req createEndpointRequest
-		if !decodeBody(deps, w, r, &req, "an endpoint holds url and description") {
-			return
+		if p := decodeBody(deps, w, r, &req, "an endpoint holds url and description"); p != nil {
+			return p
 		}
 		var bad notification.Invalid
-		if problem := settings.checkTarget(r.Context(), req.URL); problem != "" {
+		if problem := deps.EndpointRules.checkTarget(r.Context(), req.URL); problem != "" {
 			bad = append(bad, notification.FieldError{Field: "url", Message: problem})
 		}
 		if len(req.Description) > MaxDescription {
 			bad = append(bad, notification.FieldError{Field: "description", Message: fmt.Sprintf("at most %d bytes", MaxDescription)})
 		}
 		if len(bad) > 0 {
-			writeProblem(w, invalidEndpoint(bad))
-			return
+			return invalidEndpoint(bad)
 		}
 		now := deps.Now().UTC()
 		e := history.Endpoint{URL: req.URL, Description: req.Description, Secret: history.Secret(webhooks.NewSecret()), CreatedAt: now}
@@ -344,13 +319,11 @@ func handleCreateEndpoint(deps Deps) http.HandlerFunc {
 			}
 		}
 		if err != nil {
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		created, err := store.Endpoint(r.Context(), e.ID)
 		if err != nil {
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		deps.Log.Info("endpoint created", "endpoint_id", e.ID)
 		v := endpointViewOf(created, now)
@@ -358,28 +331,26 @@ func handleCreateEndpoint(deps Deps) http.HandlerFunc {
 		w.Header().Set("Location", "/v1/endpoints/"+e.ID)
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusCreated, v)
-	}
+		return nil
+	})
 }
 
 func handleListEndpoints(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		q, bad := pageQuery(r)
 		if len(bad) > 0 {
-			writeProblem(w, invalidQuery(bad))
-			return
+			return invalidQuery(bad)
 		}
-		store, _ := endpointsOf(deps, w)
+		store := deps.Endpoints
 		if store == nil {
-			return
+			return noEndpoints()
 		}
 		page, err := store.ListEndpoints(r.Context(), history.EndpointQuery{Limit: q.Limit, Cursor: q.Cursor})
 		switch {
 		case errors.Is(err, history.ErrBadCursor):
-			writeProblem(w, invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}}))
-			return
+			return invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}})
 		case err != nil:
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		now := deps.Now()
 		out := endpointListView{Endpoints: []endpointView{}, NextCursor: page.Next}
@@ -388,7 +359,8 @@ func handleListEndpoints(deps Deps) http.HandlerFunc {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, out)
-	}
+		return nil
+	})
 }
 
 // pageQuery reads limit and cursor, naming each bad parameter.
@@ -415,46 +387,46 @@ func pageQuery(r *http.Request) (history.EndpointQuery, notification.Invalid) {
 	return q, bad
 }
 
-// endpointAnswer answers with the endpoint the store returned, or with
+// endpointAnswer answers with the endpoint the store returned, or returns
 // why there is none.
-func endpointAnswer(deps Deps, w http.ResponseWriter, id string, e *history.Endpoint, err error) {
+func endpointAnswer(deps Deps, w http.ResponseWriter, id string, e *history.Endpoint, err error) error {
 	switch {
 	case errors.Is(err, history.ErrNotFound):
-		writeProblem(w, endpointNotFound(id))
+		return endpointNotFound(id)
 	case err != nil:
-		historyFailed(deps, w, err)
-	default:
-		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusOK, endpointViewOf(e, deps.Now()))
+		return historyFailed(deps, err)
 	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, endpointViewOf(e, deps.Now()))
+	return nil
 }
 
 func handleGetEndpoint(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		store, _ := endpointsOf(deps, w)
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		store := deps.Endpoints
 		if store == nil {
-			return
+			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
 		e, err := store.Endpoint(r.Context(), id)
-		endpointAnswer(deps, w, id, e, err)
-	}
+		return endpointAnswer(deps, w, id, e, err)
+	})
 }
 
 func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		store, settings := endpointsOf(deps, w)
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		store := deps.Endpoints
 		if store == nil {
-			return
+			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
 		var req updateEndpointRequest
-		if !decodeBody(deps, w, r, &req, "a change holds url, description and enabled") {
-			return
+		if p := decodeBody(deps, w, r, &req, "a change holds url, description and enabled"); p != nil {
+			return p
 		}
 		var bad notification.Invalid
 		if req.URL != nil {
-			if problem := settings.checkTarget(r.Context(), *req.URL); problem != "" {
+			if problem := deps.EndpointRules.checkTarget(r.Context(), *req.URL); problem != "" {
 				bad = append(bad, notification.FieldError{Field: "url", Message: problem})
 			}
 		}
@@ -462,63 +434,61 @@ func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
 			bad = append(bad, notification.FieldError{Field: "description", Message: fmt.Sprintf("at most %d bytes", MaxDescription)})
 		}
 		if len(bad) > 0 {
-			writeProblem(w, invalidEndpoint(bad))
-			return
+			return invalidEndpoint(bad)
 		}
 		e, err := store.UpdateEndpoint(r.Context(), id, history.EndpointChange{URL: req.URL, Description: req.Description,
 			Enabled: req.Enabled, DisabledReason: ReasonDisabledByRequest}, deps.Now().UTC())
 		if err == nil && req.Enabled != nil {
 			deps.Log.Info("endpoint changed", "endpoint_id", id, "enabled", *req.Enabled)
 		}
-		endpointAnswer(deps, w, id, e, err)
-	}
+		return endpointAnswer(deps, w, id, e, err)
+	})
 }
 
 func handleDeleteEndpoint(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		store, _ := endpointsOf(deps, w)
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		store := deps.Endpoints
 		if store == nil {
-			return
+			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
 		switch err := store.DeleteEndpoint(r.Context(), id); {
 		case errors.Is(err, history.ErrNotFound):
-			writeProblem(w, endpointNotFound(id))
+			return endpointNotFound(id)
 		case err != nil:
-			historyFailed(deps, w, err)
+			return historyFailed(deps, err)
 		default:
 			deps.Log.Info("endpoint deleted", "endpoint_id", id)
 			w.WriteHeader(http.StatusNoContent)
 		}
-	}
+		return nil
+	})
 }
 
 func handleRotateSecret(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		store, settings := endpointsOf(deps, w)
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		store := deps.Endpoints
 		if store == nil {
-			return
+			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
-		grace := settings.grace
+		grace := deps.EndpointRules.Grace
 		// The body is optional: without one, the configured grace period.
 		if r.ContentLength != 0 {
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, deps.MaxBody))
 			if err != nil {
-				writeProblem(w, decodeProblem(err, 0, "a rotation holds grace_seconds"))
-				return
+				return decodeProblem(err, 0, "a rotation holds grace_seconds")
 			}
 			if len(bytes.TrimSpace(body)) > 0 {
 				r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 				var req rotateRequest
-				if !decodeBody(deps, w, r, &req, "a rotation holds grace_seconds") {
-					return
+				if p := decodeBody(deps, w, r, &req, "a rotation holds grace_seconds"); p != nil {
+					return p
 				}
 				if req.GraceSeconds != nil {
 					max := int64(MaxRotationGrace / time.Second)
 					if *req.GraceSeconds < 0 || *req.GraceSeconds > max {
-						writeProblem(w, invalidEndpoint(notification.Invalid{{Field: "grace_seconds", Message: fmt.Sprintf("a whole number of seconds from 0 to %d", max)}}))
-						return
+						return invalidEndpoint(notification.Invalid{{Field: "grace_seconds", Message: fmt.Sprintf("a whole number of seconds from 0 to %d", max)}})
 					}
 					grace = time.Duration(*req.GraceSeconds) * time.Second
 				}
@@ -528,44 +498,39 @@ func handleRotateSecret(deps Deps) http.HandlerFunc {
 		e, err := store.RotateEndpointSecret(r.Context(), id, history.Secret(webhooks.NewSecret()), grace, now)
 		switch {
 		case errors.Is(err, history.ErrNotFound):
-			writeProblem(w, endpointNotFound(id))
-			return
+			return endpointNotFound(id)
 		case err != nil:
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		deps.Log.Info("endpoint secret rotated", "endpoint_id", id, "grace", grace.String())
 		v := endpointViewOf(e, now)
 		v.Secret = e.Secret.Reveal()
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, v)
-	}
+		return nil
+	})
 }
 
 func handleEndpointAttempts(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		q, bad := pageQuery(r)
 		if len(bad) > 0 {
-			writeProblem(w, invalidQuery(bad))
-			return
+			return invalidQuery(bad)
 		}
-		store, _ := endpointsOf(deps, w)
+		store := deps.Endpoints
 		if store == nil {
-			return
+			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
 		if _, err := store.Endpoint(r.Context(), id); err != nil {
-			endpointAnswer(deps, w, id, nil, err)
-			return
+			return endpointAnswer(deps, w, id, nil, err)
 		}
 		page, err := store.EndpointAttempts(r.Context(), id, history.AttemptQuery{Channel: channel.Webhook.Name(), Limit: q.Limit, Cursor: q.Cursor})
 		switch {
 		case errors.Is(err, history.ErrBadCursor):
-			writeProblem(w, invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}}))
-			return
+			return invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}})
 		case err != nil:
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		out := endpointAttemptsView{Attempts: []endpointAttemptView{}, NextCursor: page.Next}
 		for _, a := range page.Items {
@@ -574,7 +539,8 @@ func handleEndpointAttempts(deps Deps) http.HandlerFunc {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, out)
-	}
+		return nil
+	})
 }
 
 // requireEndpoints refuses, before the notification routes see it, a
@@ -585,10 +551,10 @@ func handleEndpointAttempts(deps Deps) http.HandlerFunc {
 // else: a body the route refuses for another reason passes untouched.
 func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 			if checkContentType(r.Header.Get("Content-Type")) != nil || r.ContentLength > deps.MaxBody {
 				next.ServeHTTP(w, r)
-				return
+				return nil
 			}
 			body, err := io.ReadAll(io.LimitReader(r.Body, deps.MaxBody+1))
 			// The route reads the body as it was sent, whatever happens here.
@@ -600,13 +566,13 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 			// route decodes every body once anyway.
 			if err != nil || int64(len(body)) > deps.MaxBody || !bytes.Contains(body, []byte(`"endpoint"`)) {
 				next.ServeHTTP(w, r)
-				return
+				return nil
 			}
 			items := []json.RawMessage{body}
 			if batch {
 				if items, err = decodeBatch(bytes.NewReader(body), deps.MaxBatch); err != nil {
 					next.ServeHTTP(w, r)
-					return
+					return nil
 				}
 			}
 			var bad notification.Invalid
@@ -619,11 +585,10 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				if id == "" {
 					continue
 				}
-				store, _ := deps.History.(EndpointStore)
+				store := deps.Endpoints
 				if store == nil {
-					writeProblem(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
-						"this API runs without a history store, where endpoints live: it cannot deliver to one"))
-					return
+					return newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
+						"this API runs without a history store, where endpoints live: it cannot deliver to one")
 				}
 				field := channel.Webhook.Name() + ".endpoint"
 				if batch {
@@ -634,17 +599,16 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				case errors.Is(err, history.ErrNotFound):
 					bad = append(bad, notification.FieldError{Field: field, Message: fmt.Sprintf("no endpoint has the id %q", id)})
 				case err != nil:
-					historyFailed(deps, w, err)
-					return
+					return historyFailed(deps, err)
 				case !e.Enabled:
 					bad = append(bad, notification.FieldError{Field: field, Message: fmt.Sprintf("endpoint %s is disabled (%s): PATCH /v1/endpoints/%s {\"enabled\": true} re-enables it", id, e.DisabledReason, id)})
 				}
 			}
 			if len(bad) > 0 {
-				writeProblem(w, invalidFields(bad))
-				return
+				return invalidFields(bad)
 			}
 			next.ServeHTTP(w, r)
+			return nil
 		})
 	}
 }

@@ -49,9 +49,9 @@ func TestEndpointLookupFailure(t *testing.T) {
 func endpointServer(t *testing.T, backend string) (http.Handler, *history.Store, *bytes.Buffer, *fakePublisher) {
 	t.Helper()
 	store := historytest.Open(t, backend)
-	settings := endpointSettings{grace: 6 * time.Hour, guard: webhooks.NewGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), lookup: testResolver}
 	h, fake, logs := testServer(t, func(d *Deps, _ *fakePublisher) {
-		d.History = endpointHistory{Store: store, settings: settings}
+		d.History, d.Endpoints = store, store
+		d.EndpointRules = EndpointRules{Grace: 6 * time.Hour, Guard: webhooks.NewGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), Lookup: testResolver}
 	})
 	return h, store, logs, fake
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/problem"
 	"github.com/relay-demo/relay/services/internal/tracing"
 )
 
@@ -76,36 +77,30 @@ func acceptedOf(n *notification.Notification, channels []string) *accepted {
 // channel (per recipient for email) and answers 202 only once the broker has confirmed every copy.
 func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 	ingress := deps.Topology.Ingress()
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		start := time.Now()
 		if p := checkContentType(r.Header.Get("Content-Type")); p != nil {
-			writeProblem(w, p)
-			return
+			return p
 		}
 		key, hasKey, p := idempotencyKey(r.Header)
 		if p != nil {
-			writeProblem(w, p)
-			return
+			return p
 		}
 		if r.ContentLength > deps.MaxBody {
-			writeProblem(w, tooLarge(deps.MaxBody))
-			return
+			return tooLarge(deps.MaxBody)
 		}
 		n, timing, err := decodeTimed(http.MaxBytesReader(w, r.Body, deps.MaxBody))
 		if err != nil {
-			writeProblem(w, asProblem(err))
-			return
+			return asProblem(err)
 		}
 		sched, p := schedule(deps.Topology, timing, deps.Now())
 		if p != nil {
-			writeProblem(w, p)
-			return
+			return p
 		}
 		n.DueAt = sched.due
 		pub := deps.Publisher()
 		if pub == nil {
-			writeProblem(w, unavailable("the API is not connected to the broker"))
-			return
+			return unavailable("the API is not connected to the broker")
 		}
 		if hasKey {
 			n.ID = idempotentID(identity(r.Context()), key)
@@ -119,8 +114,7 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 			var p *Problem
 			claim, p = claimKey(r.Context(), deps, identity(r.Context()), key, n, timing)
 			if p != nil {
-				writeProblem(w, p)
-				return
+				return p
 			}
 			if claim.done != nil {
 				deps.Log.Info("notification repeated with its Idempotency-Key: answered, not published again", "id", claim.id)
@@ -128,14 +122,13 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusAccepted)
 				_, _ = w.Write(claim.done)
-				return
+				return nil
 			}
 		}
 		if err := publish(r.Context(), deps, m, pub, ingress, n, channels); err != nil {
 			claim.release(deps)
 			deps.Log.Warn("notification not accepted", "id", n.ID, "channels", channels, "error", err.Error())
-			writeProblem(w, publishProblem(err, ingress, deps.PublishTimeout))
-			return
+			return publishProblem(err, ingress, deps.PublishTimeout)
 		}
 		answer := acceptedOf(n, channels)
 		answer.Rounded = sched.rounded
@@ -147,7 +140,8 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write(body)
-	}
+		return nil
+	})
 }
 
 // publish sends every copy of n to the ingress exchange at once
@@ -452,16 +446,16 @@ func handleHealthz() http.HandlerFunc {
 
 // handleReadyz answers 200 when the API can take notifications, else 503
 // with the reason.
-func handleReadyz(ready func() error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if err := ready(); err != nil {
+func handleReadyz(deps Deps) http.HandlerFunc {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		if err := deps.Ready(); err != nil {
 			p := newProblem(ProblemNotReady, http.StatusServiceUnavailable, "Not ready", err.Error())
-			p.retryAfter = 1
-			writeProblem(w, p)
-			return
+			p.RetryAfter = 1
+			return p
 		}
 		writeJSON(w, http.StatusOK, status{Status: "ok"})
-	}
+		return nil
+	})
 }
 
 // handleMetrics serves the registry in the Prometheus text format.
@@ -483,7 +477,7 @@ func handleOpenAPI() http.HandlerFunc {
 // handleNotFound answers 404 as a problem.
 func handleNotFound() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
+		problem.Write(w, newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
 			fmt.Sprintf("no route for %s", r.URL.Path)))
 	}
 }
@@ -503,7 +497,7 @@ func handleMethodNotAllowed(root chi.Routes) http.HandlerFunc {
 			}
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		writeProblem(w, newProblem(ProblemMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
+		problem.Write(w, newProblem(ProblemMethodNotAllowed, http.StatusMethodNotAllowed, "Method not allowed",
 			fmt.Sprintf("%s %s is not supported; allowed: %s", r.Method, r.URL.Path, strings.Join(allow, ", "))))
 	}
 }
@@ -526,7 +520,7 @@ func recoverer(log *slog.Logger) func(http.Handler) http.Handler {
 				if sw, ok := w.(interface{ Status() int }); ok && sw.Status() != 0 {
 					return // the answer has begun; nothing more can be said
 				}
-				writeProblem(w, newProblem(ProblemInternal, http.StatusInternalServerError, "Internal error",
+				problem.Write(w, newProblem(ProblemInternal, http.StatusInternalServerError, "Internal error",
 					"the request could not be completed"))
 			}()
 			next.ServeHTTP(w, r)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/dashboard"
 	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/notification"
 )
@@ -575,8 +576,20 @@ func TestHealth(t *testing.T) {
 	}
 }
 
+// routesFunc is a Routes that registers its routes by calling itself.
+type routesFunc func(r chi.Router)
+
+func (f routesFunc) Routes(r chi.Router) { f(r) }
+
+// TestDashboard: the dashboard's routes are served on the API's router,
+// and a path neither has is the API's 404.
 func TestDashboard(t *testing.T) {
-	dash := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "dashboard "+r.URL.Path) })
+	// A page and a file, each answering with its path.
+	dash := routesFunc(func(r chi.Router) {
+		for _, path := range []string{"/", "/app.js"} {
+			r.Get(path, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "dashboard "+r.URL.Path) })
+		}
+	})
 	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) { d.Dashboard = dash })
 	tests := []struct {
 		path   string
@@ -587,6 +600,7 @@ func TestDashboard(t *testing.T) {
 		{"/app.js", 200, "dashboard /app.js"},
 		{"/healthz", 200, `{"status":"ok"}`},
 		{"/v1/nope", 404, ""},
+		{"/nope", 404, `{"type":"https://relay.dev/problems/not-found","title":"Not found","status":404,"detail":"no route for /nope"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -596,6 +610,39 @@ func TestDashboard(t *testing.T) {
 			}
 			if tt.body != "" && strings.TrimSpace(rec.Body.String()) != tt.body {
 				t.Errorf("body = %q, want %q", rec.Body, tt.body)
+			}
+		})
+	}
+}
+
+// TestDashboardMethods: the dashboard's routes, on the API's router,
+// answer HEAD as they answer GET, and another method with the API's 405
+// naming both.
+func TestDashboardMethods(t *testing.T) {
+	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
+		d.Dashboard = dashboard.New(dashboard.Deps{Authenticate: dashboardAccess(d.Tokens, false)})
+	})
+	tests := []struct {
+		method, path string
+		status       int
+		typ, allow   string
+	}{
+		{http.MethodHead, "/", 200, "", ""},
+		{http.MethodHead, "/dashboard/session", 200, "", ""},
+		{http.MethodPost, "/", 405, ProblemMethodNotAllowed, "GET, HEAD"},
+		{http.MethodDelete, "/dashboard/session", 405, ProblemMethodNotAllowed, "GET, HEAD"},
+		{http.MethodGet, "/dashboard/nope", 404, ProblemNotFound, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			rec := call(h, tt.method, tt.path, "", nil)
+			var typ string
+			if tt.typ != "" {
+				typ = decodeAs[problemBody](t, rec).Type
+			}
+			got := []any{rec.Code, typ, rec.Header().Get("Allow")}
+			if diff := cmp.Diff([]any{tt.status, tt.typ, tt.allow}, got); diff != "" {
+				t.Errorf("status, problem type, Allow (-want +got):\n%s", diff)
 			}
 		})
 	}

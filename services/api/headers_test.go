@@ -74,7 +74,9 @@ func TestSecurityHeadersOnEveryRoute(t *testing.T) {
 
 	t.Run("a panic", func(t *testing.T) {
 		h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
-			d.Dashboard = http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("dashboard exploded") })
+			d.Dashboard = routesFunc(func(r chi.Router) {
+				r.Get("/", func(http.ResponseWriter, *http.Request) { panic("dashboard exploded") })
+			})
 		})
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))

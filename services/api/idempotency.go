@@ -16,9 +16,11 @@ import (
 // nothing else is configured.
 const DefaultIdempotencyTTL = 24 * time.Hour
 
-// HistoryStore is what the API reads and claims in the notification
-// history; *history.Store is one.
+// HistoryStore is what the API reads, claims and cancels in the
+// notification history; *history.Store is one.
 type HistoryStore interface {
+	CancelStore
+	ProviderStore
 	Get(ctx context.Context, id string) (*history.Notification, error)
 	List(ctx context.Context, q history.Query) (history.Page, error)
 	Claim(ctx context.Context, scope, key string, fingerprint []byte, id string, now time.Time, ttl time.Duration) (history.Claim, error)
@@ -92,7 +94,7 @@ func claimKey(ctx context.Context, deps Deps, scope, key string, n *notification
 		if time.Now().After(deadline) {
 			p := newProblem(ProblemKeyInFlight, http.StatusConflict, "Idempotency-Key in use",
 				"a request with this Idempotency-Key is still being published; try again shortly")
-			p.retryAfter = 1
+			p.RetryAfter = 1
 			return nil, p
 		}
 		t := time.NewTimer(pendingPoll)

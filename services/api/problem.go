@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/problem"
 )
 
 // ProblemBase is the URI every problem type of the API starts with.
-const ProblemBase = "https://relay.dev/problems/"
+const ProblemBase = problem.Base
 
 // The problem types the API answers with, one per kind of failure. They are
 // stable: clients may switch on them.
@@ -27,7 +28,7 @@ const (
 	ProblemInvalidFields        = ProblemBase + "invalid-fields"
 	ProblemBrokerUnavailable    = ProblemBase + "broker-unavailable"
 	ProblemNotReady             = ProblemBase + "not-ready"
-	ProblemInternal             = ProblemBase + "internal-error"
+	ProblemInternal             = problem.Internal
 	ProblemNotDestination       = ProblemBase + "not-a-work-queue"
 	ProblemKeyReused            = ProblemBase + "idempotency-key-reused"
 	ProblemKeyInFlight          = ProblemBase + "idempotency-key-in-flight"
@@ -39,40 +40,14 @@ const (
 )
 
 // ProblemContentType is the media type of every error answer (RFC 9457).
-const ProblemContentType = "application/problem+json"
+const ProblemContentType = problem.ContentType
 
-// Problem is an RFC 9457 problem detail, the body of every error answer.
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	// Errors lists every invalid field of a 422 answer.
-	Errors []notification.FieldError `json:"errors,omitempty"`
-	// Replayed is how many parked messages a refused replay did move.
-	Replayed *int `json:"replayed,omitempty"`
-	// Results is each item's refusal when no item of a batch was valid.
-	Results []itemResult `json:"results,omitempty"`
-	// NotCancelled are, on a 409 to a cancellation, the copies that had
-	// gone out or were on their way, with their status.
-	NotCancelled []copyStatusView `json:"not_cancelled,omitempty"`
-
-	// retryAfter, in seconds, becomes a Retry-After header when set.
-	retryAfter int
-	// authenticate becomes a WWW-Authenticate header when set.
-	authenticate string
-}
-
-// Error makes a Problem usable as an error on its way to the answer.
-func (p *Problem) Error() string {
-	if p.Detail == "" {
-		return p.Title
-	}
-	return p.Title + ": " + p.Detail
-}
+// Problem is an RFC 9457 problem detail, the body of every error answer;
+// the dashboard answers with the same.
+type Problem = problem.Problem
 
 func newProblem(typ string, status int, title, detail string) *Problem {
-	return &Problem{Type: typ, Title: title, Status: status, Detail: detail}
+	return problem.New(typ, status, title, detail)
 }
 
 func malformed(detail string) *Problem {
@@ -89,7 +64,7 @@ func invalidHeader(detail string) *Problem {
 
 func unauthorized(detail, challenge string) *Problem {
 	p := newProblem(ProblemUnauthorized, http.StatusUnauthorized, "Missing or invalid bearer token", detail)
-	p.authenticate = challenge
+	p.Authenticate = challenge
 	return p
 }
 
@@ -121,41 +96,27 @@ func invalidBatch(detail string) *Problem {
 // after wait, rounded up to whole seconds, at least 1.
 func rateLimited(detail string, wait time.Duration) *Problem {
 	p := newProblem(ProblemRateLimited, http.StatusTooManyRequests, "Too many requests", detail)
-	p.retryAfter = max(1, int(math.Ceil(wait.Seconds())))
+	p.RetryAfter = max(1, int(math.Ceil(wait.Seconds())))
 	return p
 }
 
 func unavailable(detail string) *Problem {
 	p := newProblem(ProblemBrokerUnavailable, http.StatusServiceUnavailable, "Broker unavailable", detail)
-	p.retryAfter = 1
+	p.RetryAfter = 1
 	return p
 }
 
-// writeProblem answers with p and the headers it calls for.
-func writeProblem(w http.ResponseWriter, p *Problem) {
-	h := w.Header()
-	h.Set("Content-Type", ProblemContentType)
-	h.Set("X-Content-Type-Options", "nosniff")
-	if p.retryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(p.retryAfter))
-	}
-	if p.authenticate != "" {
-		h.Set("WWW-Authenticate", p.authenticate)
-	}
-	body, err := json.Marshal(p)
-	if err != nil {
-		// A Problem holds only strings and numbers; this cannot happen.
-		body = []byte(`{"type":"` + ProblemInternal + `","title":"Internal error","status":500}`)
-	}
-	w.WriteHeader(p.Status)
-	_, _ = w.Write(append(body, '\n'))
+// serve adapts h to net/http, with the one mapping of its failure to an
+// answer (see problem.Handle).
+func (d Deps) serve(h problem.HandlerFunc) http.HandlerFunc {
+	return problem.Handle(d.Log, h)
 }
 
 // writeJSON answers with v as JSON.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil {
-		writeProblem(w, newProblem(ProblemInternal, http.StatusInternalServerError, "Internal error", "the answer could not be encoded"))
+		problem.Write(w, newProblem(ProblemInternal, http.StatusInternalServerError, "Internal error", "the answer could not be encoded"))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -55,7 +55,7 @@ func providerViewOf(p history.Provider) providerView {
 // email and sms workers declared, by channel and position, with its
 // circuit as a worker last recorded it and its limit.
 func handleListProviders(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		v, err := query.Values(r)
 		var bad notification.Invalid
 		if err != nil {
@@ -65,19 +65,16 @@ func handleListProviders(deps Deps) http.HandlerFunc {
 			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: this route takes none"})
 		}
 		if len(bad) > 0 {
-			writeProblem(w, invalidQuery(bad))
-			return
+			return invalidQuery(bad)
 		}
-		store, ok := deps.History.(ProviderStore)
-		if !ok {
-			writeProblem(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
-				"this API runs without a history store, where the workers record their providers"))
-			return
+		store := deps.History
+		if store == nil {
+			return newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
+				"this API runs without a history store, where the workers record their providers")
 		}
 		ps, err := store.Providers(r.Context(), deps.Now())
 		if err != nil {
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		out := providerListView{Providers: []providerView{}}
 		for _, p := range ps {
@@ -85,5 +82,6 @@ func handleListProviders(deps Deps) http.HandlerFunc {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, out)
-	}
+		return nil
+	})
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/relay-demo/relay/services/internal/problem"
 )
 
 // DefaultLimiterKeys is how many tokens or client addresses a limiter
@@ -165,7 +167,7 @@ func limitRate(l *limiter, now func() time.Time) func(http.Handler) http.Handler
 				key, whose = "addr "+clientAddr(r), "from this address"
 			}
 			if ok, wait := l.take(key, now()); !ok {
-				writeProblem(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",
+				problem.Write(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",
 					perSecond(float64(l.rate)), whose, int(l.burst)), wait))
 				return
 			}
@@ -183,36 +185,38 @@ func limitRate(l *limiter, now func() time.Time) func(http.Handler) http.Handler
 // right one spends from the token's own bucket, shared with /v1/. A
 // request without a token to a data route (/dashboard/...) spends from
 // its address's bucket. The page and its files are not limited.
-func limitDashboard(d Deps, next http.Handler) http.Handler {
+func limitDashboard(d Deps) func(http.Handler) http.Handler {
 	match := tokenMatcher(d.Tokens)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		auth := r.Header.Get("Authorization")
-		if auth == "" && !strings.HasPrefix(path.Clean("/"+r.URL.Path), "/dashboard/") {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			auth := r.Header.Get("Authorization")
+			if auth == "" && !strings.HasPrefix(path.Clean("/"+r.URL.Path), "/dashboard/") {
+				next.ServeHTTP(w, r)
+				return
+			}
+			addr := clientAddr(r)
+			key, whose := "addr "+addr, "from this address"
+			if auth != "" && !d.AuthOff {
+				if ok, wait := d.authFailures.check(addr, d.Now()); !ok {
+					problem.Write(w, rateLimited(fmt.Sprintf("more than %s request(s) a second with a missing or wrong bearer token from this address; try again after Retry-After",
+						perSecond(float64(d.authFailures.rate))), wait))
+					return
+				}
+				token, _ := bearer(auth)
+				id, ok := match(token)
+				if !ok {
+					d.authFailures.charge(addr, d.Now())
+					next.ServeHTTP(w, r) // the dashboard refuses it
+					return
+				}
+				key, whose = id, "with this token"
+			}
+			if ok, wait := d.perClient.take(key, d.Now()); !ok {
+				problem.Write(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",
+					perSecond(float64(d.perClient.rate)), whose, d.perClient.burst), wait))
+				return
+			}
 			next.ServeHTTP(w, r)
-			return
-		}
-		addr := clientAddr(r)
-		key, whose := "addr "+addr, "from this address"
-		if auth != "" && !d.AuthOff {
-			if ok, wait := d.authFailures.check(addr, d.Now()); !ok {
-				writeProblem(w, rateLimited(fmt.Sprintf("more than %s request(s) a second with a missing or wrong bearer token from this address; try again after Retry-After",
-					perSecond(float64(d.authFailures.rate))), wait))
-				return
-			}
-			token, _ := bearer(auth)
-			id, ok := match(token)
-			if !ok {
-				d.authFailures.charge(addr, d.Now())
-				next.ServeHTTP(w, r) // the dashboard refuses it
-				return
-			}
-			key, whose = id, "with this token"
-		}
-		if ok, wait := d.perClient.take(key, d.Now()); !ok {
-			writeProblem(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",
-				perSecond(float64(d.perClient.rate)), whose, d.perClient.burst), wait))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+		})
+	}
 }

@@ -5,7 +5,7 @@ import "github.com/go-chi/chi/v5"
 // routes registers every route of the API on r.
 func routes(r *chi.Mux, deps Deps, m *metrics) {
 	r.Get("/healthz", handleHealthz())
-	r.Get("/readyz", handleReadyz(deps.Ready))
+	r.Get("/readyz", handleReadyz(deps))
 	r.Get("/metrics", handleMetrics(deps.Registry, deps.Log))
 	r.Get("/openapi.json", handleOpenAPI())
 	r.Route("/v1", func(v1 chi.Router) {
@@ -38,14 +38,14 @@ func routes(r *chi.Mux, deps Deps, m *metrics) {
 		v1.MethodNotAllowed(handleMethodNotAllowed(r))
 	})
 	if deps.Dashboard != nil {
-		dash := deps.Dashboard
-		if deps.perClient != nil {
-			dash = limitDashboard(deps, dash)
-		}
-		// Everything no route above matches, "/" included.
-		r.NotFound(dash.ServeHTTP)
-	} else {
-		r.NotFound(handleNotFound())
+		// The page, its files and its data: "/", /static/ and /dashboard/.
+		r.Group(func(dash chi.Router) {
+			if deps.perClient != nil {
+				dash.Use(limitDashboard(deps))
+			}
+			deps.Dashboard.Routes(dash)
+		})
 	}
+	r.NotFound(handleNotFound())
 	r.MethodNotAllowed(handleMethodNotAllowed(r))
 }

@@ -44,7 +44,7 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	log := config.Logger(stdout, "api")
 	log.Info("starting", append(config.Masked(cfg), config.Masked(ecfg)...)...)
-	srv, err := StartWithEndpoints(ctx, cfg, ecfg, log)
+	srv, err := Start(ctx, cfg, ecfg, log)
 	if err != nil {
 		return err
 	}
@@ -67,17 +67,14 @@ type Server struct {
 // Start resolves the topology, listens on cfg.HTTPAddr and serves the API
 // in the background until ctx is done. It connects to the broker in the
 // background too, and keeps reconnecting: until it is connected, /readyz
-// and POST /v1/notifications answer 503. cfg is expected to be valid (see
-// Config.Validate). The endpoint routes run with their defaults: a grace
-// period of DefaultRotationGrace, and endpoints on the public internet
-// only (see StartWithEndpoints).
-func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
-	return StartWithEndpoints(ctx, cfg, EndpointsConfig{RotationGrace: DefaultRotationGrace}, log)
-}
-
-// StartWithEndpoints is Start with the endpoint routes' configuration,
-// which is expected to be valid (see LoadEndpointsConfig).
-func StartWithEndpoints(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logger) (*Server, error) {
+// and POST /v1/notifications answer 503. cfg and ecfg, the endpoint
+// routes' configuration, are expected to be valid (see Config.Validate and
+// LoadEndpointsConfig).
+func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logger) (*Server, error) {
+	rules, err := NewEndpointRules(ecfg)
+	if err != nil {
+		return nil, err
+	}
 	topo, err := cfg.Topology(channel.Routes())
 	if err != nil {
 		return nil, err
@@ -110,12 +107,6 @@ func StartWithEndpoints(ctx context.Context, cfg Config, ecfg EndpointsConfig, l
 		return nil, fmt.Errorf("configuration: DATA_DIR=%q: %w", cfg.DataDir, err)
 	}
 	log.Info("history store open", "backend", store.Backend(), "retention", cfg.HistoryRetention.String())
-	// The endpoint routes find their settings with the store.
-	hist, err := withEndpoints(store, ecfg)
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
 	// Spans go to OTLP when the OTEL_* variables say so.
 	tr, err := tracing.Start(ctx, "relay-api", log)
 	if err != nil {
@@ -179,7 +170,9 @@ func StartWithEndpoints(ctx context.Context, cfg Config, ecfg EndpointsConfig, l
 		DeadLetters: func() DeadLetterStore {
 			return dialedDeadLetters{urls: cfg.URLs(), topo: topo, observe: emitter.Observe}
 		},
-		History:        hist,
+		History:        store,
+		Endpoints:      store,
+		EndpointRules:  rules,
 		IdempotencyTTL: cfg.IdempotencyTTL,
 		MaxBatch:       cfg.MaxBatch,
 		RateLimit:      cfg.RateLimit,

@@ -191,23 +191,20 @@ type CancelStore interface {
 // 200 lists the cancelled copies (the same on a repeat), 404 an unknown id,
 // 409 a notification with nothing left to cancel.
 func handleCancelNotification(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		store, ok := deps.History.(CancelStore)
-		if !ok {
-			writeProblem(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
-				"this API runs without a history store, where cancellations are kept"))
-			return
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		store := deps.History
+		if store == nil {
+			return newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
+				"this API runs without a history store, where cancellations are kept")
 		}
 		id := chi.URLParam(r, "id")
 		c, err := store.Cancel(r.Context(), id, AppID, deps.Now())
 		switch {
 		case errors.Is(err, history.ErrNotFound):
-			writeProblem(w, newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
-				fmt.Sprintf("no notification %q in the history", id)))
-			return
+			return newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
+				fmt.Sprintf("no notification %q in the history", id))
 		case err != nil:
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		v := cancellationView{ID: id, Cancelled: []events.Copy{}, NotCancelled: []copyStatusView{}}
 		for _, ref := range append(c.Already, c.Cancelled...) {
@@ -219,13 +216,15 @@ func handleCancelNotification(deps Deps) http.HandlerFunc {
 		if len(v.Cancelled) == 0 {
 			p := newProblem(ProblemNothingToCancel, http.StatusConflict, "Nothing to cancel",
 				fmt.Sprintf("every copy of %s has gone out or is on its way to a worker; see not_cancelled", id))
-			p.NotCancelled = v.NotCancelled
-			writeProblem(w, p)
-			return
+			p.Members = struct {
+				NotCancelled []copyStatusView `json:"not_cancelled,omitempty"`
+			}{v.NotCancelled}
+			return p
 		}
 		if len(c.Cancelled) > 0 {
 			deps.Log.Info("notification cancelled", "id", id, "cancelled", len(c.Cancelled), "not_cancelled", len(c.Untouched))
 		}
 		writeJSON(w, http.StatusOK, v)
-	}
+		return nil
+	})
 }

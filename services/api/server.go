@@ -37,6 +37,12 @@ type Publisher interface {
 	Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error
 }
 
+// Routes is a set of routes that registers itself on a router;
+// *dashboard.Dashboard is one.
+type Routes interface {
+	Routes(r chi.Router)
+}
+
 // Deps is everything the API's handlers use. The zero value of each
 // optional field gets a working default from NewServer.
 type Deps struct {
@@ -66,15 +72,24 @@ type Deps struct {
 	// the broker is disconnected; nil means the dead-letter routes answer
 	// 503.
 	DeadLetters func() DeadLetterStore
-	// Dashboard, when set, serves "/" and every path no route matches.
-	// It checks tokens itself (see dashboardAccess): its page needs none,
-	// its data does unless DASHBOARD_PUBLIC.
-	Dashboard http.Handler
+	// Dashboard, when set, registers its routes on the API's router
+	// ("/", /static/ and /dashboard/; see dashboard.New). It checks
+	// tokens itself (see dashboardAccess): its page needs none, its data
+	// does unless DASHBOARD_PUBLIC.
+	Dashboard Routes
 	// History is the notification history: the status routes read it and
 	// Idempotency-Keys are claimed in it. nil answers the status routes
 	// with 503 and keeps the older behaviour for keys (the id is derived
 	// from the key, and a repeat publishes again).
 	History HistoryStore
+	// Endpoints is where the webhook endpoints live: the endpoint routes
+	// read and write them there, and a notification that names one is
+	// checked against it. nil answers both with 503.
+	Endpoints EndpointStore
+	// EndpointRules are what the endpoint routes check besides the store.
+	// The zero value rotates secrets without a grace period and allows
+	// endpoints on the public internet only; see NewEndpointRules.
+	EndpointRules EndpointRules
 	// IdempotencyTTL is how long an Idempotency-Key is remembered; zero
 	// means DefaultIdempotencyTTL.
 	IdempotencyTTL time.Duration

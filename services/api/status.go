@@ -99,69 +99,65 @@ func viewOf(n *history.Notification) notificationView {
 	return v
 }
 
-// historyOf returns the history store, or answers 503 without one.
-func historyOf(deps Deps, w http.ResponseWriter) HistoryStore {
-	if deps.History == nil {
-		writeProblem(w, newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
-			"this API runs without a history store"))
-	}
-	return deps.History
+// noHistory answers the status routes of an API without a history store.
+func noHistory() *Problem {
+	return newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
+		"this API runs without a history store")
 }
 
-func historyFailed(deps Deps, w http.ResponseWriter, err error) {
+// historyFailed logs why the history store failed a request and returns
+// the 503 that answers it.
+func historyFailed(deps Deps, err error) *Problem {
 	deps.Log.Error("read the history", "error", err)
 	p := newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
 		"the history store could not be read; try again shortly")
-	p.retryAfter = 1
-	writeProblem(w, p)
+	p.RetryAfter = 1
+	return p
 }
 
 func handleGetNotification(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		store := historyOf(deps, w)
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		store := deps.History
 		if store == nil {
-			return
+			return noHistory()
 		}
 		id := chi.URLParam(r, "id")
 		n, err := store.Get(r.Context(), id)
 		switch {
 		case errors.Is(err, history.ErrNotFound):
-			writeProblem(w, newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
-				"no notification has the id "+strconv.Quote(id)+" (or it is older than the history keeps)"))
+			return newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
+				"no notification has the id "+strconv.Quote(id)+" (or it is older than the history keeps)")
 		case err != nil:
-			historyFailed(deps, w, err)
+			return historyFailed(deps, err)
 		default:
 			w.Header().Set("Cache-Control", "no-store")
 			writeJSON(w, http.StatusOK, viewOf(n))
 		}
-	}
+		return nil
+	})
 }
 
 // statuses are the values the status filter takes.
 var statuses = []string{history.StatusScheduled, history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked, history.StatusCancelled}
 
 func handleListNotifications(deps Deps) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		q, fields := listQuery(r)
 		if len(fields) > 0 {
-			writeProblem(w, invalidQuery(fields))
-			return
+			return invalidQuery(fields)
 		}
-		store := historyOf(deps, w)
+		store := deps.History
 		if store == nil {
-			return
+			return noHistory()
 		}
 		page, err := store.List(r.Context(), q)
 		switch {
 		case errors.Is(err, history.ErrBadCursor):
-			writeProblem(w, invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}}))
-			return
+			return invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}})
 		case errors.Is(err, history.ErrBadQuery):
-			writeProblem(w, invalidQuery(notification.Invalid{{Field: "q", Message: err.Error()}}))
-			return
+			return invalidQuery(notification.Invalid{{Field: "q", Message: err.Error()}})
 		case err != nil:
-			historyFailed(deps, w, err)
-			return
+			return historyFailed(deps, err)
 		}
 		out := listView{Notifications: []summaryView{}, NextCursor: page.Next}
 		for _, s := range page.Items {
@@ -171,7 +167,8 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, out)
-	}
+		return nil
+	})
 }
 
 // listQuery reads the list's query parameters, naming each bad one.

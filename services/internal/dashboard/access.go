@@ -1,11 +1,12 @@
 package dashboard
 
 import (
-	"encoding/json"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
+
+	"github.com/relay-demo/relay/services/internal/problem"
 )
 
 // Access is what a request's credentials allow on the dashboard.
@@ -24,65 +25,37 @@ const (
 	Authenticated
 )
 
-// problemBase starts the type of every problem the dashboard answers
-// with, as the API's problems do.
-const problemBase = "https://relay.dev/problems/"
-
-// problem is an RFC 9457 problem detail.
-type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-	// Errors names each invalid query parameter of a 422.
-	Errors []fieldError `json:"errors,omitempty"`
-
-	retryAfter   int    // seconds; a Retry-After header when set
-	authenticate string // a WWW-Authenticate header when set
+// handle adapts a route that returns its failure (see problem.Handle): a
+// problem is never to be cached.
+func (s *server) handle(h problem.HandlerFunc) http.HandlerFunc {
+	return problem.Handle(s.Log, func(w http.ResponseWriter, r *http.Request) error {
+		err := h(w, r)
+		if err != nil {
+			w.Header().Set("Cache-Control", "no-store")
+		}
+		return err
+	})
 }
 
-// fieldError is one invalid query parameter.
-type fieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
-func writeProblem(w http.ResponseWriter, p problem) {
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	if p.retryAfter > 0 {
-		h.Set("Retry-After", strconv.Itoa(p.retryAfter))
-	}
-	if p.authenticate != "" {
-		h.Set("WWW-Authenticate", p.authenticate)
-	}
-	body, _ := json.Marshal(p) // strings and numbers: always encodes
-	w.WriteHeader(p.Status)
-	_, _ = w.Write(append(body, '\n'))
-}
-
-func unauthorized(detail, challenge string) problem {
-	return problem{Type: problemBase + "unauthorized", Title: "Missing or invalid bearer token",
-		Status: http.StatusUnauthorized, Detail: detail, authenticate: challenge}
+func unauthorized(detail, challenge string) *problem.Problem {
+	return &problem.Problem{Type: problem.Base + "unauthorized", Title: "Missing or invalid bearer token",
+		Status: http.StatusUnauthorized, Detail: detail, Authenticate: challenge}
 }
 
 // allow decides what r may see: full is true with a valid token (or no
 // authentication at all), false for a visitor without one on a public
-// dashboard. When ok is false, the 401 has been written.
-func (s *server) allow(w http.ResponseWriter, r *http.Request) (full, ok bool) {
+// dashboard. refusal is the 401 of a request that may see nothing.
+func (s *server) allow(r *http.Request) (full bool, refusal *problem.Problem) {
 	switch s.Authenticate(r) {
 	case Authenticated:
-		return true, true
+		return true, nil
 	case Refused:
-		writeProblem(w, unauthorized("the bearer token is not one the API accepts", `Bearer realm="relay", error="invalid_token"`))
-		return false, false
+		return false, unauthorized("the bearer token is not one the API accepts", `Bearer realm="relay", error="invalid_token"`)
 	}
 	if s.Public {
-		return false, true
+		return false, nil
 	}
-	writeProblem(w, unauthorized("send Authorization: Bearer <token>, a token from the API's API_TOKENS", `Bearer realm="relay"`))
-	return false, false
+	return false, unauthorized("send Authorization: Bearer <token>, a token from the API's API_TOKENS", `Bearer realm="relay"`)
 }
 
 // clientOf is the address a request comes from, without its port: what
@@ -110,12 +83,12 @@ func newLimiter(total, perClient int) *limiter {
 
 // acquire takes a place for a stream from client, or says why there is
 // none; release gives the place back.
-func (l *limiter) acquire(client string) (release func(), refusal *problem) {
+func (l *limiter) acquire(client string) (release func(), refusal *problem.Problem) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	tooMany := func(detail string) *problem {
-		return &problem{Type: problemBase + "too-many-streams", Title: "Too many event streams",
-			Status: http.StatusTooManyRequests, Detail: detail, retryAfter: 5}
+	tooMany := func(detail string) *problem.Problem {
+		return &problem.Problem{Type: problem.Base + "too-many-streams", Title: "Too many event streams",
+			Status: http.StatusTooManyRequests, Detail: detail, RetryAfter: 5}
 	}
 	switch {
 	case l.total >= l.max:

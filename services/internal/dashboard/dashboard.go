@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
@@ -97,10 +98,16 @@ type server struct {
 	Deps
 	timing
 	streams *limiter
-	mux     *http.ServeMux
+	router  chi.Router
 }
 
-// New returns the dashboard's handler. The page and its files need no
+// Dashboard is the dashboard's routes: a handler of their own, or mounted
+// on a larger router (see Routes).
+type Dashboard struct {
+	s *server
+}
+
+// New returns the dashboard. The page and its files need no
 // token; every other route answers 401 without a valid one, unless the
 // dashboard is public, where a request without a token gets the same
 // answers with error texts, payloads and headers left out:
@@ -123,8 +130,19 @@ type server struct {
 //     Pipeline);
 //   - GET /dashboard/timelines?id=…: each copy's attempts, times and
 //     outcomes only, for a page of the list.
-func New(d Deps) http.Handler {
-	return newServer(d, timing{ping: pingInterval, write: writeTimeout})
+func New(d Deps) *Dashboard {
+	return &Dashboard{s: newServer(d, timing{ping: pingInterval, write: writeTimeout})}
+}
+
+// ServeHTTP serves the dashboard's routes, and a 404 for any other path.
+func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.s.ServeHTTP(w, r)
+}
+
+// Routes registers the dashboard's routes on r, which serves them
+// alongside its own: the API mounts them this way.
+func (d *Dashboard) Routes(r chi.Router) {
+	d.s.routes(r)
 }
 
 func newServer(d Deps, t timing) *server {
@@ -141,34 +159,38 @@ func newServer(d Deps, t timing) *server {
 		d.MaxStreamsPerClient = DefaultMaxStreamsPerClient
 	}
 	s := &server{Deps: d, timing: t, streams: newLimiter(d.MaxStreams, d.MaxStreamsPerClient)}
-	s.mux = s.routes()
+	s.router = chi.NewRouter()
+	s.routes(s.router)
 	return s
 }
 
 // ServeHTTP routes a request to the page, its files or a data route.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mux.ServeHTTP(w, r)
+	s.router.ServeHTTP(w, r)
 }
 
-func (s *server) routes() *http.ServeMux {
+// routes registers every route of the dashboard on r, for GET and HEAD.
+func (s *server) routes(r chi.Router) {
 	files, err := fs.Sub(static, "static")
 	if err != nil {
 		panic(err) // the embedded directory is part of the binary
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+	get := func(pattern string, h http.HandlerFunc) {
+		r.Get(pattern, h)
+		r.Head(pattern, h)
+	}
+	get("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
 		http.ServeFileFS(w, r, files, "index.html")
 	})
-	mux.Handle("GET /static/", noCache(http.StripPrefix("/static/", http.FileServerFS(files))))
-	mux.HandleFunc("GET /dashboard/session", s.session)
-	mux.HandleFunc("GET /dashboard/notifications", s.list)
-	mux.HandleFunc("GET /dashboard/notifications/{id}", s.detail)
-	mux.HandleFunc("GET /dashboard/events", s.events)
-	mux.HandleFunc("GET /dashboard/queues", s.queues)
-	mux.HandleFunc("GET /dashboard/pipeline", s.pipeline)
-	mux.HandleFunc("GET /dashboard/timelines", s.timelines)
-	return mux
+	get("/static/*", noCache(http.StripPrefix("/static/", http.FileServerFS(files))).ServeHTTP)
+	get("/dashboard/session", s.handle(s.session))
+	get("/dashboard/notifications", s.handle(s.list))
+	get("/dashboard/notifications/{id}", s.handle(s.detail))
+	get("/dashboard/events", s.handle(s.events))
+	get("/dashboard/queues", s.handle(s.queues))
+	get("/dashboard/pipeline", s.handle(s.pipeline))
+	get("/dashboard/timelines", s.handle(s.timelines))
 }
 
 // noCache makes browsers revalidate the page's files, so a new binary's
@@ -182,20 +204,21 @@ func noCache(h http.Handler) http.Handler {
 
 // session tells the page whether it may show data without a token, and
 // whether the token it sent is good.
-func (s *server) session(w http.ResponseWriter, r *http.Request) {
+func (s *server) session(w http.ResponseWriter, r *http.Request) error {
 	access := s.Authenticate(r)
 	if access == Refused {
-		s.allow(w, r) // writes the 401
-		return
+		_, refusal := s.allow(r)
+		return refusal
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]bool{"public": s.Public, "authenticated": access == Authenticated})
+	return nil
 }
 
-func (s *server) queues(w http.ResponseWriter, r *http.Request) {
-	full, ok := s.allow(w, r)
-	if !ok {
-		return
+func (s *server) queues(w http.ResponseWriter, r *http.Request) error {
+	full, refusal := s.allow(r)
+	if refusal != nil {
+		return refusal
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	depths := map[string]int{}
@@ -210,13 +233,14 @@ func (s *server) queues(w http.ResponseWriter, r *http.Request) {
 				msg += ": " + err.Error()
 			}
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": msg})
-			return
+			return nil
 		}
 		if d != nil {
 			depths = d
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"queues": depths})
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -843,6 +843,10 @@ func TestRoutes(t *testing.T) {
 			if diff := cmp.Diff([]any{tt.status, tt.ctype}, got); diff != "" {
 				t.Errorf("status, content type (-want +got):\n%s", diff)
 			}
+			// A refusal is never cached.
+			if cc := resp.Header.Get("Cache-Control"); tt.ctype == "application/problem+json" && cc != "no-store" {
+				t.Errorf("Cache-Control of a problem = %q, want no-store", cc)
+			}
 			if !strings.Contains(body, tt.contains) {
 				t.Errorf("body %q does not contain %q", body, tt.contains)
 			}

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/problem"
 	"github.com/relay-demo/relay/services/internal/query"
 )
 
@@ -183,81 +185,78 @@ func viewOf(n *history.Notification, full bool) notificationView {
 	return v
 }
 
-func historyUnavailable(detail string) problem {
-	return problem{Type: problemBase + "history-unavailable", Title: "History unavailable",
-		Status: http.StatusServiceUnavailable, Detail: detail, retryAfter: 1}
+func historyUnavailable(detail string) *problem.Problem {
+	return &problem.Problem{Type: problem.Base + "history-unavailable", Title: "History unavailable",
+		Status: http.StatusServiceUnavailable, Detail: detail, RetryAfter: 1}
 }
 
-// reader returns the history, or answers 503 without one.
-func (s *server) reader(w http.ResponseWriter) HistoryReader {
+// reader returns the history, or the 503 that answers without one.
+func (s *server) reader() (HistoryReader, *problem.Problem) {
 	if s.History == nil {
-		writeProblem(w, historyUnavailable("this dashboard runs without a history store"))
+		return nil, historyUnavailable("this dashboard runs without a history store")
 	}
-	return s.History
+	return s.History, nil
 }
 
-// failed answers a history error the client cannot act on: logged here,
-// never sent, since it may quote the store.
-func (s *server) failed(w http.ResponseWriter, err error) {
+// failed is the answer to a history error the client cannot act on:
+// logged here, never sent, since it may quote the store.
+func (s *server) failed(err error) *problem.Problem {
 	s.Log.Error("read the history", "error", err)
-	writeProblem(w, historyUnavailable("the history store could not be read; try again shortly"))
+	return historyUnavailable("the history store could not be read; try again shortly")
 }
 
-func (s *server) detail(w http.ResponseWriter, r *http.Request) {
-	full, ok := s.allow(w, r)
-	if !ok {
-		return
+func (s *server) detail(w http.ResponseWriter, r *http.Request) error {
+	full, refusal := s.allow(r)
+	if refusal != nil {
+		return refusal
 	}
-	store := s.reader(w)
-	if store == nil {
-		return
+	store, p := s.reader()
+	if p != nil {
+		return p
 	}
 	id := r.PathValue("id")
 	n, err := store.Get(r.Context(), id)
 	switch {
 	case errors.Is(err, history.ErrNotFound):
-		writeProblem(w, problem{Type: problemBase + "not-found", Title: "Not found", Status: http.StatusNotFound,
-			Detail: "no notification has the id " + strconv.Quote(id) + " (or it is older than the history keeps)"})
+		return &problem.Problem{Type: problem.Base + "not-found", Title: "Not found", Status: http.StatusNotFound,
+			Detail: "no notification has the id " + strconv.Quote(id) + " (or it is older than the history keeps)"}
 	case err != nil:
-		s.failed(w, err)
+		return s.failed(err)
 	default:
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, viewOf(n, full))
 	}
+	return nil
 }
 
 // statuses are the values the status filter takes.
 var statuses = []string{history.StatusScheduled, history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked, history.StatusCancelled}
 
-func (s *server) list(w http.ResponseWriter, r *http.Request) {
-	full, ok := s.allow(w, r)
-	if !ok {
-		return
+func (s *server) list(w http.ResponseWriter, r *http.Request) error {
+	full, refusal := s.allow(r)
+	if refusal != nil {
+		return refusal
 	}
 	q, bad := listQuery(r)
 	if len(bad) > 0 {
-		writeProblem(w, problem{Type: problemBase + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
-			Detail: "the query has " + strconv.Itoa(len(bad)) + " invalid parameter(s); see errors", Errors: bad})
-		return
+		return &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the query has " + strconv.Itoa(len(bad)) + " invalid parameter(s); see errors", Errors: bad}
 	}
-	store := s.reader(w)
-	if store == nil {
-		return
+	store, p := s.reader()
+	if p != nil {
+		return p
 	}
 	page, err := store.List(r.Context(), q)
 	switch {
 	case errors.Is(err, history.ErrBadCursor):
-		writeProblem(w, problem{Type: problemBase + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
-			Detail: "the cursor is not one this dashboard gave out", Errors: []fieldError{{"cursor", "not a cursor this dashboard gave out"}}})
-		return
+		return &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the cursor is not one this dashboard gave out", Errors: []notification.FieldError{{Field: "cursor", Message: "not a cursor this dashboard gave out"}}}
 	case errors.Is(err, history.ErrBadQuery):
 		// The store's own words about the query the client sent.
-		writeProblem(w, problem{Type: problemBase + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
-			Detail: "the query cannot be run; see errors", Errors: []fieldError{{"q", err.Error()}}})
-		return
+		return &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the query cannot be run; see errors", Errors: []notification.FieldError{{Field: "q", Message: err.Error()}}}
 	case err != nil:
-		s.failed(w, err)
-		return
+		return s.failed(err)
 	}
 	out := listView{Notifications: []summaryView{}, NextCursor: page.Next}
 	for _, n := range page.Items {
@@ -279,26 +278,27 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // listQuery reads the list's query parameters, naming each bad one.
-func listQuery(r *http.Request) (history.Query, []fieldError) {
+func listQuery(r *http.Request) (history.Query, []notification.FieldError) {
 	v, err := query.Values(r)
 	var q history.Query
-	var bad []fieldError
+	var bad []notification.FieldError
 	if err != nil {
-		bad = append(bad, fieldError{query.Field, err.Error()})
+		bad = append(bad, notification.FieldError{Field: query.Field, Message: err.Error()})
 	}
 	for name := range v {
 		switch name {
 		case "status", "channel", "limit", "cursor", "q":
 		default:
-			bad = append(bad, fieldError{name, "unknown parameter: use status, channel, q, limit or cursor"})
+			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use status, channel, q, limit or cursor"})
 		}
 	}
 	if st := v.Get("status"); st != "" {
 		if !slices.Contains(statuses, st) {
-			bad = append(bad, fieldError{"status", "one of " + strings.Join(statuses, ", ")})
+			bad = append(bad, notification.FieldError{Field: "status", Message: "one of " + strings.Join(statuses, ", ")})
 		}
 		q.Status = st
 	}
@@ -306,14 +306,14 @@ func listQuery(r *http.Request) (history.Query, []fieldError) {
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > history.MaxLimit {
-			bad = append(bad, fieldError{"limit", "a whole number from 1 to " + strconv.Itoa(history.MaxLimit)})
+			bad = append(bad, notification.FieldError{Field: "limit", Message: "a whole number from 1 to " + strconv.Itoa(history.MaxLimit)})
 		}
 		q.Limit = n
 	}
 	q.Cursor = v.Get("cursor")
 	q.Search = v.Get("q")
 	if n := utf8.RuneCountInString(q.Search); n > query.MaxSearch {
-		bad = append(bad, fieldError{"q", "at most " + strconv.Itoa(query.MaxSearch) + " characters, not " + strconv.Itoa(n)})
+		bad = append(bad, notification.FieldError{Field: "q", Message: "at most " + strconv.Itoa(query.MaxSearch) + " characters, not " + strconv.Itoa(n)})
 	}
 	return q, bad
 }

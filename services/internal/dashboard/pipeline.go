@@ -10,6 +10,7 @@ import (
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/diagram"
 	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/problem"
 )
 
 // RateWindow is how far back the pipeline's arrow rates look.
@@ -283,15 +284,14 @@ func (p *Pipeline) view(depths map[string]int) pipelineView {
 // pipeline answers GET /dashboard/pipeline: the picture, the depth of
 // each box and the rate of each arrow. Names and numbers only, so a
 // public dashboard shows it whole, but for the reason depths are missing.
-func (s *server) pipeline(w http.ResponseWriter, r *http.Request) {
-	full, ok := s.allow(w, r)
-	if !ok {
-		return
+func (s *server) pipeline(w http.ResponseWriter, r *http.Request) error {
+	full, refusal := s.allow(r)
+	if refusal != nil {
+		return refusal
 	}
 	if s.Pipeline == nil {
-		writeProblem(w, problem{Type: problemBase + "pipeline-unavailable", Title: "Pipeline unavailable",
-			Status: http.StatusServiceUnavailable, Detail: "this dashboard runs without the pipeline's topology"})
-		return
+		return &problem.Problem{Type: problem.Base + "pipeline-unavailable", Title: "Pipeline unavailable",
+			Status: http.StatusServiceUnavailable, Detail: "this dashboard runs without the pipeline's topology"}
 	}
 	var depths map[string]int
 	var why string
@@ -313,4 +313,5 @@ func (s *server) pipeline(w http.ResponseWriter, r *http.Request) {
 	v.DepthsError = why
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, v)
+	return nil
 }

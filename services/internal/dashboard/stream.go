@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/relay-demo/relay/services/internal/problem"
 )
 
 // events serves the live event stream. Each stream holds a place under
@@ -14,23 +16,28 @@ import (
 // history. A client that falls a backlog behind, or does not take a write
 // within the write timeout, is dropped: its browser reconnects and
 // reloads.
-func (s *server) events(w http.ResponseWriter, r *http.Request) {
-	full, ok := s.allow(w, r)
-	if !ok {
-		return
+func (s *server) events(w http.ResponseWriter, r *http.Request) error {
+	full, refusal := s.allow(r)
+	if refusal != nil {
+		return refusal
 	}
 	if s.Hub == nil {
-		writeProblem(w, problem{Type: problemBase + "no-event-source", Title: "No event source",
-			Status: http.StatusServiceUnavailable, Detail: "this dashboard follows no pipeline events"})
-		return
+		return &problem.Problem{Type: problem.Base + "no-event-source", Title: "No event source",
+			Status: http.StatusServiceUnavailable, Detail: "this dashboard follows no pipeline events"}
 	}
 	client := clientOf(r)
 	release, refusal := s.streams.acquire(client)
 	if refusal != nil {
-		writeProblem(w, *refusal)
-		return
+		return refusal
 	}
 	defer release()
+	s.stream(w, r, client, full)
+	return nil
+}
+
+// stream writes the events to a client events let in, until it leaves,
+// falls behind or the hub closes.
+func (s *server) stream(w http.ResponseWriter, r *http.Request, client string, full bool) {
 	sub, cancel := s.Hub.Subscribe()
 	defer cancel()
 

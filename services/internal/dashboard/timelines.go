@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/problem"
 )
 
 // maxTimelines is how many notifications one GET /dashboard/timelines
@@ -37,29 +39,28 @@ type timelineMark struct {
 // notification of a page of the list, each copy's attempts on its time
 // axis, {"timelines": {"ntf_…": [copy, …]}}. An id the history does not
 // know is left out.
-func (s *server) timelines(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.allow(w, r); !ok {
-		return
+func (s *server) timelines(w http.ResponseWriter, r *http.Request) error {
+	if _, refusal := s.allow(r); refusal != nil {
+		return refusal
 	}
 	v := r.URL.Query()
-	var bad []fieldError
+	var bad []notification.FieldError
 	for name := range v {
 		if name != "id" {
-			bad = append(bad, fieldError{name, "unknown parameter: use id"})
+			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use id"})
 		}
 	}
 	ids := v["id"]
 	if len(ids) == 0 || len(ids) > maxTimelines {
-		bad = append(bad, fieldError{"id", "from 1 to " + strconv.Itoa(maxTimelines) + " notification ids"})
+		bad = append(bad, notification.FieldError{Field: "id", Message: "from 1 to " + strconv.Itoa(maxTimelines) + " notification ids"})
 	}
 	if len(bad) > 0 {
-		writeProblem(w, problem{Type: problemBase + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
-			Detail: "the query has " + strconv.Itoa(len(bad)) + " invalid parameter(s); see errors", Errors: bad})
-		return
+		return &problem.Problem{Type: problem.Base + "invalid-query", Title: "Invalid query", Status: http.StatusUnprocessableEntity,
+			Detail: "the query has " + strconv.Itoa(len(bad)) + " invalid parameter(s); see errors", Errors: bad}
 	}
-	store := s.reader(w)
-	if store == nil {
-		return
+	store, p := s.reader()
+	if p != nil {
+		return p
 	}
 	out := map[string][]timelineView{}
 	for _, id := range ids {
@@ -71,8 +72,7 @@ func (s *server) timelines(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		if err != nil {
-			s.failed(w, err)
-			return
+			return s.failed(err)
 		}
 		copies := []timelineView{}
 		for _, c := range n.Copies {
@@ -86,4 +86,5 @@ func (s *server) timelines(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, map[string]any{"timelines": out})
+	return nil
 }

@@ -284,7 +284,7 @@ func (b *bench) startAPI(ctx context.Context, qt retry.QueueType, figure string,
 	b.janitor.exchange(events.ExchangeName(topo))
 	b.janitor.queue(topo.Name(events.HistoryQueue))
 	srvCtx, cancel := context.WithCancel(ctx)
-	srv, err := api.Start(srvCtx, cfg, log)
+	srv, err := api.Start(srvCtx, cfg, api.EndpointsConfig{RotationGrace: api.DefaultRotationGrace}, log)
 	if err != nil {
 		cancel()
 		return fail(err)

@@ -113,7 +113,7 @@ func (b *bench) streams(ctx context.Context, qt retry.QueueType) (streamMemory, 
 	b.janitor.exchange(events.ExchangeName(topo))
 	b.janitor.queue(topo.Name(events.HistoryQueue))
 	srvCtx, stop := context.WithCancel(ctx)
-	srv, err := api.Start(srvCtx, cfg, log)
+	srv, err := api.Start(srvCtx, cfg, api.EndpointsConfig{RotationGrace: api.DefaultRotationGrace}, log)
 	if err != nil {
 		stop()
 		return streamMemory{}, err
