@@ -44,6 +44,32 @@ type HandlerFunc func(ctx context.Context, m *Message) error
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, m *Message) error { return f(ctx, m) }
 
+// Options are the settings a Consumer and the Stages share, and the
+// Pipeline passes on to each. The zero value of every field means its
+// default.
+type Options struct {
+	// Concurrency is how many messages are handled at once; zero means 4
+	// for a Consumer, 32 for the Stages. Each of the Stages' workers waits
+	// for its own publisher confirms, so there it is also the number of
+	// hand-offs in flight: the main lever on their throughput.
+	Concurrency int
+	// Prefetch is the unacked window; zero means twice Concurrency for a
+	// Consumer, 64 for the Stages.
+	Prefetch int
+	// ShutdownTimeout bounds how long the work in hand may go on once ctx
+	// is done, before its context is cancelled; zero means
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Management, if set, lets the consumer move aside a message whose
+	// headers are too large to be delivered over AMQP (see quarantine.go).
+	Management *Management
+	// Logger receives one line per decision; nil discards.
+	Logger *slog.Logger
+	// Observe, if set, is told every decision: the hook for events and
+	// metrics.
+	Observe func(Event)
+}
+
 // Consumer runs a Handler on one work queue.
 //
 // A failure is handed to the error exchange by the consumer itself, with
@@ -61,21 +87,9 @@ type Consumer struct {
 	Queue string
 	// Handler does the work.
 	Handler Handler
-	// Prefetch is the unacked window; zero means 2 × Concurrency.
-	Prefetch int
-	// Concurrency is the number of messages handled at once; zero means 4.
-	Concurrency int
-	// ShutdownTimeout bounds how long handlers in flight may go on once
-	// ctx is done, before their context is cancelled; zero means
-	// DefaultShutdownTimeout.
-	ShutdownTimeout time.Duration
-	// Management, if set, lets the consumer move aside a message whose
-	// headers are too large to be delivered over AMQP (see quarantine.go).
-	Management *Management
-	// Logger receives one line per attempt; nil discards.
-	Logger *slog.Logger
-	// Observe, if set, is told every outcome.
-	Observe func(Event)
+	// Options shape the consumer; its zero value is the defaults: 4
+	// messages at once, a window of 8.
+	Options
 
 	guard *quarantine
 	once  sync.Once

@@ -13,46 +13,26 @@ import (
 )
 
 // Config configures a Pipeline. Its zero value is a working pipeline:
-// relay's default names, classic queues, DefaultDelays, and the delay
-// backend the broker supports (Auto).
+// relay's default names, classic queues, DefaultDelays, the delay backend
+// the broker supports (Auto), and the consumers' and stages' defaults.
 type Config struct {
-	// Prefix namespaces every exchange and queue (e.g. "test-42.").
-	Prefix string
-	// Exchange is the ingress exchange; empty means DefaultExchange.
-	Exchange string
-	// QueueType is Classic (the zero value) or Quorum. Use Quorum in
-	// production: the broker's own dead-lettering is at-least-once then.
-	QueueType QueueType
-	// Backend is how failed messages wait; empty means Auto.
-	Backend Backend
-	// Handoff is ViaStages (the zero value, the article's topology) or
-	// Direct (each worker schedules its retries: one broker hop less).
-	Handoff Handoff
-	// Policy is the schedule: how long each retry waits and how many there
-	// are. It is the only place the schedule lives.
-	Policy Policy
-	// Concurrency is how many messages each handled queue works on at
-	// once; zero means 4. Prefetch is each one's unacked window; zero
-	// means twice Concurrency.
-	Concurrency, Prefetch int
-	// StageConcurrency and StagePrefetch shape the error and requeue
-	// stages; zero means 32 and 64.
+	// Topology is what the pipeline declares and how failures wait: the
+	// prefix, the ingress exchange, the queue type, the delay backend
+	// (empty means Auto), the hand-off and the Policy, the only place the
+	// schedule lives. Its Routes are work queues the pipeline declares and
+	// does not consume; Handle consumes one, Route adds one.
+	Topology
+	// Options shape the consumer of each handled queue (Concurrency and
+	// Prefetch) and, with the stages, are shared by every consumer:
+	// ShutdownTimeout, Logger, Observe and Management (nil means the one
+	// ManagementFor derives from the first broker URL).
+	Options
+	// StageConcurrency and StagePrefetch are the stages' Concurrency and
+	// Prefetch; zero means 32 and 64.
 	StageConcurrency, StagePrefetch int
-	// ShutdownTimeout bounds how long the work in hand may go on once Run's
-	// context is done; zero means DefaultShutdownTimeout.
-	ShutdownTimeout time.Duration
-	// Management is the broker's management API, used to move aside a
-	// message too large for an AMQP frame; nil means the one ManagementFor
-	// derives from the first broker URL.
-	Management *Management
 	// Name names the pipeline's connections in the management UI; empty
 	// means "relay".
 	Name string
-	// Logger receives one line per decision; nil discards.
-	Logger *slog.Logger
-	// Observe, if set, is told every decision: the hook for events and
-	// metrics.
-	Observe func(Event)
 }
 
 // Middleware wraps a Handler: retries, rate limits, tracing and the like
@@ -63,7 +43,7 @@ type Middleware func(Handler) Handler
 // queues it handles, runs the error and requeue stages if asked to, keeps
 // reconnecting while the broker goes and comes back, and stops gracefully.
 //
-//	p := retry.New(retry.Config{Policy: retry.Policy{Delays: ...}})
+//	p := retry.New(retry.Config{Topology: retry.Topology{Policy: retry.Policy{Delays: ...}}})
 //	p.Handle("invoices", "invoice.created", handler)
 //	p.ServeStages()
 //	err := p.Run(ctx, "amqp://guest:guest@localhost:5672/")
@@ -93,15 +73,30 @@ func New(cfg Config) *Pipeline {
 	if cfg.Name == "" {
 		cfg.Name = "relay"
 	}
-	return &Pipeline{cfg: cfg, handlers: map[string]Handler{}}
+	routes := cfg.Routes
+	cfg.Routes = nil
+	return &Pipeline{cfg: cfg, routes: append([]Route(nil), routes...), handlers: map[string]Handler{}}
+}
+
+// addRoute adds a work queue, or rebinds one listed already (in
+// Config.Routes, say) with key. The caller holds p.mu.
+func (p *Pipeline) addRoute(queue, key string) {
+	for i, r := range p.routes {
+		if r.Queue == queue {
+			p.routes[i].Key = key
+			return
+		}
+	}
+	p.routes = append(p.routes, Route{Queue: queue, Key: key})
 }
 
 // Handle adds a work queue, bound to the ingress exchange with key, and
-// consumes it with h. The queue is named without the prefix.
+// consumes it with h. The queue is named without the prefix; one that
+// Config.Routes lists already is bound with key and consumed.
 func (p *Pipeline) Handle(queue, key string, h Handler) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.routes = append(p.routes, Route{Queue: queue, Key: key})
+	p.addRoute(queue, key)
 	p.handlers[queue] = h
 }
 
@@ -110,7 +105,7 @@ func (p *Pipeline) Handle(queue, key string, h Handler) {
 func (p *Pipeline) Route(queue, key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.routes = append(p.routes, Route{Queue: queue, Key: key})
+	p.addRoute(queue, key)
 }
 
 // Use wraps every handler in mw, the first outermost.
@@ -133,8 +128,9 @@ func (p *Pipeline) ServeStages() {
 func (p *Pipeline) Topology() Topology {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Topology{Prefix: p.cfg.Prefix, Exchange: p.cfg.Exchange, Routes: append([]Route(nil), p.routes...),
-		QueueType: p.cfg.QueueType, Backend: p.cfg.Backend, Handoff: p.cfg.Handoff, Policy: p.cfg.Policy}
+	t := p.cfg.Topology
+	t.Routes = append([]Route(nil), p.routes...)
+	return t
 }
 
 // ErrNothingToRun is Run's error for a pipeline with no handler and no
@@ -222,13 +218,15 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 		if !ok {
 			continue
 		}
-		c := &Consumer{Topology: topo, Queue: r.Queue, Handler: h, Concurrency: p.cfg.Concurrency, Prefetch: p.cfg.Prefetch,
-			ShutdownTimeout: p.cfg.ShutdownTimeout, Management: mgmt, Logger: p.cfg.Logger, Observe: p.cfg.Observe}
+		opts := p.cfg.Options
+		opts.Management = mgmt
+		c := &Consumer{Topology: topo, Queue: r.Queue, Handler: h, Options: opts}
 		supervise(r.Queue, r.Queue, c.Run)
 	}
 	if stages {
-		s := &Stages{Topology: topo, Concurrency: p.cfg.StageConcurrency, Prefetch: p.cfg.StagePrefetch,
-			ShutdownTimeout: p.cfg.ShutdownTimeout, Management: mgmt, Logger: p.cfg.Logger, Observe: p.cfg.Observe}
+		opts := p.cfg.Options
+		opts.Concurrency, opts.Prefetch, opts.Management = p.cfg.StageConcurrency, p.cfg.StagePrefetch, mgmt
+		s := &Stages{Topology: topo, Options: opts}
 		supervise("error stage", topo.Name(ErrorQueue), s.RunErrorStage)
 		if topo.requeues() {
 			supervise("requeue stage", topo.Name(RequeueQueue), s.RunRequeueStage)

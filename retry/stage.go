@@ -33,22 +33,9 @@ type Stages struct {
 	// Topology names the queues and holds the retry policy; its Backend
 	// must be Plugin or TTL.
 	Topology Topology
-	// Prefetch is each stage's unacked window; zero means 64.
-	Prefetch int
-	// Concurrency is the number of workers per stage; zero means 32. Each
-	// worker waits for its own publisher confirms, so this is also the
-	// number of hand-offs in flight: the main lever on throughput.
-	Concurrency int
-	// ShutdownTimeout bounds how long hand-offs in flight may go on once
-	// ctx is done; zero means DefaultShutdownTimeout.
-	ShutdownTimeout time.Duration
-	// Management, if set, lets the stages move aside a message whose
-	// headers are too large to be delivered over AMQP (see quarantine.go).
-	Management *Management
-	// Logger receives one line per decision; nil discards.
-	Logger *slog.Logger
-	// Observe, if set, is told every decision, for events and metrics.
-	Observe func(Event)
+	// Options shape each stage; its zero value is the defaults: 32
+	// workers per stage, a window of 64.
+	Options
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 

@@ -54,13 +54,15 @@ type Topology struct {
 	// runs only the stages lists them too: they are the only queues the
 	// stages send a message back to.
 	Routes []Route
-	// QueueType is Classic (the zero value) or Quorum.
+	// QueueType is Classic (the zero value) or Quorum. Use Quorum in
+	// production: the broker's own dead-lettering is at-least-once then.
 	QueueType QueueType
 	// Backend is how failed messages wait: Plugin, TTL, Levels or Native;
 	// resolve Auto with Resolve (Pipeline.Run does) before declaring.
 	Backend Backend
 	// Handoff is how a failure reaches its wait: ViaStages (the zero value,
-	// the article's topology) or Direct.
+	// the article's topology) or Direct (each worker schedules its retries:
+	// one broker hop less).
 	Handoff Handoff
 	// Policy is the schedule: the delays, how many retries, the deadline.
 	Policy Policy
