@@ -59,12 +59,17 @@ type Pipeline struct {
 	handlers map[string]Handler
 	mw       []Middleware
 	stages   bool
+	// elsewhere: another process serves the stages (StagesElsewhere).
+	elsewhere bool
+	// unlogged: Config gave no Logger, so a warning would go nowhere.
+	unlogged bool
 	running  bool
 }
 
 // New returns a Pipeline for cfg. Nothing touches the broker before Run.
 func New(cfg Config) *Pipeline {
-	if cfg.Logger == nil {
+	unlogged := cfg.Logger == nil
+	if unlogged {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Backend == "" {
@@ -75,7 +80,7 @@ func New(cfg Config) *Pipeline {
 	}
 	routes := cfg.Routes
 	cfg.Routes = nil
-	return &Pipeline{cfg: cfg, routes: append([]Route(nil), routes...), handlers: map[string]Handler{}}
+	return &Pipeline{cfg: cfg, routes: append([]Route(nil), routes...), handlers: map[string]Handler{}, unlogged: unlogged}
 }
 
 // addRoute adds a work queue, or rebinds one listed already (in
@@ -116,11 +121,24 @@ func (p *Pipeline) Use(mw ...Middleware) {
 }
 
 // ServeStages makes Run run the error and requeue stages too. Run them in
-// at least one process of a deployment (relay's retrier, or every worker).
+// at least one process of a deployment (relay's retrier, or every worker):
+// with the ViaStages hand-off, a failure waits in error-queue until a stage
+// takes it. A process that handles queues and leaves the stages to another
+// says so with StagesElsewhere; see Run for what happens if it says
+// neither.
 func (p *Pipeline) ServeStages() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stages = true
+}
+
+// StagesElsewhere says that another process of the deployment runs the
+// stages (relay's workers leave them to the retrier), so Run neither warns
+// nor fails for want of them here.
+func (p *Pipeline) StagesElsewhere() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.elsewhere = true
 }
 
 // Topology is the topology the pipeline declares, with the backend as
@@ -137,11 +155,26 @@ func (p *Pipeline) Topology() Topology {
 // stages.
 var ErrNothingToRun = errors.New("the pipeline handles no queue and runs no stages")
 
+// ErrNoStages is Run's error for a pipeline without a Logger whose
+// failures go through the stages and that neither serves them
+// (ServeStages) nor says another process does (StagesElsewhere).
+var ErrNoStages = errors.New("failures wait in error-queue for the error and requeue stages, and this pipeline neither runs them (ServeStages) nor says another process does (StagesElsewhere)")
+
 // Run runs the pipeline against the broker at urls (one per node of a
 // cluster) until ctx is done, then lets the work in hand finish and
 // returns nil. It returns early only on an error another attempt cannot
 // fix: a topology that conflicts with what the broker has, refused
 // credentials, a configuration that cannot work.
+//
+// With the ViaStages hand-off (and a backend other than Native), every
+// failure waits in error-queue for the stages. Forgetting ServeStages in a
+// deployment where no other process runs them would leave every failure
+// there, unretried and unparked, without a word; so a pipeline that handles
+// queues and has called neither ServeStages nor StagesElsewhere is warned
+// about through its Logger when Run starts, and, having no Logger to warn
+// through, Run returns ErrNoStages. The stages are not run by default:
+// where they run is a deployment's choice (one retrier, or every worker),
+// and a second set of consumers in every process is not a silent default.
 func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 	p.mu.Lock()
 	if p.running {
@@ -156,7 +189,7 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 		}
 		handlers[q] = h
 	}
-	stages := p.stages
+	stages, elsewhere := p.stages, p.elsewhere
 	p.mu.Unlock()
 	if len(handlers) == 0 && !stages {
 		return ErrNothingToRun
@@ -165,8 +198,20 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 		return ErrNoBroker
 	}
 	topo, err := Resolve(ctx, p.Topology(), urls, p.cfg.Logger)
-	if err != nil || ctx.Err() != nil {
+	if err != nil {
 		return err
+	}
+	// Said before anything connects, and whatever ctx says: Auto resolved
+	// to Native needs no stages, so only an unresolved Auto is left out.
+	if len(handlers) > 0 && !stages && !elsewhere && topo.Backend != Auto && topo.requeues() {
+		if p.unlogged {
+			return ErrNoStages
+		}
+		p.cfg.Logger.Warn("this process does not run the retry stages and was not told another does: failures wait in error-queue until one does",
+			"error", ErrNoStages.Error(), "queue", topo.Name(ErrorQueue), "fix", "call ServeStages in this process, or StagesElsewhere where another runs them")
+	}
+	if ctx.Err() != nil {
+		return nil
 	}
 	if err := topo.Validate(); err != nil {
 		return err

@@ -43,5 +43,6 @@ func Run(ctx context.Context, name string, getenv func(string) string, stdout io
 	defer cancellations.Close()
 	p := proc.Pipeline(retry.Config{Options: retry.Options{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, ShutdownTimeout: cfg.ShutdownTimeout}},
 		map[string]retry.Handler{name: checkCancelled(name, cancellations, Handler(name, send))})
+	p.StagesElsewhere() // relay retrier runs them
 	return proc.Run(ctx, p)
 }
