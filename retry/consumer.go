@@ -171,7 +171,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		<-c.slots
 	}
 	took := time.Since(start)
-	e := Event{MessageID: m.ID, Recipient: Recipient(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: replays(d.Headers), At: time.Now(), Published: d.Timestamp, Duration: took, Via: m.Via}
+	e := Event{MessageID: m.ID, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: replays(d.Headers), At: time.Now(), Published: d.Timestamp, Duration: took, Via: m.Via}
 	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt, "duration_ms", took.Milliseconds())
 
 	var settleErr error
@@ -212,7 +212,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		// count alone, and would come back at once, for ever. A
 		// Retry-After cannot travel with a reject over AMQP 0-9-1: the
 		// broker's schedule applies.
-		events = append(events, Event{Outcome: Retrying, MessageID: m.ID, Recipient: e.Recipient, Queue: c.Queue, Attempt: m.Attempt, Round: e.Round,
+		events = append(events, Event{Outcome: Retrying, MessageID: m.ID, Copy: e.Copy, Queue: c.Queue, Attempt: m.Attempt, Round: e.Round,
 			Delay: t.Policy.Delay(m.Attempt), At: time.Now(), Published: d.Timestamp})
 		settleErr = d.Reject(true /* requeue */)
 		log.Warn("failed, rejected for the broker to retry", "outcome", Failed, "delay_ms", t.Policy.Delay(m.Attempt).Milliseconds(), "error", err)
@@ -257,7 +257,7 @@ func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, attemp
 	now := time.Now()
 	hint, _ := RetryAfter(cause)
 	dec := t.decide(d.Headers, hint, started(d), now)
-	e := Event{MessageID: d.MessageId, Recipient: Recipient(d.Headers), Queue: c.Queue, Attempt: attempt, Round: replays(d.Headers), At: now, Published: d.Timestamp, Err: cause.Error()}
+	e := Event{MessageID: d.MessageId, Copy: t.Copy(d.Headers), Queue: c.Queue, Attempt: attempt, Round: replays(d.Headers), At: now, Published: d.Timestamp, Err: cause.Error()}
 	if dec.park != "" {
 		e.Outcome, e.Reason = Parked, dec.park
 		return e, c.park(ctx, pub, d, cause, dec.retries, dec.park)
@@ -307,7 +307,7 @@ func (c *Consumer) waitLonger(ctx context.Context, pub *Hop, d *amqp.Delivery) (
 		return false, nil // attempt it now rather than not at all
 	}
 	if c.Observe != nil {
-		c.Observe(Event{Outcome: Waiting, MessageID: d.MessageId, Recipient: Recipient(d.Headers), Queue: c.Queue, Attempt: c.Topology.attempts(d.Headers), Round: replays(d.Headers),
+		c.Observe(Event{Outcome: Waiting, MessageID: d.MessageId, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue, Attempt: c.Topology.attempts(d.Headers), Round: replays(d.Headers),
 			Delay: wait, At: now, Published: d.Timestamp})
 	}
 	return true, d.Ack(false)

@@ -129,7 +129,7 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 	retries := min(RetryCount(d.Headers), t.Policy.Retries())
 	claim, header := Claim(d.Headers)
 	lastErr := lastError(d.Headers)
-	ev := Event{MessageID: d.MessageId, Recipient: Recipient(d.Headers), Queue: claim, Attempt: t.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastErr}
+	ev := Event{MessageID: d.MessageId, Copy: t.Copy(d.Headers), Queue: claim, Attempt: t.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastErr}
 	if tooLarge(d, pub) {
 		source := claim
 		if !t.Destination(source) {
@@ -179,7 +179,7 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 func (s *Stages) handleRequeue(ctx context.Context, pub *Hop, d *amqp.Delivery) error {
 	queue := headerString(d.Headers, HeaderOriginalQueue)
 	retries := min(RetryCount(d.Headers), s.Topology.Policy.Retries())
-	ev := Event{MessageID: d.MessageId, Recipient: Recipient(d.Headers), Queue: queue, Attempt: s.Topology.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastError(d.Headers)}
+	ev := Event{MessageID: d.MessageId, Copy: s.Topology.Copy(d.Headers), Queue: queue, Attempt: s.Topology.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastError(d.Headers)}
 	if tooLarge(d, pub) {
 		source := queue
 		if !s.Topology.Destination(source) {

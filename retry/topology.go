@@ -66,6 +66,16 @@ type Topology struct {
 	Handoff Handoff
 	// Policy is the schedule: the delays, how many retries, the deadline.
 	Policy Policy
+	// CopyHeader names the header, if any, that tells apart the copies of
+	// one message: a producer that sends one message several times, with
+	// one message id to one queue, each copy for another party, says
+	// which copy is which in it (relay's API sends an email as a copy per
+	// recipient). Each copy is retried and parked on its own; the header's
+	// value (see Copy) is reported as Event.Copy and DeadLetter.Copy, and
+	// Filter.Copy selects by it. It is the producer's, like the message
+	// id: the pipeline carries it unchanged. Empty means messages have no
+	// copies.
+	CopyHeader string
 }
 
 // Name returns base with the topology's prefix.

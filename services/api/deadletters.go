@@ -128,7 +128,7 @@ func deadLetterQuery(r *http.Request, t retry.Topology, allowed ...string) (f re
 			bad = append(bad, notification.FieldError{Field: name, Message: "given " + strconv.Itoa(len(v[name])) + " times: give it once"})
 		}
 	}
-	f = retry.Filter{ID: v.Get("id"), Source: sourceQueue(t, v.Get("source")), Recipient: v.Get("recipient")}
+	f = retry.Filter{ID: v.Get("id"), Source: sourceQueue(t, v.Get("source")), Copy: v.Get("recipient")}
 	limit = DefaultDeadLetterLimit
 	if s := v.Get("limit"); s != "" && slices.Contains(allowed, "limit") {
 		n, err := strconv.Atoi(s)
@@ -200,11 +200,12 @@ func handleListDeadLetters(deps Deps) http.HandlerFunc {
 			writeProblem(w, unavailable("the dead-letter queue could not be read: "+err.Error()))
 			return
 		}
-		if list == nil {
-			list = []retry.DeadLetter{}
+		views := make([]notification.DeadLetter, len(list))
+		for i, p := range list {
+			views[i] = notification.NewDeadLetter(p)
 		}
 		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusOK, map[string]any{"dead_letters": list})
+		writeJSON(w, http.StatusOK, map[string]any{"dead_letters": views})
 	}
 }
 
@@ -225,7 +226,7 @@ type deadLetterView struct {
 	ID string `json:"id"`
 	// DeadLetters holds each parked copy of the notification: one per
 	// channel, and for email one per recipient. They share its id.
-	DeadLetters []retry.DeadLetterDetail `json:"dead_letters"`
+	DeadLetters []notification.DeadLetterDetail `json:"dead_letters"`
 }
 
 func handleGetDeadLetter(deps Deps) http.HandlerFunc {
@@ -243,9 +244,9 @@ func handleGetDeadLetter(deps Deps) http.HandlerFunc {
 			deadLetterFailed(deps, w, "read", 0, err)
 			return
 		}
-		view := deadLetterView{ID: f.ID, DeadLetters: make([]retry.DeadLetterDetail, len(list))}
+		view := deadLetterView{ID: f.ID, DeadLetters: make([]notification.DeadLetterDetail, len(list))}
 		for i, p := range list {
-			view.DeadLetters[i] = p.Detail()
+			view.DeadLetters[i] = notification.NewDeadLetterDetail(p)
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, view)
@@ -294,7 +295,7 @@ func (req replayRequest) invalid() notification.Invalid {
 }
 
 func (req replayRequest) filter(t retry.Topology) retry.Filter {
-	return retry.Filter{ID: req.ID, Source: sourceQueue(t, req.Source), Recipient: req.Recipient}
+	return retry.Filter{ID: req.ID, Source: sourceQueue(t, req.Source), Copy: req.Recipient}
 }
 
 // purgeRequest is the body of POST /v1/dead-letters/purge.
@@ -374,7 +375,7 @@ func replay(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) {
 	}
 	// No email address goes into the log: by_recipient only says the
 	// selection named one.
-	deps.Log.Info("replayed dead letters", "replayed", n, "id", f.ID, "source", f.Source, "by_recipient", f.Recipient != "")
+	deps.Log.Info("replayed dead letters", "replayed", n, "id", f.ID, "source", f.Source, "by_recipient", f.Copy != "")
 	writeJSON(w, http.StatusOK, map[string]int{"replayed": n})
 }
 
@@ -388,6 +389,6 @@ func purge(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) {
 		deadLetterFailed(deps, w, "purged", n, err)
 		return
 	}
-	deps.Log.Info("purged dead letters", "purged", n, "id", f.ID, "source", f.Source, "by_recipient", f.Recipient != "")
+	deps.Log.Info("purged dead letters", "purged", n, "id", f.ID, "source", f.Source, "by_recipient", f.Copy != "")
 	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
 }
