@@ -51,7 +51,8 @@ type Middleware func(Handler) Handler
 // Each handled queue, and each stage, runs on a connection of its own, so
 // a message that closes its connection (one too large for the frame) stalls
 // nothing else. Several processes may run one pipeline: every queue is a
-// set of competing consumers.
+// set of competing consumers. Producer gives a publisher to the pipeline's
+// ingress, so a service sends with the value it consumes with.
 type Pipeline struct {
 	cfg      Config
 	mu       sync.Mutex
