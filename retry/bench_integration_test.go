@@ -118,10 +118,10 @@ func relayRoundTrips(b *testing.B, n int) float64 {
 		Policy: retry.Policy{Delays: []time.Duration{time.Millisecond}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st := &retry.Stages{Topology: topo, Prefetch: benchPrefetch}
+	st := &retry.Stages{Topology: topo, Options: retry.Options{Prefetch: benchPrefetch}}
 	go func() { _ = st.Run(ctx, conn) }()
 	var done atomic.Int64
-	c := &retry.Consumer{Topology: topo, Queue: topo.WorkRoutes()[0].Queue, Prefetch: benchPrefetch, Concurrency: 8,
+	c := &retry.Consumer{Topology: topo, Queue: topo.WorkRoutes()[0].Queue, Options: retry.Options{Prefetch: benchPrefetch, Concurrency: 8},
 		Handler: retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
 			if m.Attempt == 1 {
 				return errFirst

@@ -34,7 +34,7 @@ func TestConsumerConcurrency(t *testing.T) {
 			var mu sync.Mutex
 			seen := map[string]int{}
 			done := make(chan struct{})
-			c := &retry.Consumer{Topology: topo, Queue: topo.WorkRoutes()[0].Queue, Concurrency: concurrency, Prefetch: 4 * concurrency,
+			c := &retry.Consumer{Topology: topo, Queue: topo.WorkRoutes()[0].Queue, Options: retry.Options{Concurrency: concurrency, Prefetch: 4 * concurrency},
 				Handler: retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
 					now := running.Add(1)
 					defer running.Add(-1)

@@ -44,6 +44,32 @@ type HandlerFunc func(ctx context.Context, m *Message) error
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, m *Message) error { return f(ctx, m) }
 
+// Options are the settings a Consumer and the Stages share, and the
+// Pipeline passes on to each. The zero value of every field means its
+// default.
+type Options struct {
+	// Concurrency is how many messages are handled at once; zero means 4
+	// for a Consumer, 32 for the Stages. Each of the Stages' workers waits
+	// for its own publisher confirms, so there it is also the number of
+	// hand-offs in flight: the main lever on their throughput.
+	Concurrency int
+	// Prefetch is the unacked window; zero means twice Concurrency for a
+	// Consumer, 64 for the Stages.
+	Prefetch int
+	// ShutdownTimeout bounds how long the work in hand may go on once ctx
+	// is done, before its context is cancelled; zero means
+	// DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+	// Management, if set, lets the consumer move aside a message whose
+	// headers are too large to be delivered over AMQP (see quarantine.go).
+	Management *Management
+	// Logger receives one line per decision; nil discards.
+	Logger *slog.Logger
+	// Observe, if set, is told every decision: the hook for events and
+	// metrics.
+	Observe func(Event)
+}
+
 // Consumer runs a Handler on one work queue.
 //
 // A failure is handed to the error exchange by the consumer itself, with
@@ -61,21 +87,9 @@ type Consumer struct {
 	Queue string
 	// Handler does the work.
 	Handler Handler
-	// Prefetch is the unacked window; zero means 2 × Concurrency.
-	Prefetch int
-	// Concurrency is the number of messages handled at once; zero means 4.
-	Concurrency int
-	// ShutdownTimeout bounds how long handlers in flight may go on once
-	// ctx is done, before their context is cancelled; zero means
-	// DefaultShutdownTimeout.
-	ShutdownTimeout time.Duration
-	// Management, if set, lets the consumer move aside a message whose
-	// headers are too large to be delivered over AMQP (see quarantine.go).
-	Management *Management
-	// Logger receives one line per attempt; nil discards.
-	Logger *slog.Logger
-	// Observe, if set, is told every outcome.
-	Observe func(Event)
+	// Options shape the consumer; its zero value is the defaults: 4
+	// messages at once, a window of 8.
+	Options
 
 	guard *quarantine
 	once  sync.Once
@@ -157,7 +171,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		<-c.slots
 	}
 	took := time.Since(start)
-	e := Event{MessageID: m.ID, Recipient: Recipient(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: replays(d.Headers), At: time.Now(), Published: d.Timestamp, Duration: took, Via: m.Via}
+	e := Event{MessageID: m.ID, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: replays(d.Headers), At: time.Now(), Published: d.Timestamp, Duration: took, Via: m.Via}
 	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt, "duration_ms", took.Milliseconds())
 
 	var settleErr error
@@ -198,7 +212,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		// count alone, and would come back at once, for ever. A
 		// Retry-After cannot travel with a reject over AMQP 0-9-1: the
 		// broker's schedule applies.
-		events = append(events, Event{Outcome: Retrying, MessageID: m.ID, Recipient: e.Recipient, Queue: c.Queue, Attempt: m.Attempt, Round: e.Round,
+		events = append(events, Event{Outcome: Retrying, MessageID: m.ID, Copy: e.Copy, Queue: c.Queue, Attempt: m.Attempt, Round: e.Round,
 			Delay: t.Policy.Delay(m.Attempt), At: time.Now(), Published: d.Timestamp})
 		settleErr = d.Reject(true /* requeue */)
 		log.Warn("failed, rejected for the broker to retry", "outcome", Failed, "delay_ms", t.Policy.Delay(m.Attempt).Milliseconds(), "error", err)
@@ -243,7 +257,7 @@ func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, attemp
 	now := time.Now()
 	hint, _ := RetryAfter(cause)
 	dec := t.decide(d.Headers, hint, started(d), now)
-	e := Event{MessageID: d.MessageId, Recipient: Recipient(d.Headers), Queue: c.Queue, Attempt: attempt, Round: replays(d.Headers), At: now, Published: d.Timestamp, Err: cause.Error()}
+	e := Event{MessageID: d.MessageId, Copy: t.Copy(d.Headers), Queue: c.Queue, Attempt: attempt, Round: replays(d.Headers), At: now, Published: d.Timestamp, Err: cause.Error()}
 	if dec.park != "" {
 		e.Outcome, e.Reason = Parked, dec.park
 		return e, c.park(ctx, pub, d, cause, dec.retries, dec.park)
@@ -293,7 +307,7 @@ func (c *Consumer) waitLonger(ctx context.Context, pub *Hop, d *amqp.Delivery) (
 		return false, nil // attempt it now rather than not at all
 	}
 	if c.Observe != nil {
-		c.Observe(Event{Outcome: Waiting, MessageID: d.MessageId, Recipient: Recipient(d.Headers), Queue: c.Queue, Attempt: c.Topology.attempts(d.Headers), Round: replays(d.Headers),
+		c.Observe(Event{Outcome: Waiting, MessageID: d.MessageId, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue, Attempt: c.Topology.attempts(d.Headers), Round: replays(d.Headers),
 			Delay: wait, At: now, Published: d.Timestamp})
 	}
 	return true, d.Ack(false)

@@ -18,12 +18,13 @@ import (
 // DeadLetter is one message in the dead-letter queue, with its history.
 type DeadLetter struct {
 	ID string `json:"id"`
-	// Recipient is the recipient the message is the copy for
-	// (HeaderRecipient), when its producer sent one per recipient.
-	Recipient string `json:"recipient,omitempty"`
-	Source    string `json:"source"`
-	Reason    string `json:"reason"`
-	Retries   int    `json:"retries"`
+	// Copy is which copy of a message sent as several this is: the
+	// topology's CopyHeader (see Topology.Copy). It is left out of the
+	// JSON: what the copies stand for is the producer's to name.
+	Copy    string `json:"-"`
+	Source  string `json:"source"`
+	Reason  string `json:"reason"`
+	Retries int    `json:"retries"`
 	// Replays is how often the message was replayed before it was parked
 	// this time (HeaderReplays): the round of retries that parked it.
 	Replays int `json:"replays"`
@@ -46,24 +47,23 @@ type DeadLetter struct {
 
 // Filter selects parked messages. Its zero value selects all of them.
 type Filter struct {
-	// ID selects one message id. The copies of one notification share its
-	// id, so one id can select a parked copy from each channel, and from
-	// email one for each recipient.
+	// ID selects one message id. The copies of one message share its id
+	// (relay sends a notification as a copy for each channel, and an email
+	// as a copy for each recipient), so one id can select several.
 	ID string
 	// Source selects messages parked from one work queue (as named in
 	// x-dead-source, prefix included).
 	Source string
-	// Recipient selects the copies for one recipient: those whose
-	// HeaderRecipient, as Recipient reads it, is exactly this. An email
-	// goes out as one copy per recipient, all with the notification's id
-	// and from the same queue, so only the recipient tells them apart.
-	Recipient string
+	// Copy selects one copy: messages whose topology's CopyHeader, as
+	// Topology.Copy reads it, is exactly this. Copies of one message share
+	// its id and its queue, so only the header tells them apart.
+	Copy string
 }
 
-func (f Filter) match(d *amqp.Delivery) bool {
+func (f Filter) match(t Topology, d *amqp.Delivery) bool {
 	return (f.ID == "" || d.MessageId == f.ID) &&
 		(f.Source == "" || headerString(d.Headers, HeaderDeadSource) == f.Source) &&
-		(f.Recipient == "" || Recipient(d.Headers) == f.Recipient)
+		(f.Copy == "" || t.Copy(d.Headers) == f.Copy)
 }
 
 // ErrNotParked means no parked message has the id a Filter names: Get,
@@ -71,12 +71,12 @@ func (f Filter) match(d *amqp.Delivery) bool {
 // that they did nothing. A Filter without an id never gets it.
 var ErrNotParked = errors.New("not in the dead-letter queue")
 
-// notParked is ErrNotParked for f's id (and recipient and source, if it
-// names them).
+// notParked is ErrNotParked for f's id (and copy and source, if it names
+// them).
 func notParked(f Filter) error {
 	what := fmt.Sprintf("message %q", f.ID)
-	if f.Recipient != "" {
-		what += fmt.Sprintf(" for %q", f.Recipient)
+	if f.Copy != "" {
+		what += fmt.Sprintf(" for %q", f.Copy)
 	}
 	if f.Source != "" {
 		what += fmt.Sprintf(" parked from %q", f.Source)
@@ -84,13 +84,13 @@ func notParked(f Filter) error {
 	return fmt.Errorf("%s: %w", what, ErrNotParked)
 }
 
-func parkedFrom(d *amqp.Delivery) DeadLetter {
+func parkedFrom(topo Topology, d *amqp.Delivery) DeadLetter {
 	t := func(key string) time.Time {
 		at, _ := time.Parse(time.RFC3339Nano, headerString(d.Headers, key))
 		return at
 	}
 	return DeadLetter{
-		ID: d.MessageId, Recipient: Recipient(d.Headers), Source: headerString(d.Headers, HeaderDeadSource), Reason: headerString(d.Headers, HeaderDeadReason),
+		ID: d.MessageId, Copy: topo.Copy(d.Headers), Source: headerString(d.Headers, HeaderDeadSource), Reason: headerString(d.Headers, HeaderDeadReason),
 		Retries: RetryCount(d.Headers), Replays: replays(d.Headers), PriorRetries: priorRetries(d.Headers),
 		PriorError: headerString(d.Headers, HeaderPriorError), FirstFailedAt: t(HeaderFirstFailedAt), ParkedAt: t(HeaderParkedAt),
 		LastError: headerString(d.Headers, HeaderLastError), PublishedAt: d.Timestamp,
@@ -240,7 +240,7 @@ func (dl DeadLetters) walk(ctx context.Context, f Filter, fn func(*amqp.Delivery
 			break
 		}
 		held++
-		if !f.match(&d) {
+		if !f.match(dl.Topology, &d) {
 			continue
 		}
 		matched++
@@ -305,7 +305,7 @@ func (dl DeadLetters) List(ctx context.Context, f Filter, limit int) ([]DeadLett
 	var out []DeadLetter
 	errEnough := errors.New("enough")
 	_, err := dl.walk(ctx, f, func(d *amqp.Delivery) (bool, error) {
-		out = append(out, parkedFrom(d))
+		out = append(out, parkedFrom(dl.Topology, d))
 		if limit > 0 && len(out) >= limit {
 			return false, errEnough
 		}
@@ -318,9 +318,8 @@ func (dl DeadLetters) List(ctx context.Context, f Filter, limit int) ([]DeadLett
 }
 
 // Get returns every parked message with f's id (narrowed to f.Source and
-// f.Recipient, if set): one per copy of a notification parked, by channel
-// and, for email, by recipient. None is ErrNotParked. Like List, it
-// removes nothing.
+// f.Copy, if set): one per copy of the message parked. None is
+// ErrNotParked. Like List, it removes nothing.
 func (dl DeadLetters) Get(ctx context.Context, f Filter) ([]DeadLetter, error) {
 	if f.ID == "" {
 		return nil, errors.New("get a parked message: no id given")
@@ -370,7 +369,7 @@ func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 		}
 		n++
 		if dl.Observe != nil {
-			dl.Observe(Event{Outcome: Replayed, MessageID: d.MessageId, Recipient: Recipient(d.Headers), Queue: source, Round: replays(h), At: time.Now(), Published: d.Timestamp})
+			dl.Observe(Event{Outcome: Replayed, MessageID: d.MessageId, Copy: dl.Topology.Copy(d.Headers), Queue: source, Round: replays(h), At: time.Now(), Published: d.Timestamp})
 		}
 		return true, nil
 	})

@@ -298,11 +298,13 @@ func TestReplayedAndParkedAgain(t *testing.T) {
 }
 
 // TestReplayOneRecipient parks the two email copies of one notification,
-// one per recipient, and replays one by its recipient: that copy goes back
-// to the work queue, the other stays parked as it was.
+// one per recipient (the topology's CopyHeader), and replays one by its
+// recipient: that copy goes back to the work queue, the other stays parked
+// as it was.
 func TestReplayOneRecipient(t *testing.T) {
 	conn := retrytest.Conn(t)
-	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL})
+	const header = "x-recipient"
+	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, CopyHeader: header})
 	email := topo.WorkRoutes()[0].Queue
 	ch, err := conn.Channel()
 	if err != nil {
@@ -314,7 +316,7 @@ func TestReplayOneRecipient(t *testing.T) {
 		if err := ch.Publish(topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{
 			MessageId: "split", Body: []byte(`{"to":["` + to + `"]}`), ContentType: "application/json",
 			Headers: amqp.Table{retry.HeaderDeadSource: email, retry.HeaderDeadReason: retry.ReasonPermanent,
-				retry.HeaderRecipient: to, retry.HeaderRetryCount: int32(0), retry.HeaderLastError: "550 " + to},
+				header: to, retry.HeaderRetryCount: int32(0), retry.HeaderLastError: "550 " + to},
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -327,17 +329,17 @@ func TestReplayOneRecipient(t *testing.T) {
 	if both, err := dl.Get(ctx, retry.Filter{ID: "split", Source: email}); err != nil || len(both) != 2 {
 		t.Fatalf("Get(split from email) = %d copies, %v; want both recipients'", len(both), err)
 	}
-	if one, err := dl.Get(ctx, retry.Filter{ID: "split", Recipient: typo}); err != nil || len(one) != 1 || one[0].Recipient != typo {
+	if one, err := dl.Get(ctx, retry.Filter{ID: "split", Copy: typo}); err != nil || len(one) != 1 || one[0].Copy != typo {
 		t.Fatalf("Get(split for %s) = %+v, %v; want its copy alone", typo, one, err)
 	}
 	// A recipient with nothing parked for the id is ErrNotParked naming
 	// both, and moves nothing.
-	if n, err := dl.Replay(ctx, retry.Filter{ID: "split", Recipient: "nobody@example.com"}); n != 0 || !errors.Is(err, retry.ErrNotParked) ||
+	if n, err := dl.Replay(ctx, retry.Filter{ID: "split", Copy: "nobody@example.com"}); n != 0 || !errors.Is(err, retry.ErrNotParked) ||
 		!strings.Contains(err.Error(), `"split" for "nobody@example.com"`) {
 		t.Errorf("Replay(split for nobody) = %d, %v; want 0 and ErrNotParked naming the id and the recipient", n, err)
 	}
 
-	if n, err := dl.Replay(ctx, retry.Filter{ID: "split", Source: email, Recipient: typo}); err != nil || n != 1 {
+	if n, err := dl.Replay(ctx, retry.Filter{ID: "split", Source: email, Copy: typo}); err != nil || n != 1 {
 		t.Fatalf("Replay(split for %s) = %d, %v; want 1", typo, n, err)
 	}
 	var back amqp.Delivery
@@ -349,17 +351,17 @@ func TestReplayOneRecipient(t *testing.T) {
 		back = d
 		return ok
 	}, "the replayed copy never reached %s", email)
-	if back.MessageId != "split" || retry.Recipient(back.Headers) != typo {
-		t.Errorf("replayed %s for %q, want split for %s", back.MessageId, retry.Recipient(back.Headers), typo)
+	if back.MessageId != "split" || topo.Copy(back.Headers) != typo {
+		t.Errorf("replayed %s for %q, want split for %s", back.MessageId, topo.Copy(back.Headers), typo)
 	}
 	if got := depth(t, conn, email); got != 0 {
 		t.Errorf("%s holds %d more: only %s's copy was to be replayed", email, got, typo)
 	}
-	if len(replayed) != 1 || replayed[0].Recipient != typo {
+	if len(replayed) != 1 || replayed[0].Copy != typo {
 		t.Errorf("observed %+v, want one replay for %s", replayed, typo)
 	}
 	left, err := dl.List(ctx, retry.Filter{ID: "split"}, 0)
-	if err != nil || len(left) != 1 || left[0].Recipient != full || left[0].Replays != 0 || left[0].LastError != "550 "+full {
+	if err != nil || len(left) != 1 || left[0].Copy != full || left[0].Replays != 0 || left[0].LastError != "550 "+full {
 		t.Errorf("still parked: %+v, %v; want %s's copy alone, untouched", left, err, full)
 	}
 }

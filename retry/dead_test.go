@@ -83,7 +83,7 @@ func TestReplayedHistoryRunsOn(t *testing.T) {
 	if next[HeaderFirstFailedAt] != first || replays(next) != 1 || next[HeaderPriorRetries] != int32(3) || next[HeaderPriorError] != "503" {
 		t.Errorf("the next round's retry copy = %v, want the first failure, round 1 and the prior round's retries and error", next)
 	}
-	p := parkedFrom(&amqp.Delivery{MessageId: "a", Headers: next})
+	p := parkedFrom(Topology{}, &amqp.Delivery{MessageId: "a", Headers: next})
 	if p.FirstFailedAt.Format(time.RFC3339) != first || p.Replays != 1 || p.PriorRetries != 3 || p.PriorError != "503" || p.Retries != 1 {
 		t.Errorf("listed as %+v", p)
 	}
@@ -151,7 +151,7 @@ func TestDeadLetterDetail(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := json.Marshal(parkedFrom(&tt.d).Detail())
+			got, err := json.Marshal(parkedFrom(Topology{CopyHeader: "x-recipient"}, &tt.d).Detail())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -169,8 +169,8 @@ func TestNotParked(t *testing.T) {
 	}{
 		{Filter{ID: "zzz"}, `message "zzz": not in the dead-letter queue`},
 		{Filter{ID: "zzz", Source: "p.email-queue"}, `message "zzz" parked from "p.email-queue": not in the dead-letter queue`},
-		{Filter{ID: "zzz", Recipient: "typo@exmaple.com"}, `message "zzz" for "typo@exmaple.com": not in the dead-letter queue`},
-		{Filter{ID: "zzz", Source: "p.email-queue", Recipient: "typo@exmaple.com"},
+		{Filter{ID: "zzz", Copy: "typo@exmaple.com"}, `message "zzz" for "typo@exmaple.com": not in the dead-letter queue`},
+		{Filter{ID: "zzz", Source: "p.email-queue", Copy: "typo@exmaple.com"},
 			`message "zzz" for "typo@exmaple.com" parked from "p.email-queue": not in the dead-letter queue`},
 	}
 	for _, tt := range tests {
@@ -182,12 +182,15 @@ func TestNotParked(t *testing.T) {
 }
 
 // TestFilterMatch: the two email copies of one notification share its id
-// and source; only the recipient tells them apart.
+// and source; only the topology's CopyHeader, which holds the recipient,
+// tells them apart.
 func TestFilterMatch(t *testing.T) {
+	const header = "x-recipient"
+	topo := Topology{CopyHeader: header}
 	copyFor := func(id, source, recipient string) *amqp.Delivery {
 		h := amqp.Table{HeaderDeadSource: source}
 		if recipient != "" {
-			h[HeaderRecipient] = recipient
+			h[header] = recipient
 		}
 		return &amqp.Delivery{MessageId: id, Headers: h}
 	}
@@ -196,7 +199,7 @@ func TestFilterMatch(t *testing.T) {
 	other := copyFor("n2", "p.email-queue", "typo@exmaple.com")
 	webhook := copyFor("n1", "p.webhook-queue", "")
 	bytesHeader := &amqp.Delivery{MessageId: "n1", Headers: amqp.Table{HeaderDeadSource: "p.email-queue",
-		HeaderRecipient: []byte("typo@exmaple.com")}}
+		header: []byte("typo@exmaple.com")}}
 	all := []*amqp.Delivery{typo, full, other, webhook, bytesHeader}
 	tests := []struct {
 		name string
@@ -205,18 +208,18 @@ func TestFilterMatch(t *testing.T) {
 	}{
 		{"zero value: every one", Filter{}, all},
 		{"id: every copy", Filter{ID: "n1"}, []*amqp.Delivery{typo, full, webhook, bytesHeader}},
-		{"id and recipient: that recipient's copy", Filter{ID: "n1", Recipient: "typo@exmaple.com"}, []*amqp.Delivery{typo, bytesHeader}},
-		{"id, source and recipient", Filter{ID: "n1", Source: "p.email-queue", Recipient: "full@example.com"}, []*amqp.Delivery{full}},
-		{"recipient alone: across notifications", Filter{Recipient: "typo@exmaple.com"}, []*amqp.Delivery{typo, other, bytesHeader}},
-		{"exact match only", Filter{Recipient: "TYPO@exmaple.com"}, nil},
-		{"a prefix is no match", Filter{Recipient: "typo@"}, nil},
-		{"a copy without a recipient never matches one", Filter{ID: "n1", Source: "p.webhook-queue", Recipient: "full@example.com"}, nil},
+		{"id and recipient: that recipient's copy", Filter{ID: "n1", Copy: "typo@exmaple.com"}, []*amqp.Delivery{typo, bytesHeader}},
+		{"id, source and recipient", Filter{ID: "n1", Source: "p.email-queue", Copy: "full@example.com"}, []*amqp.Delivery{full}},
+		{"recipient alone: across notifications", Filter{Copy: "typo@exmaple.com"}, []*amqp.Delivery{typo, other, bytesHeader}},
+		{"exact match only", Filter{Copy: "TYPO@exmaple.com"}, nil},
+		{"a prefix is no match", Filter{Copy: "typo@"}, nil},
+		{"a copy without a recipient never matches one", Filter{ID: "n1", Source: "p.webhook-queue", Copy: "full@example.com"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []*amqp.Delivery
 			for _, d := range all {
-				if tt.f.match(d) {
+				if tt.f.match(topo, d) {
 					got = append(got, d)
 				}
 			}

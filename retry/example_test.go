@@ -24,10 +24,12 @@ func Example() {
 	defer stop()
 
 	p := retry.New(retry.Config{
-		Exchange:  "billing",
-		QueueType: retry.Quorum,
-		Policy:    retry.Policy{Delays: []time.Duration{time.Second, 10 * time.Second, time.Minute}},
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Topology: retry.Topology{
+			Exchange:  "billing",
+			QueueType: retry.Quorum,
+			Policy:    retry.Policy{Delays: []time.Duration{time.Second, 10 * time.Second, time.Minute}},
+		},
+		Options: retry.Options{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))},
 	})
 	p.Handle("invoices", "invoice.created", retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
 		if len(m.Body) == 0 {

@@ -65,23 +65,21 @@ const (
 	// HeaderPriorError is, on a replayed message, the last error of the
 	// round that ended when it was parked.
 	HeaderPriorError = "x-prior-error"
-	// HeaderRecipient names the recipient a message is the copy for, when
-	// its producer sends one message per recipient (relay's API does for
-	// email, so each recipient is retried and parked on its own). It is
-	// the producer's, like the message id: relay carries it unchanged and
-	// reports it in every Event about the message.
-	HeaderRecipient = "x-recipient"
 )
 
-// MaxRecipientLength bounds HeaderRecipient: a longer value, or one that
-// is not printable text, is not reported.
-const MaxRecipientLength = 320
+// MaxCopyLength bounds the value of a topology's CopyHeader: a longer
+// value, or one that is not printable text, is not reported.
+const MaxCopyLength = 1024
 
-// Recipient reads HeaderRecipient: empty when it is missing, too long or
-// holds a control character.
-func Recipient(h amqp.Table) string {
-	r := headerString(h, HeaderRecipient)
-	if len(r) > MaxRecipientLength || !utf8.ValidString(r) {
+// Copy reads h's CopyHeader (see Topology.CopyHeader): empty when the
+// topology names none, or the header is missing, too long or holds a
+// control character.
+func (t Topology) Copy(h amqp.Table) string {
+	if t.CopyHeader == "" {
+		return ""
+	}
+	r := headerString(h, t.CopyHeader)
+	if len(r) > MaxCopyLength || !utf8.ValidString(r) {
 		return ""
 	}
 	for _, c := range r {

@@ -180,7 +180,8 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-func TestRecipient(t *testing.T) {
+func TestCopy(t *testing.T) {
+	const header = "x-recipient"
 	for _, c := range []struct {
 		value any
 		want  string
@@ -189,17 +190,20 @@ func TestRecipient(t *testing.T) {
 		{"ada@example.com", "ada@example.com"},
 		{[]byte("ada@example.com"), "ada@example.com"},
 		{int32(7), ""},
-		{strings.Repeat("a", MaxRecipientLength), strings.Repeat("a", MaxRecipientLength)},
-		{strings.Repeat("a", MaxRecipientLength+1), ""},
+		{strings.Repeat("a", MaxCopyLength), strings.Repeat("a", MaxCopyLength)},
+		{strings.Repeat("a", MaxCopyLength+1), ""},
 		{"ada@example.com\r\nBcc: eve@example.com", ""},
 		{"\xff@example.com", ""},
 	} {
 		h := amqp.Table{}
 		if c.value != nil {
-			h[HeaderRecipient] = c.value
+			h[header] = c.value
 		}
-		if got := Recipient(h); got != c.want {
-			t.Errorf("Recipient(%q) = %q, want %q", c.value, got, c.want)
+		if got := (Topology{CopyHeader: header}).Copy(h); got != c.want {
+			t.Errorf("Copy(%q) = %q, want %q", c.value, got, c.want)
+		}
+		if got := (Topology{}).Copy(h); got != "" {
+			t.Errorf("Copy(%q) with no CopyHeader = %q, want none", c.value, got)
 		}
 	}
 }

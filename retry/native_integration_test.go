@@ -57,13 +57,13 @@ func TestNativeRetriesThenParks(t *testing.T) {
 	arrivals := map[string][]arrival{}
 	var events []retry.Event
 	p := retry.New(retry.Config{
-		Prefix: retrytest.Prefix(t), Backend: retry.Native, QueueType: retry.Quorum,
-		Policy: retry.Policy{Delays: schedule},
-		Observe: func(e retry.Event) {
+		Topology: retry.Topology{Prefix: retrytest.Prefix(t), Backend: retry.Native, QueueType: retry.Quorum,
+			Policy: retry.Policy{Delays: schedule}},
+		Options: retry.Options{Observe: func(e retry.Event) {
 			mu.Lock()
 			events = append(events, e)
 			mu.Unlock()
-		},
+		}},
 	})
 	p.Handle("jobs", "job", retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
 		mu.Lock()
@@ -308,7 +308,7 @@ func TestNativeRefusedBefore43(t *testing.T) {
 	if !errors.Is(err, retry.ErrBrokerTooOld) || !strings.Contains(err.Error(), version) {
 		t.Errorf("Resolve(native) on RabbitMQ %s = %v, want ErrBrokerTooOld naming the version", version, err)
 	}
-	p := retry.New(retry.Config{Backend: retry.Native, QueueType: retry.Quorum, Policy: topo.Policy})
+	p := retry.New(retry.Config{Topology: retry.Topology{Backend: retry.Native, QueueType: retry.Quorum, Policy: topo.Policy}})
 	p.Handle("native-refused", "native-refused", retry.HandlerFunc(func(context.Context, *retry.Message) error { return nil }))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

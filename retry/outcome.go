@@ -40,9 +40,9 @@ type Event struct {
 	// Outcome is what was decided.
 	Outcome   Outcome
 	MessageID string
-	// Recipient is the message's HeaderRecipient: the recipient it is the
-	// copy for, when its producer sends one per recipient.
-	Recipient string
+	// Copy is which copy of the message this is, when its producer sends
+	// several with one id: the topology's CopyHeader (see Topology.Copy).
+	Copy string
 	// Queue is the work queue the message belongs to.
 	Queue string
 	// Attempt is the attempt that just ended (1 for the first delivery).

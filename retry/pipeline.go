@@ -13,46 +13,26 @@ import (
 )
 
 // Config configures a Pipeline. Its zero value is a working pipeline:
-// relay's default names, classic queues, DefaultDelays, and the delay
-// backend the broker supports (Auto).
+// relay's default names, classic queues, DefaultDelays, the delay backend
+// the broker supports (Auto), and the consumers' and stages' defaults.
 type Config struct {
-	// Prefix namespaces every exchange and queue (e.g. "test-42.").
-	Prefix string
-	// Exchange is the ingress exchange; empty means DefaultExchange.
-	Exchange string
-	// QueueType is Classic (the zero value) or Quorum. Use Quorum in
-	// production: the broker's own dead-lettering is at-least-once then.
-	QueueType QueueType
-	// Backend is how failed messages wait; empty means Auto.
-	Backend Backend
-	// Handoff is ViaStages (the zero value, the article's topology) or
-	// Direct (each worker schedules its retries: one broker hop less).
-	Handoff Handoff
-	// Policy is the schedule: how long each retry waits and how many there
-	// are. It is the only place the schedule lives.
-	Policy Policy
-	// Concurrency is how many messages each handled queue works on at
-	// once; zero means 4. Prefetch is each one's unacked window; zero
-	// means twice Concurrency.
-	Concurrency, Prefetch int
-	// StageConcurrency and StagePrefetch shape the error and requeue
-	// stages; zero means 32 and 64.
+	// Topology is what the pipeline declares and how failures wait: the
+	// prefix, the ingress exchange, the queue type, the delay backend
+	// (empty means Auto), the hand-off and the Policy, the only place the
+	// schedule lives. Its Routes are work queues the pipeline declares and
+	// does not consume; Handle consumes one, Route adds one.
+	Topology
+	// Options shape the consumer of each handled queue (Concurrency and
+	// Prefetch) and, with the stages, are shared by every consumer:
+	// ShutdownTimeout, Logger, Observe and Management (nil means the one
+	// ManagementFor derives from the first broker URL).
+	Options
+	// StageConcurrency and StagePrefetch are the stages' Concurrency and
+	// Prefetch; zero means 32 and 64.
 	StageConcurrency, StagePrefetch int
-	// ShutdownTimeout bounds how long the work in hand may go on once Run's
-	// context is done; zero means DefaultShutdownTimeout.
-	ShutdownTimeout time.Duration
-	// Management is the broker's management API, used to move aside a
-	// message too large for an AMQP frame; nil means the one ManagementFor
-	// derives from the first broker URL.
-	Management *Management
 	// Name names the pipeline's connections in the management UI; empty
 	// means "relay".
 	Name string
-	// Logger receives one line per decision; nil discards.
-	Logger *slog.Logger
-	// Observe, if set, is told every decision: the hook for events and
-	// metrics.
-	Observe func(Event)
 }
 
 // Middleware wraps a Handler: retries, rate limits, tracing and the like
@@ -63,7 +43,7 @@ type Middleware func(Handler) Handler
 // queues it handles, runs the error and requeue stages if asked to, keeps
 // reconnecting while the broker goes and comes back, and stops gracefully.
 //
-//	p := retry.New(retry.Config{Policy: retry.Policy{Delays: ...}})
+//	p := retry.New(retry.Config{Topology: retry.Topology{Policy: retry.Policy{Delays: ...}}})
 //	p.Handle("invoices", "invoice.created", handler)
 //	p.ServeStages()
 //	err := p.Run(ctx, "amqp://guest:guest@localhost:5672/")
@@ -71,7 +51,8 @@ type Middleware func(Handler) Handler
 // Each handled queue, and each stage, runs on a connection of its own, so
 // a message that closes its connection (one too large for the frame) stalls
 // nothing else. Several processes may run one pipeline: every queue is a
-// set of competing consumers.
+// set of competing consumers. Producer gives a publisher to the pipeline's
+// ingress, so a service sends with the value it consumes with.
 type Pipeline struct {
 	cfg      Config
 	mu       sync.Mutex
@@ -79,12 +60,17 @@ type Pipeline struct {
 	handlers map[string]Handler
 	mw       []Middleware
 	stages   bool
+	// elsewhere: another process serves the stages (StagesElsewhere).
+	elsewhere bool
+	// unlogged: Config gave no Logger, so a warning would go nowhere.
+	unlogged bool
 	running  bool
 }
 
 // New returns a Pipeline for cfg. Nothing touches the broker before Run.
 func New(cfg Config) *Pipeline {
-	if cfg.Logger == nil {
+	unlogged := cfg.Logger == nil
+	if unlogged {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Backend == "" {
@@ -93,15 +79,30 @@ func New(cfg Config) *Pipeline {
 	if cfg.Name == "" {
 		cfg.Name = "relay"
 	}
-	return &Pipeline{cfg: cfg, handlers: map[string]Handler{}}
+	routes := cfg.Routes
+	cfg.Routes = nil
+	return &Pipeline{cfg: cfg, routes: append([]Route(nil), routes...), handlers: map[string]Handler{}, unlogged: unlogged}
+}
+
+// addRoute adds a work queue, or rebinds one listed already (in
+// Config.Routes, say) with key. The caller holds p.mu.
+func (p *Pipeline) addRoute(queue, key string) {
+	for i, r := range p.routes {
+		if r.Queue == queue {
+			p.routes[i].Key = key
+			return
+		}
+	}
+	p.routes = append(p.routes, Route{Queue: queue, Key: key})
 }
 
 // Handle adds a work queue, bound to the ingress exchange with key, and
-// consumes it with h. The queue is named without the prefix.
+// consumes it with h. The queue is named without the prefix; one that
+// Config.Routes lists already is bound with key and consumed.
 func (p *Pipeline) Handle(queue, key string, h Handler) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.routes = append(p.routes, Route{Queue: queue, Key: key})
+	p.addRoute(queue, key)
 	p.handlers[queue] = h
 }
 
@@ -110,7 +111,7 @@ func (p *Pipeline) Handle(queue, key string, h Handler) {
 func (p *Pipeline) Route(queue, key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.routes = append(p.routes, Route{Queue: queue, Key: key})
+	p.addRoute(queue, key)
 }
 
 // Use wraps every handler in mw, the first outermost.
@@ -121,11 +122,24 @@ func (p *Pipeline) Use(mw ...Middleware) {
 }
 
 // ServeStages makes Run run the error and requeue stages too. Run them in
-// at least one process of a deployment (relay's retrier, or every worker).
+// at least one process of a deployment (relay's retrier, or every worker):
+// with the ViaStages hand-off, a failure waits in error-queue until a stage
+// takes it. A process that handles queues and leaves the stages to another
+// says so with StagesElsewhere; see Run for what happens if it says
+// neither.
 func (p *Pipeline) ServeStages() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stages = true
+}
+
+// StagesElsewhere says that another process of the deployment runs the
+// stages (relay's workers leave them to the retrier), so Run neither warns
+// nor fails for want of them here.
+func (p *Pipeline) StagesElsewhere() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.elsewhere = true
 }
 
 // Topology is the topology the pipeline declares, with the backend as
@@ -133,19 +147,35 @@ func (p *Pipeline) ServeStages() {
 func (p *Pipeline) Topology() Topology {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Topology{Prefix: p.cfg.Prefix, Exchange: p.cfg.Exchange, Routes: append([]Route(nil), p.routes...),
-		QueueType: p.cfg.QueueType, Backend: p.cfg.Backend, Handoff: p.cfg.Handoff, Policy: p.cfg.Policy}
+	t := p.cfg.Topology
+	t.Routes = append([]Route(nil), p.routes...)
+	return t
 }
 
 // ErrNothingToRun is Run's error for a pipeline with no handler and no
 // stages.
 var ErrNothingToRun = errors.New("the pipeline handles no queue and runs no stages")
 
+// ErrNoStages is Run's error for a pipeline without a Logger whose
+// failures go through the stages and that neither serves them
+// (ServeStages) nor says another process does (StagesElsewhere).
+var ErrNoStages = errors.New("failures wait in error-queue for the error and requeue stages, and this pipeline neither runs them (ServeStages) nor says another process does (StagesElsewhere)")
+
 // Run runs the pipeline against the broker at urls (one per node of a
 // cluster) until ctx is done, then lets the work in hand finish and
 // returns nil. It returns early only on an error another attempt cannot
 // fix: a topology that conflicts with what the broker has, refused
 // credentials, a configuration that cannot work.
+//
+// With the ViaStages hand-off (and a backend other than Native), every
+// failure waits in error-queue for the stages. Forgetting ServeStages in a
+// deployment where no other process runs them would leave every failure
+// there, unretried and unparked, without a word; so a pipeline that handles
+// queues and has called neither ServeStages nor StagesElsewhere is warned
+// about through its Logger when Run starts, and, having no Logger to warn
+// through, Run returns ErrNoStages. The stages are not run by default:
+// where they run is a deployment's choice (one retrier, or every worker),
+// and a second set of consumers in every process is not a silent default.
 func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 	p.mu.Lock()
 	if p.running {
@@ -160,7 +190,7 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 		}
 		handlers[q] = h
 	}
-	stages := p.stages
+	stages, elsewhere := p.stages, p.elsewhere
 	p.mu.Unlock()
 	if len(handlers) == 0 && !stages {
 		return ErrNothingToRun
@@ -169,8 +199,20 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 		return ErrNoBroker
 	}
 	topo, err := Resolve(ctx, p.Topology(), urls, p.cfg.Logger)
-	if err != nil || ctx.Err() != nil {
+	if err != nil {
 		return err
+	}
+	// Said before anything connects, and whatever ctx says: Auto resolved
+	// to Native needs no stages, so only an unresolved Auto is left out.
+	if len(handlers) > 0 && !stages && !elsewhere && topo.Backend != Auto && topo.requeues() {
+		if p.unlogged {
+			return ErrNoStages
+		}
+		p.cfg.Logger.Warn("this process does not run the retry stages and was not told another does: failures wait in error-queue until one does",
+			"error", ErrNoStages.Error(), "queue", topo.Name(ErrorQueue), "fix", "call ServeStages in this process, or StagesElsewhere where another runs them")
+	}
+	if ctx.Err() != nil {
+		return nil
 	}
 	if err := topo.Validate(); err != nil {
 		return err
@@ -222,13 +264,15 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 		if !ok {
 			continue
 		}
-		c := &Consumer{Topology: topo, Queue: r.Queue, Handler: h, Concurrency: p.cfg.Concurrency, Prefetch: p.cfg.Prefetch,
-			ShutdownTimeout: p.cfg.ShutdownTimeout, Management: mgmt, Logger: p.cfg.Logger, Observe: p.cfg.Observe}
+		opts := p.cfg.Options
+		opts.Management = mgmt
+		c := &Consumer{Topology: topo, Queue: r.Queue, Handler: h, Options: opts}
 		supervise(r.Queue, r.Queue, c.Run)
 	}
 	if stages {
-		s := &Stages{Topology: topo, Concurrency: p.cfg.StageConcurrency, Prefetch: p.cfg.StagePrefetch,
-			ShutdownTimeout: p.cfg.ShutdownTimeout, Management: mgmt, Logger: p.cfg.Logger, Observe: p.cfg.Observe}
+		opts := p.cfg.Options
+		opts.Concurrency, opts.Prefetch, opts.Management = p.cfg.StageConcurrency, p.cfg.StagePrefetch, mgmt
+		s := &Stages{Topology: topo, Options: opts}
 		supervise("error stage", topo.Name(ErrorQueue), s.RunErrorStage)
 		if topo.requeues() {
 			supervise("requeue stage", topo.Name(RequeueQueue), s.RunRequeueStage)

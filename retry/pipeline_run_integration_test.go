@@ -23,12 +23,12 @@ func TestPipelineRun(t *testing.T) {
 	attempts := map[string][]int{}
 	var outcomes []retry.Event
 	p := retry.New(retry.Config{
-		Prefix: prefix, Backend: retry.TTL, Policy: retry.Policy{Delays: []time.Duration{ms(50), ms(100)}},
-		Observe: func(e retry.Event) {
+		Topology: retry.Topology{Prefix: prefix, Backend: retry.TTL, Policy: retry.Policy{Delays: []time.Duration{ms(50), ms(100)}}},
+		Options: retry.Options{Observe: func(e retry.Event) {
 			mu.Lock()
 			outcomes = append(outcomes, e)
 			mu.Unlock()
-		},
+		}},
 	})
 	var wrapped int
 	p.Use(func(next retry.Handler) retry.Handler {

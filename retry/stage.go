@@ -33,22 +33,9 @@ type Stages struct {
 	// Topology names the queues and holds the retry policy; its Backend
 	// must be Plugin or TTL.
 	Topology Topology
-	// Prefetch is each stage's unacked window; zero means 64.
-	Prefetch int
-	// Concurrency is the number of workers per stage; zero means 32. Each
-	// worker waits for its own publisher confirms, so this is also the
-	// number of hand-offs in flight: the main lever on throughput.
-	Concurrency int
-	// ShutdownTimeout bounds how long hand-offs in flight may go on once
-	// ctx is done; zero means DefaultShutdownTimeout.
-	ShutdownTimeout time.Duration
-	// Management, if set, lets the stages move aside a message whose
-	// headers are too large to be delivered over AMQP (see quarantine.go).
-	Management *Management
-	// Logger receives one line per decision; nil discards.
-	Logger *slog.Logger
-	// Observe, if set, is told every decision, for events and metrics.
-	Observe func(Event)
+	// Options shape each stage; its zero value is the defaults: 32
+	// workers per stage, a window of 64.
+	Options
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -142,7 +129,7 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 	retries := min(RetryCount(d.Headers), t.Policy.Retries())
 	claim, header := Claim(d.Headers)
 	lastErr := lastError(d.Headers)
-	ev := Event{MessageID: d.MessageId, Recipient: Recipient(d.Headers), Queue: claim, Attempt: t.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastErr}
+	ev := Event{MessageID: d.MessageId, Copy: t.Copy(d.Headers), Queue: claim, Attempt: t.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastErr}
 	if tooLarge(d, pub) {
 		source := claim
 		if !t.Destination(source) {
@@ -192,7 +179,7 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 func (s *Stages) handleRequeue(ctx context.Context, pub *Hop, d *amqp.Delivery) error {
 	queue := headerString(d.Headers, HeaderOriginalQueue)
 	retries := min(RetryCount(d.Headers), s.Topology.Policy.Retries())
-	ev := Event{MessageID: d.MessageId, Recipient: Recipient(d.Headers), Queue: queue, Attempt: s.Topology.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastError(d.Headers)}
+	ev := Event{MessageID: d.MessageId, Copy: s.Topology.Copy(d.Headers), Queue: queue, Attempt: s.Topology.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastError(d.Headers)}
 	if tooLarge(d, pub) {
 		source := queue
 		if !s.Topology.Destination(source) {

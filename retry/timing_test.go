@@ -102,7 +102,7 @@ func levelsRun(t *testing.T, qt retry.QueueType, pending int) time.Duration {
 	var early []string
 	waiting := 0
 	done := make(chan struct{})
-	c := &retry.Consumer{Topology: topo, Queue: topo.WorkRoutes()[0].Queue, Concurrency: 32, Prefetch: 256,
+	c := &retry.Consumer{Topology: topo, Queue: topo.WorkRoutes()[0].Queue, Options: retry.Options{Concurrency: 32, Prefetch: 256},
 		Handler: retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
 			now := time.Now()
 			mu.Lock()

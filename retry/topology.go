@@ -54,16 +54,28 @@ type Topology struct {
 	// runs only the stages lists them too: they are the only queues the
 	// stages send a message back to.
 	Routes []Route
-	// QueueType is Classic (the zero value) or Quorum.
+	// QueueType is Classic (the zero value) or Quorum. Use Quorum in
+	// production: the broker's own dead-lettering is at-least-once then.
 	QueueType QueueType
 	// Backend is how failed messages wait: Plugin, TTL, Levels or Native;
 	// resolve Auto with Resolve (Pipeline.Run does) before declaring.
 	Backend Backend
 	// Handoff is how a failure reaches its wait: ViaStages (the zero value,
-	// the article's topology) or Direct.
+	// the article's topology) or Direct (each worker schedules its retries:
+	// one broker hop less).
 	Handoff Handoff
 	// Policy is the schedule: the delays, how many retries, the deadline.
 	Policy Policy
+	// CopyHeader names the header, if any, that tells apart the copies of
+	// one message: a producer that sends one message several times, with
+	// one message id to one queue, each copy for another party, says
+	// which copy is which in it (relay's API sends an email as a copy per
+	// recipient). Each copy is retried and parked on its own; the header's
+	// value (see Copy) is reported as Event.Copy and DeadLetter.Copy, and
+	// Filter.Copy selects by it. It is the producer's, like the message
+	// id: the pipeline carries it unchanged. Empty means messages have no
+	// copies.
+	CopyHeader string
 }
 
 // Name returns base with the topology's prefix.

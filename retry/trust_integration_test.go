@@ -232,7 +232,7 @@ func TestOversizedHeadIsMovedAside(t *testing.T) {
 	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, Policy: retry.Policy{Delays: []time.Duration{ms(50)}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	st := &retry.Stages{Topology: topo, Management: m}
+	st := &retry.Stages{Topology: topo, Options: retry.Options{Management: m}}
 	go func() {
 		done <- retry.Supervise(ctx, retrytest.URL(t), "relay test stages", discard(), st.Run)
 	}()

@@ -138,14 +138,14 @@ func (s *pipeline) Delete(conn *amqp.Connection) error { return s.topology().Del
 func (s *pipeline) Run(ctx context.Context, conn *amqp.Connection, h retry.Handler, observe func(Event)) error {
 	t := s.topology()
 	stages := &retry.Stages{
-		Topology: t, Prefetch: s.o.prefetch(), Concurrency: s.o.concurrency(),
-		Observe: func(e retry.Event) {
-			// Each decision the stages report went with one confirmed publish.
-			switch e.Outcome {
-			case retry.Retrying, retry.Requeued, retry.Waiting, retry.Parked:
-				tell(observe, Event{ID: e.MessageID, Outcome: e.Outcome, Delay: e.Delay, Published: 1, Reason: e.Reason})
-			}
-		},
+		Topology: t, Options: retry.Options{Prefetch: s.o.prefetch(), Concurrency: s.o.concurrency(),
+			Observe: func(e retry.Event) {
+				// Each decision the stages report went with one confirmed publish.
+				switch e.Outcome {
+				case retry.Retrying, retry.Requeued, retry.Waiting, retry.Parked:
+					tell(observe, Event{ID: e.MessageID, Outcome: e.Outcome, Delay: e.Delay, Published: 1, Reason: e.Reason})
+				}
+			}},
 	}
 	// What a failure costs the worker: with the stages, a publish to
 	// error-exchange; with a direct hand-off, the publish to wait that its
@@ -154,25 +154,25 @@ func (s *pipeline) Run(ctx context.Context, conn *amqp.Connection, h retry.Handl
 	stagesTakeIt := t.Handoff == retry.ViaStages && t.Backend != retry.Native
 	work := &retry.Consumer{
 		Topology: t, Queue: t.Name(WorkQueue), Handler: h,
-		Prefetch: s.o.prefetch(), Concurrency: s.o.concurrency(),
-		Observe: func(e retry.Event) {
-			ev := Event{ID: e.MessageID, Outcome: e.Outcome, Delay: e.Delay, Reason: e.Reason}
-			switch e.Outcome {
-			case retry.Parked, retry.Waiting:
-				ev.Published = 1
-			case retry.Failed:
-				if stagesTakeIt {
+		Options: retry.Options{Prefetch: s.o.prefetch(), Concurrency: s.o.concurrency(),
+			Observe: func(e retry.Event) {
+				ev := Event{ID: e.MessageID, Outcome: e.Outcome, Delay: e.Delay, Reason: e.Reason}
+				switch e.Outcome {
+				case retry.Parked, retry.Waiting:
 					ev.Published = 1
+				case retry.Failed:
+					if stagesTakeIt {
+						ev.Published = 1
+					}
+				case retry.Retrying:
+					if t.Backend != retry.Native {
+						ev.Published = 1
+					}
+				default:
+					return
 				}
-			case retry.Retrying:
-				if t.Backend != retry.Native {
-					ev.Published = 1
-				}
-			default:
-				return
-			}
-			tell(observe, ev)
-		},
+				tell(observe, ev)
+			}},
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return stages.Run(gctx, conn) })

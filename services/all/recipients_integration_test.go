@@ -14,6 +14,7 @@ import (
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // TestEmailPerRecipient sends one email to three recipients through relay
@@ -118,12 +119,12 @@ func TestEmailPerRecipient(t *testing.T) {
 	}
 
 	// The dead-letter queue holds the refused recipient's copy alone.
-	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL}
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL, CopyHeader: notification.HeaderRecipient}
 	parked, err := (retry.DeadLetters{Conn: retrytest.Conn(t), Topology: topo}).List(context.Background(), retry.Filter{ID: res.ID}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(parked) != 1 || parked[0].Recipient != "reject@example.com" {
+	if len(parked) != 1 || parked[0].Copy != "reject@example.com" {
 		t.Errorf("parked = %+v, want the copy for reject@example.com only", parked)
 	}
 }

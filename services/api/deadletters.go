@@ -129,7 +129,7 @@ func deadLetterQuery(r *http.Request, t retry.Topology, allowed ...string) (f re
 			bad = append(bad, notification.FieldError{Field: name, Message: "given " + strconv.Itoa(len(v[name])) + " times: give it once"})
 		}
 	}
-	f = retry.Filter{ID: v.Get("id"), Source: sourceQueue(t, v.Get("source")), Recipient: v.Get("recipient")}
+	f = retry.Filter{ID: v.Get("id"), Source: sourceQueue(t, v.Get("source")), Copy: v.Get("recipient")}
 	limit = DefaultDeadLetterLimit
 	if s := v.Get("limit"); s != "" && slices.Contains(allowed, "limit") {
 		n, err := strconv.Atoi(s)
@@ -201,11 +201,12 @@ func handleListDeadLetters(deps Deps) http.HandlerFunc {
 			deps.Log.Error("list dead letters", "error", err)
 			return unavailable("the dead-letter queue could not be read: " + err.Error())
 		}
-		if list == nil {
-			list = []retry.DeadLetter{}
+		views := make([]notification.DeadLetter, len(list))
+		for i, p := range list {
+			views[i] = notification.NewDeadLetter(p)
 		}
 		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusOK, map[string]any{"dead_letters": list})
+		writeJSON(w, http.StatusOK, map[string]any{"dead_letters": views})
 		return nil
 	})
 }
@@ -226,7 +227,7 @@ type deadLetterView struct {
 	ID string `json:"id"`
 	// DeadLetters holds each parked copy of the notification: one per
 	// channel, and for email one per recipient. They share its id.
-	DeadLetters []retry.DeadLetterDetail `json:"dead_letters"`
+	DeadLetters []notification.DeadLetterDetail `json:"dead_letters"`
 }
 
 func handleGetDeadLetter(deps Deps) http.HandlerFunc {
@@ -243,9 +244,9 @@ func handleGetDeadLetter(deps Deps) http.HandlerFunc {
 		if err != nil {
 			return deadLetterFailed(deps, "read", 0, err)
 		}
-		view := deadLetterView{ID: f.ID, DeadLetters: make([]retry.DeadLetterDetail, len(list))}
+		view := deadLetterView{ID: f.ID, DeadLetters: make([]notification.DeadLetterDetail, len(list))}
 		for i, p := range list {
-			view.DeadLetters[i] = p.Detail()
+			view.DeadLetters[i] = notification.NewDeadLetterDetail(p)
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, view)
@@ -299,7 +300,7 @@ func (req replayRequest) invalid() notification.Invalid {
 }
 
 func (req replayRequest) filter(t retry.Topology) retry.Filter {
-	return retry.Filter{ID: req.ID, Source: sourceQueue(t, req.Source), Recipient: req.Recipient}
+	return retry.Filter{ID: req.ID, Source: sourceQueue(t, req.Source), Copy: req.Recipient}
 }
 
 // purgeRequest is the body of POST /v1/dead-letters/purge.
@@ -375,7 +376,7 @@ func replay(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) e
 	}
 	// No email address goes into the log: by_recipient only says the
 	// selection named one.
-	deps.Log.Info("replayed dead letters", "replayed", n, "id", f.ID, "source", f.Source, "by_recipient", f.Recipient != "")
+	deps.Log.Info("replayed dead letters", "replayed", n, "id", f.ID, "source", f.Source, "by_recipient", f.Copy != "")
 	writeJSON(w, http.StatusOK, map[string]int{"replayed": n})
 	return nil
 }
@@ -389,7 +390,7 @@ func purge(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) er
 	if err != nil {
 		return deadLetterFailed(deps, "purged", n, err)
 	}
-	deps.Log.Info("purged dead letters", "purged", n, "id", f.ID, "source", f.Source, "by_recipient", f.Recipient != "")
+	deps.Log.Info("purged dead letters", "purged", n, "id", f.ID, "source", f.Source, "by_recipient", f.Copy != "")
 	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
 	return nil
 }

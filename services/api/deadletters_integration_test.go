@@ -18,6 +18,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/services/tools/dead"
 )
 
@@ -46,7 +47,7 @@ func (p *apiProcess) parkFor(t *testing.T, id, queue, recipient string, body []b
 		retry.HeaderRetryCount: int32(5), retry.HeaderFirstFailedAt: "2026-01-02T03:04:05Z",
 		retry.HeaderParkedAt: "2026-01-02T03:09:05Z", retry.HeaderLastError: "503 busy", "tenant": "acme"}
 	if recipient != "" {
-		h[retry.HeaderRecipient] = recipient
+		h[notification.HeaderRecipient] = recipient
 	}
 	if err := ch.Publish(p.topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{
 		MessageId: id, ContentType: contentType, Body: body, DeliveryMode: amqp.Persistent, Headers: h,
@@ -311,26 +312,26 @@ func TestDeadLettersByRecipientOnTheBroker(t *testing.T) {
 
 	// list answers the copies, in queue order; cli answers them from
 	// relay dead list --json.
-	list := func(query string) []retry.DeadLetter {
+	list := func(query string) []notification.DeadLetter {
 		t.Helper()
 		code, body := p.do(t, http.MethodGet, "/v1/dead-letters"+query, "")
 		var got struct {
-			DeadLetters []retry.DeadLetter `json:"dead_letters"`
+			DeadLetters []notification.DeadLetter `json:"dead_letters"`
 		}
 		if err := json.Unmarshal(body, &got); code != http.StatusOK || err != nil {
 			t.Fatalf("GET /v1/dead-letters%s = %d %s", query, code, body)
 		}
 		return got.DeadLetters
 	}
-	cli := func(args ...string) []retry.DeadLetter {
+	cli := func(args ...string) []notification.DeadLetter {
 		t.Helper()
 		out, err := p.cli(t, "", append([]string{"list", "--json"}, args...)...)
 		if err != nil {
 			t.Fatalf("relay dead list --json %q: %v", args, err)
 		}
-		var got []retry.DeadLetter
+		var got []notification.DeadLetter
 		for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
-			var d retry.DeadLetter
+			var d notification.DeadLetter
 			if err := json.Unmarshal([]byte(l), &d); err != nil {
 				t.Fatalf("relay dead list --json: %q: %v", l, err)
 			}
@@ -339,7 +340,7 @@ func TestDeadLettersByRecipientOnTheBroker(t *testing.T) {
 		return got
 	}
 	type pick struct{ ID, Recipient string }
-	picks := func(list []retry.DeadLetter) []pick {
+	picks := func(list []notification.DeadLetter) []pick {
 		var out []pick
 		for _, d := range list {
 			out = append(out, pick{d.ID, d.Recipient})
@@ -391,8 +392,8 @@ func TestDeadLettersByRecipientOnTheBroker(t *testing.T) {
 	}
 	defer ch.Close()
 	d, ok, err := ch.Get(p.topo.Name("email-queue"), true /* autoAck */)
-	if err != nil || !ok || d.MessageId != "split" || retry.Recipient(d.Headers) != typo {
-		t.Fatalf("email-queue after the replay: %s for %q, %t, %v; want split for %s", d.MessageId, retry.Recipient(d.Headers), ok, err, typo)
+	if err != nil || !ok || d.MessageId != "split" || d.Headers[notification.HeaderRecipient] != typo {
+		t.Fatalf("email-queue after the replay: %s for %q, %t, %v; want split for %s", d.MessageId, d.Headers[notification.HeaderRecipient], ok, err, typo)
 	}
 	if got := p.depth(t, "email-queue"); got != 0 {
 		t.Errorf("email-queue holds %d more after replaying one recipient's copy", got)

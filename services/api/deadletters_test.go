@@ -26,8 +26,8 @@ type fakeStore struct {
 
 func (f *fakeStore) record(op string, flt retry.Filter, limit int) {
 	call := fmt.Sprintf("%s id=%q source=%q limit=%d", op, flt.ID, flt.Source, limit)
-	if flt.Recipient != "" {
-		call += fmt.Sprintf(" recipient=%q", flt.Recipient)
+	if flt.Copy != "" {
+		call += fmt.Sprintf(" recipient=%q", flt.Copy)
 	}
 	f.calls = append(f.calls, call)
 }
@@ -36,7 +36,7 @@ func (f *fakeStore) match(flt retry.Filter) []retry.DeadLetter {
 	var out []retry.DeadLetter
 	for _, p := range f.parked {
 		if (flt.ID == "" || p.ID == flt.ID) && (flt.Source == "" || p.Source == flt.Source) &&
-			(flt.Recipient == "" || p.Recipient == flt.Recipient) {
+			(flt.Copy == "" || p.Copy == flt.Copy) {
 			out = append(out, p)
 		}
 	}
@@ -47,8 +47,8 @@ func (f *fakeStore) match(flt retry.Filter) []retry.DeadLetter {
 // nothing.
 func (f *fakeStore) notParked(flt retry.Filter, n int) error {
 	if f.err == nil && n == 0 && flt.ID != "" {
-		if flt.Recipient != "" {
-			return fmt.Errorf("message %q for %q: %w", flt.ID, flt.Recipient, retry.ErrNotParked)
+		if flt.Copy != "" {
+			return fmt.Errorf("message %q for %q: %w", flt.ID, flt.Copy, retry.ErrNotParked)
 		}
 		return fmt.Errorf("message %q: %w", flt.ID, retry.ErrNotParked)
 	}
@@ -92,8 +92,8 @@ func deadLetterServer(store *fakeStore, noStore bool) http.Handler {
 		store.parked = []retry.DeadLetter{
 			{ID: "a", Source: "p.email-queue", Reason: retry.ReasonMaxRetries, ContentType: "application/json", Body: []byte(`{"to":"ada"}`)},
 			{ID: "b", Source: "p.webhook-queue", Reason: retry.ReasonPermanent, ContentType: "application/octet-stream", Body: []byte{0xff, 0x00}},
-			{ID: "s", Recipient: "typo@exmaple.com", Source: "p.email-queue", Reason: retry.ReasonPermanent},
-			{ID: "s", Recipient: "full@example.com", Source: "p.email-queue", Reason: retry.ReasonPermanent},
+			{ID: "s", Copy: "typo@exmaple.com", Source: "p.email-queue", Reason: retry.ReasonPermanent},
+			{ID: "s", Copy: "full@example.com", Source: "p.email-queue", Reason: retry.ReasonPermanent},
 		}
 	}
 	return NewServer(Deps{Tokens: []string{deadLetterToken}, Topology: retry.Topology{Prefix: "p."},

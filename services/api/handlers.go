@@ -312,7 +312,7 @@ func (d Deps) tracePublish(ctx context.Context, exchange, channel, id string, ms
 
 // copiesOf encodes the messages n goes out as: one per channel, or for a
 // channel that delivers to each recipient on its own (email), one per
-// recipient, with the recipient in retry.HeaderRecipient. copies names
+// recipient, with the recipient in notification.HeaderRecipient. copies names
 // each message's copy, in the same order.
 func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publishing, copies []events.Copy, err error) {
 	msgs = make([]amqp.Publishing, 0, len(channels))
@@ -346,7 +346,7 @@ func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publ
 				Body:         body,
 			}
 			if p.Recipient != "" {
-				msg.Headers = amqp.Table{retry.HeaderRecipient: p.Recipient}
+				msg.Headers = amqp.Table{notification.HeaderRecipient: p.Recipient}
 			}
 			if !n.DueAt.IsZero() {
 				// Its age, and RETRY_DEADLINE, count from when it is due.

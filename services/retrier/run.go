@@ -23,7 +23,8 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return err
 	}
-	p := proc.Pipeline(retry.Config{StageConcurrency: cfg.Concurrency, StagePrefetch: cfg.Prefetch, ShutdownTimeout: cfg.ShutdownTimeout}, nil)
+	p := proc.Pipeline(retry.Config{StageConcurrency: cfg.Concurrency, StagePrefetch: cfg.Prefetch,
+		Options: retry.Options{ShutdownTimeout: cfg.ShutdownTimeout}}, nil)
 	p.ServeStages()
 	return proc.Run(ctx, p)
 }

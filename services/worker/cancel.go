@@ -48,7 +48,8 @@ func checkCancelled(name string, c Cancellations, next retry.HandlerFunc) retry.
 		if !scheduled && m.Attempt <= 1 {
 			return next(ctx, m)
 		}
-		recipient := retry.Recipient(m.Headers)
+		// The pipeline's CopyHeader, read as the pipeline reads it.
+		recipient := retry.Topology{CopyHeader: notification.HeaderRecipient}.Copy(m.Headers)
 		cancelled, err := c.HoldCopy(ctx, m.ID, name, recipient, copyHold, time.Now())
 		if err != nil {
 			return fmt.Errorf("cannot tell whether %s was cancelled: %w", m.ID, err)

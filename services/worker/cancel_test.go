@@ -51,7 +51,7 @@ func TestCheckCancelled(t *testing.T) {
 		{name: "scheduled, cancelled", msg: retry.Message{ID: "ntf_b", Attempt: 1, Headers: due}, wantAsked: true, wantCancelled: true},
 		{name: "a retry, cancelled", msg: retry.Message{ID: "ntf_b", Attempt: 3}, wantAsked: true, wantCancelled: true},
 		{name: "a recipient's copy, another recipient's cancelled", msg: retry.Message{ID: "ntf_c", Attempt: 2,
-			Headers: amqp.Table{retry.HeaderRecipient: "ada@example.com"}}, wantAsked: true, wantSent: true},
+			Headers: amqp.Table{notification.HeaderRecipient: "ada@example.com"}}, wantAsked: true, wantSent: true},
 		{name: "the store cannot answer: a failure, retried", msg: retry.Message{ID: "ntf_a", Attempt: 2}, err: errors.New("database is locked"),
 			wantAsked: true, wantErr: true},
 	}
@@ -69,7 +69,7 @@ func TestCheckCancelled(t *testing.T) {
 					store.asked, sent, err, tt.wantAsked, tt.wantSent, tt.wantCancelled, tt.wantErr)
 			}
 			// A copy held for a send is given back after it, and only then.
-			key := m.ID + "/webhook/" + retry.Recipient(m.Headers)
+			key := m.ID + "/webhook/" + (retry.Topology{CopyHeader: notification.HeaderRecipient}).Copy(m.Headers)
 			if wantReleased := tt.wantSent && tt.wantAsked; slices.Contains(store.released, key) != wantReleased || len(store.released) > 1 {
 				t.Errorf("released %v; want %s released: %v", store.released, key, wantReleased)
 			}

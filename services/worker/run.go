@@ -41,7 +41,8 @@ func Run(ctx context.Context, name string, getenv func(string) string, stdout io
 	}
 	cancellations := &historyCancellations{dsn: cfg.historyDSN()}
 	defer cancellations.Close()
-	p := proc.Pipeline(retry.Config{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, ShutdownTimeout: cfg.ShutdownTimeout},
+	p := proc.Pipeline(retry.Config{Options: retry.Options{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, ShutdownTimeout: cfg.ShutdownTimeout}},
 		map[string]retry.Handler{name: checkCancelled(name, cancellations, Handler(name, send))})
+	p.StagesElsewhere() // relay retrier runs them
 	return proc.Run(ctx, p)
 }

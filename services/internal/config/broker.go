@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Broker is the configuration every process that touches the pipeline
@@ -192,7 +193,8 @@ func (b Broker) Topology(routes []retry.Route) (retry.Topology, error) {
 	if err != nil {
 		return retry.Topology{}, err
 	}
-	t := retry.Topology{Prefix: b.Prefix, Routes: routes, QueueType: retry.QueueType(b.QueueType), Backend: retry.Backend(b.DelayBackend), Policy: p}
+	t := retry.Topology{Prefix: b.Prefix, Routes: routes, QueueType: retry.QueueType(b.QueueType), Backend: retry.Backend(b.DelayBackend), Policy: p,
+		CopyHeader: notification.HeaderRecipient}
 	switch t.QueueType {
 	case retry.Classic, retry.Quorum:
 	default:

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 func TestBrokerURLs(t *testing.T) {
@@ -148,5 +150,22 @@ func TestManagementFromURLs(t *testing.T) {
 				t.Errorf("Management().URL = %q, want %q", m.URL, tt.want)
 			}
 		})
+	}
+}
+
+// TestTopologyCopies: relay's topology tells the copies of one
+// notification apart by the recipient header the API writes, so the
+// pipeline reports and parks each recipient's copy on its own.
+func TestTopologyCopies(t *testing.T) {
+	var b Broker
+	if err := Parse(func(string) string { return "" }, &b); err != nil {
+		t.Fatal(err)
+	}
+	topo, err := b.Topology(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topo.CopyHeader != notification.HeaderRecipient {
+		t.Errorf("CopyHeader = %q, want %q", topo.CopyHeader, notification.HeaderRecipient)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/history"
 )
 
 // TypeAttempt is the Type of every Event: one decision about one attempt.
@@ -30,8 +31,9 @@ type Event struct {
 	// Channel is the routing key of the work queue, such as "email"; empty
 	// when the queue is not one of the topology's work queues.
 	Channel string `json:"channel"`
-	// Recipient is the copy's recipient (retry.HeaderRecipient), for a
-	// channel that delivers to each recipient on its own; empty otherwise.
+	// Recipient is the copy's recipient (notification.HeaderRecipient),
+	// for a channel that delivers to each recipient on its own; empty
+	// otherwise.
 	Recipient string `json:"recipient,omitempty"`
 	// Queue is the work queue, prefixed as on the broker.
 	Queue string `json:"queue"`
@@ -79,7 +81,7 @@ func (c channels) event(service string, ev retry.Event) Event {
 		Outcome:    ev.Outcome,
 		ID:         ev.MessageID,
 		Channel:    c[ev.Queue],
-		Recipient:  ev.Recipient,
+		Recipient:  recipient(ev.Copy),
 		Queue:      ev.Queue,
 		Attempt:    ev.Attempt,
 		Round:      ev.Round,
@@ -95,6 +97,16 @@ func (c channels) event(service string, ev retry.Event) Event {
 		out.AgeMS = age.Milliseconds()
 	}
 	return out
+}
+
+// recipient is the recipient an event carries: none when it is longer
+// than history.MaxRecipient, which only a header no relay API wrote is
+// (the history would refuse the whole event).
+func recipient(copy string) string {
+	if len(copy) > history.MaxRecipient {
+		return ""
+	}
+	return copy
 }
 
 // age is At minus Published, when both are known and in that order.

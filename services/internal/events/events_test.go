@@ -56,6 +56,17 @@ func TestConvert(t *testing.T) {
 				Service: "worker", Provider: "secondary"},
 		},
 		{
+			name: "a recipient's copy",
+			in:   retry.Event{Outcome: "delivered", MessageID: "n-7", Copy: "ada@example.com", Queue: "t1.email-queue", Attempt: 1, At: t0},
+			want: Event{Type: "attempt", Outcome: "delivered", ID: "n-7", Channel: "email", Recipient: "ada@example.com", Queue: "t1.email-queue",
+				Attempt: 1, At: t0, Service: "worker"},
+		},
+		{
+			name: "a recipient longer than the history takes is left out",
+			in:   retry.Event{Outcome: "delivered", MessageID: "n-8", Copy: strings.Repeat("a", 321), Queue: "t1.email-queue", Attempt: 1, At: t0},
+			want: Event{Type: "attempt", Outcome: "delivered", ID: "n-8", Channel: "email", Queue: "t1.email-queue", Attempt: 1, At: t0, Service: "worker"},
+		},
+		{
 			name: "publish time after the decision (clock skew) gives no age",
 			in:   retry.Event{Outcome: "delivered", MessageID: "n-5", Queue: "t1.email-queue", Attempt: 1, At: t0, Published: t0.Add(time.Second)},
 			want: Event{Type: "attempt", Outcome: "delivered", ID: "n-5", Channel: "email", Queue: "t1.email-queue", Attempt: 1, At: t0, Service: "worker"},

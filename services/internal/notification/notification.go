@@ -50,6 +50,13 @@ type Notification struct {
 // before it sends it.
 const HeaderDueAt = "x-due-at"
 
+// HeaderRecipient names the recipient a copy is for, when its channel
+// sends one copy per recipient (email does), so each recipient is retried
+// and parked on its own. It is the topology's retry.Topology.CopyHeader:
+// the pipeline's events and dead letters report it, and a dead-letter
+// filter selects by it.
+const HeaderRecipient = "x-recipient"
+
 // envelope names the keys of the JSON object that are not parts.
 var envelope = []string{"v", "id", "channel", "created_at"}
 

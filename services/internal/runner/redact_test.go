@@ -91,7 +91,7 @@ func run(ctx context.Context, getenv func(string) string, stdout *syncBuffer) er
 	if err != nil {
 		return err
 	}
-	p := proc.Pipeline(retry.Config{StageConcurrency: 1, StagePrefetch: 1, ShutdownTimeout: time.Second}, nil)
+	p := proc.Pipeline(retry.Config{StageConcurrency: 1, StagePrefetch: 1, Options: retry.Options{ShutdownTimeout: time.Second}}, nil)
 	p.ServeStages()
 	return proc.Run(ctx, p)
 }

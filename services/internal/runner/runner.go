@@ -81,14 +81,13 @@ func (p *Process) Observe(ev retry.Event) {
 	p.Telemetry.Metrics(p.topo).Observe(ev)
 }
 
-// Pipeline returns the process's retry pipeline: the topology's settings,
+// Pipeline returns the process's retry pipeline: the process's topology,
 // the broker's management API, its logger and Observe, with rc's sizes.
 // It declares every channel's queue and consumes those handlers names by
 // channel. With tracing on, every attempt is a span (tracing.Middleware),
 // around any middleware the caller adds.
 func (p *Process) Pipeline(rc retry.Config, handlers map[string]retry.Handler) *retry.Pipeline {
-	rc.Prefix, rc.Exchange, rc.QueueType, rc.Backend, rc.Handoff, rc.Policy =
-		p.topo.Prefix, p.topo.Exchange, p.topo.QueueType, p.topo.Backend, p.topo.Handoff, p.topo.Policy
+	rc.Topology = p.topo
 	rc.Management, rc.Logger, rc.Observe = p.mgmt, p.Log, p.Observe
 	if rc.Name == "" {
 		rc.Name = "relay " + p.Name
@@ -100,8 +99,6 @@ func (p *Process) Pipeline(rc retry.Config, handlers map[string]retry.Handler) *
 	for _, r := range p.topo.Routes {
 		if h, ok := handlers[r.Key]; ok {
 			pl.Handle(r.Queue, r.Key, h)
-		} else {
-			pl.Route(r.Queue, r.Key)
 		}
 	}
 	return pl

@@ -181,7 +181,7 @@ func (b *bench) delayed(ctx context.Context, qt retry.QueueType, backend retry.B
 		return stages.Run(runCtx, conn)
 	})
 	r.start(func() error {
-		consumer := &retry.Consumer{Topology: topo, Queue: queue, Concurrency: b.opts.Concurrency, Prefetch: b.opts.Prefetch,
+		consumer := &retry.Consumer{Topology: topo, Queue: queue, Options: retry.Options{Concurrency: b.opts.Concurrency, Prefetch: b.opts.Prefetch},
 			Handler: retry.HandlerFunc(func(context.Context, *retry.Message) error { return nil })}
 		return consumer.Run(runCtx, conn)
 	})

@@ -356,7 +356,7 @@ func (b *bench) relayLoop(ctx context.Context, conn *amqp.Connection, qt retry.Q
 		return loop{}, err
 	}
 	consumer := &retry.Consumer{Topology: topo, Queue: queueFor(topo, channel.Webhook.Name()),
-		Concurrency: b.opts.Concurrency, Prefetch: b.opts.Prefetch,
+		Options: retry.Options{Concurrency: b.opts.Concurrency, Prefetch: b.opts.Prefetch},
 		Handler: retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
 			t := cur.Load()
 			if m.Attempt == 1 {

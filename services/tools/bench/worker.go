@@ -68,7 +68,7 @@ func (b *bench) workerRelay(ctx context.Context, qt retry.QueueType) (side, erro
 	var handled atomic.Int64
 	drained := make(chan struct{})
 	consumer := &retry.Consumer{Topology: topo, Queue: queueFor(topo, channel.Webhook.Name()),
-		Concurrency: b.opts.Concurrency, Prefetch: b.opts.Prefetch,
+		Options: retry.Options{Concurrency: b.opts.Concurrency, Prefetch: b.opts.Prefetch},
 		Handler: retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
 			if handled.Add(1) == int64(n) {
 				close(drained)

@@ -23,6 +23,7 @@ import (
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/config"
 	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Config is the dead-letter tools' environment.
@@ -123,7 +124,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	filter := retry.Filter{ID: o.id, Recipient: o.recipient}
+	filter := retry.Filter{ID: o.id, Copy: o.recipient}
 	if o.source != "" {
 		filter.Source = topo.Name(strings.TrimPrefix(o.source, topo.Prefix))
 	}
@@ -208,7 +209,7 @@ func printList(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, p := range list {
-			if err := enc.Encode(p); err != nil {
+			if err := enc.Encode(notification.NewDeadLetter(p)); err != nil {
 				return err
 			}
 		}
@@ -219,7 +220,7 @@ func printList(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 		return err
 	}
 	// A RECIPIENT column when any copy is one recipient's (email).
-	perRecipient := slices.ContainsFunc(list, func(p retry.DeadLetter) bool { return p.Recipient != "" })
+	perRecipient := slices.ContainsFunc(list, func(p retry.DeadLetter) bool { return p.Copy != "" })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "ID\tSOURCE\tREASON\tRETRIES\tREPLAYS\tFIRST FAILURE\tPARKED\tLAST ERROR"
 	if perRecipient {
@@ -229,7 +230,7 @@ func printList(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 	for _, p := range list {
 		id := p.ID
 		if perRecipient {
-			id += "\t" + cmp.Or(p.Recipient, "-")
+			id += "\t" + cmp.Or(p.Copy, "-")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", id, p.Source, p.Reason, p.Retries, p.Replays,
 			stamp(p.FirstFailedAt), stamp(p.ParkedAt), oneLine(p.LastError, 60))
@@ -244,7 +245,7 @@ func printShow(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 	bw := bufio.NewWriter(apiclient.Terminal(w))
 	enc := json.NewEncoder(bw)
 	for i, p := range list {
-		d := p.Detail()
+		d := notification.NewDeadLetterDetail(p)
 		if asJSON {
 			if err := enc.Encode(d); err != nil {
 				return err

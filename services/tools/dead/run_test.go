@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 func TestParse(t *testing.T) {
@@ -105,10 +106,11 @@ func TestShowHelp(t *testing.T) {
 // parked is what retry.DeadLetters reads back for each delivery.
 func parked(ds ...amqp.Delivery) []retry.DeadLetter {
 	out := make([]retry.DeadLetter, len(ds))
+	copies := retry.Topology{CopyHeader: notification.HeaderRecipient}
 	for i, d := range ds {
 		out[i] = retry.DeadLetter{ID: d.MessageId, Source: d.Headers[retry.HeaderDeadSource].(string),
 			Reason: d.Headers[retry.HeaderDeadReason].(string), Headers: d.Headers, Body: d.Body,
-			ContentType: d.ContentType, ContentEncoding: d.ContentEncoding, Recipient: retry.Recipient(d.Headers)}
+			ContentType: d.ContentType, ContentEncoding: d.ContentEncoding, Copy: copies.Copy(d.Headers)}
 	}
 	return out
 }
@@ -212,7 +214,7 @@ func TestPrintList(t *testing.T) {
 	}
 	// A copy for one recipient (an email's): a RECIPIENT column.
 	list = append(list, parked(amqp.Delivery{MessageId: "n2", Headers: amqp.Table{retry.HeaderDeadSource: "p.email-queue",
-		retry.HeaderDeadReason: "permanent", retry.HeaderRecipient: "ada@example.com"}})...)
+		retry.HeaderDeadReason: "permanent", notification.HeaderRecipient: "ada@example.com"}})...)
 	out.Reset()
 	if err := printList(&out, list, false); err != nil {
 		t.Fatal(err)
@@ -267,8 +269,8 @@ func TestRecipientFlagEverywhere(t *testing.T) {
 func TestPrintEscapes(t *testing.T) {
 	hostile := "\x1b]0;owned\x07\x1b[2K\rdelivered \u009b\u202eok"
 	list := parked(amqp.Delivery{MessageId: "n1\x1b[8m", Headers: amqp.Table{retry.HeaderDeadSource: "p.email-queue",
-		retry.HeaderDeadReason: "permanent", retry.HeaderLastError: hostile, retry.HeaderRecipient: "ada@example.com" + hostile, "tenant": hostile}})
-	list[0].LastError, list[0].Recipient = hostile, "ada@example.com"+hostile
+		retry.HeaderDeadReason: "permanent", retry.HeaderLastError: hostile, notification.HeaderRecipient: "ada@example.com" + hostile, "tenant": hostile}})
+	list[0].LastError, list[0].Copy = hostile, "ada@example.com"+hostile
 	for _, asJSON := range []bool{false, true} {
 		for name, print := range map[string]func(io.Writer, []retry.DeadLetter, bool) error{"list": printList, "show": printShow} {
 			var out bytes.Buffer

@@ -31,12 +31,14 @@ const relayQueue = "jobs"
 func newRelay(direct, quorum bool) func(Options, Workload) peer {
 	return func(o Options, w Workload) peer {
 		cfg := retry.Config{
-			Prefix:      uniqueName() + ".",
-			Exchange:    "peers",
-			Backend:     retry.TTL,
-			Policy:      retry.Policy{Delays: repeat(w.Delay, w.MaxRetries)},
-			Concurrency: w.Concurrency,
-			Name:        "bench-peers relay",
+			Topology: retry.Topology{
+				Prefix:   uniqueName() + ".",
+				Exchange: "peers",
+				Backend:  retry.TTL,
+				Policy:   retry.Policy{Delays: repeat(w.Delay, w.MaxRetries)},
+			},
+			Options: retry.Options{Concurrency: w.Concurrency},
+			Name:    "bench-peers relay",
 		}
 		if direct {
 			cfg.Handoff = retry.Direct
@@ -55,13 +57,15 @@ func newRelayNative(o Options, w Workload) peer {
 	p := newRelay(false, true)(o, w).(*relayPeer)
 	p.native = true
 	p.p = retry.New(retry.Config{
-		Prefix:      uniqueName() + ".",
-		Exchange:    "peers",
-		Backend:     retry.Native,
-		QueueType:   retry.Quorum,
-		Policy:      retry.Policy{Delays: repeat(w.Delay, w.MaxRetries)},
-		Concurrency: w.Concurrency,
-		Name:        "bench-peers relay",
+		Topology: retry.Topology{
+			Prefix:    uniqueName() + ".",
+			Exchange:  "peers",
+			Backend:   retry.Native,
+			QueueType: retry.Quorum,
+			Policy:    retry.Policy{Delays: repeat(w.Delay, w.MaxRetries)},
+		},
+		Options: retry.Options{Concurrency: w.Concurrency},
+		Name:    "bench-peers relay",
 	})
 	return p
 }
