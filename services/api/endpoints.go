@@ -18,6 +18,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/config"
 	"github.com/relay-demo/relay/services/internal/history"
@@ -182,16 +183,16 @@ type endpointListView struct {
 
 // endpointAttemptView is one attempt of an endpoint's delivery log.
 type endpointAttemptView struct {
-	NotificationID string    `json:"notification_id"`
-	N              int       `json:"n"`
-	Round          int       `json:"round"`
-	At             time.Time `json:"at"`
-	Outcome        string    `json:"outcome"`
-	Error          string    `json:"error,omitempty"`
-	Reason         string    `json:"reason,omitempty"`
-	DelayMS        *int64    `json:"delay_ms,omitempty"`
-	WaitedMS       *int64    `json:"waited_ms,omitempty"`
-	DurationMS     *int64    `json:"duration_ms,omitempty"`
+	NotificationID string        `json:"notification_id"`
+	N              int           `json:"n"`
+	Round          int           `json:"round"`
+	At             time.Time     `json:"at"`
+	Outcome        retry.Outcome `json:"outcome"`
+	Error          string        `json:"error,omitempty"`
+	Reason         string        `json:"reason,omitempty"`
+	DelayMS        *int64        `json:"delay_ms,omitempty"`
+	WaitedMS       *int64        `json:"waited_ms,omitempty"`
+	DurationMS     *int64        `json:"duration_ms,omitempty"`
 }
 
 // endpointAttemptsView is the answer of GET /v1/endpoints/{id}/attempts.

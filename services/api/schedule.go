@@ -174,9 +174,9 @@ type cancellationView struct {
 
 // copyStatusView is a copy and its status.
 type copyStatusView struct {
-	Channel   string `json:"channel"`
-	Recipient string `json:"recipient,omitempty"`
-	Status    string `json:"status"`
+	Channel   string              `json:"channel"`
+	Recipient string              `json:"recipient,omitempty"`
+	Status    notification.Status `json:"status"`
 }
 
 // CancelStore is what DELETE /v1/notifications/{id} needs of the history

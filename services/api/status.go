@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/services/internal/query"
@@ -33,42 +34,42 @@ type notificationView struct {
 // delivers to each recipient on its own (email) has a copy per recipient,
 // named by Recipient; a copy of a whole channel has none.
 type copyView struct {
-	Channel       string        `json:"channel"`
-	Recipient     string        `json:"recipient,omitempty"`
-	Status        string        `json:"status"`
-	Reason        string        `json:"reason,omitempty"`
-	NextAttemptAt *time.Time    `json:"next_attempt_at,omitempty"`
-	Round         int           `json:"round"`
-	AttemptCount  int           `json:"attempt_count"`
-	LastError     string        `json:"last_error,omitempty"`
-	UpdatedAt     time.Time     `json:"updated_at"`
-	Attempts      []attemptView `json:"attempts"`
+	Channel       string              `json:"channel"`
+	Recipient     string              `json:"recipient,omitempty"`
+	Status        notification.Status `json:"status"`
+	Reason        string              `json:"reason,omitempty"`
+	NextAttemptAt *time.Time          `json:"next_attempt_at,omitempty"`
+	Round         int                 `json:"round"`
+	AttemptCount  int                 `json:"attempt_count"`
+	LastError     string              `json:"last_error,omitempty"`
+	UpdatedAt     time.Time           `json:"updated_at"`
+	Attempts      []attemptView       `json:"attempts"`
 }
 
 // attemptView is one attempt, or the replay that started a round (n 0).
 type attemptView struct {
-	N          int       `json:"n"`
-	Round      int       `json:"round"`
-	At         time.Time `json:"at"`
-	Outcome    string    `json:"outcome"`
-	Error      string    `json:"error,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
-	DelayMS    *int64    `json:"delay_ms,omitempty"`
-	WaitedMS   *int64    `json:"waited_ms,omitempty"`
-	DurationMS *int64    `json:"duration_ms,omitempty"`
-	Provider   string    `json:"provider,omitempty"`
+	N          int           `json:"n"`
+	Round      int           `json:"round"`
+	At         time.Time     `json:"at"`
+	Outcome    retry.Outcome `json:"outcome"`
+	Error      string        `json:"error,omitempty"`
+	Reason     string        `json:"reason,omitempty"`
+	DelayMS    *int64        `json:"delay_ms,omitempty"`
+	WaitedMS   *int64        `json:"waited_ms,omitempty"`
+	DurationMS *int64        `json:"duration_ms,omitempty"`
+	Provider   string        `json:"provider,omitempty"`
 }
 
 // summaryView is one notification of a list. Status has one entry per
 // channel: for a channel with a copy per recipient, the most pressing of
 // their statuses (history.Summary.ChannelStatus).
 type summaryView struct {
-	ID         string            `json:"id"`
-	CreatedAt  time.Time         `json:"created_at"`
-	DueAt      *time.Time        `json:"due_at,omitempty"`
-	Channels   []string          `json:"channels"`
-	Recipients []string          `json:"recipients"`
-	Status     map[string]string `json:"status"`
+	ID         string                         `json:"id"`
+	CreatedAt  time.Time                      `json:"created_at"`
+	DueAt      *time.Time                     `json:"due_at,omitempty"`
+	Channels   []string                       `json:"channels"`
+	Recipients []string                       `json:"recipients"`
+	Status     map[string]notification.Status `json:"status"`
 }
 
 // listView is the answer of GET /v1/notifications.
@@ -137,9 +138,6 @@ func handleGetNotification(deps Deps) http.HandlerFunc {
 	}
 }
 
-// statuses are the values the status filter takes.
-var statuses = []string{history.StatusScheduled, history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked, history.StatusCancelled}
-
 func handleListNotifications(deps Deps) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q, fields := listQuery(r)
@@ -190,10 +188,10 @@ func listQuery(r *http.Request) (history.Query, notification.Invalid) {
 		}
 	}
 	if s := v.Get("status"); s != "" {
-		if !slices.Contains(statuses, s) {
-			bad = append(bad, notification.FieldError{Field: "status", Message: "one of " + strings.Join(statuses, ", ")})
+		if !slices.Contains(notification.Statuses, s) {
+			bad = append(bad, notification.FieldError{Field: "status", Message: "one of " + strings.Join(notification.Statuses, ", ")})
 		}
-		q.Status = s
+		q.Status = notification.Status(s)
 	}
 	q.Channel = v.Get("channel")
 	for _, t := range []struct {

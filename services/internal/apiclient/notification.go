@@ -3,40 +3,9 @@ package apiclient
 import (
 	"encoding/json"
 	"time"
-)
 
-// The statuses of a channel copy.
-const (
-	// StatusQueued is a copy nothing has happened to yet (in its round).
-	StatusQueued = "queued"
-	// StatusRetrying is a copy whose last attempt failed and that waits
-	// for the next.
-	StatusRetrying = "retrying"
-	// StatusDelivered is a delivered copy.
-	StatusDelivered = "delivered"
-	// StatusParked is a copy parked in the dead-letter queue.
-	StatusParked = "parked"
-	// StatusScheduled is a copy of a scheduled notification not due yet;
-	// Copy.NextAttemptAt is when it is.
-	StatusScheduled = "scheduled"
-	// StatusCancelled is a copy taken back before it went out.
-	StatusCancelled = "cancelled"
-)
-
-// The outcomes of an attempt.
-const (
-	// OutcomeDelivered is an attempt that delivered the copy.
-	OutcomeDelivered = "delivered"
-	// OutcomeFailed is an attempt that failed; see Copy.Decided for when
-	// that means it will be retried.
-	OutcomeFailed = "failed"
-	// OutcomeParked is an attempt after which the copy was parked.
-	OutcomeParked = "parked"
-	// OutcomeCancelled is a copy taken back before it went out.
-	OutcomeCancelled = "cancelled"
-	// OutcomeReplayed is the replay of a parked copy that starts a round
-	// (attempt 0).
-	OutcomeReplayed = "replayed"
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Notification is the API's answer to GET /v1/notifications/{id}.
@@ -64,8 +33,8 @@ type Copy struct {
 	// Recipient is the copy's recipient, for a channel that delivers to
 	// each recipient on its own (email); empty otherwise.
 	Recipient string `json:"recipient,omitempty"`
-	// Status is one of the Status constants.
-	Status string `json:"status"`
+	// Status is the copy's status.
+	Status notification.Status `json:"status"`
 	// Reason is why it was parked.
 	Reason string `json:"reason,omitempty"`
 	// NextAttemptAt is, while retrying, when the next attempt is due.
@@ -91,8 +60,10 @@ type Attempt struct {
 	Round int `json:"round"`
 	// At is when it ended.
 	At time.Time `json:"at"`
-	// Outcome is one of the Outcome constants.
-	Outcome string `json:"outcome"`
+	// Outcome is what became of the attempt: retry.Delivered,
+	// retry.Failed, retry.Parked, retry.Cancelled, or retry.Replayed for
+	// the replay that starts a round.
+	Outcome retry.Outcome `json:"outcome"`
 	// Error is the failure's full text.
 	Error string `json:"error,omitempty"`
 	// Reason is why the copy was parked.
@@ -112,7 +83,7 @@ type Attempt struct {
 // Final reports whether the attempt ended its copy's round: delivered,
 // parked or cancelled.
 func (a Attempt) Final() bool {
-	return a.Outcome == OutcomeDelivered || a.Outcome == OutcomeParked || a.Outcome == OutcomeCancelled
+	return a.Outcome == retry.Delivered || a.Outcome == retry.Parked || a.Outcome == retry.Cancelled
 }
 
 // Decided reports whether the outcome of c.Attempts[i] is known for good.
@@ -126,7 +97,7 @@ func (a Attempt) Final() bool {
 // is final as soon as it shows.
 func (c Copy) Decided(i int) bool {
 	a := c.Attempts[i]
-	if a.Outcome != OutcomeFailed {
+	if a.Outcome != retry.Failed {
 		return true
 	}
 	return i < len(c.Attempts)-1 || c.UpdatedAt.After(a.At)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/relay-demo/relay/retry"
 )
 
 func TestClip(t *testing.T) {
@@ -64,7 +65,7 @@ func TestLabel(t *testing.T) {
 	}{
 		{Attempt{N: 2}, "attempt 2"},
 		{Attempt{N: 1, Round: 1}, "attempt 1, round 1"},
-		{Attempt{N: 0, Round: 2, Outcome: OutcomeReplayed}, "round 2"},
+		{Attempt{N: 0, Round: 2, Outcome: retry.Replayed}, "round 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
@@ -77,7 +78,7 @@ func TestLabel(t *testing.T) {
 
 func TestDecided(t *testing.T) {
 	t0 := time.Date(2026, 5, 3, 10, 0, 0, 0, time.UTC)
-	failed := Attempt{N: 1, At: t0, Outcome: OutcomeFailed}
+	failed := Attempt{N: 1, At: t0, Outcome: retry.Failed}
 	tests := []struct {
 		name string
 		c    Copy
@@ -86,9 +87,9 @@ func TestDecided(t *testing.T) {
 	}{
 		{"failed, only the worker's report", Copy{UpdatedAt: t0, Attempts: []Attempt{failed}}, 0, false},
 		{"failed, a decision after it", Copy{UpdatedAt: t0.Add(time.Millisecond), Attempts: []Attempt{failed}}, 0, true},
-		{"failed, an attempt after it", Copy{UpdatedAt: t0, Attempts: []Attempt{failed, {N: 2, At: t0, Outcome: OutcomeDelivered}}}, 0, true},
-		{"delivered", Copy{UpdatedAt: t0, Attempts: []Attempt{{N: 1, At: t0, Outcome: OutcomeDelivered}}}, 0, true},
-		{"parked", Copy{UpdatedAt: t0, Attempts: []Attempt{{N: 1, At: t0, Outcome: OutcomeParked}}}, 0, true},
+		{"failed, an attempt after it", Copy{UpdatedAt: t0, Attempts: []Attempt{failed, {N: 2, At: t0, Outcome: retry.Delivered}}}, 0, true},
+		{"delivered", Copy{UpdatedAt: t0, Attempts: []Attempt{{N: 1, At: t0, Outcome: retry.Delivered}}}, 0, true},
+		{"parked", Copy{UpdatedAt: t0, Attempts: []Attempt{{N: 1, At: t0, Outcome: retry.Parked}}}, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

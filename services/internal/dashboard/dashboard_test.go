@@ -22,6 +22,7 @@ import (
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -271,12 +272,12 @@ func parkedNotification() *history.Notification {
 		Recipients: []string{"ada@example.com", "https://hooks.example/orders"},
 		Payload:    json.RawMessage(`{"webhook":{"url":"https://hooks.example/orders","payload":{"note":"` + secretPayload + `"}}}`),
 		Copies: []history.Copy{
-			{Channel: "email", Status: history.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
-				Timeline: []history.Attempt{{Round: 0, Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeDelivered, DurationMS: ms(12)}}},
-			{Channel: "webhook", Status: history.StatusParked, Reason: "max-retries", Attempts: 2, LastError: secretError, UpdatedAt: t0.Add(3 * time.Second),
+			{Channel: "email", Status: notification.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
+				Timeline: []history.Attempt{{Round: 0, Attempt: 1, At: t0.Add(time.Second), Outcome: retry.Delivered, DurationMS: ms(12)}}},
+			{Channel: "webhook", Status: notification.StatusParked, Reason: "max-retries", Attempts: 2, LastError: secretError, UpdatedAt: t0.Add(3 * time.Second),
 				Timeline: []history.Attempt{
-					{Round: 0, Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeFailed, Error: secretError, DelayMS: ms(100), DurationMS: ms(30)},
-					{Round: 0, Attempt: 2, At: t0.Add(3 * time.Second), Outcome: history.OutcomeParked, Error: secretError, Reason: "max-retries", WaitedMS: ms(110)},
+					{Round: 0, Attempt: 1, At: t0.Add(time.Second), Outcome: retry.Failed, Error: secretError, DelayMS: ms(100), DurationMS: ms(30)},
+					{Round: 0, Attempt: 2, At: t0.Add(3 * time.Second), Outcome: retry.Parked, Error: secretError, Reason: "max-retries", WaitedMS: ms(110)},
 				}},
 		},
 	}
@@ -289,13 +290,13 @@ func splitNotification() *history.Notification {
 		ID: "ntf_split", CreatedAt: t0, Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example/orders"},
 		Copies: []history.Copy{
-			{Channel: "email", Recipient: "ok1@example.com", Status: history.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
-				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeDelivered}}},
-			{Channel: "email", Recipient: "reject@example.com", Status: history.StatusParked, Reason: "permanent", Attempts: 1, LastError: secretError,
+			{Channel: "email", Recipient: "ok1@example.com", Status: notification.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
+				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(time.Second), Outcome: retry.Delivered}}},
+			{Channel: "email", Recipient: "reject@example.com", Status: notification.StatusParked, Reason: "permanent", Attempts: 1, LastError: secretError,
 				UpdatedAt: t0.Add(time.Second), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeParked, Error: secretError, Reason: "permanent"}}},
-			{Channel: "webhook", Status: history.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
-				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeDelivered}}},
+					{Attempt: 1, At: t0.Add(time.Second), Outcome: retry.Parked, Error: secretError, Reason: "permanent"}}},
+			{Channel: "webhook", Status: notification.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
+				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(time.Second), Outcome: retry.Delivered}}},
 		},
 	}
 }
@@ -922,7 +923,7 @@ func TestPublicHidesURLSecrets(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	n := &history.Notification{ID: "ntf_hook", CreatedAt: at, Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ada@example.com", "https://hooks.example/in?tok=SECRET123", "https://user:pw0rd@hooks.example/basic"},
-		Copies:     []history.Copy{{Channel: "webhook", Status: history.StatusDelivered, UpdatedAt: at}}}
+		Copies:     []history.Copy{{Channel: "webhook", Status: notification.StatusDelivered, UpdatedAt: at}}}
 	h := New(Deps{History: &fakeHistory{notifications: []*history.Notification{n}}, Authenticate: authenticate, Public: true})
 	for _, path := range []string{"/dashboard/notifications", "/dashboard/notifications/ntf_hook", "/dashboard/notifications?q=hooks.example"} {
 		resp, body := get(t, h, path, "")

@@ -12,7 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/services/internal/query"
 )
 
@@ -40,29 +42,29 @@ type notificationView struct {
 // delivers to each recipient on its own (email) has a copy per recipient,
 // named by Recipient.
 type copyView struct {
-	Channel       string        `json:"channel"`
-	Recipient     string        `json:"recipient,omitempty"`
-	Status        string        `json:"status"`
-	Reason        string        `json:"reason,omitempty"`
-	NextAttemptAt *time.Time    `json:"next_attempt_at,omitempty"`
-	Round         int           `json:"round"`
-	AttemptCount  int           `json:"attempt_count"`
-	LastError     string        `json:"last_error,omitempty"`
-	UpdatedAt     time.Time     `json:"updated_at"`
-	Attempts      []attemptView `json:"attempts"`
+	Channel       string              `json:"channel"`
+	Recipient     string              `json:"recipient,omitempty"`
+	Status        notification.Status `json:"status"`
+	Reason        string              `json:"reason,omitempty"`
+	NextAttemptAt *time.Time          `json:"next_attempt_at,omitempty"`
+	Round         int                 `json:"round"`
+	AttemptCount  int                 `json:"attempt_count"`
+	LastError     string              `json:"last_error,omitempty"`
+	UpdatedAt     time.Time           `json:"updated_at"`
+	Attempts      []attemptView       `json:"attempts"`
 }
 
 // attemptView is one attempt, or the replay that started a round (n 0).
 type attemptView struct {
-	N          int       `json:"n"`
-	Round      int       `json:"round"`
-	At         time.Time `json:"at"`
-	Outcome    string    `json:"outcome"`
-	Error      string    `json:"error,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
-	DelayMS    *int64    `json:"delay_ms,omitempty"`
-	WaitedMS   *int64    `json:"waited_ms,omitempty"`
-	DurationMS *int64    `json:"duration_ms,omitempty"`
+	N          int           `json:"n"`
+	Round      int           `json:"round"`
+	At         time.Time     `json:"at"`
+	Outcome    retry.Outcome `json:"outcome"`
+	Error      string        `json:"error,omitempty"`
+	Reason     string        `json:"reason,omitempty"`
+	DelayMS    *int64        `json:"delay_ms,omitempty"`
+	WaitedMS   *int64        `json:"waited_ms,omitempty"`
+	DurationMS *int64        `json:"duration_ms,omitempty"`
 	// Provider is the configured name of the provider the attempt went
 	// through (a mail server), shown without a token too.
 	Provider string `json:"provider,omitempty"`
@@ -73,20 +75,20 @@ type attemptView struct {
 // Copies has each copy's, which the page keeps up to date from the live
 // events, each about one copy.
 type summaryView struct {
-	ID         string            `json:"id"`
-	CreatedAt  time.Time         `json:"created_at"`
-	DueAt      *time.Time        `json:"due_at,omitempty"`
-	Channels   []string          `json:"channels"`
-	Recipients []string          `json:"recipients"`
-	Status     map[string]string `json:"status"`
-	Copies     []copyStatusView  `json:"copies"`
+	ID         string                         `json:"id"`
+	CreatedAt  time.Time                      `json:"created_at"`
+	DueAt      *time.Time                     `json:"due_at,omitempty"`
+	Channels   []string                       `json:"channels"`
+	Recipients []string                       `json:"recipients"`
+	Status     map[string]notification.Status `json:"status"`
+	Copies     []copyStatusView               `json:"copies"`
 }
 
 // copyStatusView is the status of one copy in a list.
 type copyStatusView struct {
-	Channel   string `json:"channel"`
-	Recipient string `json:"recipient,omitempty"`
-	Status    string `json:"status"`
+	Channel   string              `json:"channel"`
+	Recipient string              `json:"recipient,omitempty"`
+	Status    notification.Status `json:"status"`
 }
 
 // listView is one page of the list.
@@ -226,9 +228,6 @@ func (s *server) detail(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// statuses are the values the status filter takes.
-var statuses = []string{history.StatusScheduled, history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked, history.StatusCancelled}
-
 func (s *server) list(w http.ResponseWriter, r *http.Request) {
 	full, ok := s.allow(w, r)
 	if !ok {
@@ -297,10 +296,10 @@ func listQuery(r *http.Request) (history.Query, []fieldError) {
 		}
 	}
 	if st := v.Get("status"); st != "" {
-		if !slices.Contains(statuses, st) {
-			bad = append(bad, fieldError{"status", "one of " + strings.Join(statuses, ", ")})
+		if !slices.Contains(notification.Statuses, st) {
+			bad = append(bad, fieldError{"status", "one of " + strings.Join(notification.Statuses, ", ")})
 		}
-		q.Status = st
+		q.Status = notification.Status(st)
 	}
 	q.Channel = v.Get("channel")
 	if l := v.Get("limit"); l != "" {

@@ -356,7 +356,7 @@ func decode(ds []amqp.Delivery, user string, log *slog.Logger) ([]history.Accept
 				continue
 			}
 			evs = append(evs, history.Event{ID: ev.ID, Channel: ev.Channel, Recipient: ev.Recipient, Round: ev.Round, Attempt: ev.Attempt,
-				Outcome: string(ev.Outcome), At: ev.At, Error: ev.Error, Reason: ev.Reason, DelayMS: ev.DelayMS,
+				Outcome: ev.Outcome, At: ev.At, Error: ev.Error, Reason: ev.Reason, DelayMS: ev.DelayMS,
 				DurationMS: ev.DurationMS, Service: ev.Service, Provider: ev.Provider})
 		default:
 			log.Warn("dropped a message of unknown type in the history queue", "message_id", d.MessageId, "type", head.Type)

@@ -16,6 +16,7 @@ import (
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // flakySink fails its first writes, as a database that is down would.
@@ -103,7 +104,7 @@ func TestFeedFillsTheHistory(t *testing.T) {
 			var n *history.Notification
 			retrytest.Eventually(t, 15*time.Second, func() bool {
 				n, err = store.Get(context.Background(), "ntf_1")
-				return err == nil && n.Accepted && len(n.Copies) == 1 && n.Copies[0].Status == history.StatusDelivered
+				return err == nil && n.Accepted && len(n.Copies) == 1 && n.Copies[0].Status == notification.StatusDelivered
 			}, "ntf_1 never delivered in the history: %+v, %v", n, err)
 			tl := n.Copies[0].Timeline
 			if len(tl) != 2 || tl[0].Outcome != "failed" || tl[0].Error != "452 mailbox full" || tl[0].DelayMS == nil || *tl[0].DelayMS != 500 || tl[1].Outcome != "delivered" {

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // CancelReason is the reason a copy cancelled through the API carries.
@@ -21,17 +24,17 @@ type Cancellation struct {
 	Already []CopyRef
 	// Untouched are the copies it could not cancel, with their status:
 	// delivered or parked, queued for their first attempt, on their way
-	// to a worker already, or StatusSending, held by a worker sending it (HoldCopy).
+	// to a worker already, or notification.StatusSending, held by a worker sending it (HoldCopy).
 	Untouched []CopyStatus
 }
 
 // Cancel takes back every copy of notification id that has not gone out
-// yet: each copy still StatusScheduled or StatusRetrying gets an
-// OutcomeCancelled event for its next attempt, and becomes
-// StatusCancelled. Workers take a copy (HoldCopy) before they send a
+// yet: each copy still notification.StatusScheduled or notification.StatusRetrying gets an
+// retry.Cancelled event for its next attempt, and becomes
+// notification.StatusCancelled. Workers take a copy (HoldCopy) before they send a
 // scheduled or retried copy, so none of these is delivered, even one
 // whose message is already on its way; a copy a worker holds is not
-// cancelled and is answered in Untouched as StatusSending. It is idempotent; an unknown id is an error
+// cancelled and is answered in Untouched as notification.StatusSending. It is idempotent; an unknown id is an error
 // wrapping ErrNotFound.
 func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (Cancellation, error) {
 	var out Cancellation
@@ -63,9 +66,9 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 			}
 			ref := CopyRef{Channel: c.Channel, Recipient: c.Recipient}
 			switch c.Status {
-			case StatusScheduled, StatusRetrying:
+			case notification.StatusScheduled, notification.StatusRetrying:
 				candidates = append(candidates, open{ref, round})
-			case StatusCancelled:
+			case notification.StatusCancelled:
 				out.Already = append(out.Already, ref)
 			default:
 				out.Untouched = append(out.Untouched, c)
@@ -85,7 +88,7 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 			if held {
 				todo = append(todo, o)
 			} else {
-				out.Untouched = append(out.Untouched, CopyStatus{Channel: o.ref.Channel, Recipient: o.ref.Recipient, Status: StatusSending})
+				out.Untouched = append(out.Untouched, CopyStatus{Channel: o.ref.Channel, Recipient: o.ref.Recipient, Status: notification.StatusSending})
 			}
 		}
 		if len(todo) == 0 {
@@ -100,10 +103,10 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 			var last int
 			if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(MAX(attempt), 0) FROM events
 				WHERE notification_id = $1 AND channel = $2 AND recipient = $3 AND round = $4 AND outcome <> $5`),
-				id, o.ref.Channel, o.ref.Recipient, o.round, OutcomeRequeued).Scan(&last); err != nil {
+				id, o.ref.Channel, o.ref.Recipient, o.round, string(retry.Requeued)).Scan(&last); err != nil {
 				return fmt.Errorf("read events of %q: %w", id, err)
 			}
-			rowsOut = append(rowsOut, id, o.ref.Channel, o.ref.Recipient, o.round, last+1, OutcomeCancelled, s.d.ts(at),
+			rowsOut = append(rowsOut, id, o.ref.Channel, o.ref.Recipient, o.round, last+1, string(retry.Cancelled), s.d.ts(at),
 				"", CancelReason, int64(0), int64(0), service, "")
 			affected[copyKey{id, o.ref.Channel, o.ref.Recipient}] = true
 			out.Cancelled = append(out.Cancelled, o.ref)
@@ -136,7 +139,7 @@ func (s *Store) Cancelled(ctx context.Context, id, channel, recipient string) (b
 	var one int
 	err := s.read.QueryRowContext(ctx, s.d.q(`SELECT 1 FROM events
 		WHERE notification_id = $1 AND channel = $2 AND recipient = $3 AND outcome = $4 LIMIT 1`),
-		id, channel, recipient, OutcomeCancelled).Scan(&one)
+		id, channel, recipient, string(retry.Cancelled)).Scan(&one)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil

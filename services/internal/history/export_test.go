@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/relay-demo/relay/retry"
 )
 
 // SetPruneBatch makes Prune delete n notifications a statement, so that a
@@ -156,39 +157,39 @@ func SeedID(i int) string { return fmt.Sprintf("ntf_seed%09d", i) }
 // retry every 10th, parked after three failures every 100th.
 func SeedEvents(i int, at time.Time) []Event {
 	id := SeedID(i)
-	ev := func(ch string, attempt int, outcome string, after time.Duration) Event {
+	ev := func(ch string, attempt int, outcome retry.Outcome, after time.Duration) Event {
 		e := Event{ID: id, Channel: ch, Attempt: attempt, Outcome: outcome, At: at.Add(after), Service: "worker"}
 		switch outcome {
-		case OutcomeFailed:
+		case retry.Failed:
 			e.Error, e.DelayMS, e.DurationMS = "503 Service Unavailable", 1000, 120
-		case OutcomeRetrying:
+		case retry.Retrying:
 			e.Error, e.DelayMS, e.Service = "503 Service Unavailable", 1100, "retrier"
-		case OutcomeDelivered:
+		case retry.Delivered:
 			e.DurationMS = 80
-		case OutcomeParked:
+		case retry.Parked:
 			e.Error, e.Reason, e.Service = "503 Service Unavailable", "max-retries", "retrier"
 		}
 		return e
 	}
-	out := []Event{ev("webhook", 1, OutcomeDelivered, 200*time.Millisecond)}
+	out := []Event{ev("webhook", 1, retry.Delivered, 200*time.Millisecond)}
 	switch {
 	case i%100 == 0:
 		for a := 1; a <= 3; a++ {
 			base := time.Duration(a) * 2 * time.Second
-			out = append(out, ev("email", a, OutcomeFailed, base))
+			out = append(out, ev("email", a, retry.Failed, base))
 			if a < 3 {
-				out = append(out, ev("email", a, OutcomeRetrying, base+10*time.Millisecond), ev("email", a+1, OutcomeRequeued, base+time.Second))
+				out = append(out, ev("email", a, retry.Retrying, base+10*time.Millisecond), ev("email", a+1, retry.Requeued, base+time.Second))
 			}
 		}
-		out = append(out, ev("email", 3, OutcomeParked, 6*time.Second+10*time.Millisecond))
+		out = append(out, ev("email", 3, retry.Parked, 6*time.Second+10*time.Millisecond))
 	case i%10 == 0:
 		out = append(out,
-			ev("email", 1, OutcomeFailed, time.Second),
-			ev("email", 1, OutcomeRetrying, time.Second+10*time.Millisecond),
-			ev("email", 2, OutcomeRequeued, 2*time.Second+100*time.Millisecond),
-			ev("email", 2, OutcomeDelivered, 2*time.Second+200*time.Millisecond))
+			ev("email", 1, retry.Failed, time.Second),
+			ev("email", 1, retry.Retrying, time.Second+10*time.Millisecond),
+			ev("email", 2, retry.Requeued, 2*time.Second+100*time.Millisecond),
+			ev("email", 2, retry.Delivered, 2*time.Second+200*time.Millisecond))
 	default:
-		out = append(out, ev("email", 1, OutcomeDelivered, 300*time.Millisecond))
+		out = append(out, ev("email", 1, retry.Delivered, 300*time.Millisecond))
 	}
 	return out
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/relay-demo/relay/retry"
 )
 
 const (
@@ -70,7 +72,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Notification, error) {
 		}
 		last := &n.Copies[len(n.Copies)-1]
 		last.Timeline = append(last.Timeline, Attempt{
-			Round: int(round.Int64), Attempt: int(attempt.Int64), At: *at, Outcome: outcome.String,
+			Round: int(round.Int64), Attempt: int(attempt.Int64), At: *at, Outcome: retry.Outcome(outcome.String),
 			Error: aerr.String, Reason: reason.String, Service: svc.String,
 			DelayMS: ptrInt(delay), WaitedMS: ptrInt(waited), DurationMS: ptrInt(duration), Provider: provider.String,
 		})

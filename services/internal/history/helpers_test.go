@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
 )
@@ -57,7 +58,7 @@ func get(t *testing.T, s *history.Store, id string) *history.Notification {
 }
 
 // ev is an event of attempt of the email copy of "ntf_1", after t0.
-func ev(attempt int, outcome string, after time.Duration, opts ...func(*history.Event)) history.Event {
+func ev(attempt int, outcome retry.Outcome, after time.Duration, opts ...func(*history.Event)) history.Event {
 	e := history.Event{ID: "ntf_1", Channel: "email", Attempt: attempt, Outcome: outcome, At: t0.Add(after), Service: "test"}
 	for _, o := range opts {
 		o(&e)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 )
 
@@ -17,7 +18,8 @@ import (
 func listFixture(t *testing.T, s *history.Store) []string {
 	t.Helper()
 	type copyEvent struct {
-		channel, outcome string
+		channel string
+		outcome retry.Outcome
 	}
 	fixture := []struct {
 		id         string

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // loadChunk is how many notifications Load writes in one transaction.
@@ -110,7 +112,7 @@ func (r *loadRows) add(d dialect, a Accepted, events []Event) {
 	var evs []Event
 	for _, e := range events {
 		e.At = micro(e.At)
-		if e.Outcome == OutcomeReplayed {
+		if e.Outcome == retry.Replayed {
 			e.Attempt = 0
 		}
 		if j, ok := at[e.key()]; ok {
@@ -126,7 +128,7 @@ func (r *loadRows) add(d dialect, a Accepted, events []Event) {
 	byCopy := map[copyKey][]Event{}
 	for _, e := range evs {
 		byCopy[e.copy()] = append(byCopy[e.copy()], e)
-		r.evs = append(r.evs, []any{e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, e.Outcome, d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider})
+		r.evs = append(r.evs, []any{e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, string(e.Outcome), d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider})
 	}
 	// A row for each copy accepted, queued until its events say
 	// otherwise, and one for each copy that only events name.
@@ -141,13 +143,13 @@ func (r *loadRows) add(d dialect, a Accepted, events []Event) {
 	}
 	slices.SortFunc(copies, compareCopies)
 	for _, k := range copies {
-		c := Copy{Status: StatusQueued, UpdatedAt: a.CreatedAt}
+		c := Copy{Status: notification.StatusQueued, UpdatedAt: a.CreatedAt}
 		if evs := byCopy[k]; len(evs) > 0 {
 			c = project(evs)
 		}
-		r.copies = append(r.copies, []any{a.ID, k.channel, k.recipient, c.Status, c.Reason, c.Round, c.Attempts, c.LastError, d.nullTS(c.NextAttemptAt), d.ts(c.UpdatedAt)})
+		r.copies = append(r.copies, []any{a.ID, k.channel, k.recipient, string(c.Status), c.Reason, c.Round, c.Attempts, c.LastError, d.nullTS(c.NextAttemptAt), d.ts(c.UpdatedAt)})
 		for _, t := range c.Timeline {
-			r.attempts = append(r.attempts, []any{a.ID, k.channel, k.recipient, t.Round, t.Attempt, d.ts(t.At), t.Outcome, t.Error, t.Reason, t.Service,
+			r.attempts = append(r.attempts, []any{a.ID, k.channel, k.recipient, t.Round, t.Attempt, d.ts(t.At), string(t.Outcome), t.Error, t.Reason, t.Service,
 				nullInt(t.DelayMS), nullInt(t.WaitedMS), nullInt(t.DurationMS), t.Provider})
 		}
 	}

@@ -5,58 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
-)
 
-// The outcomes an Event can carry: the pipeline's decisions about an
-// attempt, and OutcomeReplayed for a parked copy sent back to its queue.
-const (
-	// OutcomeDelivered is an attempt that delivered the copy.
-	OutcomeDelivered = "delivered"
-	// OutcomeFailed is an attempt that failed and will be retried.
-	OutcomeFailed = "failed"
-	// OutcomeRetrying is the retrier scheduling the next attempt after a
-	// failed one (the event's Attempt is the failed one).
-	OutcomeRetrying = "retrying"
-	// OutcomeWaiting is the retrier holding a copy longer than a wait
-	// queue allows (the event's Attempt is the failed one).
-	OutcomeWaiting = "waiting"
-	// OutcomeRequeued is the retrier sending a copy back to its work
-	// queue (the event's Attempt is the one about to run).
-	OutcomeRequeued = "requeued"
-	// OutcomeParked is a copy parked in the dead-letter queue, by the
-	// worker (a permanent failure) or the retrier (out of retries).
-	OutcomeParked = "parked"
-	// OutcomeReplayed is a parked copy sent back to its queue, starting
-	// the round the event carries.
-	OutcomeReplayed = "replayed"
-	// OutcomeCancelled is a copy taken back before it went out: recorded
-	// by the API when a client cancels the notification, and by the worker
-	// that then finds it cancelled and acks it unsent.
-	OutcomeCancelled = "cancelled"
-)
-
-// The statuses of a channel copy.
-const (
-	// StatusScheduled is a copy of a scheduled notification that is not
-	// due yet: it waits in the broker until Notification.DueAt.
-	StatusScheduled = "scheduled"
-	// StatusQueued is a copy accepted or replayed that nothing has
-	// happened to since.
-	StatusQueued = "queued"
-	// StatusRetrying is a copy whose last attempt failed and that waits
-	// for the next.
-	StatusRetrying = "retrying"
-	// StatusDelivered is a copy delivered.
-	StatusDelivered = "delivered"
-	// StatusParked is a copy parked in the dead-letter queue.
-	StatusParked = "parked"
-	// StatusCancelled is a copy taken back before it went out: it is
-	// never delivered.
-	StatusCancelled = "cancelled"
-	// StatusSending is never a copy's stored status: a Cancellation
-	// gives it to a copy it could not cancel because a worker holds it
-	// and is sending it (HoldCopy).
-	StatusSending = "sending"
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Accepted is a notification the API accepted.
@@ -66,7 +17,8 @@ type Accepted struct {
 	// CreatedAt is when the API accepted it.
 	CreatedAt time.Time
 	// DueAt is, for a scheduled notification, when it is due; zero for
-	// one sent at once. Its copies are StatusScheduled until then.
+	// one sent at once. Its copies are notification.StatusScheduled
+	// until then.
 	DueAt time.Time
 	// Channels are the channels it goes to: "email", "webhook", "sms".
 	Channels []string
@@ -100,23 +52,27 @@ type Event struct {
 	// each on its own; empty otherwise.
 	Recipient string
 	// Round is 0 until the copy is first replayed; each replay starts
-	// the next round, and its OutcomeReplayed event carries that round.
+	// the next round, and its retry.Replayed event carries that round.
 	Round int
 	// Attempt is the attempt the decision is about, 1 for the first of
-	// the round. The store ignores it for OutcomeReplayed.
+	// the round: for retry.Retrying and retry.Waiting the failed one, for
+	// retry.Requeued the one about to run. The store ignores it for
+	// retry.Replayed.
 	Attempt int
-	// Outcome is one of the Outcome constants.
-	Outcome string
+	// Outcome is what was decided. retry.Cancelled is recorded by the API
+	// when a client cancels the notification, and by the worker that then
+	// finds the copy cancelled and acks it unsent.
+	Outcome retry.Outcome
 	// At is when the decision was made.
 	At time.Time
 	// Error is the failure's text, where known.
 	Error string
 	// Reason is why the copy was parked.
 	Reason string
-	// DelayMS is, for OutcomeRetrying and OutcomeFailed, the wait
+	// DelayMS is, for retry.Retrying and retry.Failed, the wait
 	// scheduled before the next attempt.
 	DelayMS int64
-	// DurationMS is, for OutcomeDelivered and OutcomeFailed, how long the
+	// DurationMS is, for retry.Delivered and retry.Failed, how long the
 	// attempt itself took; 0 when unknown.
 	DurationMS int64
 	// Service names the process that made the decision.
@@ -156,9 +112,9 @@ type Copy struct {
 	// Recipient is the copy's recipient, for a channel that delivers to
 	// each on its own (email); empty otherwise.
 	Recipient string
-	// Status is one of the Status constants.
-	Status string
-	// Reason is why it was parked, when Status is StatusParked.
+	// Status is the copy's status, derived from its events.
+	Status notification.Status
+	// Reason is why it was parked, when Status is notification.StatusParked.
 	Reason string
 	// Round is the copy's current round: how many times it was replayed.
 	Round int
@@ -166,9 +122,9 @@ type Copy struct {
 	Attempts int
 	// LastError is the most recent failure's text.
 	LastError string
-	// NextAttemptAt is, when Status is StatusRetrying, when the next
+	// NextAttemptAt is, when Status is notification.StatusRetrying, when the next
 	// attempt is due: the time of the last failure plus its delay; when
-	// Status is StatusScheduled, when the notification is due.
+	// Status is notification.StatusScheduled, when the notification is due.
 	NextAttemptAt *time.Time
 	// UpdatedAt is the time of the latest decision about the copy.
 	UpdatedAt time.Time
@@ -186,9 +142,9 @@ type Attempt struct {
 	Attempt int
 	// At is when it ended: delivered, failed or parked.
 	At time.Time
-	// Outcome is OutcomeDelivered, OutcomeFailed, OutcomeParked or
-	// OutcomeReplayed.
-	Outcome string
+	// Outcome is retry.Delivered, retry.Failed, retry.Parked,
+	// retry.Cancelled or retry.Replayed.
+	Outcome retry.Outcome
 	// Error is the failure's text, where known.
 	Error string
 	// Reason is why it was parked.
@@ -230,15 +186,15 @@ func (e *InputError) Unwrap() error { return ErrInvalid }
 
 // rank orders the outcomes of one attempt: what happened last to an
 // attempt outranks what happened on the way.
-func rank(outcome string) int {
+func rank(outcome retry.Outcome) int {
 	switch outcome {
-	case OutcomeReplayed:
+	case retry.Replayed:
 		return 0
-	case OutcomeFailed:
+	case retry.Failed:
 		return 1
-	case OutcomeRetrying, OutcomeWaiting, OutcomeRequeued:
+	case retry.Retrying, retry.Waiting, retry.Requeued:
 		return 2
-	case OutcomeDelivered, OutcomeParked, OutcomeCancelled:
+	case retry.Delivered, retry.Parked, retry.Cancelled:
 		return 3
 	}
 	return -1

@@ -8,7 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // split is a notification whose email goes to two recipients, a copy
@@ -52,8 +54,8 @@ func TestRecipientCopies(t *testing.T) {
 			evs = append(evs, to("ntf_split", "ok1@example.com", e))
 		}
 		evs = append(evs,
-			to("ntf_split", "reject@example.com", ev(1, history.OutcomeParked, 400*time.Millisecond, withErr("550 no such user"), withReason("permanent"))),
-			history.Event{ID: "ntf_split", Channel: "webhook", Attempt: 1, Outcome: history.OutcomeDelivered, At: t0.Add(time.Second)})
+			to("ntf_split", "reject@example.com", ev(1, retry.Parked, 400*time.Millisecond, withErr("550 no such user"), withReason("permanent"))),
+			history.Event{ID: "ntf_split", Channel: "webhook", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(time.Second)})
 		record(t, s, evs...)
 		got := get(t, s, "ntf_split")
 		want = []history.Copy{
@@ -73,8 +75,8 @@ func TestRecipientCopies(t *testing.T) {
 		// The parked recipient replayed and delivered: the other's copy
 		// does not move.
 		record(t, s,
-			to("ntf_split", "reject@example.com", ev(1, history.OutcomeReplayed, time.Minute, withRound(1))),
-			to("ntf_split", "reject@example.com", ev(1, history.OutcomeDelivered, time.Minute+time.Second, withRound(1))))
+			to("ntf_split", "reject@example.com", ev(1, retry.Replayed, time.Minute, withRound(1))),
+			to("ntf_split", "reject@example.com", ev(1, retry.Delivered, time.Minute+time.Second, withRound(1))))
 		got = get(t, s, "ntf_split")
 		if c := got.Copies[1]; c.Recipient != "reject@example.com" || c.Status != "delivered" || c.Round != 1 || len(c.Timeline) != 3 {
 			t.Errorf("the replayed copy: %+v", c)
@@ -89,13 +91,13 @@ func TestRecipientCopies(t *testing.T) {
 // before the Accepted make that copy; the Accepted adds the others.
 func TestRecipientEventsFirst(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
-		record(t, s, to("ntf_early", "reject@example.com", ev(1, history.OutcomeParked, time.Second, withReason("permanent"))))
+		record(t, s, to("ntf_early", "reject@example.com", ev(1, retry.Parked, time.Second, withReason("permanent"))))
 		if err := s.Accept(ctxOf(t), []history.Accepted{split("ntf_early")}); err != nil {
 			t.Fatal(err)
 		}
 		var got []string
 		for _, c := range get(t, s, "ntf_early").Copies {
-			got = append(got, c.Channel+"/"+c.Recipient+" "+c.Status)
+			got = append(got, c.Channel+"/"+c.Recipient+" "+string(c.Status))
 		}
 		want := []string{"email/ok1@example.com queued", "email/reject@example.com parked", "webhook/ queued"}
 		if diff := cmp.Diff(want, got); diff != "" {
@@ -153,11 +155,11 @@ func TestListRecipients(t *testing.T) {
 			t.Fatal(err)
 		}
 		record(t, s,
-			to("ntf_split", "ok1@example.com", ev(1, history.OutcomeDelivered, time.Second)),
-			to("ntf_split", "reject@example.com", ev(1, history.OutcomeParked, time.Second, withReason("permanent"))))
+			to("ntf_split", "ok1@example.com", ev(1, retry.Delivered, time.Second)),
+			to("ntf_split", "reject@example.com", ev(1, retry.Parked, time.Second, withReason("permanent"))))
 		for _, q := range []history.Query{
-			{Status: history.StatusParked}, {Status: history.StatusDelivered}, {Status: history.StatusQueued},
-			{Channel: "email", Status: history.StatusParked}, {Search: "reject@"},
+			{Status: notification.StatusParked}, {Status: notification.StatusDelivered}, {Status: notification.StatusQueued},
+			{Channel: "email", Status: notification.StatusParked}, {Search: "reject@"},
 		} {
 			page, err := s.List(ctx, q)
 			if err != nil {
@@ -167,7 +169,7 @@ func TestListRecipients(t *testing.T) {
 				t.Errorf("List(%+v) (-want +got):\n%s", q, diff)
 			}
 		}
-		if page, err := s.List(ctx, history.Query{Channel: "webhook", Status: history.StatusParked}); err != nil || len(page.Items) != 0 {
+		if page, err := s.List(ctx, history.Query{Channel: "webhook", Status: notification.StatusParked}); err != nil || len(page.Items) != 0 {
 			t.Errorf("List(webhook, parked) = %+v, %v; want nothing: only an email copy is parked", page.Items, err)
 		}
 		page, err := s.List(ctx, history.Query{})
@@ -186,25 +188,25 @@ func TestListRecipients(t *testing.T) {
 }
 
 func TestChannelStatus(t *testing.T) {
-	email := func(statuses ...string) history.Summary {
+	email := func(statuses ...notification.Status) history.Summary {
 		var n history.Summary
 		for _, st := range statuses {
-			n.Copies = append(n.Copies, history.CopyStatus{Channel: "email", Recipient: st + "@example.com", Status: st})
+			n.Copies = append(n.Copies, history.CopyStatus{Channel: "email", Recipient: string(st) + "@example.com", Status: st})
 		}
 		return n
 	}
 	cases := []struct {
 		name string
 		n    history.Summary
-		want map[string]string
+		want map[string]notification.Status
 	}{
-		{"no copies", history.Summary{}, map[string]string{}},
+		{"no copies", history.Summary{}, map[string]notification.Status{}},
 		{"one copy a channel", history.Summary{Copies: []history.CopyStatus{{Channel: "email", Status: "delivered"}, {Channel: "webhook", Status: "parked"}}},
-			map[string]string{"email": "delivered", "webhook": "parked"}},
-		{"all delivered", email("delivered", "delivered"), map[string]string{"email": "delivered"}},
-		{"one queued: not delivered yet", email("delivered", "queued"), map[string]string{"email": "queued"}},
-		{"one retrying", email("queued", "retrying", "delivered"), map[string]string{"email": "retrying"}},
-		{"one parked shows, whatever the others", email("delivered", "retrying", "parked", "queued"), map[string]string{"email": "parked"}},
+			map[string]notification.Status{"email": "delivered", "webhook": "parked"}},
+		{"all delivered", email("delivered", "delivered"), map[string]notification.Status{"email": "delivered"}},
+		{"one queued: not delivered yet", email("delivered", "queued"), map[string]notification.Status{"email": "queued"}},
+		{"one retrying", email("queued", "retrying", "delivered"), map[string]notification.Status{"email": "retrying"}},
+		{"one parked shows, whatever the others", email("delivered", "retrying", "parked", "queued"), map[string]notification.Status{"email": "parked"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

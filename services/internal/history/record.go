@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Accept stores notifications the API accepted, with a queued copy for
@@ -75,13 +78,13 @@ func (s *Store) Accept(ctx context.Context, ns []Accepted) error {
 			if !accepted[n.ID] {
 				continue
 			}
-			status, due := StatusQueued, (*time.Time)(nil)
+			status, due := notification.StatusQueued, (*time.Time)(nil)
 			if !n.DueAt.IsZero() {
 				at := micro(n.DueAt)
-				status, due = StatusScheduled, &at
+				status, due = notification.StatusScheduled, &at
 			}
 			for _, c := range copiesOf(n) {
-				copies = append(copies, n.ID, c.Channel, c.Recipient, status, s.d.nullTS(due), s.d.ts(micro(n.CreatedAt)))
+				copies = append(copies, n.ID, c.Channel, c.Recipient, string(status), s.d.nullTS(due), s.d.ts(micro(n.CreatedAt)))
 			}
 		}
 		// A copy its events created already is left as it is.
@@ -171,7 +174,7 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 			return &InputError{Index: i, Problem: p}
 		}
 		e.At = micro(e.At)
-		if e.Outcome == OutcomeReplayed {
+		if e.Outcome == retry.Replayed {
 			e.Attempt = 0 // the marker sorts before the round's first attempt
 		}
 		k := e.key()
@@ -210,7 +213,7 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 	}
 	rows := make([]any, 0, len(eventTypes)*len(evs))
 	for _, e := range evs {
-		rows = append(rows, e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, e.Outcome, s.d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider)
+		rows = append(rows, e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, string(e.Outcome), s.d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider)
 	}
 
 	return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -255,9 +258,9 @@ func checkEvent(e Event) string {
 		return fmt.Sprintf("event for %q/%s: unknown outcome %q", e.ID, e.Channel, e.Outcome)
 	case e.Round < 0 || e.Attempt < 0:
 		return fmt.Sprintf("event for %q/%s: negative round or attempt", e.ID, e.Channel)
-	case e.Outcome != OutcomeReplayed && e.Attempt == 0:
+	case e.Outcome != retry.Replayed && e.Attempt == 0:
 		return fmt.Sprintf("event for %q/%s: %s of attempt 0", e.ID, e.Channel, e.Outcome)
-	case e.Outcome == OutcomeReplayed && e.Round == 0:
+	case e.Outcome == retry.Replayed && e.Round == 0:
 		return fmt.Sprintf("event for %q/%s: a replay starts round 1 or later, not 0", e.ID, e.Channel)
 	case e.At.IsZero():
 		return fmt.Sprintf("event for %q/%s has no time", e.ID, e.Channel)
@@ -311,9 +314,9 @@ func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][
 	var attempts []any
 	for _, k := range keys {
 		c := project(events[k])
-		copies = append(copies, k.id, k.channel, k.recipient, c.Status, c.Reason, c.Round, c.Attempts, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt))
+		copies = append(copies, k.id, k.channel, k.recipient, string(c.Status), c.Reason, c.Round, c.Attempts, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt))
 		for _, a := range c.Timeline {
-			attempts = append(attempts, k.id, k.channel, k.recipient, a.Round, a.Attempt, s.d.ts(a.At), a.Outcome, a.Error, a.Reason, a.Service,
+			attempts = append(attempts, k.id, k.channel, k.recipient, a.Round, a.Attempt, s.d.ts(a.At), string(a.Outcome), a.Error, a.Reason, a.Service,
 				nullInt(a.DelayMS), nullInt(a.WaitedMS), nullInt(a.DurationMS), a.Provider)
 		}
 	}

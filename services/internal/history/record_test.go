@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 )
 
@@ -18,13 +19,13 @@ const s503 = "503 Service Unavailable"
 // twoFailuresThenDelivered is the email copy of ntf_1 failing twice and
 // delivered at the third attempt, as the worker and the retrier report it.
 var twoFailuresThenDelivered = []history.Event{
-	ev(1, history.OutcomeFailed, time.Second, withErr(s503), withDelay(1000), withDur(100)),
-	ev(1, history.OutcomeRetrying, time.Second+10*time.Millisecond, withErr(s503), withDelay(1200)),
-	ev(2, history.OutcomeRequeued, 2200*time.Millisecond),
-	ev(2, history.OutcomeFailed, 2500*time.Millisecond, withErr("timeout"), withDelay(2000), withDur(150)),
-	ev(2, history.OutcomeRetrying, 2510*time.Millisecond, withErr("timeout"), withDelay(2400)),
-	ev(3, history.OutcomeRequeued, 4900*time.Millisecond),
-	ev(3, history.OutcomeDelivered, 5200*time.Millisecond, withDur(80)),
+	ev(1, retry.Failed, time.Second, withErr(s503), withDelay(1000), withDur(100)),
+	ev(1, retry.Retrying, time.Second+10*time.Millisecond, withErr(s503), withDelay(1200)),
+	ev(2, retry.Requeued, 2200*time.Millisecond),
+	ev(2, retry.Failed, 2500*time.Millisecond, withErr("timeout"), withDelay(2000), withDur(150)),
+	ev(2, retry.Retrying, 2510*time.Millisecond, withErr("timeout"), withDelay(2400)),
+	ev(3, retry.Requeued, 4900*time.Millisecond),
+	ev(3, retry.Delivered, 5200*time.Millisecond, withDur(80)),
 }
 
 var twoFailuresThenDeliveredTimeline = []history.Attempt{
@@ -36,14 +37,14 @@ var twoFailuresThenDeliveredTimeline = []history.Attempt{
 
 // parkedAfterRetries fails three times and is parked by the retrier.
 var parkedAfterRetries = []history.Event{
-	ev(1, history.OutcomeFailed, time.Second, withErr(s503), withDelay(1000)),
-	ev(1, history.OutcomeRetrying, time.Second+10*time.Millisecond, withErr(s503), withDelay(1000)),
-	ev(2, history.OutcomeRequeued, 2010*time.Millisecond),
-	ev(2, history.OutcomeFailed, 2100*time.Millisecond, withErr(s503), withDelay(2000)),
-	ev(2, history.OutcomeRetrying, 2110*time.Millisecond, withErr(s503), withDelay(2000)),
-	ev(3, history.OutcomeRequeued, 4110*time.Millisecond),
-	ev(3, history.OutcomeFailed, 4200*time.Millisecond, withErr("connection refused"), withDelay(4000)),
-	ev(3, history.OutcomeParked, 4210*time.Millisecond, withErr("connection refused"), withReason("max-retries")),
+	ev(1, retry.Failed, time.Second, withErr(s503), withDelay(1000)),
+	ev(1, retry.Retrying, time.Second+10*time.Millisecond, withErr(s503), withDelay(1000)),
+	ev(2, retry.Requeued, 2010*time.Millisecond),
+	ev(2, retry.Failed, 2100*time.Millisecond, withErr(s503), withDelay(2000)),
+	ev(2, retry.Retrying, 2110*time.Millisecond, withErr(s503), withDelay(2000)),
+	ev(3, retry.Requeued, 4110*time.Millisecond),
+	ev(3, retry.Failed, 4200*time.Millisecond, withErr("connection refused"), withDelay(4000)),
+	ev(3, retry.Parked, 4210*time.Millisecond, withErr("connection refused"), withReason("max-retries")),
 }
 
 func TestRecord(t *testing.T) {
@@ -62,7 +63,7 @@ func TestRecord(t *testing.T) {
 	}, {
 		name: "delivered at once",
 		steps: []step{{
-			record: []history.Event{ev(1, history.OutcomeDelivered, 300*time.Millisecond, withDur(120))},
+			record: []history.Event{ev(1, retry.Delivered, 300*time.Millisecond, withDur(120))},
 			want: history.Copy{Channel: "email", Status: "delivered", Attempts: 1, UpdatedAt: t0.Add(300 * time.Millisecond),
 				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(300 * time.Millisecond), Outcome: "delivered", Service: "test", DurationMS: i64(120)}}},
 		}},
@@ -95,7 +96,7 @@ func TestRecord(t *testing.T) {
 	}, {
 		name: "parked for good at attempt 1",
 		steps: []step{{
-			record: []history.Event{ev(1, history.OutcomeParked, 400*time.Millisecond, withErr("550 no such user"), withReason("permanent"), withDur(90))},
+			record: []history.Event{ev(1, retry.Parked, 400*time.Millisecond, withErr("550 no such user"), withReason("permanent"), withDur(90))},
 			want: history.Copy{Channel: "email", Status: "parked", Reason: "permanent", Attempts: 1, LastError: "550 no such user",
 				UpdatedAt: t0.Add(400 * time.Millisecond), Timeline: []history.Attempt{
 					{Attempt: 1, At: t0.Add(400 * time.Millisecond), Outcome: "parked", Error: "550 no such user", Reason: "permanent", Service: "test", DurationMS: i64(90)},
@@ -104,20 +105,20 @@ func TestRecord(t *testing.T) {
 	}, {
 		name: "replayed after parking, then delivered",
 		steps: []step{{
-			record: []history.Event{ev(1, history.OutcomeParked, time.Second, withErr("550 mailbox full"), withReason("permanent"))},
+			record: []history.Event{ev(1, retry.Parked, time.Second, withErr("550 mailbox full"), withReason("permanent"))},
 			want: history.Copy{Channel: "email", Status: "parked", Reason: "permanent", Attempts: 1, LastError: "550 mailbox full",
 				UpdatedAt: t0.Add(time.Second), Timeline: []history.Attempt{
 					{Attempt: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
 				}},
 		}, {
-			record: []history.Event{ev(1, history.OutcomeReplayed, time.Hour, withRound(1))},
+			record: []history.Event{ev(1, retry.Replayed, time.Hour, withRound(1))},
 			want: history.Copy{Channel: "email", Status: "queued", Round: 1, Attempts: 1, LastError: "550 mailbox full",
 				UpdatedAt: t0.Add(time.Hour), Timeline: []history.Attempt{
 					{Attempt: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
 					{Round: 1, Attempt: 0, At: t0.Add(time.Hour), Outcome: "replayed", Service: "test"},
 				}},
 		}, {
-			record: []history.Event{ev(1, history.OutcomeDelivered, time.Hour+time.Second, withRound(1), withDur(200))},
+			record: []history.Event{ev(1, retry.Delivered, time.Hour+time.Second, withRound(1), withDur(200))},
 			want: history.Copy{Channel: "email", Status: "delivered", Round: 1, Attempts: 2, LastError: "550 mailbox full",
 				UpdatedAt: t0.Add(time.Hour + time.Second), Timeline: []history.Attempt{
 					{Attempt: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
@@ -130,8 +131,8 @@ func TestRecord(t *testing.T) {
 		steps: []step{{
 			// The retrier's clock runs 100ms behind the worker's.
 			record: []history.Event{
-				ev(1, history.OutcomeFailed, 2*time.Second, withErr(s503), withDelay(1000)),
-				ev(1, history.OutcomeParked, 1900*time.Millisecond, withErr(s503), withReason("max-retries")),
+				ev(1, retry.Failed, 2*time.Second, withErr(s503), withDelay(1000)),
+				ev(1, retry.Parked, 1900*time.Millisecond, withErr(s503), withReason("max-retries")),
 			},
 			want: history.Copy{Channel: "email", Status: "parked", Reason: "max-retries", Attempts: 1, LastError: s503,
 				UpdatedAt: t0.Add(2 * time.Second), Timeline: []history.Attempt{
@@ -206,7 +207,7 @@ func TestRecordAnyOrder(t *testing.T) {
 
 		t.Run("every permutation of five events, one a batch", func(t *testing.T) {
 			five := []history.Event{parkedAfterRetries[0], parkedAfterRetries[1], parkedAfterRetries[2], parkedAfterRetries[3],
-				ev(2, history.OutcomeParked, 2110*time.Millisecond, withErr(s503), withReason("max-retries"))}
+				ev(2, retry.Parked, 2110*time.Millisecond, withErr(s503), withReason("max-retries"))}
 			wantCopy := want(t, five)
 			if wantCopy.Status != "parked" || wantCopy.Attempts != 2 {
 				t.Fatalf("in order: got %s after %d attempts, want parked after 2", wantCopy.Status, wantCopy.Attempts)
@@ -228,10 +229,10 @@ func TestRecordAnyOrder(t *testing.T) {
 
 		t.Run("random orders, batches and duplicates", func(t *testing.T) {
 			all := append(append([]history.Event{}, twoFailuresThenDelivered...),
-				ev(3, history.OutcomeReplayed, 10*time.Second, withRound(1)),
-				ev(1, history.OutcomeFailed, 11*time.Second, withRound(1), withErr("reset by peer"), withDelay(500), withDur(30)),
-				ev(1, history.OutcomeRetrying, 11*time.Second+5*time.Millisecond, withRound(1), withErr("reset by peer"), withDelay(600)),
-				ev(2, history.OutcomeRequeued, 12*time.Second, withRound(1)),
+				ev(3, retry.Replayed, 10*time.Second, withRound(1)),
+				ev(1, retry.Failed, 11*time.Second, withRound(1), withErr("reset by peer"), withDelay(500), withDur(30)),
+				ev(1, retry.Retrying, 11*time.Second+5*time.Millisecond, withRound(1), withErr("reset by peer"), withDelay(600)),
+				ev(2, retry.Requeued, 12*time.Second, withRound(1)),
 			)
 			wantCopy := want(t, all)
 			if wantCopy.Status != "retrying" || wantCopy.Round != 1 || wantCopy.NextAttemptAt == nil {
@@ -303,8 +304,8 @@ func TestRecordAnyOrder(t *testing.T) {
 		})
 
 		t.Run("two versions of one event, either first", func(t *testing.T) {
-			a := ev(1, history.OutcomeFailed, time.Second, withErr("first"), withDelay(1000))
-			b := ev(1, history.OutcomeFailed, 2*time.Second, withErr("second"), withDelay(3000))
+			a := ev(1, retry.Failed, time.Second, withErr("first"), withDelay(1000))
+			b := ev(1, retry.Failed, 2*time.Second, withErr("second"), withDelay(3000))
 			accept(t, s, "ntf_ab", "email")
 			accept(t, s, "ntf_ba", "email")
 			record(t, s, withID([]history.Event{a}, "ntf_ab")...)
@@ -376,7 +377,7 @@ func TestRecordBeforeAccept(t *testing.T) {
 }
 
 func TestRecordInvalid(t *testing.T) {
-	good := ev(1, history.OutcomeDelivered, time.Second)
+	good := ev(1, retry.Delivered, time.Second)
 	cases := []struct {
 		name  string
 		event history.Event

@@ -263,7 +263,7 @@ func count(t testing.TB, api string, ids []string) tally {
 			continue
 		}
 		for _, cp := range n.Copies {
-			tl.byStatus[cp.Status]++
+			tl.byStatus[string(cp.Status)]++
 			tl.copies = append(tl.copies, cp)
 		}
 	}

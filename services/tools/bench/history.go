@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/events"
@@ -106,39 +107,39 @@ func historyNotification(id string, i int, at time.Time) (history.Accepted, []hi
 		Recipients: []string{address, webhookTarget},
 		Payload: json.RawMessage(`{"email":{"to":"` + address + `","subject":"Your order ` + fmt.Sprint(i) +
 			`"},"webhook":{"url":"` + webhookTarget + `","payload":{"event":"bench","order":12345,"total":"19.99"}}}`)}
-	ev := func(ch string, attempt int, outcome string, after time.Duration) history.Event {
+	ev := func(ch string, attempt int, outcome retry.Outcome, after time.Duration) history.Event {
 		e := history.Event{ID: id, Channel: ch, Attempt: attempt, Outcome: outcome, At: at.Add(after), Service: "worker-" + ch}
 		switch outcome {
-		case history.OutcomeFailed:
+		case retry.Failed:
 			e.Error, e.DelayMS, e.DurationMS = "421 4.7.0 Try again later", 1000, 120
-		case history.OutcomeRetrying, history.OutcomeRequeued:
+		case retry.Retrying, retry.Requeued:
 			e.Error, e.DelayMS, e.Service = "421 4.7.0 Try again later", 1100, "retrier"
-		case history.OutcomeDelivered:
+		case retry.Delivered:
 			e.DurationMS = 80
-		case history.OutcomeParked:
+		case retry.Parked:
 			e.Error, e.Reason, e.Service = "421 4.7.0 Try again later", "max-retries", "retrier"
 		}
 		return e
 	}
-	evs := []history.Event{ev(webhook, 1, history.OutcomeDelivered, 200*time.Millisecond)}
+	evs := []history.Event{ev(webhook, 1, retry.Delivered, 200*time.Millisecond)}
 	switch {
 	case i%100 == 0:
 		for n := 1; n <= 3; n++ {
 			base := time.Duration(n) * 2 * time.Second
-			evs = append(evs, ev(email, n, history.OutcomeFailed, base))
+			evs = append(evs, ev(email, n, retry.Failed, base))
 			if n < 3 {
-				evs = append(evs, ev(email, n, history.OutcomeRetrying, base+10*time.Millisecond),
-					ev(email, n+1, history.OutcomeRequeued, base+time.Second))
+				evs = append(evs, ev(email, n, retry.Retrying, base+10*time.Millisecond),
+					ev(email, n+1, retry.Requeued, base+time.Second))
 			}
 		}
-		evs = append(evs, ev(email, 3, history.OutcomeParked, 6*time.Second+10*time.Millisecond))
+		evs = append(evs, ev(email, 3, retry.Parked, 6*time.Second+10*time.Millisecond))
 	case i%10 == 0:
-		evs = append(evs, ev(email, 1, history.OutcomeFailed, time.Second),
-			ev(email, 1, history.OutcomeRetrying, time.Second+10*time.Millisecond),
-			ev(email, 2, history.OutcomeRequeued, 2*time.Second+100*time.Millisecond),
-			ev(email, 2, history.OutcomeDelivered, 2*time.Second+200*time.Millisecond))
+		evs = append(evs, ev(email, 1, retry.Failed, time.Second),
+			ev(email, 1, retry.Retrying, time.Second+10*time.Millisecond),
+			ev(email, 2, retry.Requeued, 2*time.Second+100*time.Millisecond),
+			ev(email, 2, retry.Delivered, 2*time.Second+200*time.Millisecond))
 	default:
-		evs = append(evs, ev(email, 1, history.OutcomeDelivered, 300*time.Millisecond))
+		evs = append(evs, ev(email, 1, retry.Delivered, 300*time.Millisecond))
 	}
 	return a, evs
 }

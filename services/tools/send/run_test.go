@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // t0 is in the local zone, which --watch prints its times in, so that the
@@ -34,7 +35,7 @@ func failed(n, atMS int, err string, guess int64) apiclient.Attempt {
 }
 
 // cp is a copy whose latest decision was made at updated.
-func cp(channel, status string, updated int, attempts ...apiclient.Attempt) apiclient.Copy {
+func cp(channel string, status notification.Status, updated int, attempts ...apiclient.Attempt) apiclient.Copy {
 	return apiclient.Copy{Channel: channel, Status: status, UpdatedAt: at(updated), Attempts: attempts, AttemptCount: len(attempts)}
 }
 

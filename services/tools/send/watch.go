@@ -10,7 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // history is the part of the API the watcher reads.
@@ -62,7 +64,7 @@ type copyWatch struct {
 	// missing from the history.
 	gapSince time.Time
 	// done is the copy's final outcome, delivered or parked, once printed.
-	done string
+	done retry.Outcome
 }
 
 // problemHistoryUnavailable is the API's problem type for a history it
@@ -138,11 +140,11 @@ func (w *watcher) follow(ctx context.Context, sent []apiclient.Accepted, timeout
 			}
 			lines = append(lines, ls)
 			switch cw.done {
-			case apiclient.OutcomeDelivered:
+			case retry.Delivered:
 				delivered++
-			case apiclient.OutcomeParked:
+			case retry.Parked:
 				parked++
-			case apiclient.OutcomeCancelled:
+			case retry.Cancelled:
 				cancelled++
 			}
 			if cw.done != "" {
@@ -238,7 +240,7 @@ func (w *watcher) dueAfter(t *tracked, n *apiclient.Notification, now time.Time)
 			continue
 		}
 		c, ok := copyOf(n, cw.channel, cw.recipient)
-		if !ok || c.Status != apiclient.StatusRetrying || c.NextAttemptAt == nil || !c.NextAttemptAt.After(now) ||
+		if !ok || c.Status != notification.StatusRetrying || c.NextAttemptAt == nil || !c.NextAttemptAt.After(now) ||
 			len(c.Attempts) == 0 || !cw.started || cw.last.Round != c.Attempts[len(c.Attempts)-1].Round ||
 			cw.last.N != c.Attempts[len(c.Attempts)-1].N {
 			return now
@@ -326,7 +328,7 @@ func (cw *copyWatch) follows(a apiclient.Attempt) bool {
 		return a.Round == 0 && a.N == 1
 	case l.N == 0: // a replay: its round's first attempt
 		return a.Round == l.Round && a.N == 1
-	case l.Outcome == apiclient.OutcomeParked: // the next round's replay
+	case l.Outcome == retry.Parked: // the next round's replay
 		return a.Round == l.Round+1 && a.N == 0
 	}
 	return a.Round == l.Round && a.N == l.N+1
@@ -346,11 +348,11 @@ func (w *watcher) line(id, channel string, a apiclient.Attempt) string {
 	head := fmt.Sprintf("%s  %s %-7s %s  %s", a.At.In(w.loc).Format("15:04:05.000"), id, channel, apiclient.Label(a), a.Outcome)
 	tail := ""
 	switch a.Outcome {
-	case apiclient.OutcomeFailed:
+	case retry.Failed:
 		if a.DelayMS != nil {
 			tail = "  next in " + apiclient.Millis(*a.DelayMS)
 		}
-	case apiclient.OutcomeParked:
+	case retry.Parked:
 		if a.Reason != "" {
 			head += "  reason " + a.Reason
 		}

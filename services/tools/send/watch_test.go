@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/apiclient"
 )
 
@@ -27,7 +28,7 @@ func TestCopyWatchNext(t *testing.T) {
 	tests := []struct {
 		name     string
 		polls    []poll
-		wantDone string
+		wantDone retry.Outcome
 	}{
 		{
 			name: "in order, each once",

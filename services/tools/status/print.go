@@ -7,7 +7,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // printer writes a notification's timeline as text.
@@ -97,11 +99,11 @@ func nameWidth(copies []apiclient.Copy) int {
 func (p printer) copyStatus(c apiclient.Copy, width int) string {
 	name := copyName(c)
 	pad := max(width-utf8.RuneCountInString(name), 2)
-	head := name + strings.Repeat(" ", pad) + c.Status
+	head := name + strings.Repeat(" ", pad) + string(c.Status)
 	switch c.Status {
-	case apiclient.StatusParked:
+	case notification.StatusParked:
 		return head + "  reason " + c.Reason
-	case apiclient.StatusScheduled:
+	case notification.StatusScheduled:
 		if c.NextAttemptAt == nil {
 			return head
 		}
@@ -111,12 +113,12 @@ func (p printer) copyStatus(c apiclient.Copy, width int) string {
 			when = "due " + apiclient.Millis(p.now.Sub(due).Milliseconds()) + " ago, on its way"
 		}
 		return fmt.Sprintf("%s  due %s (%s)", head, due.Format("2006-01-02 15:04:05.000"), when)
-	case apiclient.StatusQueued:
+	case notification.StatusQueued:
 		if c.Round > 0 {
 			return fmt.Sprintf("%s  replayed, round %d not attempted yet", head, c.Round)
 		}
 		return head + "  not attempted yet"
-	case apiclient.StatusRetrying:
+	case notification.StatusRetrying:
 		last := len(c.Attempts) - 1
 		if last < 0 || !c.Decided(last) || c.NextAttemptAt == nil {
 			return head + "  the retry stage has not scheduled the next attempt yet"
@@ -139,14 +141,14 @@ func (p printer) attempt(stamp string, labels int, a apiclient.Attempt, decided 
 	if a.Provider != "" {
 		notes = append(notes, "via "+a.Provider)
 	}
-	if a.Outcome == apiclient.OutcomeParked && a.Reason != "" {
+	if a.Outcome == retry.Parked && a.Reason != "" {
 		notes = append(notes, "reason "+a.Reason)
 	}
 	if a.WaitedMS != nil {
 		notes = append(notes, "waited "+apiclient.Millis(*a.WaitedMS))
 	}
 	// A failure's delay is the retry stage's only once it decided.
-	if a.Outcome == apiclient.OutcomeFailed && decided && a.DelayMS != nil {
+	if a.Outcome == retry.Failed && decided && a.DelayMS != nil {
 		notes = append(notes, "next in "+apiclient.Millis(*a.DelayMS))
 	}
 	for _, n := range notes {
