@@ -570,7 +570,7 @@ func handleEndpointAttempts(deps Deps) http.HandlerFunc {
 		}
 		out := endpointAttemptsView{Attempts: []endpointAttemptView{}, NextCursor: page.Next}
 		for _, a := range page.Items {
-			out.Attempts = append(out.Attempts, endpointAttemptView{NotificationID: a.NotificationID, N: a.Attempt.Attempt, Round: a.Round,
+			out.Attempts = append(out.Attempts, endpointAttemptView{NotificationID: a.NotificationID, N: a.Attempt.N, Round: a.Round,
 				At: a.At, Outcome: a.Outcome, Error: a.Error, Reason: a.Reason, DelayMS: a.DelayMS, WaitedMS: a.WaitedMS, DurationMS: a.DurationMS})
 		}
 		w.Header().Set("Cache-Control", "no-store")

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -12,53 +11,10 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/services/internal/query"
 )
-
-// notificationView is the answer of GET /v1/notifications/{id}.
-type notificationView struct {
-	ID         string          `json:"id"`
-	CreatedAt  time.Time       `json:"created_at"`
-	DueAt      *time.Time      `json:"due_at,omitempty"`
-	Accepted   bool            `json:"accepted"`
-	Channels   []string        `json:"channels"`
-	Recipients []string        `json:"recipients"`
-	Payload    json.RawMessage `json:"payload,omitempty"`
-	Copies     []copyView      `json:"copies"`
-}
-
-// copyView is one copy: its status and its attempts. A channel that
-// delivers to each recipient on its own (email) has a copy per recipient,
-// named by Recipient; a copy of a whole channel has none.
-type copyView struct {
-	Channel       string              `json:"channel"`
-	Recipient     string              `json:"recipient,omitempty"`
-	Status        notification.Status `json:"status"`
-	Reason        string              `json:"reason,omitempty"`
-	NextAttemptAt *time.Time          `json:"next_attempt_at,omitempty"`
-	Round         int                 `json:"round"`
-	AttemptCount  int                 `json:"attempt_count"`
-	LastError     string              `json:"last_error,omitempty"`
-	UpdatedAt     time.Time           `json:"updated_at"`
-	Attempts      []attemptView       `json:"attempts"`
-}
-
-// attemptView is one attempt, or the replay that started a round (n 0).
-type attemptView struct {
-	N          int           `json:"n"`
-	Round      int           `json:"round"`
-	At         time.Time     `json:"at"`
-	Outcome    retry.Outcome `json:"outcome"`
-	Error      string        `json:"error,omitempty"`
-	Reason     string        `json:"reason,omitempty"`
-	DelayMS    *int64        `json:"delay_ms,omitempty"`
-	WaitedMS   *int64        `json:"waited_ms,omitempty"`
-	DurationMS *int64        `json:"duration_ms,omitempty"`
-	Provider   string        `json:"provider,omitempty"`
-}
 
 // summaryView is one notification of a list. Status has one entry per
 // channel: for a channel with a copy per recipient, the most pressing of
@@ -85,20 +41,9 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func viewOf(n *history.Notification) notificationView {
-	v := notificationView{ID: n.ID, CreatedAt: n.CreatedAt, DueAt: n.DueAt, Accepted: n.Accepted, Channels: nonNil(n.Channels),
-		Recipients: nonNil(n.Recipients), Payload: n.Payload, Copies: []copyView{}}
-	for _, c := range n.Copies {
-		cv := copyView{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status, Reason: c.Reason, NextAttemptAt: c.NextAttemptAt, Round: c.Round,
-			AttemptCount: c.Attempts, LastError: c.LastError, UpdatedAt: c.UpdatedAt, Attempts: []attemptView{}}
-		for _, a := range c.Timeline {
-			cv.Attempts = append(cv.Attempts, attemptView{N: a.Attempt, Round: a.Round, At: a.At, Outcome: a.Outcome,
-				Error: a.Error, Reason: a.Reason, DelayMS: a.DelayMS, WaitedMS: a.WaitedMS, DurationMS: a.DurationMS, Provider: a.Provider})
-		}
-		v.Copies = append(v.Copies, cv)
-	}
-	return v
-}
+// viewOf is the answer of GET /v1/notifications/{id}: n, with empty
+// lists rather than null.
+func viewOf(n *notification.View) notification.View { return n.Filled() }
 
 // historyOf returns the history store, or answers 503 without one.
 func historyOf(deps Deps, w http.ResponseWriter) HistoryStore {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/services/internal/query"
 )
 
@@ -49,7 +50,7 @@ func TestNotificationStatus(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET = %d %s", rec.Code, rec.Body)
 	}
-	var v notificationView
+	var v notification.View
 	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
 		t.Fatal(err)
 	}

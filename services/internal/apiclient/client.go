@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // DefaultBase is the API's address when nothing else is given.
@@ -164,12 +166,12 @@ func (c *Client) NotificationJSON(ctx context.Context, id string) (json.RawMessa
 
 // Notification returns notification id with its copies and their
 // attempts, from the API's history.
-func (c *Client) Notification(ctx context.Context, id string) (*Notification, error) {
+func (c *Client) Notification(ctx context.Context, id string) (*notification.View, error) {
 	raw, err := c.NotificationJSON(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	var n Notification
+	var n notification.View
 	if err := json.Unmarshal(raw, &n); err != nil {
 		return nil, fmt.Errorf("decode notification %q: %w", id, err)
 	}

@@ -226,11 +226,11 @@ func authenticate(r *http.Request) Access {
 
 // fakeHistory is an in-memory HistoryReader.
 type fakeHistory struct {
-	notifications []*history.Notification
+	notifications []*notification.View
 	err           error
 }
 
-func (f *fakeHistory) Get(_ context.Context, id string) (*history.Notification, error) {
+func (f *fakeHistory) Get(_ context.Context, id string) (*notification.View, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -266,18 +266,18 @@ func (f *fakeHistory) List(_ context.Context, q history.Query) (history.Page, er
 
 func ms(v int64) *int64 { return &v }
 
-func parkedNotification() *history.Notification {
-	return &history.Notification{
+func parkedNotification() *notification.View {
+	return &notification.View{
 		ID: "ntf_1", CreatedAt: t0, Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ada@example.com", "https://hooks.example/orders"},
 		Payload:    json.RawMessage(`{"webhook":{"url":"https://hooks.example/orders","payload":{"note":"` + secretPayload + `"}}}`),
-		Copies: []history.Copy{
-			{Channel: "email", Status: notification.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
-				Timeline: []history.Attempt{{Round: 0, Attempt: 1, At: t0.Add(time.Second), Outcome: retry.Delivered, DurationMS: ms(12)}}},
-			{Channel: "webhook", Status: notification.StatusParked, Reason: "max-retries", Attempts: 2, LastError: secretError, UpdatedAt: t0.Add(3 * time.Second),
-				Timeline: []history.Attempt{
-					{Round: 0, Attempt: 1, At: t0.Add(time.Second), Outcome: retry.Failed, Error: secretError, DelayMS: ms(100), DurationMS: ms(30)},
-					{Round: 0, Attempt: 2, At: t0.Add(3 * time.Second), Outcome: retry.Parked, Error: secretError, Reason: "max-retries", WaitedMS: ms(110)},
+		Copies: []notification.Copy{
+			{Channel: "email", Status: notification.StatusDelivered, AttemptCount: 1, UpdatedAt: t0.Add(time.Second),
+				Attempts: []notification.Attempt{{Round: 0, N: 1, At: t0.Add(time.Second), Outcome: retry.Delivered, DurationMS: ms(12)}}},
+			{Channel: "webhook", Status: notification.StatusParked, Reason: "max-retries", AttemptCount: 2, LastError: secretError, UpdatedAt: t0.Add(3 * time.Second),
+				Attempts: []notification.Attempt{
+					{Round: 0, N: 1, At: t0.Add(time.Second), Outcome: retry.Failed, Error: secretError, DelayMS: ms(100), DurationMS: ms(30)},
+					{Round: 0, N: 2, At: t0.Add(3 * time.Second), Outcome: retry.Parked, Error: secretError, Reason: "max-retries", WaitedMS: ms(110)},
 				}},
 		},
 	}
@@ -285,18 +285,18 @@ func parkedNotification() *history.Notification {
 
 // splitNotification has an email copy per recipient, one delivered and one
 // parked, and a webhook copy.
-func splitNotification() *history.Notification {
-	return &history.Notification{
+func splitNotification() *notification.View {
+	return &notification.View{
 		ID: "ntf_split", CreatedAt: t0, Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example/orders"},
-		Copies: []history.Copy{
-			{Channel: "email", Recipient: "ok1@example.com", Status: notification.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
-				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(time.Second), Outcome: retry.Delivered}}},
-			{Channel: "email", Recipient: "reject@example.com", Status: notification.StatusParked, Reason: "permanent", Attempts: 1, LastError: secretError,
-				UpdatedAt: t0.Add(time.Second), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(time.Second), Outcome: retry.Parked, Error: secretError, Reason: "permanent"}}},
-			{Channel: "webhook", Status: notification.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
-				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(time.Second), Outcome: retry.Delivered}}},
+		Copies: []notification.Copy{
+			{Channel: "email", Recipient: "ok1@example.com", Status: notification.StatusDelivered, AttemptCount: 1, UpdatedAt: t0.Add(time.Second),
+				Attempts: []notification.Attempt{{N: 1, At: t0.Add(time.Second), Outcome: retry.Delivered}}},
+			{Channel: "email", Recipient: "reject@example.com", Status: notification.StatusParked, Reason: "permanent", AttemptCount: 1, LastError: secretError,
+				UpdatedAt: t0.Add(time.Second), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(time.Second), Outcome: retry.Parked, Error: secretError, Reason: "permanent"}}},
+			{Channel: "webhook", Status: notification.StatusDelivered, AttemptCount: 1, UpdatedAt: t0.Add(time.Second),
+				Attempts: []notification.Attempt{{N: 1, At: t0.Add(time.Second), Outcome: retry.Delivered}}},
 		},
 	}
 }
@@ -345,7 +345,7 @@ func TestDataNeedsAToken(t *testing.T) {
 	for _, tt := range tests {
 		for _, path := range paths {
 			t.Run(tt.name+" "+path, func(t *testing.T) {
-				h := New(Deps{Hub: closedHub(), History: &fakeHistory{notifications: []*history.Notification{parkedNotification()}},
+				h := New(Deps{Hub: closedHub(), History: &fakeHistory{notifications: []*notification.View{parkedNotification()}},
 					Authenticate: authenticate, Public: tt.public, Queues: func(context.Context) (map[string]int, error) {
 						return map[string]int{"dead-letter-queue": 1}, nil
 					}})
@@ -388,8 +388,8 @@ func TestDataNeedsAToken(t *testing.T) {
 }
 
 func TestDetailRedacted(t *testing.T) {
-	h := New(Deps{History: &fakeHistory{notifications: []*history.Notification{parkedNotification()}}, Authenticate: authenticate, Public: true})
-	var views [2]notificationView
+	h := New(Deps{History: &fakeHistory{notifications: []*notification.View{parkedNotification()}}, Authenticate: authenticate, Public: true})
+	var views [2]detailView
 	for i, auth := range []string{"", "Bearer " + goodToken} {
 		resp, body := get(t, h, "/dashboard/notifications/ntf_1", auth)
 		if resp.StatusCode != 200 {
@@ -406,11 +406,11 @@ func TestDetailRedacted(t *testing.T) {
 	// The redacted view is the full one less the error texts and payload.
 	want := full
 	want.Redacted, want.Payload = true, nil
-	want.Copies = append([]copyView(nil), full.Copies...)
+	want.Copies = append([]notification.Copy(nil), full.Copies...)
 	for i := range want.Copies {
 		c := &want.Copies[i]
 		c.LastError = ""
-		c.Attempts = append([]attemptView(nil), c.Attempts...)
+		c.Attempts = append([]notification.Attempt(nil), c.Attempts...)
 		for j := range c.Attempts {
 			c.Attempts[j].Error = ""
 		}
@@ -426,7 +426,7 @@ func TestDetailRedacted(t *testing.T) {
 // TestDetailRecipients shows each copy of a channel with a copy per
 // recipient under its recipient, and a whole channel's copy under none.
 func TestDetailRecipients(t *testing.T) {
-	h := New(Deps{History: &fakeHistory{notifications: []*history.Notification{splitNotification()}}, Authenticate: authenticate, Public: true})
+	h := New(Deps{History: &fakeHistory{notifications: []*notification.View{splitNotification()}}, Authenticate: authenticate, Public: true})
 	resp, body := get(t, h, "/dashboard/notifications/ntf_split", "")
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET = %d %s", resp.StatusCode, body)
@@ -449,7 +449,7 @@ func TestDetailRecipients(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	store := &fakeHistory{notifications: []*history.Notification{parkedNotification()}}
+	store := &fakeHistory{notifications: []*notification.View{parkedNotification()}}
 	tests := []struct {
 		name     string
 		store    *fakeHistory
@@ -460,7 +460,7 @@ func TestList(t *testing.T) {
 		{"every notification", store, "", 200, `{"notifications":[{"id":"ntf_1","created_at":"2026-03-01T12:00:00Z","channels":["email","webhook"],` +
 			`"recipients":["ada@example.com","https://hooks.example/orders"],"status":{"email":"delivered","webhook":"parked"},` +
 			`"copies":[{"channel":"email","status":"delivered"},{"channel":"webhook","status":"parked"}]}]}`},
-		{"a copy per recipient", &fakeHistory{notifications: []*history.Notification{splitNotification()}}, "?status=parked", 200,
+		{"a copy per recipient", &fakeHistory{notifications: []*notification.View{splitNotification()}}, "?status=parked", 200,
 			`"status":{"email":"parked","webhook":"delivered"},"copies":[{"channel":"email","recipient":"ok1@example.com","status":"delivered"},` +
 				`{"channel":"email","recipient":"reject@example.com","status":"parked"},{"channel":"webhook","status":"delivered"}]}`},
 		{"by recipient", store, "?q=ada@", 200, `"id":"ntf_1"`},
@@ -921,10 +921,10 @@ func TestPageHasEveryElement(t *testing.T) {
 // what is hidden; a token shows the URL whole.
 func TestPublicHidesURLSecrets(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	n := &history.Notification{ID: "ntf_hook", CreatedAt: at, Accepted: true, Channels: []string{"email", "webhook"},
+	n := &notification.View{ID: "ntf_hook", CreatedAt: at, Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ada@example.com", "https://hooks.example/in?tok=SECRET123", "https://user:pw0rd@hooks.example/basic"},
-		Copies:     []history.Copy{{Channel: "webhook", Status: notification.StatusDelivered, UpdatedAt: at}}}
-	h := New(Deps{History: &fakeHistory{notifications: []*history.Notification{n}}, Authenticate: authenticate, Public: true})
+		Copies:     []notification.Copy{{Channel: "webhook", Status: notification.StatusDelivered, UpdatedAt: at}}}
+	h := New(Deps{History: &fakeHistory{notifications: []*notification.View{n}}, Authenticate: authenticate, Public: true})
 	for _, path := range []string{"/dashboard/notifications", "/dashboard/notifications/ntf_hook", "/dashboard/notifications?q=hooks.example"} {
 		resp, body := get(t, h, path, "")
 		if resp.StatusCode != 200 || !strings.Contains(body, `"https://hooks.example/in?***"`) || !strings.Contains(body, `"https://hooks.example/basic?***"`) ||

@@ -79,8 +79,8 @@ func (s *server) timelines(w http.ResponseWriter, r *http.Request) {
 		copies := []timelineView{}
 		for _, c := range n.Copies {
 			tv := timelineView{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status, NextAttemptAt: c.NextAttemptAt, Attempts: []timelineMark{}}
-			for _, a := range c.Timeline {
-				tv.Attempts = append(tv.Attempts, timelineMark{N: a.Attempt, Round: a.Round, At: a.At, Outcome: a.Outcome, Reason: a.Reason, DelayMS: a.DelayMS})
+			for _, a := range c.Attempts {
+				tv.Attempts = append(tv.Attempts, timelineMark{N: a.N, Round: a.Round, At: a.At, Outcome: a.Outcome, Reason: a.Reason, DelayMS: a.DelayMS})
 			}
 			copies = append(copies, tv)
 		}

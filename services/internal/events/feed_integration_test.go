@@ -101,12 +101,12 @@ func TestFeedFillsTheHistory(t *testing.T) {
 					t.Errorf("Feed.Run: %v", err)
 				}
 			}()
-			var n *history.Notification
+			var n *notification.View
 			retrytest.Eventually(t, 15*time.Second, func() bool {
 				n, err = store.Get(context.Background(), "ntf_1")
 				return err == nil && n.Accepted && len(n.Copies) == 1 && n.Copies[0].Status == notification.StatusDelivered
 			}, "ntf_1 never delivered in the history: %+v, %v", n, err)
-			tl := n.Copies[0].Timeline
+			tl := n.Copies[0].Attempts
 			if len(tl) != 2 || tl[0].Outcome != "failed" || tl[0].Error != "452 mailbox full" || tl[0].DelayMS == nil || *tl[0].DelayMS != 500 || tl[1].Outcome != "delivered" {
 				t.Errorf("timeline = %+v", tl)
 			}

@@ -44,7 +44,7 @@ func TestCancel(t *testing.T) {
 			t.Errorf("cancelled (-want +got):\n%s", diff)
 		}
 		for _, c := range get(t, s, "ntf_later").Copies {
-			if c.Status != notification.StatusCancelled || len(c.Timeline) != 1 || c.Timeline[0].Outcome != retry.Cancelled {
+			if c.Status != notification.StatusCancelled || len(c.Attempts) != 1 || c.Attempts[0].Outcome != retry.Cancelled {
 				t.Errorf("%s copy after Cancel: %+v; want cancelled, one cancelled attempt", c.Channel, c)
 			}
 			if ok, err := s.Cancelled(ctx, "ntf_later", c.Channel, ""); !ok || err != nil {
@@ -84,7 +84,7 @@ func TestCancel(t *testing.T) {
 			t.Errorf("untouched = %+v, want the delivered webhook copy", got.Untouched)
 		}
 		email := get(t, s, "ntf_now").Copies[0]
-		if email.Status != notification.StatusCancelled || len(email.Timeline) != 2 || email.Timeline[1].Attempt != 2 {
+		if email.Status != notification.StatusCancelled || len(email.Attempts) != 2 || email.Attempts[1].N != 2 {
 			t.Errorf("email copy = %+v; want cancelled at attempt 2", email)
 		}
 		// The retry was already on its way and went out: delivered stays.
@@ -99,13 +99,13 @@ func TestCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		record(t, s, history.Event{ID: "ntf_due", Channel: "webhook", Attempt: 1, Outcome: retry.Requeued, At: t0.Add(time.Second), Service: "retrier"})
-		if c := get(t, s, "ntf_due").Copies[0]; c.Status != notification.StatusScheduled || len(c.Timeline) != 0 {
+		if c := get(t, s, "ntf_due").Copies[0]; c.Status != notification.StatusScheduled || len(c.Attempts) != 0 {
 			t.Errorf("due, on its way: %+v, want scheduled, no attempt yet", c)
 		}
 		if got, err := s.Cancel(ctx, "ntf_due", "test", t0.Add(1100*time.Millisecond)); err != nil || len(got.Cancelled) != 1 {
 			t.Errorf("Cancel(due, on its way) = %+v, %v; want the copy cancelled", got, err)
 		}
-		if c := get(t, s, "ntf_due").Copies[0]; c.Status != notification.StatusCancelled || len(c.Timeline) != 1 || c.Timeline[0].Attempt != 1 {
+		if c := get(t, s, "ntf_due").Copies[0]; c.Status != notification.StatusCancelled || len(c.Attempts) != 1 || c.Attempts[0].N != 1 {
 			t.Errorf("after Cancel: %+v, want cancelled at attempt 1", c)
 		}
 

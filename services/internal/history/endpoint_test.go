@@ -356,7 +356,7 @@ func TestEndpointAttempts(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, a := range page.Items {
-				got = append(got, row{a.NotificationID, a.Attempt.Attempt, string(a.Outcome), a.Error})
+				got = append(got, row{a.NotificationID, a.Attempt.N, string(a.Outcome), a.Error})
 			}
 			if cursor = page.Next; cursor == "" {
 				break

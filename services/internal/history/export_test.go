@@ -234,9 +234,9 @@ func Seed(ctx context.Context, s *Store, n int, at func(int) time.Time) error {
 			}
 			for _, channel := range a.Channels {
 				c := project(byCopy[channel])
-				copies = append(copies, []any{a.ID, channel, c.Status, c.Reason, c.Round, c.Attempts, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt)})
-				for _, t := range c.Timeline {
-					attempts = append(attempts, []any{a.ID, channel, t.Round, t.Attempt, s.d.ts(t.At), t.Outcome, t.Error, t.Reason, t.Service,
+				copies = append(copies, []any{a.ID, channel, c.Status, c.Reason, c.Round, c.AttemptCount, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt)})
+				for _, t := range c.Attempts {
+					attempts = append(attempts, []any{a.ID, channel, t.Round, t.N, s.d.ts(t.At), t.Outcome, t.Error, t.Reason, t.Service,
 						nullInt(t.DelayMS), nullInt(t.WaitedMS), nullInt(t.DurationMS)})
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // t0 is when the tests' notifications are accepted.
@@ -48,7 +49,7 @@ func record(t *testing.T, s *history.Store, events ...history.Event) {
 	}
 }
 
-func get(t *testing.T, s *history.Store, id string) *history.Notification {
+func get(t *testing.T, s *history.Store, id string) *notification.View {
 	t.Helper()
 	n, err := s.Get(ctxOf(t), id)
 	if err != nil {

@@ -143,13 +143,13 @@ func (r *loadRows) add(d dialect, a Accepted, events []Event) {
 	}
 	slices.SortFunc(copies, compareCopies)
 	for _, k := range copies {
-		c := Copy{Status: notification.StatusQueued, UpdatedAt: a.CreatedAt}
+		c := notification.Copy{Status: notification.StatusQueued, UpdatedAt: a.CreatedAt}
 		if evs := byCopy[k]; len(evs) > 0 {
 			c = project(evs)
 		}
-		r.copies = append(r.copies, []any{a.ID, k.channel, k.recipient, string(c.Status), c.Reason, c.Round, c.Attempts, c.LastError, d.nullTS(c.NextAttemptAt), d.ts(c.UpdatedAt)})
-		for _, t := range c.Timeline {
-			r.attempts = append(r.attempts, []any{a.ID, k.channel, k.recipient, t.Round, t.Attempt, d.ts(t.At), string(t.Outcome), t.Error, t.Reason, t.Service,
+		r.copies = append(r.copies, []any{a.ID, k.channel, k.recipient, string(c.Status), c.Reason, c.Round, c.AttemptCount, c.LastError, d.nullTS(c.NextAttemptAt), d.ts(c.UpdatedAt)})
+		for _, t := range c.Attempts {
+			r.attempts = append(r.attempts, []any{a.ID, k.channel, k.recipient, t.Round, t.N, d.ts(t.At), string(t.Outcome), t.Error, t.Reason, t.Service,
 				nullInt(t.DelayMS), nullInt(t.WaitedMS), nullInt(t.DurationMS), t.Provider})
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Accepted is a notification the API accepted.
@@ -79,88 +78,6 @@ type Event struct {
 	Service string
 	// Provider is the provider the attempt went through, for a channel
 	// with several (the email channel's mail servers); empty otherwise.
-	Provider string
-}
-
-// Notification is a notification with the state of its copies.
-type Notification struct {
-	// ID is the notification id.
-	ID string
-	// CreatedAt is when the API accepted it; until then, the time of its
-	// earliest event.
-	CreatedAt time.Time
-	// DueAt is when a scheduled notification is due; nil for one sent at
-	// once.
-	DueAt *time.Time
-	// Accepted is false while the store holds events for the
-	// notification but not yet its Accepted record.
-	Accepted bool
-	// Channels are the channels it was accepted for.
-	Channels []string
-	// Recipients are its recipients as accepted.
-	Recipients []string
-	// Payload is the notification as accepted; nil until accepted.
-	Payload json.RawMessage
-	// Copies are its copies, by channel and recipient.
-	Copies []Copy
-}
-
-// Copy is the state of one channel copy of a notification.
-type Copy struct {
-	// Channel is the copy's channel.
-	Channel string
-	// Recipient is the copy's recipient, for a channel that delivers to
-	// each on its own (email); empty otherwise.
-	Recipient string
-	// Status is the copy's status, derived from its events.
-	Status notification.Status
-	// Reason is why it was parked, when Status is notification.StatusParked.
-	Reason string
-	// Round is the copy's current round: how many times it was replayed.
-	Round int
-	// Attempts counts its attempts, over every round.
-	Attempts int
-	// LastError is the most recent failure's text.
-	LastError string
-	// NextAttemptAt is, when Status is notification.StatusRetrying, when the next
-	// attempt is due: the time of the last failure plus its delay; when
-	// Status is notification.StatusScheduled, when the notification is due.
-	NextAttemptAt *time.Time
-	// UpdatedAt is the time of the latest decision about the copy.
-	UpdatedAt time.Time
-	// Timeline lists its attempts by (round, attempt); attempt 0 of a
-	// round is the replay that started it.
-	Timeline []Attempt
-}
-
-// Attempt is one attempt of a channel copy, or the replay that started a
-// round.
-type Attempt struct {
-	// Round is the round the attempt belongs to.
-	Round int
-	// Attempt is its number in the round, from 1; 0 for a replay.
-	Attempt int
-	// At is when it ended: delivered, failed or parked.
-	At time.Time
-	// Outcome is retry.Delivered, retry.Failed, retry.Parked,
-	// retry.Cancelled or retry.Replayed.
-	Outcome retry.Outcome
-	// Error is the failure's text, where known.
-	Error string
-	// Reason is why it was parked.
-	Reason string
-	// Service names the process that reported it.
-	Service string
-	// DelayMS is, for a failed attempt, the wait scheduled before the
-	// next one.
-	DelayMS *int64
-	// WaitedMS is the time between the previous attempt's failure and
-	// this attempt's start; nil for the first attempt of a round.
-	WaitedMS *int64
-	// DurationMS is how long the attempt took, when known.
-	DurationMS *int64
-	// Provider is the provider it went through, for a channel with
-	// several; empty otherwise.
 	Provider string
 }
 

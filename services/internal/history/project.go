@@ -59,10 +59,10 @@ func duplicateWins(a, b Event) bool { return compareEvents(b, a) < 0 }
 // project derives the state of a copy from its events, one per key. Its
 // status comes from the greatest event: the highest (round, attempt) and,
 // within an attempt, the highest-ranked outcome.
-func project(events []Event) Copy {
+func project(events []Event) notification.Copy {
 	evs := slices.Clone(events)
 	slices.SortFunc(evs, compareEvents)
-	c := Copy{Status: notification.StatusQueued}
+	c := notification.Copy{Status: notification.StatusQueued}
 	if len(evs) == 0 {
 		return c
 	}
@@ -112,20 +112,20 @@ func project(events []Event) Copy {
 			j++
 		}
 		if a, ok := attemptOf(evs[i:j]); ok {
-			c.Timeline = append(c.Timeline, a)
+			c.Attempts = append(c.Attempts, a)
 		}
 		i = j
 	}
-	for k := range c.Timeline {
-		a := &c.Timeline[k]
+	for k := range c.Attempts {
+		a := &c.Attempts[k]
 		if a.Outcome != retry.Replayed {
-			c.Attempts++
+			c.AttemptCount++
 		}
 		if k == 0 {
 			continue
 		}
-		prev := c.Timeline[k-1]
-		if prev.Round != a.Round || prev.Attempt != a.Attempt-1 || prev.Outcome != retry.Failed || a.Attempt < 2 {
+		prev := c.Attempts[k-1]
+		if prev.Round != a.Round || prev.N != a.N-1 || prev.Outcome != retry.Failed || a.N < 2 {
 			continue
 		}
 		start := a.At
@@ -137,8 +137,8 @@ func project(events []Event) Copy {
 	}
 	if c.Status == notification.StatusRetrying {
 		// The next attempt is due the latest failure's delay after it.
-		for k := len(c.Timeline) - 1; k >= 0; k-- {
-			a := c.Timeline[k]
+		for k := len(c.Attempts) - 1; k >= 0; k-- {
+			a := c.Attempts[k]
 			if a.Round != c.Round {
 				break
 			}
@@ -158,15 +158,15 @@ func project(events []Event) Copy {
 // attemptOf derives the timeline row of one (round, attempt) from its
 // events, sorted. An attempt that only has a "requeued" event has not run
 // yet and has no row.
-func attemptOf(evs []Event) (Attempt, bool) {
+func attemptOf(evs []Event) (notification.Attempt, bool) {
 	byOutcome := map[retry.Outcome]*Event{}
 	for i := range evs {
 		byOutcome[evs[i].Outcome] = &evs[i]
 	}
 	first := evs[0]
-	a := Attempt{Round: first.Round, Attempt: first.Attempt}
+	a := notification.Attempt{Round: first.Round, N: first.Attempt}
 	if r := byOutcome[retry.Replayed]; r != nil {
-		a.Attempt, a.At, a.Outcome, a.Service = 0, r.At, retry.Replayed, r.Service
+		a.N, a.At, a.Outcome, a.Service = 0, r.At, retry.Replayed, r.Service
 		return a, true
 	}
 	// When the attempt ended: the earliest of its decisions, which is the
@@ -179,7 +179,7 @@ func attemptOf(evs []Event) (Attempt, bool) {
 		}
 	}
 	if at == nil {
-		return Attempt{}, false
+		return notification.Attempt{}, false
 	}
 	a.At, a.Service = at.At, at.Service
 	top := evs[len(evs)-1]

@@ -38,7 +38,7 @@ func TestAttemptProvider(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, a := range n.Copies[0].Timeline {
+			for _, a := range n.Copies[0].Attempts {
 				got = append(got, a.Provider)
 			}
 			if diff := cmp.Diff([]string{"primary", "secondary"}, got); diff != "" {

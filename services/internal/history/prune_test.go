@@ -76,7 +76,7 @@ func TestPrune(t *testing.T) {
 			}
 		}
 		for _, id := range newIDs {
-			if n := get(t, s, id); len(n.Copies) != 2 || len(n.Copies[0].Timeline) != 2 {
+			if n := get(t, s, id); len(n.Copies) != 2 || len(n.Copies[0].Attempts) != 2 {
 				t.Errorf("get %s after pruning: %+v, want 2 copies, the email one with 2 attempts", id, n)
 			}
 		}

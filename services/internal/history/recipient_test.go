@@ -38,7 +38,7 @@ func TestRecipientCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 		queued := get(t, s, "ntf_split")
-		want := []history.Copy{
+		want := []notification.Copy{
 			{Channel: "email", Recipient: "ok1@example.com", Status: "queued", UpdatedAt: t0},
 			{Channel: "email", Recipient: "reject@example.com", Status: "queued", UpdatedAt: t0},
 			{Channel: "webhook", Status: "queued", UpdatedAt: t0},
@@ -58,15 +58,15 @@ func TestRecipientCopies(t *testing.T) {
 			history.Event{ID: "ntf_split", Channel: "webhook", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(time.Second)})
 		record(t, s, evs...)
 		got := get(t, s, "ntf_split")
-		want = []history.Copy{
-			{Channel: "email", Recipient: "ok1@example.com", Status: "delivered", Attempts: 3, LastError: "timeout",
-				UpdatedAt: t0.Add(5200 * time.Millisecond), Timeline: twoFailuresThenDeliveredTimeline},
-			{Channel: "email", Recipient: "reject@example.com", Status: "parked", Reason: "permanent", Attempts: 1, LastError: "550 no such user",
-				UpdatedAt: t0.Add(400 * time.Millisecond), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(400 * time.Millisecond), Outcome: "parked", Error: "550 no such user", Reason: "permanent", Service: "test"},
+		want = []notification.Copy{
+			{Channel: "email", Recipient: "ok1@example.com", Status: "delivered", AttemptCount: 3, LastError: "timeout",
+				UpdatedAt: t0.Add(5200 * time.Millisecond), Attempts: twoFailuresThenDeliveredTimeline},
+			{Channel: "email", Recipient: "reject@example.com", Status: "parked", Reason: "permanent", AttemptCount: 1, LastError: "550 no such user",
+				UpdatedAt: t0.Add(400 * time.Millisecond), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(400 * time.Millisecond), Outcome: "parked", Error: "550 no such user", Reason: "permanent", Service: "test"},
 				}},
-			{Channel: "webhook", Status: "delivered", Attempts: 1, UpdatedAt: t0.Add(time.Second),
-				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(time.Second), Outcome: "delivered"}}},
+			{Channel: "webhook", Status: "delivered", AttemptCount: 1, UpdatedAt: t0.Add(time.Second),
+				Attempts: []notification.Attempt{{N: 1, At: t0.Add(time.Second), Outcome: "delivered"}}},
 		}
 		if diff := cmp.Diff(want, got.Copies, cmpOpts...); diff != "" {
 			t.Errorf("copies after their events (-want +got):\n%s", diff)
@@ -78,7 +78,7 @@ func TestRecipientCopies(t *testing.T) {
 			to("ntf_split", "reject@example.com", ev(1, retry.Replayed, time.Minute, withRound(1))),
 			to("ntf_split", "reject@example.com", ev(1, retry.Delivered, time.Minute+time.Second, withRound(1))))
 		got = get(t, s, "ntf_split")
-		if c := got.Copies[1]; c.Recipient != "reject@example.com" || c.Status != "delivered" || c.Round != 1 || len(c.Timeline) != 3 {
+		if c := got.Copies[1]; c.Recipient != "reject@example.com" || c.Status != "delivered" || c.Round != 1 || len(c.Attempts) != 3 {
 			t.Errorf("the replayed copy: %+v", c)
 		}
 		if diff := cmp.Diff(want[0], got.Copies[0], cmpOpts...); diff != "" {

@@ -314,9 +314,9 @@ func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][
 	var attempts []any
 	for _, k := range keys {
 		c := project(events[k])
-		copies = append(copies, k.id, k.channel, k.recipient, string(c.Status), c.Reason, c.Round, c.Attempts, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt))
-		for _, a := range c.Timeline {
-			attempts = append(attempts, k.id, k.channel, k.recipient, a.Round, a.Attempt, s.d.ts(a.At), string(a.Outcome), a.Error, a.Reason, a.Service,
+		copies = append(copies, k.id, k.channel, k.recipient, string(c.Status), c.Reason, c.Round, c.AttemptCount, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt))
+		for _, a := range c.Attempts {
+			attempts = append(attempts, k.id, k.channel, k.recipient, a.Round, a.N, s.d.ts(a.At), string(a.Outcome), a.Error, a.Reason, a.Service,
 				nullInt(a.DelayMS), nullInt(a.WaitedMS), nullInt(a.DurationMS), a.Provider)
 		}
 	}

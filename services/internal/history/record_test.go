@@ -12,6 +12,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 const s503 = "503 Service Unavailable"
@@ -28,11 +29,11 @@ var twoFailuresThenDelivered = []history.Event{
 	ev(3, retry.Delivered, 5200*time.Millisecond, withDur(80)),
 }
 
-var twoFailuresThenDeliveredTimeline = []history.Attempt{
-	{Round: 0, Attempt: 1, At: t0.Add(time.Second), Outcome: "failed", Error: s503, Service: "test", DelayMS: i64(1200), DurationMS: i64(100)},
+var twoFailuresThenDeliveredTimeline = []notification.Attempt{
+	{Round: 0, N: 1, At: t0.Add(time.Second), Outcome: "failed", Error: s503, Service: "test", DelayMS: i64(1200), DurationMS: i64(100)},
 	// Started at 2.5s - 150ms, 1350ms after the first failure.
-	{Round: 0, Attempt: 2, At: t0.Add(2500 * time.Millisecond), Outcome: "failed", Error: "timeout", Service: "test", DelayMS: i64(2400), WaitedMS: i64(1350), DurationMS: i64(150)},
-	{Round: 0, Attempt: 3, At: t0.Add(5200 * time.Millisecond), Outcome: "delivered", Service: "test", WaitedMS: i64(2620), DurationMS: i64(80)},
+	{Round: 0, N: 2, At: t0.Add(2500 * time.Millisecond), Outcome: "failed", Error: "timeout", Service: "test", DelayMS: i64(2400), WaitedMS: i64(1350), DurationMS: i64(150)},
+	{Round: 0, N: 3, At: t0.Add(5200 * time.Millisecond), Outcome: "delivered", Service: "test", WaitedMS: i64(2620), DurationMS: i64(80)},
 }
 
 // parkedAfterRetries fails three times and is parked by the retrier.
@@ -50,7 +51,7 @@ var parkedAfterRetries = []history.Event{
 func TestRecord(t *testing.T) {
 	type step struct {
 		record []history.Event
-		want   history.Copy
+		want   notification.Copy
 	}
 	cases := []struct {
 		name  string
@@ -58,72 +59,72 @@ func TestRecord(t *testing.T) {
 	}{{
 		name: "accepted, nothing happened yet",
 		steps: []step{{
-			want: history.Copy{Channel: "email", Status: "queued", UpdatedAt: t0},
+			want: notification.Copy{Channel: "email", Status: "queued", UpdatedAt: t0},
 		}},
 	}, {
 		name: "delivered at once",
 		steps: []step{{
 			record: []history.Event{ev(1, retry.Delivered, 300*time.Millisecond, withDur(120))},
-			want: history.Copy{Channel: "email", Status: "delivered", Attempts: 1, UpdatedAt: t0.Add(300 * time.Millisecond),
-				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(300 * time.Millisecond), Outcome: "delivered", Service: "test", DurationMS: i64(120)}}},
+			want: notification.Copy{Channel: "email", Status: "delivered", AttemptCount: 1, UpdatedAt: t0.Add(300 * time.Millisecond),
+				Attempts: []notification.Attempt{{N: 1, At: t0.Add(300 * time.Millisecond), Outcome: "delivered", Service: "test", DurationMS: i64(120)}}},
 		}},
 	}, {
 		name: "failed, retrying",
 		steps: []step{{
 			record: twoFailuresThenDelivered[:2],
-			want: history.Copy{Channel: "email", Status: "retrying", Attempts: 1, LastError: s503,
+			want: notification.Copy{Channel: "email", Status: "retrying", AttemptCount: 1, LastError: s503,
 				NextAttemptAt: at(2200 * time.Millisecond), UpdatedAt: t0.Add(time.Second + 10*time.Millisecond),
-				Timeline: twoFailuresThenDeliveredTimeline[:1]},
+				Attempts: twoFailuresThenDeliveredTimeline[:1]},
 		}},
 	}, {
 		name: "failed twice, then delivered",
 		steps: []step{{
 			record: twoFailuresThenDelivered,
-			want: history.Copy{Channel: "email", Status: "delivered", Attempts: 3, LastError: "timeout",
-				UpdatedAt: t0.Add(5200 * time.Millisecond), Timeline: twoFailuresThenDeliveredTimeline},
+			want: notification.Copy{Channel: "email", Status: "delivered", AttemptCount: 3, LastError: "timeout",
+				UpdatedAt: t0.Add(5200 * time.Millisecond), Attempts: twoFailuresThenDeliveredTimeline},
 		}},
 	}, {
 		name: "parked after max retries, with its last error",
 		steps: []step{{
 			record: parkedAfterRetries,
-			want: history.Copy{Channel: "email", Status: "parked", Reason: "max-retries", Attempts: 3, LastError: "connection refused",
-				UpdatedAt: t0.Add(4210 * time.Millisecond), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(time.Second), Outcome: "failed", Error: s503, Service: "test", DelayMS: i64(1000)},
-					{Attempt: 2, At: t0.Add(2100 * time.Millisecond), Outcome: "failed", Error: s503, Service: "test", DelayMS: i64(1000 * 2), WaitedMS: i64(1100)},
-					{Attempt: 3, At: t0.Add(4200 * time.Millisecond), Outcome: "parked", Error: "connection refused", Reason: "max-retries", Service: "test", WaitedMS: i64(2100)},
+			want: notification.Copy{Channel: "email", Status: "parked", Reason: "max-retries", AttemptCount: 3, LastError: "connection refused",
+				UpdatedAt: t0.Add(4210 * time.Millisecond), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(time.Second), Outcome: "failed", Error: s503, Service: "test", DelayMS: i64(1000)},
+					{N: 2, At: t0.Add(2100 * time.Millisecond), Outcome: "failed", Error: s503, Service: "test", DelayMS: i64(1000 * 2), WaitedMS: i64(1100)},
+					{N: 3, At: t0.Add(4200 * time.Millisecond), Outcome: "parked", Error: "connection refused", Reason: "max-retries", Service: "test", WaitedMS: i64(2100)},
 				}},
 		}},
 	}, {
 		name: "parked for good at attempt 1",
 		steps: []step{{
 			record: []history.Event{ev(1, retry.Parked, 400*time.Millisecond, withErr("550 no such user"), withReason("permanent"), withDur(90))},
-			want: history.Copy{Channel: "email", Status: "parked", Reason: "permanent", Attempts: 1, LastError: "550 no such user",
-				UpdatedAt: t0.Add(400 * time.Millisecond), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(400 * time.Millisecond), Outcome: "parked", Error: "550 no such user", Reason: "permanent", Service: "test", DurationMS: i64(90)},
+			want: notification.Copy{Channel: "email", Status: "parked", Reason: "permanent", AttemptCount: 1, LastError: "550 no such user",
+				UpdatedAt: t0.Add(400 * time.Millisecond), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(400 * time.Millisecond), Outcome: "parked", Error: "550 no such user", Reason: "permanent", Service: "test", DurationMS: i64(90)},
 				}},
 		}},
 	}, {
 		name: "replayed after parking, then delivered",
 		steps: []step{{
 			record: []history.Event{ev(1, retry.Parked, time.Second, withErr("550 mailbox full"), withReason("permanent"))},
-			want: history.Copy{Channel: "email", Status: "parked", Reason: "permanent", Attempts: 1, LastError: "550 mailbox full",
-				UpdatedAt: t0.Add(time.Second), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
+			want: notification.Copy{Channel: "email", Status: "parked", Reason: "permanent", AttemptCount: 1, LastError: "550 mailbox full",
+				UpdatedAt: t0.Add(time.Second), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
 				}},
 		}, {
 			record: []history.Event{ev(1, retry.Replayed, time.Hour, withRound(1))},
-			want: history.Copy{Channel: "email", Status: "queued", Round: 1, Attempts: 1, LastError: "550 mailbox full",
-				UpdatedAt: t0.Add(time.Hour), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
-					{Round: 1, Attempt: 0, At: t0.Add(time.Hour), Outcome: "replayed", Service: "test"},
+			want: notification.Copy{Channel: "email", Status: "queued", Round: 1, AttemptCount: 1, LastError: "550 mailbox full",
+				UpdatedAt: t0.Add(time.Hour), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
+					{Round: 1, N: 0, At: t0.Add(time.Hour), Outcome: "replayed", Service: "test"},
 				}},
 		}, {
 			record: []history.Event{ev(1, retry.Delivered, time.Hour+time.Second, withRound(1), withDur(200))},
-			want: history.Copy{Channel: "email", Status: "delivered", Round: 1, Attempts: 2, LastError: "550 mailbox full",
-				UpdatedAt: t0.Add(time.Hour + time.Second), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
-					{Round: 1, Attempt: 0, At: t0.Add(time.Hour), Outcome: "replayed", Service: "test"},
-					{Round: 1, Attempt: 1, At: t0.Add(time.Hour + time.Second), Outcome: "delivered", Service: "test", DurationMS: i64(200)},
+			want: notification.Copy{Channel: "email", Status: "delivered", Round: 1, AttemptCount: 2, LastError: "550 mailbox full",
+				UpdatedAt: t0.Add(time.Hour + time.Second), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
+					{Round: 1, N: 0, At: t0.Add(time.Hour), Outcome: "replayed", Service: "test"},
+					{Round: 1, N: 1, At: t0.Add(time.Hour + time.Second), Outcome: "delivered", Service: "test", DurationMS: i64(200)},
 				}},
 		}},
 	}, {
@@ -134,19 +135,19 @@ func TestRecord(t *testing.T) {
 				ev(1, retry.Failed, 2*time.Second, withErr(s503), withDelay(1000)),
 				ev(1, retry.Parked, 1900*time.Millisecond, withErr(s503), withReason("max-retries")),
 			},
-			want: history.Copy{Channel: "email", Status: "parked", Reason: "max-retries", Attempts: 1, LastError: s503,
-				UpdatedAt: t0.Add(2 * time.Second), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(1900 * time.Millisecond), Outcome: "parked", Error: s503, Reason: "max-retries", Service: "test"},
+			want: notification.Copy{Channel: "email", Status: "parked", Reason: "max-retries", AttemptCount: 1, LastError: s503,
+				UpdatedAt: t0.Add(2 * time.Second), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(1900 * time.Millisecond), Outcome: "parked", Error: s503, Reason: "max-retries", Service: "test"},
 				}},
 		}},
 	}, {
 		name: "retrying of attempt 2 after the delivery of attempt 3",
 		steps: []step{{
 			record: []history.Event{twoFailuresThenDelivered[6], twoFailuresThenDelivered[4]},
-			want: history.Copy{Channel: "email", Status: "delivered", Attempts: 2, LastError: "timeout",
-				UpdatedAt: t0.Add(5200 * time.Millisecond), Timeline: []history.Attempt{
-					{Attempt: 2, At: t0.Add(2510 * time.Millisecond), Outcome: "failed", Error: "timeout", Service: "test", DelayMS: i64(2400)},
-					{Attempt: 3, At: t0.Add(5200 * time.Millisecond), Outcome: "delivered", Service: "test", WaitedMS: i64(2610), DurationMS: i64(80)},
+			want: notification.Copy{Channel: "email", Status: "delivered", AttemptCount: 2, LastError: "timeout",
+				UpdatedAt: t0.Add(5200 * time.Millisecond), Attempts: []notification.Attempt{
+					{N: 2, At: t0.Add(2510 * time.Millisecond), Outcome: "failed", Error: "timeout", Service: "test", DelayMS: i64(2400)},
+					{N: 3, At: t0.Add(5200 * time.Millisecond), Outcome: "delivered", Service: "test", WaitedMS: i64(2610), DurationMS: i64(80)},
 				}},
 		}},
 	}}
@@ -187,14 +188,14 @@ func withID(events []history.Event, id string) []history.Event {
 func TestRecordAnyOrder(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		ctx := ctxOf(t)
-		want := func(t *testing.T, events []history.Event) history.Copy {
+		want := func(t *testing.T, events []history.Event) notification.Copy {
 			t.Helper()
 			id := "ntf_in_order_" + t.Name()
 			accept(t, s, id, "email")
 			record(t, s, withID(events, id)...)
 			return get(t, s, id).Copies[0]
 		}
-		check := func(t *testing.T, id string, want history.Copy, order any) {
+		check := func(t *testing.T, id string, want notification.Copy, order any) {
 			t.Helper()
 			got := get(t, s, id)
 			if len(got.Copies) != 1 {
@@ -209,8 +210,8 @@ func TestRecordAnyOrder(t *testing.T) {
 			five := []history.Event{parkedAfterRetries[0], parkedAfterRetries[1], parkedAfterRetries[2], parkedAfterRetries[3],
 				ev(2, retry.Parked, 2110*time.Millisecond, withErr(s503), withReason("max-retries"))}
 			wantCopy := want(t, five)
-			if wantCopy.Status != "parked" || wantCopy.Attempts != 2 {
-				t.Fatalf("in order: got %s after %d attempts, want parked after 2", wantCopy.Status, wantCopy.Attempts)
+			if wantCopy.Status != "parked" || wantCopy.AttemptCount != 2 {
+				t.Fatalf("in order: got %s after %d attempts, want parked after 2", wantCopy.Status, wantCopy.AttemptCount)
 			}
 			n := 0
 			permute([]int{0, 1, 2, 3, 4}, func(order []int) {
@@ -345,9 +346,9 @@ func TestRecordBeforeAccept(t *testing.T) {
 		evs := withID(twoFailuresThenDelivered[:2], id)
 		record(t, s, evs...)
 		got := get(t, s, id)
-		want := &history.Notification{ID: id, CreatedAt: t0.Add(time.Second), Accepted: false, Copies: []history.Copy{{
-			Channel: "email", Status: "retrying", Attempts: 1, LastError: s503, NextAttemptAt: at(2200 * time.Millisecond),
-			UpdatedAt: t0.Add(time.Second + 10*time.Millisecond), Timeline: twoFailuresThenDeliveredTimeline[:1],
+		want := &notification.View{ID: id, CreatedAt: t0.Add(time.Second), Accepted: false, Copies: []notification.Copy{{
+			Channel: "email", Status: "retrying", AttemptCount: 1, LastError: s503, NextAttemptAt: at(2200 * time.Millisecond),
+			UpdatedAt: t0.Add(time.Second + 10*time.Millisecond), Attempts: twoFailuresThenDeliveredTimeline[:1],
 		}}}
 		if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
 			t.Errorf("placeholder (-want +got):\n%s", diff)
@@ -369,7 +370,7 @@ func TestRecordBeforeAccept(t *testing.T) {
 		}
 		got = get(t, s, id)
 		want.CreatedAt, want.Accepted, want.Channels, want.Recipients, want.Payload = t0, true, acc.Channels, acc.Recipients, acc.Payload
-		want.Copies = append(want.Copies, history.Copy{Channel: "sms", Status: "queued", UpdatedAt: t0})
+		want.Copies = append(want.Copies, notification.Copy{Channel: "sms", Status: "queued", UpdatedAt: t0})
 		if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
 			t.Errorf("accepted (-want +got):\n%s", diff)
 		}

@@ -17,7 +17,7 @@ import (
 
 // history is the part of the API the watcher reads.
 type history interface {
-	Notification(ctx context.Context, id string) (*apiclient.Notification, error)
+	Notification(ctx context.Context, id string) (*notification.View, error)
 }
 
 // watcher follows notifications in the API's history and prints each
@@ -58,7 +58,7 @@ type copyWatch struct {
 	// recipient (email); empty otherwise.
 	recipient string
 	// last is the last attempt printed, when started.
-	last    apiclient.Attempt
+	last    notification.Attempt
 	started bool
 	// gapSince is when an attempt was first seen whose predecessor is
 	// missing from the history.
@@ -233,7 +233,7 @@ func pick(all []*tracked) *tracked {
 // dueAfter is when t is worth asking about again: at once while anything
 // may change, or when the first next attempt is due while every copy left
 // waits for one and all it did so far is printed.
-func (w *watcher) dueAfter(t *tracked, n *apiclient.Notification, now time.Time) time.Time {
+func (w *watcher) dueAfter(t *tracked, n *notification.View, now time.Time) time.Time {
 	var due time.Time
 	for _, cw := range t.copies {
 		if cw.done != "" {
@@ -264,13 +264,13 @@ func (cw *copyWatch) name() string {
 	return cw.channel + " " + cw.recipient
 }
 
-func copyOf(n *apiclient.Notification, channel, recipient string) (apiclient.Copy, bool) {
+func copyOf(n *notification.View, channel, recipient string) (notification.Copy, bool) {
 	for _, c := range n.Copies {
 		if c.Channel == channel && c.Recipient == recipient {
 			return c, true
 		}
 	}
-	return apiclient.Copy{}, false
+	return notification.Copy{}, false
 }
 
 // wait returns at t, or when ctx ends.
@@ -291,10 +291,10 @@ func (w *watcher) wait(ctx context.Context, t time.Time) error {
 
 // next returns the attempts of c to print now, in order, and notes them
 // as printed. It stops at the first attempt whose outcome the history
-// does not know for good yet (see apiclient.Copy.Decided), and before an
+// does not know for good yet (see notification.Copy.Decided), and before an
 // attempt whose predecessor is missing, for the grace period.
-func (cw *copyWatch) next(c apiclient.Copy, now time.Time, grace time.Duration) []apiclient.Attempt {
-	var out []apiclient.Attempt
+func (cw *copyWatch) next(c notification.Copy, now time.Time, grace time.Duration) []notification.Attempt {
+	var out []notification.Attempt
 	for i, a := range c.Attempts {
 		if cw.started && !after(a, cw.last) {
 			continue // printed already, or given up on
@@ -312,7 +312,7 @@ func (cw *copyWatch) next(c apiclient.Copy, now time.Time, grace time.Duration) 
 		}
 		out = append(out, a)
 		cw.last, cw.started, cw.gapSince = a, true, time.Time{}
-		if a.Final() && i == len(c.Attempts)-1 {
+		if a.Outcome.Terminal() && i == len(c.Attempts)-1 {
 			cw.done = a.Outcome
 		}
 	}
@@ -321,7 +321,7 @@ func (cw *copyWatch) next(c apiclient.Copy, now time.Time, grace time.Duration) 
 
 // follows reports whether a is the attempt that comes right after the
 // last one printed.
-func (cw *copyWatch) follows(a apiclient.Attempt) bool {
+func (cw *copyWatch) follows(a notification.Attempt) bool {
 	l := cw.last
 	switch {
 	case !cw.started:
@@ -335,7 +335,7 @@ func (cw *copyWatch) follows(a apiclient.Attempt) bool {
 }
 
 // after reports whether a comes after b in (round, attempt) order.
-func after(a, b apiclient.Attempt) bool {
+func after(a, b notification.Attempt) bool {
 	return cmp.Or(cmp.Compare(a.Round, b.Round), cmp.Compare(a.N, b.N)) > 0
 }
 
@@ -344,7 +344,7 @@ func after(a, b apiclient.Attempt) bool {
 //	15:04:05.000  ntf_… email   attempt 1  failed  <error>  next in 1s
 //	15:04:05.000  ntf_… email   attempt 2  delivered
 //	15:04:05.000  ntf_… webhook attempt 5  parked  reason max-retries  <error>
-func (w *watcher) line(id, channel string, a apiclient.Attempt) string {
+func (w *watcher) line(id, channel string, a notification.Attempt) string {
 	head := fmt.Sprintf("%s  %s %-7s %s  %s", a.At.In(w.loc).Format("15:04:05.000"), id, channel, apiclient.Label(a), a.Outcome)
 	tail := ""
 	switch a.Outcome {

@@ -25,7 +25,7 @@ type printer struct {
 // minError is the room an error keeps on a line however long the rest is.
 const minError = 20
 
-func (p printer) notification(n *apiclient.Notification) error {
+func (p printer) notification(n *notification.View) error {
 	var b strings.Builder
 	b.WriteString(n.ID)
 	if !n.Accepted {
@@ -74,7 +74,7 @@ const maxNameWidth = 40
 
 // copyName is how a copy's head line names it: its channel, then its
 // recipient when it has one of its own.
-func copyName(c apiclient.Copy) string {
+func copyName(c notification.Copy) string {
 	if c.Recipient == "" {
 		return c.Channel
 	}
@@ -84,7 +84,7 @@ func copyName(c apiclient.Copy) string {
 // nameWidth is the column the copies' statuses start at, so that they
 // line up: two spaces after the longest name, at least 9 columns as for
 // "webhook", at most maxNameWidth.
-func nameWidth(copies []apiclient.Copy) int {
+func nameWidth(copies []notification.Copy) int {
 	width := 9
 	for _, c := range copies {
 		if w := utf8.RuneCountInString(copyName(c)) + 2; w > width && w <= maxNameWidth {
@@ -96,7 +96,7 @@ func nameWidth(copies []apiclient.Copy) int {
 
 // copyStatus is the head line of a copy: where it stands now, its status
 // at column width.
-func (p printer) copyStatus(c apiclient.Copy, width int) string {
+func (p printer) copyStatus(c notification.Copy, width int) string {
 	name := copyName(c)
 	pad := max(width-utf8.RuneCountInString(name), 2)
 	head := name + strings.Repeat(" ", pad) + string(c.Status)
@@ -135,7 +135,7 @@ func (p printer) copyStatus(c apiclient.Copy, width int) string {
 
 // attempt is the line of one attempt: when it ended, which one it was,
 // how it ended, the waits around it, and the error, cut to fit the line.
-func (p printer) attempt(stamp string, labels int, a apiclient.Attempt, decided bool) string {
+func (p printer) attempt(stamp string, labels int, a notification.Attempt, decided bool) string {
 	line := fmt.Sprintf("  %s  %-*s  %-9s", stamp, labels, apiclient.Label(a), a.Outcome)
 	var notes []string
 	if a.Provider != "" {
