@@ -36,7 +36,7 @@ func TestNotificationStatus(t *testing.T) {
 		Recipients: []string{"ada@example.com", "https://hooks.example/a"}, Payload: json.RawMessage(`{"id":"ntf_a"}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Record(ctx, []history.Event{
+	if err := store.Record(ctx, []notification.Event{
 		{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: "failed", At: at.Add(time.Second), Error: "452 mailbox full", Service: "worker-email"},
 		{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: "retrying", At: at.Add(time.Second), DelayMS: 500, Service: "retrier"},
 		{ID: "ntf_a", Channel: "email", Attempt: 2, Outcome: "delivered", At: at.Add(2 * time.Second), Service: "worker-email"},
@@ -112,7 +112,7 @@ func TestNotificationStatusRecipients(t *testing.T) {
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example/a"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Record(ctx, []history.Event{
+	if err := store.Record(ctx, []notification.Event{
 		{ID: "ntf_split", Channel: "email", Recipient: "ok1@example.com", Attempt: 1, Outcome: "delivered", At: at.Add(time.Second)},
 		{ID: "ntf_split", Channel: "email", Recipient: "reject@example.com", Attempt: 1, Outcome: "parked", Reason: "permanent",
 			Error: "550 no such user", At: at.Add(time.Second)},

@@ -20,7 +20,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/notification"
 )
@@ -34,19 +33,19 @@ const (
 	secretPayload = "s3cret-payload"
 )
 
-func ev(id, outcome string, attempt int) events.Event {
-	return events.Event{Type: "attempt", Outcome: retry.Outcome(outcome), ID: id, Channel: "email", Queue: "email-queue",
+func ev(id, outcome string, attempt int) notification.Event {
+	return notification.Event{Type: "attempt", Outcome: retry.Outcome(outcome), ID: id, Channel: "email", Queue: "email-queue",
 		Attempt: attempt, At: t0.Add(time.Duration(attempt) * time.Second), Service: "worker"}
 }
 
 // eventOf decodes the JSON of an update's frame.
-func eventOf(t *testing.T, b []byte) events.Event {
+func eventOf(t *testing.T, b []byte) notification.Event {
 	t.Helper()
 	data, ok := strings.CutPrefix(string(b), "event: attempt\ndata: ")
 	if !ok || !strings.HasSuffix(data, "\n\n") {
 		t.Fatalf("frame %q is not one attempt event", b)
 	}
-	var e events.Event
+	var e notification.Event
 	if err := json.Unmarshal([]byte(strings.TrimSuffix(data, "\n\n")), &e); err != nil {
 		t.Fatalf("frame %q: %v", b, err)
 	}
@@ -72,10 +71,10 @@ func TestUpdateRedaction(t *testing.T) {
 	failed.Error = secretError
 	tests := []struct {
 		name         string
-		in           events.Event
-		wantRedacted events.Event
+		in           notification.Event
+		wantRedacted notification.Event
 	}{
-		{"with an error", failed, func() events.Event { e := failed; e.Error = ""; return e }()},
+		{"with an error", failed, func() notification.Event { e := failed; e.Error = ""; return e }()},
 		{"without an error", ev("a", "delivered", 2), ev("a", "delivered", 2)},
 	}
 	for _, tt := range tests {
@@ -158,7 +157,7 @@ func TestHubRun(t *testing.T) {
 	h := NewHub()
 	s, cancel := h.Subscribe()
 	defer cancel()
-	in := make(chan events.Event)
+	in := make(chan notification.Event)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -172,8 +171,8 @@ func TestHubRun(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return when its input closed")
 	}
-	got := []events.Event{eventOf(t, receive(t, s).Full), eventOf(t, receive(t, s).Full)}
-	if diff := cmp.Diff([]events.Event{ev("a", "failed", 1), ev("a", "delivered", 2)}, got); diff != "" {
+	got := []notification.Event{eventOf(t, receive(t, s).Full), eventOf(t, receive(t, s).Full)}
+	if diff := cmp.Diff([]notification.Event{ev("a", "failed", 1), ev("a", "delivered", 2)}, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 
@@ -181,7 +180,7 @@ func TestHubRun(t *testing.T) {
 	done = make(chan struct{})
 	go func() {
 		defer close(done)
-		h.Run(ctx, make(chan events.Event))
+		h.Run(ctx, make(chan notification.Event))
 	}()
 	stop()
 	select {
@@ -621,13 +620,13 @@ func TestEventsStream(t *testing.T) {
 			failed.Error = secretError
 			hub.Publish(failed)
 			hub.Publish(ev("a", "delivered", 2))
-			var got []events.Event
+			var got []notification.Event
 			for range 2 {
 				f := next(t, frames)
 				if f.Event != "attempt" {
 					t.Fatalf("frame %+v, want event: attempt", f)
 				}
-				var e events.Event
+				var e notification.Event
 				if err := json.Unmarshal([]byte(f.Data), &e); err != nil {
 					t.Fatalf("data %q: %v", f.Data, err)
 				}
@@ -635,7 +634,7 @@ func TestEventsStream(t *testing.T) {
 			}
 			want := failed
 			want.Error = tt.wantError
-			if diff := cmp.Diff([]events.Event{want, ev("a", "delivered", 2)}, got); diff != "" {
+			if diff := cmp.Diff([]notification.Event{want, ev("a", "delivered", 2)}, got); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
 		})

@@ -25,7 +25,7 @@ type flakySink struct {
 	failures atomic.Int32
 }
 
-func (s *flakySink) Record(ctx context.Context, evs []history.Event) error {
+func (s *flakySink) Record(ctx context.Context, evs []notification.Event) error {
 	if s.failures.Add(-1) >= 0 {
 		return errors.New("database is down")
 	}
@@ -71,7 +71,7 @@ func TestFeedFillsTheHistory(t *testing.T) {
 			}
 			email := topo.Name("email-queue")
 			msgs := []amqp.Publishing{acc, {Body: []byte("junk")}, {Body: []byte(`{"type":"other"}`)}, forged}
-			for _, ev := range []Event{
+			for _, ev := range []notification.Event{
 				{Outcome: "failed", ID: "ntf_1", Channel: "email", Queue: email, Attempt: 1, Error: "452 mailbox full", At: at.Add(10 * time.Millisecond), Service: "worker-email"},
 				{Outcome: "retrying", ID: "ntf_1", Channel: "email", Queue: email, Attempt: 1, DelayMS: 500, At: at.Add(12 * time.Millisecond), Service: "retrier"},
 				{Outcome: "delivered", ID: "ntf_1", Channel: "email", Queue: email, Attempt: 2, At: at.Add(600 * time.Millisecond), Service: "worker-email"},

@@ -57,7 +57,7 @@ func TestCancel(t *testing.T) {
 			t.Errorf("second Cancel = %+v, %v; want nothing cancelled, two already", again, err)
 		}
 		// The worker that finds it cancelled reports the same attempt.
-		record(t, s, history.Event{ID: "ntf_later", Channel: "email", Attempt: 1, Outcome: retry.Cancelled, At: due, Service: "worker"})
+		record(t, s, notification.Event{ID: "ntf_later", Channel: "email", Attempt: 1, Outcome: retry.Cancelled, At: due, Service: "worker"})
 		if c := get(t, s, "ntf_later").Copies[0]; c.Status != notification.StatusCancelled {
 			t.Errorf("after the worker's event: %s, want cancelled", c.Status)
 		}
@@ -66,9 +66,9 @@ func TestCancel(t *testing.T) {
 		// email copy failed once and waiting.
 		accept(t, s, "ntf_now", "email", "webhook")
 		record(t, s,
-			history.Event{ID: "ntf_now", Channel: "webhook", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(time.Second), Service: "test"},
-			history.Event{ID: "ntf_now", Channel: "email", Attempt: 1, Outcome: retry.Failed, At: t0.Add(time.Second), Error: "503", DelayMS: 5000, Service: "test"},
-			history.Event{ID: "ntf_now", Channel: "email", Attempt: 1, Outcome: retry.Retrying, At: t0.Add(time.Second), DelayMS: 5000, Service: "test"},
+			notification.Event{ID: "ntf_now", Channel: "webhook", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(time.Second), Service: "test"},
+			notification.Event{ID: "ntf_now", Channel: "email", Attempt: 1, Outcome: retry.Failed, At: t0.Add(time.Second), Error: "503", DelayMS: 5000, Service: "test"},
+			notification.Event{ID: "ntf_now", Channel: "email", Attempt: 1, Outcome: retry.Retrying, At: t0.Add(time.Second), DelayMS: 5000, Service: "test"},
 		)
 		if ok, _ := s.Cancelled(ctx, "ntf_now", "email", ""); ok {
 			t.Error("Cancelled before Cancel: true")
@@ -88,7 +88,7 @@ func TestCancel(t *testing.T) {
 			t.Errorf("email copy = %+v; want cancelled at attempt 2", email)
 		}
 		// The retry was already on its way and went out: delivered stays.
-		record(t, s, history.Event{ID: "ntf_now", Channel: "email", Attempt: 2, Outcome: retry.Delivered, At: t0.Add(3 * time.Second), Service: "test"})
+		record(t, s, notification.Event{ID: "ntf_now", Channel: "email", Attempt: 2, Outcome: retry.Delivered, At: t0.Add(3 * time.Second), Service: "test"})
 		if c := get(t, s, "ntf_now").Copies[0]; c.Status != notification.StatusDelivered {
 			t.Errorf("delivered after the cancellation: %s, want delivered", c.Status)
 		}
@@ -98,7 +98,7 @@ func TestCancel(t *testing.T) {
 		if err := s.Accept(ctx, []history.Accepted{{ID: "ntf_due", CreatedAt: t0, DueAt: t0.Add(time.Second), Channels: []string{"webhook"}}}); err != nil {
 			t.Fatal(err)
 		}
-		record(t, s, history.Event{ID: "ntf_due", Channel: "webhook", Attempt: 1, Outcome: retry.Requeued, At: t0.Add(time.Second), Service: "retrier"})
+		record(t, s, notification.Event{ID: "ntf_due", Channel: "webhook", Attempt: 1, Outcome: retry.Requeued, At: t0.Add(time.Second), Service: "retrier"})
 		if c := get(t, s, "ntf_due").Copies[0]; c.Status != notification.StatusScheduled || len(c.Attempts) != 0 {
 			t.Errorf("due, on its way: %+v, want scheduled, no attempt yet", c)
 		}

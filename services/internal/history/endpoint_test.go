@@ -15,6 +15,7 @@ import (
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Endpoint ids and secrets of the tests.
@@ -309,15 +310,15 @@ func acceptFor(t *testing.T, s *history.Store, id, recipient string, after time.
 
 // webhookEvents are the events of a webhook copy failing once and
 // delivered at the second attempt, after the notification's creation.
-func webhookEvents(id string, created time.Duration) []history.Event {
-	e := func(attempt int, outcome retry.Outcome, after time.Duration, opts ...func(*history.Event)) history.Event {
-		ev := history.Event{ID: id, Channel: "webhook", Attempt: attempt, Outcome: outcome, At: t0.Add(created + after), Service: "test"}
+func webhookEvents(id string, created time.Duration) []notification.Event {
+	e := func(attempt int, outcome retry.Outcome, after time.Duration, opts ...func(*notification.Event)) notification.Event {
+		ev := notification.Event{ID: id, Channel: "webhook", Attempt: attempt, Outcome: outcome, At: t0.Add(created + after), Service: "test"}
 		for _, o := range opts {
 			o(&ev)
 		}
 		return ev
 	}
-	return []history.Event{
+	return []notification.Event{
 		e(1, retry.Failed, time.Second, withErr(s503), withDelay(1000), withDur(20)),
 		e(2, retry.Delivered, 2*time.Second, withDur(10)),
 		// The email copy is not the endpoint's.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // SetPruneBatch makes Prune delete n notifications a statement, so that a
@@ -155,10 +156,10 @@ func SeedID(i int) string { return fmt.Sprintf("ntf_seed%09d", i) }
 // SeedEvents are the events Seed records for notification i, created at
 // at: an email copy and a webhook copy, delivered at once mostly, after a
 // retry every 10th, parked after three failures every 100th.
-func SeedEvents(i int, at time.Time) []Event {
+func SeedEvents(i int, at time.Time) []notification.Event {
 	id := SeedID(i)
-	ev := func(ch string, attempt int, outcome retry.Outcome, after time.Duration) Event {
-		e := Event{ID: id, Channel: ch, Attempt: attempt, Outcome: outcome, At: at.Add(after), Service: "worker"}
+	ev := func(ch string, attempt int, outcome retry.Outcome, after time.Duration) notification.Event {
+		e := notification.Event{ID: id, Channel: ch, Attempt: attempt, Outcome: outcome, At: at.Add(after), Service: "worker"}
 		switch outcome {
 		case retry.Failed:
 			e.Error, e.DelayMS, e.DurationMS = "503 Service Unavailable", 1000, 120
@@ -171,7 +172,7 @@ func SeedEvents(i int, at time.Time) []Event {
 		}
 		return e
 	}
-	out := []Event{ev("webhook", 1, retry.Delivered, 200*time.Millisecond)}
+	out := []notification.Event{ev("webhook", 1, retry.Delivered, 200*time.Millisecond)}
 	switch {
 	case i%100 == 0:
 		for a := 1; a <= 3; a++ {
@@ -226,7 +227,7 @@ func Seed(ctx context.Context, s *Store, n int, at func(int) time.Time) error {
 			ch, _ := json.Marshal(a.Channels)
 			rc, _ := json.Marshal(a.Recipients)
 			notifications = append(notifications, []any{a.ID, s.d.ts(a.CreatedAt), s.d.bool(true), string(ch), string(rc), searchText(a.ID, a.Recipients), string(a.Payload)})
-			byCopy := map[string][]Event{}
+			byCopy := map[string][]notification.Event{}
 			for _, e := range SeedEvents(i, a.CreatedAt) {
 				e.At = micro(e.At)
 				byCopy[e.Channel] = append(byCopy[e.Channel], e)

@@ -42,7 +42,7 @@ func accept(t *testing.T, s *history.Store, id string, channels ...string) {
 	}
 }
 
-func record(t *testing.T, s *history.Store, events ...history.Event) {
+func record(t *testing.T, s *history.Store, events ...notification.Event) {
 	t.Helper()
 	if err := s.Record(ctxOf(t), events); err != nil {
 		t.Fatalf("record: %v", err)
@@ -59,20 +59,24 @@ func get(t *testing.T, s *history.Store, id string) *notification.View {
 }
 
 // ev is an event of attempt of the email copy of "ntf_1", after t0.
-func ev(attempt int, outcome retry.Outcome, after time.Duration, opts ...func(*history.Event)) history.Event {
-	e := history.Event{ID: "ntf_1", Channel: "email", Attempt: attempt, Outcome: outcome, At: t0.Add(after), Service: "test"}
+func ev(attempt int, outcome retry.Outcome, after time.Duration, opts ...func(*notification.Event)) notification.Event {
+	e := notification.Event{ID: "ntf_1", Channel: "email", Attempt: attempt, Outcome: outcome, At: t0.Add(after), Service: "test"}
 	for _, o := range opts {
 		o(&e)
 	}
 	return e
 }
 
-func withErr(s string) func(*history.Event)   { return func(e *history.Event) { e.Error = s } }
-func withDelay(ms int64) func(*history.Event) { return func(e *history.Event) { e.DelayMS = ms } }
-func withDur(ms int64) func(*history.Event)   { return func(e *history.Event) { e.DurationMS = ms } }
-func withRound(r int) func(*history.Event)    { return func(e *history.Event) { e.Round = r } }
-func withReason(r string) func(*history.Event) {
-	return func(e *history.Event) { e.Reason = r }
+func withErr(s string) func(*notification.Event) { return func(e *notification.Event) { e.Error = s } }
+func withDelay(ms int64) func(*notification.Event) {
+	return func(e *notification.Event) { e.DelayMS = ms }
+}
+func withDur(ms int64) func(*notification.Event) {
+	return func(e *notification.Event) { e.DurationMS = ms }
+}
+func withRound(r int) func(*notification.Event) { return func(e *notification.Event) { e.Round = r } }
+func withReason(r string) func(*notification.Event) {
+	return func(e *notification.Event) { e.Reason = r }
 }
 
 func i64(n int64) *int64 { return &n }

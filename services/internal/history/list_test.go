@@ -11,6 +11,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // listFixture stores five notifications, a minute apart, and returns
@@ -41,7 +42,7 @@ func listFixture(t *testing.T, s *history.Store) []string {
 			t.Fatal(err)
 		}
 		for _, e := range f.events {
-			record(t, s, history.Event{ID: f.id, Channel: e.channel, Attempt: 1, Outcome: e.outcome, At: created.Add(time.Second), DelayMS: 1000})
+			record(t, s, notification.Event{ID: f.id, Channel: e.channel, Attempt: 1, Outcome: e.outcome, At: created.Add(time.Second), DelayMS: 1000})
 		}
 		ids = append(ids, f.id)
 	}

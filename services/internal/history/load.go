@@ -39,7 +39,7 @@ var (
 // the database's error. An invalid notification or event fails the load
 // with an *InputError whose Index is the notification's position; the
 // chunks before it stay stored.
-func (s *Store) Load(ctx context.Context, notifications iter.Seq2[Accepted, []Event]) error {
+func (s *Store) Load(ctx context.Context, notifications iter.Seq2[Accepted, []notification.Event]) error {
 	var chunk loadRows
 	i := 0
 	for a, evs := range notifications {
@@ -71,7 +71,7 @@ func (s *Store) Load(ctx context.Context, notifications iter.Seq2[Accepted, []Ev
 	return nil
 }
 
-func checkLoaded(a Accepted, evs []Event) string {
+func checkLoaded(a Accepted, evs []notification.Event) string {
 	if p := checkAccepted(a); p != "" {
 		return p
 	}
@@ -94,7 +94,7 @@ type loadRows struct {
 
 // add derives the rows of notification a and its events as Accept and
 // Record would write them.
-func (r *loadRows) add(d dialect, a Accepted, events []Event) {
+func (r *loadRows) add(d dialect, a Accepted, events []notification.Event) {
 	r.n++
 	a.CreatedAt = micro(a.CreatedAt)
 	channels, _ := json.Marshal(nonNil(a.Channels))
@@ -109,25 +109,27 @@ func (r *loadRows) add(d dialect, a Accepted, events []Event) {
 	// The events as Record keeps them: one per key, the winner of
 	// duplicates, a replay's attempt 0.
 	at := map[eventKey]int{}
-	var evs []Event
+	var evs []notification.Event
 	for _, e := range events {
 		e.At = micro(e.At)
 		if e.Outcome == retry.Replayed {
 			e.Attempt = 0
 		}
-		if j, ok := at[e.key()]; ok {
+		if j, ok := at[keyOf(e)]; ok {
 			if duplicateWins(evs[j], e) {
 				evs[j] = e
 			}
 			continue
 		}
-		at[e.key()] = len(evs)
+		at[keyOf(e)] = len(evs)
 		evs = append(evs, e)
 	}
-	slices.SortFunc(evs, func(a, b Event) int { return cmp.Or(compareCopies(a.copy(), b.copy()), compareEvents(a, b)) })
-	byCopy := map[copyKey][]Event{}
+	slices.SortFunc(evs, func(a, b notification.Event) int {
+		return cmp.Or(compareCopies(copyOf(a), copyOf(b)), compareEvents(a, b))
+	})
+	byCopy := map[copyKey][]notification.Event{}
 	for _, e := range evs {
-		byCopy[e.copy()] = append(byCopy[e.copy()], e)
+		byCopy[copyOf(e)] = append(byCopy[copyOf(e)], e)
 		r.evs = append(r.evs, []any{e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, string(e.Outcome), d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider})
 	}
 	// A row for each copy accepted, queued until its events say

@@ -19,11 +19,11 @@ import (
 // loaded is one notification for Load, with its events.
 type loaded struct {
 	a   history.Accepted
-	evs []history.Event
+	evs []notification.Event
 }
 
-func seq(ns []loaded) iter.Seq2[history.Accepted, []history.Event] {
-	return func(yield func(history.Accepted, []history.Event) bool) {
+func seq(ns []loaded) iter.Seq2[history.Accepted, []notification.Event] {
+	return func(yield func(history.Accepted, []notification.Event) bool) {
 		for _, n := range ns {
 			if !yield(n.a, n.evs) {
 				return
@@ -38,7 +38,7 @@ func loadCases() []loaded {
 		return history.Accepted{ID: id, CreatedAt: t0.Add(123456789 * time.Nanosecond), Channels: channels,
 			Recipients: []string{"Ada@Example.com", "https://hooks.example.com/" + id}, Payload: []byte(`{"k":"` + id + `"}`)}
 	}
-	on := func(id, channel string, evs ...history.Event) []history.Event {
+	on := func(id, channel string, evs ...notification.Event) []notification.Event {
 		for i := range evs {
 			evs[i].ID, evs[i].Channel = id, channel
 		}
@@ -117,7 +117,7 @@ func TestLoadMatchesAcceptAndRecord(t *testing.T) {
 		}
 		recorded := openLike(t, loadedStore)
 		var accepted []history.Accepted
-		var evs []history.Event
+		var evs []notification.Event
 		for _, n := range ns {
 			accepted = append(accepted, n.a)
 			evs = append(evs, n.evs...)
@@ -175,7 +175,7 @@ func openLike(t *testing.T, s *history.Store) *history.Store {
 func TestLoadRejects(t *testing.T) {
 	good := func(id string) loaded {
 		return loaded{history.Accepted{ID: id, CreatedAt: t0, Channels: []string{"email"}},
-			[]history.Event{{ID: id, Channel: "email", Attempt: 1, Outcome: retry.Delivered, At: t0}}}
+			[]notification.Event{{ID: id, Channel: "email", Attempt: 1, Outcome: retry.Delivered, At: t0}}}
 	}
 	tests := []struct {
 		name      string
@@ -185,8 +185,8 @@ func TestLoadRejects(t *testing.T) {
 		{"an event of another notification", []loaded{good("ntf_a"), {good("ntf_b").a, good("ntf_a").evs}}, 1},
 		{"a notification without id", []loaded{{history.Accepted{CreatedAt: t0}, nil}}, 0},
 		{"a notification without time", []loaded{good("ntf_a"), good("ntf_b"), {history.Accepted{ID: "ntf_c"}, nil}}, 2},
-		{"an event without time", []loaded{{good("ntf_a").a, []history.Event{{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: retry.Delivered}}}}, 0},
-		{"an unknown outcome", []loaded{{good("ntf_a").a, []history.Event{{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: "lost", At: t0}}}}, 0},
+		{"an event without time", []loaded{{good("ntf_a").a, []notification.Event{{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: retry.Delivered}}}}, 0},
+		{"an unknown outcome", []loaded{{good("ntf_a").a, []notification.Event{{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: "lost", At: t0}}}}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,7 +228,7 @@ func TestLoadChunks(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		ctx := ctxOf(t)
 		n := history.LoadChunk + 3
-		all := func(yield func(history.Accepted, []history.Event) bool) {
+		all := func(yield func(history.Accepted, []notification.Event) bool) {
 			for i := range n {
 				at := t0.Add(time.Duration(i) * time.Millisecond)
 				if !yield(history.SeedAccepted(i, at), history.SeedEvents(i, at)) {
@@ -250,7 +250,7 @@ func TestLoadChunks(t *testing.T) {
 		}
 
 		cctx, cancel := context.WithCancel(ctx)
-		stopped := func(yield func(history.Accepted, []history.Event) bool) {
+		stopped := func(yield func(history.Accepted, []notification.Event) bool) {
 			for i := n; ; i++ {
 				if i == n+10 {
 					cancel()

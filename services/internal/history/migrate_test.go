@@ -143,8 +143,8 @@ func TestCopyRecipientsMigration(t *testing.T) {
 				t.Fatal(err)
 			}
 			record(t, s,
-				history.Event{ID: "ntf_split", Channel: "email", Recipient: "ok1@example.com", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(time.Hour + time.Second)},
-				history.Event{ID: "ntf_split", Channel: "email", Recipient: "reject@example.com", Attempt: 1, Outcome: retry.Parked,
+				notification.Event{ID: "ntf_split", Channel: "email", Recipient: "ok1@example.com", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(time.Hour + time.Second)},
+				notification.Event{ID: "ntf_split", Channel: "email", Recipient: "reject@example.com", Attempt: 1, Outcome: retry.Parked,
 					Reason: "permanent", Error: "550 no such user", At: t0.Add(time.Hour + time.Second)})
 			var got []string
 			for _, c := range get(t, s, "ntf_split").Copies {

@@ -41,46 +41,6 @@ type CopyRef struct {
 	Recipient string
 }
 
-// Event is one decision about one attempt of one channel copy.
-type Event struct {
-	// ID is the notification id.
-	ID string
-	// Channel is the copy's channel.
-	Channel string
-	// Recipient is the copy's recipient, for a channel that delivers to
-	// each on its own; empty otherwise.
-	Recipient string
-	// Round is 0 until the copy is first replayed; each replay starts
-	// the next round, and its retry.Replayed event carries that round.
-	Round int
-	// Attempt is the attempt the decision is about, 1 for the first of
-	// the round: for retry.Retrying and retry.Waiting the failed one, for
-	// retry.Requeued the one about to run. The store ignores it for
-	// retry.Replayed.
-	Attempt int
-	// Outcome is what was decided. retry.Cancelled is recorded by the API
-	// when a client cancels the notification, and by the worker that then
-	// finds the copy cancelled and acks it unsent.
-	Outcome retry.Outcome
-	// At is when the decision was made.
-	At time.Time
-	// Error is the failure's text, where known.
-	Error string
-	// Reason is why the copy was parked.
-	Reason string
-	// DelayMS is, for retry.Retrying and retry.Failed, the wait
-	// scheduled before the next attempt.
-	DelayMS int64
-	// DurationMS is, for retry.Delivered and retry.Failed, how long the
-	// attempt itself took; 0 when unknown.
-	DurationMS int64
-	// Service names the process that made the decision.
-	Service string
-	// Provider is the provider the attempt went through, for a channel
-	// with several (the email channel's mail servers); empty otherwise.
-	Provider string
-}
-
 // ErrInvalid is wrapped by the errors of Accept and Record for input they
 // cannot store, such as an event with no id.
 var ErrInvalid = errors.New("invalid input")

@@ -13,7 +13,7 @@ import (
 // a copy of a whole channel).
 type copyKey struct{ id, channel, recipient string }
 
-func (e Event) copy() copyKey { return copyKey{e.ID, e.Channel, e.Recipient} }
+func copyOf(e notification.Event) copyKey { return copyKey{e.ID, e.Channel, e.Recipient} }
 
 // compareCopies orders copies by notification, channel and recipient: the
 // order of the tables' primary keys.
@@ -29,14 +29,14 @@ type eventKey struct {
 	outcome        retry.Outcome
 }
 
-func (e Event) key() eventKey {
-	return eventKey{e.copy(), e.Round, e.Attempt, e.Outcome}
+func keyOf(e notification.Event) eventKey {
+	return eventKey{copyOf(e), e.Round, e.Attempt, e.Outcome}
 }
 
 // compareEvents orders the events of one copy: by round, attempt and the
 // rank of the outcome, then by every other field so that the order, and
 // everything derived from it, never depends on arrival.
-func compareEvents(a, b Event) int {
+func compareEvents(a, b notification.Event) int {
 	return cmp.Or(
 		cmp.Compare(a.Round, b.Round),
 		cmp.Compare(a.Attempt, b.Attempt),
@@ -54,12 +54,12 @@ func compareEvents(a, b Event) int {
 // duplicateWins reports whether b replaces a, two events with the same
 // key: the smaller in compareEvents order is kept, in the database as
 // here, so which copy of an event arrived first does not matter.
-func duplicateWins(a, b Event) bool { return compareEvents(b, a) < 0 }
+func duplicateWins(a, b notification.Event) bool { return compareEvents(b, a) < 0 }
 
 // project derives the state of a copy from its events, one per key. Its
 // status comes from the greatest event: the highest (round, attempt) and,
 // within an attempt, the highest-ranked outcome.
-func project(events []Event) notification.Copy {
+func project(events []notification.Event) notification.Copy {
 	evs := slices.Clone(events)
 	slices.SortFunc(evs, compareEvents)
 	c := notification.Copy{Status: notification.StatusQueued}
@@ -158,8 +158,8 @@ func project(events []Event) notification.Copy {
 // attemptOf derives the timeline row of one (round, attempt) from its
 // events, sorted. An attempt that only has a "requeued" event has not run
 // yet and has no row.
-func attemptOf(evs []Event) (notification.Attempt, bool) {
-	byOutcome := map[retry.Outcome]*Event{}
+func attemptOf(evs []notification.Event) (notification.Attempt, bool) {
+	byOutcome := map[retry.Outcome]*notification.Event{}
 	for i := range evs {
 		byOutcome[evs[i].Outcome] = &evs[i]
 	}
@@ -172,7 +172,7 @@ func attemptOf(evs []Event) (notification.Attempt, bool) {
 	// When the attempt ended: the earliest of its decisions, which is the
 	// worker's own when that arrived. "requeued" is about the attempt
 	// before it starts, so it does not count.
-	var at *Event
+	var at *notification.Event
 	for i := range evs {
 		if evs[i].Outcome != retry.Requeued && (at == nil || evs[i].At.Before(at.At)) {
 			at = &evs[i]

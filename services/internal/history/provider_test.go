@@ -10,6 +10,7 @@ import (
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // TestAttemptProvider: each attempt of a copy keeps the provider its
@@ -25,7 +26,7 @@ func TestAttemptProvider(t *testing.T) {
 				Payload: []byte(`{"email":{"to":["a@example.com"]}}`)}}); err != nil {
 				t.Fatal(err)
 			}
-			evs := []history.Event{
+			evs := []notification.Event{
 				{ID: id, Channel: "email", Attempt: 1, Outcome: retry.Failed, At: t0.Add(time.Second), Error: "primary: 421 down", Service: "worker-email", Provider: "primary"},
 				{ID: id, Channel: "email", Attempt: 1, Outcome: retry.Retrying, At: t0.Add(time.Second), DelayMS: 200, Service: "retrier"},
 				{ID: id, Channel: "email", Attempt: 2, Outcome: retry.Delivered, At: t0.Add(2 * time.Second), Service: "worker-email", Provider: "secondary"},

@@ -23,7 +23,7 @@ func split(id string) history.Accepted {
 }
 
 // to is an event of the email copy of id that goes to recipient.
-func to(id, recipient string, e history.Event) history.Event {
+func to(id, recipient string, e notification.Event) notification.Event {
 	e.ID, e.Recipient = id, recipient
 	return e
 }
@@ -49,13 +49,13 @@ func TestRecipientCopies(t *testing.T) {
 
 		// The same attempt numbers for both recipients: each copy counts
 		// its own.
-		var evs []history.Event
+		var evs []notification.Event
 		for _, e := range twoFailuresThenDelivered {
 			evs = append(evs, to("ntf_split", "ok1@example.com", e))
 		}
 		evs = append(evs,
 			to("ntf_split", "reject@example.com", ev(1, retry.Parked, 400*time.Millisecond, withErr("550 no such user"), withReason("permanent"))),
-			history.Event{ID: "ntf_split", Channel: "webhook", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(time.Second)})
+			notification.Event{ID: "ntf_split", Channel: "webhook", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(time.Second)})
 		record(t, s, evs...)
 		got := get(t, s, "ntf_split")
 		want = []notification.Copy{

@@ -163,11 +163,11 @@ func copiesOf(n Accepted) []CopyRef {
 // notification's Accepted (the store then keeps a placeholder that Accept
 // fills in). An invalid event fails the whole batch with an *InputError
 // naming it.
-func (s *Store) Record(ctx context.Context, events []Event) error {
+func (s *Store) Record(ctx context.Context, events []notification.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	evs := make([]Event, 0, len(events))
+	evs := make([]notification.Event, 0, len(events))
 	at := map[eventKey]int{}
 	for i, e := range events {
 		if p := checkEvent(e); p != "" {
@@ -177,7 +177,7 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 		if e.Outcome == retry.Replayed {
 			e.Attempt = 0 // the marker sorts before the round's first attempt
 		}
-		k := e.key()
+		k := keyOf(e)
 		if j, ok := at[k]; ok {
 			// One statement cannot upsert a row twice on PostgreSQL: keep
 			// the copy the database would keep.
@@ -189,8 +189,8 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 		at[k] = len(evs)
 		evs = append(evs, e)
 	}
-	slices.SortFunc(evs, func(a, b Event) int {
-		return cmp.Or(compareCopies(a.copy(), b.copy()), compareEvents(a, b))
+	slices.SortFunc(evs, func(a, b notification.Event) int {
+		return cmp.Or(compareCopies(copyOf(a), copyOf(b)), compareEvents(a, b))
 	})
 
 	// Placeholders for notifications not accepted yet, created at their
@@ -205,7 +205,7 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 			}
 			first[e.ID] = e.At
 		}
-		affected[e.copy()] = true
+		affected[copyOf(e)] = true
 	}
 	placeholders := make([]any, 0, 3*len(ids))
 	for _, id := range ids {
@@ -246,7 +246,7 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 	})
 }
 
-func checkEvent(e Event) string {
+func checkEvent(e notification.Event) string {
 	switch {
 	case e.ID == "":
 		return "event has no notification id"
@@ -270,8 +270,8 @@ func checkEvent(e Event) string {
 
 // loadEvents reads every stored event of the affected copies, which are
 // copies of the notifications ids.
-func (s *Store) loadEvents(ctx context.Context, tx *sql.Tx, ids []string, affected map[copyKey]bool) (map[copyKey][]Event, error) {
-	out := map[copyKey][]Event{}
+func (s *Store) loadEvents(ctx context.Context, tx *sql.Tx, ids []string, affected map[copyKey]bool) (map[copyKey][]notification.Event, error) {
+	out := map[copyKey][]notification.Event{}
 	for chunk := range slices.Chunk(ids, maxParams) {
 		query, args := s.loadEventsQuery(chunk)
 		rows, err := tx.QueryContext(ctx, query, args...)
@@ -279,12 +279,12 @@ func (s *Store) loadEvents(ctx context.Context, tx *sql.Tx, ids []string, affect
 			return nil, fmt.Errorf("read events: %w", err)
 		}
 		err = each(rows, func() error {
-			var e Event
+			var e notification.Event
 			if err := rows.Scan(&e.ID, &e.Channel, &e.Recipient, &e.Round, &e.Attempt, &e.Outcome, timeCol{&e.At},
 				&e.Error, &e.Reason, &e.DelayMS, &e.DurationMS, &e.Service, &e.Provider); err != nil {
 				return err
 			}
-			if k := e.copy(); affected[k] {
+			if k := copyOf(e); affected[k] {
 				out[k] = append(out[k], e)
 			}
 			return nil
@@ -304,7 +304,7 @@ func (s *Store) loadEventsQuery(ids []string) (string, []any) {
 
 // saveCopies writes the state and timeline derived from each copy's
 // events.
-func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][]Event) error {
+func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][]notification.Event) error {
 	keys := make([]copyKey, 0, len(events))
 	for k := range events {
 		keys = append(keys, k)

@@ -19,7 +19,7 @@ const s503 = "503 Service Unavailable"
 
 // twoFailuresThenDelivered is the email copy of ntf_1 failing twice and
 // delivered at the third attempt, as the worker and the retrier report it.
-var twoFailuresThenDelivered = []history.Event{
+var twoFailuresThenDelivered = []notification.Event{
 	ev(1, retry.Failed, time.Second, withErr(s503), withDelay(1000), withDur(100)),
 	ev(1, retry.Retrying, time.Second+10*time.Millisecond, withErr(s503), withDelay(1200)),
 	ev(2, retry.Requeued, 2200*time.Millisecond),
@@ -37,7 +37,7 @@ var twoFailuresThenDeliveredTimeline = []notification.Attempt{
 }
 
 // parkedAfterRetries fails three times and is parked by the retrier.
-var parkedAfterRetries = []history.Event{
+var parkedAfterRetries = []notification.Event{
 	ev(1, retry.Failed, time.Second, withErr(s503), withDelay(1000)),
 	ev(1, retry.Retrying, time.Second+10*time.Millisecond, withErr(s503), withDelay(1000)),
 	ev(2, retry.Requeued, 2010*time.Millisecond),
@@ -50,7 +50,7 @@ var parkedAfterRetries = []history.Event{
 
 func TestRecord(t *testing.T) {
 	type step struct {
-		record []history.Event
+		record []notification.Event
 		want   notification.Copy
 	}
 	cases := []struct {
@@ -64,7 +64,7 @@ func TestRecord(t *testing.T) {
 	}, {
 		name: "delivered at once",
 		steps: []step{{
-			record: []history.Event{ev(1, retry.Delivered, 300*time.Millisecond, withDur(120))},
+			record: []notification.Event{ev(1, retry.Delivered, 300*time.Millisecond, withDur(120))},
 			want: notification.Copy{Channel: "email", Status: "delivered", AttemptCount: 1, UpdatedAt: t0.Add(300 * time.Millisecond),
 				Attempts: []notification.Attempt{{N: 1, At: t0.Add(300 * time.Millisecond), Outcome: "delivered", Service: "test", DurationMS: i64(120)}}},
 		}},
@@ -97,7 +97,7 @@ func TestRecord(t *testing.T) {
 	}, {
 		name: "parked for good at attempt 1",
 		steps: []step{{
-			record: []history.Event{ev(1, retry.Parked, 400*time.Millisecond, withErr("550 no such user"), withReason("permanent"), withDur(90))},
+			record: []notification.Event{ev(1, retry.Parked, 400*time.Millisecond, withErr("550 no such user"), withReason("permanent"), withDur(90))},
 			want: notification.Copy{Channel: "email", Status: "parked", Reason: "permanent", AttemptCount: 1, LastError: "550 no such user",
 				UpdatedAt: t0.Add(400 * time.Millisecond), Attempts: []notification.Attempt{
 					{N: 1, At: t0.Add(400 * time.Millisecond), Outcome: "parked", Error: "550 no such user", Reason: "permanent", Service: "test", DurationMS: i64(90)},
@@ -106,20 +106,20 @@ func TestRecord(t *testing.T) {
 	}, {
 		name: "replayed after parking, then delivered",
 		steps: []step{{
-			record: []history.Event{ev(1, retry.Parked, time.Second, withErr("550 mailbox full"), withReason("permanent"))},
+			record: []notification.Event{ev(1, retry.Parked, time.Second, withErr("550 mailbox full"), withReason("permanent"))},
 			want: notification.Copy{Channel: "email", Status: "parked", Reason: "permanent", AttemptCount: 1, LastError: "550 mailbox full",
 				UpdatedAt: t0.Add(time.Second), Attempts: []notification.Attempt{
 					{N: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
 				}},
 		}, {
-			record: []history.Event{ev(1, retry.Replayed, time.Hour, withRound(1))},
+			record: []notification.Event{ev(1, retry.Replayed, time.Hour, withRound(1))},
 			want: notification.Copy{Channel: "email", Status: "queued", Round: 1, AttemptCount: 1, LastError: "550 mailbox full",
 				UpdatedAt: t0.Add(time.Hour), Attempts: []notification.Attempt{
 					{N: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
 					{Round: 1, N: 0, At: t0.Add(time.Hour), Outcome: "replayed", Service: "test"},
 				}},
 		}, {
-			record: []history.Event{ev(1, retry.Delivered, time.Hour+time.Second, withRound(1), withDur(200))},
+			record: []notification.Event{ev(1, retry.Delivered, time.Hour+time.Second, withRound(1), withDur(200))},
 			want: notification.Copy{Channel: "email", Status: "delivered", Round: 1, AttemptCount: 2, LastError: "550 mailbox full",
 				UpdatedAt: t0.Add(time.Hour + time.Second), Attempts: []notification.Attempt{
 					{N: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
@@ -131,7 +131,7 @@ func TestRecord(t *testing.T) {
 		name: "within an attempt, the outcome outranks the clock",
 		steps: []step{{
 			// The retrier's clock runs 100ms behind the worker's.
-			record: []history.Event{
+			record: []notification.Event{
 				ev(1, retry.Failed, 2*time.Second, withErr(s503), withDelay(1000)),
 				ev(1, retry.Parked, 1900*time.Millisecond, withErr(s503), withReason("max-retries")),
 			},
@@ -143,7 +143,7 @@ func TestRecord(t *testing.T) {
 	}, {
 		name: "retrying of attempt 2 after the delivery of attempt 3",
 		steps: []step{{
-			record: []history.Event{twoFailuresThenDelivered[6], twoFailuresThenDelivered[4]},
+			record: []notification.Event{twoFailuresThenDelivered[6], twoFailuresThenDelivered[4]},
 			want: notification.Copy{Channel: "email", Status: "delivered", AttemptCount: 2, LastError: "timeout",
 				UpdatedAt: t0.Add(5200 * time.Millisecond), Attempts: []notification.Attempt{
 					{N: 2, At: t0.Add(2510 * time.Millisecond), Outcome: "failed", Error: "timeout", Service: "test", DelayMS: i64(2400)},
@@ -173,8 +173,8 @@ func TestRecord(t *testing.T) {
 }
 
 // withID returns a copy of events about notification id.
-func withID(events []history.Event, id string) []history.Event {
-	out := make([]history.Event, len(events))
+func withID(events []notification.Event, id string) []notification.Event {
+	out := make([]notification.Event, len(events))
 	for i, e := range events {
 		e.ID = id
 		out[i] = e
@@ -188,7 +188,7 @@ func withID(events []history.Event, id string) []history.Event {
 func TestRecordAnyOrder(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		ctx := ctxOf(t)
-		want := func(t *testing.T, events []history.Event) notification.Copy {
+		want := func(t *testing.T, events []notification.Event) notification.Copy {
 			t.Helper()
 			id := "ntf_in_order_" + t.Name()
 			accept(t, s, id, "email")
@@ -207,7 +207,7 @@ func TestRecordAnyOrder(t *testing.T) {
 		}
 
 		t.Run("every permutation of five events, one a batch", func(t *testing.T) {
-			five := []history.Event{parkedAfterRetries[0], parkedAfterRetries[1], parkedAfterRetries[2], parkedAfterRetries[3],
+			five := []notification.Event{parkedAfterRetries[0], parkedAfterRetries[1], parkedAfterRetries[2], parkedAfterRetries[3],
 				ev(2, retry.Parked, 2110*time.Millisecond, withErr(s503), withReason("max-retries"))}
 			wantCopy := want(t, five)
 			if wantCopy.Status != "parked" || wantCopy.AttemptCount != 2 {
@@ -229,7 +229,7 @@ func TestRecordAnyOrder(t *testing.T) {
 		})
 
 		t.Run("random orders, batches and duplicates", func(t *testing.T) {
-			all := append(append([]history.Event{}, twoFailuresThenDelivered...),
+			all := append(append([]notification.Event{}, twoFailuresThenDelivered...),
 				ev(3, retry.Replayed, 10*time.Second, withRound(1)),
 				ev(1, retry.Failed, 11*time.Second, withRound(1), withErr("reset by peer"), withDelay(500), withDur(30)),
 				ev(1, retry.Retrying, 11*time.Second+5*time.Millisecond, withRound(1), withErr("reset by peer"), withDelay(600)),
@@ -309,10 +309,10 @@ func TestRecordAnyOrder(t *testing.T) {
 			b := ev(1, retry.Failed, 2*time.Second, withErr("second"), withDelay(3000))
 			accept(t, s, "ntf_ab", "email")
 			accept(t, s, "ntf_ba", "email")
-			record(t, s, withID([]history.Event{a}, "ntf_ab")...)
-			record(t, s, withID([]history.Event{b}, "ntf_ab")...)
-			record(t, s, withID([]history.Event{b}, "ntf_ba")...)
-			record(t, s, withID([]history.Event{a}, "ntf_ba")...)
+			record(t, s, withID([]notification.Event{a}, "ntf_ab")...)
+			record(t, s, withID([]notification.Event{b}, "ntf_ab")...)
+			record(t, s, withID([]notification.Event{b}, "ntf_ba")...)
+			record(t, s, withID([]notification.Event{a}, "ntf_ba")...)
 			ab := get(t, s, "ntf_ab").Copies
 			ba := get(t, s, "ntf_ba").Copies
 			if diff := cmp.Diff(ab, ba, cmpOpts...); diff != "" {
@@ -381,21 +381,21 @@ func TestRecordInvalid(t *testing.T) {
 	good := ev(1, retry.Delivered, time.Second)
 	cases := []struct {
 		name  string
-		event history.Event
+		event notification.Event
 	}{
-		{"no id", history.Event{Channel: "email", Attempt: 1, Outcome: "delivered", At: t0}},
-		{"no channel", history.Event{ID: "ntf_1", Attempt: 1, Outcome: "delivered", At: t0}},
-		{"unknown outcome", history.Event{ID: "ntf_1", Channel: "email", Attempt: 1, Outcome: "exploded", At: t0}},
-		{"attempt 0", history.Event{ID: "ntf_1", Channel: "email", Outcome: "delivered", At: t0}},
-		{"replay of round 0", history.Event{ID: "ntf_1", Channel: "email", Outcome: "replayed", At: t0}},
-		{"no time", history.Event{ID: "ntf_1", Channel: "email", Attempt: 1, Outcome: "delivered"}},
-		{"a recipient too long", history.Event{ID: "ntf_1", Channel: "email", Recipient: strings.Repeat("a", history.MaxRecipient+1), Attempt: 1, Outcome: "delivered", At: t0}},
-		{"a recipient not UTF-8", history.Event{ID: "ntf_1", Channel: "email", Recipient: "\xff@example.com", Attempt: 1, Outcome: "delivered", At: t0}},
+		{"no id", notification.Event{Channel: "email", Attempt: 1, Outcome: "delivered", At: t0}},
+		{"no channel", notification.Event{ID: "ntf_1", Attempt: 1, Outcome: "delivered", At: t0}},
+		{"unknown outcome", notification.Event{ID: "ntf_1", Channel: "email", Attempt: 1, Outcome: "exploded", At: t0}},
+		{"attempt 0", notification.Event{ID: "ntf_1", Channel: "email", Outcome: "delivered", At: t0}},
+		{"replay of round 0", notification.Event{ID: "ntf_1", Channel: "email", Outcome: "replayed", At: t0}},
+		{"no time", notification.Event{ID: "ntf_1", Channel: "email", Attempt: 1, Outcome: "delivered"}},
+		{"a recipient too long", notification.Event{ID: "ntf_1", Channel: "email", Recipient: strings.Repeat("a", history.MaxRecipient+1), Attempt: 1, Outcome: "delivered", At: t0}},
+		{"a recipient not UTF-8", notification.Event{ID: "ntf_1", Channel: "email", Recipient: "\xff@example.com", Attempt: 1, Outcome: "delivered", At: t0}},
 	}
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				err := s.Record(ctxOf(t), []history.Event{good, tc.event})
+				err := s.Record(ctxOf(t), []notification.Event{good, tc.event})
 				var ie *history.InputError
 				if !errors.Is(err, history.ErrInvalid) || !errors.As(err, &ie) || ie.Index != 1 {
 					t.Fatalf("got %v, want an InputError for item 1", err)

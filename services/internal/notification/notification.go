@@ -12,8 +12,9 @@
 // declared once for every package that speaks of it: View, with its copies
 // (Copy) and their attempts (Attempt), is what the history store reads, the
 // API and the dashboard answer and the command-line tools decode; Status is
-// a copy's status. What an attempt came to is a retry.Outcome, the
-// pipeline's own word for it.
+// a copy's status; Event, one decision about an attempt, is what the events
+// exchange carries and the history records. What an attempt came to is a
+// retry.Outcome, the pipeline's own word for it.
 package notification
 
 import (

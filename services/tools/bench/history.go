@@ -27,6 +27,7 @@ import (
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // feedBatch is how many messages of the history queue events.Feed stores
@@ -100,15 +101,15 @@ func orderedID(i, n int) string {
 // a webhook copy delivered at once, and an email copy delivered at once
 // too, or, every tenth, after a retry (failed, retrying, requeued,
 // delivered), or, every hundredth, parked after three failures.
-func historyNotification(id string, i int, at time.Time) (history.Accepted, []history.Event) {
+func historyNotification(id string, i int, at time.Time) (history.Accepted, []notification.Event) {
 	email, webhook := channel.Email.Name(), channel.Webhook.Name()
 	address := fmt.Sprintf("user%d@example.com", i)
 	a := history.Accepted{ID: id, CreatedAt: at, Channels: []string{email, webhook},
 		Recipients: []string{address, webhookTarget},
 		Payload: json.RawMessage(`{"email":{"to":"` + address + `","subject":"Your order ` + fmt.Sprint(i) +
 			`"},"webhook":{"url":"` + webhookTarget + `","payload":{"event":"bench","order":12345,"total":"19.99"}}}`)}
-	ev := func(ch string, attempt int, outcome retry.Outcome, after time.Duration) history.Event {
-		e := history.Event{ID: id, Channel: ch, Attempt: attempt, Outcome: outcome, At: at.Add(after), Service: "worker-" + ch}
+	ev := func(ch string, attempt int, outcome retry.Outcome, after time.Duration) notification.Event {
+		e := notification.Event{ID: id, Channel: ch, Attempt: attempt, Outcome: outcome, At: at.Add(after), Service: "worker-" + ch}
 		switch outcome {
 		case retry.Failed:
 			e.Error, e.DelayMS, e.DurationMS = "421 4.7.0 Try again later", 1000, 120
@@ -121,7 +122,7 @@ func historyNotification(id string, i int, at time.Time) (history.Accepted, []hi
 		}
 		return e
 	}
-	evs := []history.Event{ev(webhook, 1, retry.Delivered, 200*time.Millisecond)}
+	evs := []notification.Event{ev(webhook, 1, retry.Delivered, 200*time.Millisecond)}
 	switch {
 	case i%100 == 0:
 		for n := 1; n <= 3; n++ {
@@ -148,7 +149,7 @@ func historyNotification(id string, i int, at time.Time) (history.Accepted, []hi
 // queue: the accepted records, then the attempt events.
 type storeBatch struct {
 	accepted []history.Accepted
-	events   []history.Event
+	events   []notification.Event
 }
 
 // feedBatches cuts the history queue's messages about notifications
@@ -162,7 +163,7 @@ type storeBatch struct {
 func feedBatches(first, n int, at func(int) time.Time) (batches []storeBatch, next, evs int) {
 	var cur storeBatch
 	messages := 0
-	add := func(a *history.Accepted, e *history.Event) {
+	add := func(a *history.Accepted, e *notification.Event) {
 		if a != nil {
 			cur.accepted = append(cur.accepted, *a)
 		} else {
@@ -309,8 +310,8 @@ func feed(ctx context.Context, sink events.Sink, batches []storeBatch, n int) (s
 
 // notifications yields the bench's notifications first to first+n-1,
 // named by id, with their events, calling done, if set, after each.
-func notifications(first, n int, id func(int) string, at func(int) time.Time, done func(int)) iter.Seq2[history.Accepted, []history.Event] {
-	return func(yield func(history.Accepted, []history.Event) bool) {
+func notifications(first, n int, id func(int) string, at func(int) time.Time, done func(int)) iter.Seq2[history.Accepted, []notification.Event] {
+	return func(yield func(history.Accepted, []notification.Event) bool) {
 		for i := first; i < first+n; i++ {
 			if !yield(historyNotification(id(i), i, at(i))) {
 				return
