@@ -55,7 +55,7 @@ type Problem struct {
 	Results []itemResult `json:"results,omitempty"`
 	// NotCancelled are, on a 409 to a cancellation, the copies that had
 	// gone out or were on their way, with their status.
-	NotCancelled []copyStatusView `json:"not_cancelled,omitempty"`
+	NotCancelled []notification.CopyStatus `json:"not_cancelled,omitempty"`
 
 	// retryAfter, in seconds, becomes a Retry-After header when set.
 	retryAfter int

@@ -108,7 +108,7 @@ func TestNotificationStatusRecipients(t *testing.T) {
 	ctx := context.Background()
 	at := now.Add(-time.Minute)
 	if err := store.Accept(ctx, []history.Accepted{{ID: "ntf_split", CreatedAt: at, Channels: []string{"email", "webhook"},
-		Copies:     []history.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
+		Copies:     []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example/a"}}}); err != nil {
 		t.Fatal(err)
 	}

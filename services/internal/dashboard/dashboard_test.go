@@ -253,7 +253,7 @@ func (f *fakeHistory) List(_ context.Context, q history.Query) (history.Page, er
 		s := history.Summary{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: n.Channels, Recipients: n.Recipients}
 		keep := q.Status == ""
 		for _, c := range n.Copies {
-			s.Copies = append(s.Copies, history.CopyStatus{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status})
+			s.Copies = append(s.Copies, notification.CopyStatus{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status})
 			keep = keep || c.Status == q.Status
 		}
 		if keep {

@@ -40,14 +40,7 @@ type summaryView struct {
 	Channels   []string                       `json:"channels"`
 	Recipients []string                       `json:"recipients"`
 	Status     map[string]notification.Status `json:"status"`
-	Copies     []copyStatusView               `json:"copies"`
-}
-
-// copyStatusView is the status of one copy in a list.
-type copyStatusView struct {
-	Channel   string              `json:"channel"`
-	Recipient string              `json:"recipient,omitempty"`
-	Status    notification.Status `json:"status"`
+	Copies     []notification.CopyStatus      `json:"copies"`
 }
 
 // listView is one page of the list.
@@ -203,13 +196,13 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		sv := summaryView{ID: n.ID, CreatedAt: n.CreatedAt, DueAt: n.DueAt, Channels: nonNil(n.Channels), Recipients: recipientsFor(n.Recipients, full),
-			Status: n.ChannelStatus(), Copies: []copyStatusView{}}
+			Status: n.ChannelStatus(), Copies: []notification.CopyStatus{}}
 		for _, c := range n.Copies {
 			recipient := c.Recipient
 			if !full {
 				recipient = publicRecipient(recipient)
 			}
-			sv.Copies = append(sv.Copies, copyStatusView{Channel: c.Channel, Recipient: recipient, Status: c.Status})
+			sv.Copies = append(sv.Copies, notification.CopyStatus{Channel: c.Channel, Recipient: recipient, Status: c.Status})
 		}
 		out.Notifications = append(out.Notifications, sv)
 	}

@@ -38,15 +38,9 @@ type Accepted struct {
 	Channels []string   `json:"channels"`
 	// Copies lists the copies when a channel has one per recipient;
 	// empty means one per channel.
-	Copies     []Copy          `json:"copies,omitempty"`
-	Recipients []string        `json:"recipients,omitempty"`
-	Payload    json.RawMessage `json:"payload,omitempty"`
-}
-
-// Copy names one copy of an accepted notification.
-type Copy struct {
-	Channel   string `json:"channel"`
-	Recipient string `json:"recipient,omitempty"`
+	Copies     []notification.CopyRef `json:"copies,omitempty"`
+	Recipients []string               `json:"recipients,omitempty"`
+	Payload    json.RawMessage        `json:"payload,omitempty"`
 }
 
 // AcceptedRoutingKey is the key Accepted records are published with.
@@ -335,12 +329,8 @@ func decode(ds []amqp.Delivery, user string, log *slog.Logger) ([]history.Accept
 				log.Warn("dropped a malformed accepted record", "message_id", d.MessageId, "error", err)
 				continue
 			}
-			var copies []history.CopyRef
-			for _, c := range a.Copies {
-				copies = append(copies, history.CopyRef{Channel: c.Channel, Recipient: c.Recipient})
-			}
 			h := history.Accepted{ID: a.ID, CreatedAt: a.CreatedAt, Channels: a.Channels,
-				Copies: copies, Recipients: a.Recipients, Payload: a.Payload}
+				Copies: a.Copies, Recipients: a.Recipients, Payload: a.Payload}
 			if a.DueAt != nil {
 				h.DueAt = *a.DueAt
 			}

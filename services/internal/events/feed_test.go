@@ -38,7 +38,7 @@ func TestDecode(t *testing.T) {
 		return d
 	}
 	split := Accepted{Type: TypeAccepted, ID: "ntf_split", CreatedAt: t0, Channels: []string{"email", "webhook"},
-		Copies:     []Copy{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
+		Copies:     []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example.com/x"}, Payload: json.RawMessage(`{"a":1}`)}
 	whole := Accepted{Type: TypeAccepted, ID: "ntf_whole", CreatedAt: t0, Channels: []string{"sms"}}
 	ds := []amqp.Delivery{
@@ -59,7 +59,7 @@ func TestDecode(t *testing.T) {
 	accepted, evs := decode(ds, "relay", slog.New(slog.DiscardHandler))
 	wantAccepted := []history.Accepted{
 		{ID: "ntf_split", CreatedAt: t0, Channels: []string{"email", "webhook"},
-			Copies:     []history.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
+			Copies:     []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
 			Recipients: split.Recipients, Payload: split.Payload},
 		{ID: "ntf_whole", CreatedAt: t0, Channels: []string{"sms"}},
 	}

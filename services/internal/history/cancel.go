@@ -18,14 +18,14 @@ const CancelReason = "cancelled by the client"
 // Cancellation is what Cancel did to a notification's copies.
 type Cancellation struct {
 	// Cancelled are the copies it cancelled now.
-	Cancelled []CopyRef
+	Cancelled []notification.CopyRef
 	// Already are the copies cancelled before: asking again changes
 	// nothing.
-	Already []CopyRef
+	Already []notification.CopyRef
 	// Untouched are the copies it could not cancel, with their status:
 	// delivered or parked, queued for their first attempt, on their way
 	// to a worker already, or notification.StatusSending, held by a worker sending it (HoldCopy).
-	Untouched []CopyStatus
+	Untouched []notification.CopyStatus
 }
 
 // Cancel takes back every copy of notification id that has not gone out
@@ -49,7 +49,7 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 			return fmt.Errorf("read notification %q: %w", id, err)
 		}
 		type open struct {
-			ref   CopyRef
+			ref   notification.CopyRef
 			round int
 		}
 		var todo []open
@@ -59,12 +59,12 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 		}
 		var candidates []open
 		err = each(rows, func() error {
-			var c CopyStatus
+			var c notification.CopyStatus
 			var round int
 			if err := rows.Scan(&c.Channel, &c.Recipient, &c.Status, &round); err != nil {
 				return err
 			}
-			ref := CopyRef{Channel: c.Channel, Recipient: c.Recipient}
+			ref := notification.CopyRef{Channel: c.Channel, Recipient: c.Recipient}
 			switch c.Status {
 			case notification.StatusScheduled, notification.StatusRetrying:
 				candidates = append(candidates, open{ref, round})
@@ -88,7 +88,7 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 			if held {
 				todo = append(todo, o)
 			} else {
-				out.Untouched = append(out.Untouched, CopyStatus{Channel: o.ref.Channel, Recipient: o.ref.Recipient, Status: notification.StatusSending})
+				out.Untouched = append(out.Untouched, notification.CopyStatus{Channel: o.ref.Channel, Recipient: o.ref.Recipient, Status: notification.StatusSending})
 			}
 		}
 		if len(todo) == 0 {
@@ -126,7 +126,7 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 	if err != nil {
 		return Cancellation{}, err
 	}
-	slices.SortFunc(out.Cancelled, func(a, b CopyRef) int {
+	slices.SortFunc(out.Cancelled, func(a, b notification.CopyRef) int {
 		return compareCopies(copyKey{id, a.Channel, a.Recipient}, copyKey{id, b.Channel, b.Recipient})
 	})
 	return out, nil
@@ -152,7 +152,7 @@ func (s *Store) Cancelled(ctx context.Context, id, channel, recipient string) (b
 // holdForCancel takes copy ref of notification id for a cancellation,
 // for good, unless a worker holds it and its hold has not lapsed: it
 // reports whether the copy is the cancellation's.
-func (s *Store) holdForCancel(ctx context.Context, tx *sql.Tx, id string, ref CopyRef, now time.Time) (bool, error) {
+func (s *Store) holdForCancel(ctx context.Context, tx *sql.Tx, id string, ref notification.CopyRef, now time.Time) (bool, error) {
 	var state string
 	err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO copy_holds (notification_id, channel, recipient, state, until)
 		VALUES ($1, $2, $3, 'cancelled', 0)

@@ -39,7 +39,7 @@ func TestCancel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []history.CopyRef{{Channel: "email"}, {Channel: "webhook"}}
+		want := []notification.CopyRef{{Channel: "email"}, {Channel: "webhook"}}
 		if diff := cmp.Diff(want, got.Cancelled); diff != "" {
 			t.Errorf("cancelled (-want +got):\n%s", diff)
 		}
@@ -77,7 +77,7 @@ func TestCancel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]history.CopyRef{{Channel: "email"}}, got.Cancelled); diff != "" {
+		if diff := cmp.Diff([]notification.CopyRef{{Channel: "email"}}, got.Cancelled); diff != "" {
 			t.Errorf("cancelled (-want +got):\n%s", diff)
 		}
 		if len(got.Untouched) != 1 || got.Untouched[0].Status != notification.StatusDelivered {
@@ -137,7 +137,7 @@ func TestCancelWhileSending(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantUntouched := []history.CopyStatus{{Channel: "email", Status: notification.StatusSending}}
+		wantUntouched := []notification.CopyStatus{{Channel: "email", Status: notification.StatusSending}}
 		if diff := cmp.Diff(wantUntouched, got.Untouched); diff != "" || len(got.Cancelled) != 1 || got.Cancelled[0].Channel != "webhook" {
 			t.Errorf("Cancel while the email copy is sent: cancelled %v, untouched (-want +got):\n%s", got.Cancelled, diff)
 		}

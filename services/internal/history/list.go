@@ -72,18 +72,7 @@ type Summary struct {
 	// Recipients are its recipients as accepted.
 	Recipients []string
 	// Copies are the status of each copy, by channel and recipient.
-	Copies []CopyStatus
-}
-
-// CopyStatus is the status of one copy.
-type CopyStatus struct {
-	// Channel is the copy's channel.
-	Channel string
-	// Recipient is the copy's recipient, for a channel that delivers to
-	// each on its own; empty otherwise.
-	Recipient string
-	// Status is the copy's status.
-	Status notification.Status
+	Copies []notification.CopyStatus
 }
 
 // ChannelStatus is the status of each channel of n, for a view with one
@@ -241,7 +230,7 @@ func (s *Store) copyStatuses(ctx context.Context, items []Summary) error {
 	}
 	err = each(rows, func() error {
 		var id string
-		var c CopyStatus
+		var c notification.CopyStatus
 		if err := rows.Scan(&id, &c.Channel, &c.Recipient, &c.Status); err != nil {
 			return err
 		}

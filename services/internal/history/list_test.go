@@ -100,7 +100,7 @@ func TestList(t *testing.T) {
 			want := []history.Summary{{
 				ID: "ntf_aa2", CreatedAt: t0.Add(time.Minute), Accepted: true,
 				Channels: []string{"email", "sms"}, Recipients: []string{"bob@example.com", "+15551234567"},
-				Copies: []history.CopyStatus{{Channel: "email", Status: "delivered"}, {Channel: "sms", Status: "parked"}},
+				Copies: []notification.CopyStatus{{Channel: "email", Status: "delivered"}, {Channel: "sms", Status: "parked"}},
 			}}
 			if diff := cmp.Diff(want, page.Items, cmpOpts...); diff != "" {
 				t.Errorf("summary (-want +got):\n%s", diff)

@@ -79,7 +79,7 @@ func loadCases() []loaded {
 	// One email copy per recipient: one delivered, one parked, one
 	// replayed and one that only its events name.
 	recipients := acc("ntf_recipients", "email", "webhook")
-	recipients.Copies = []history.CopyRef{{"email", "ok1@example.com"}, {"email", "reject@example.com"}, {"email", "late@example.com"}, {"webhook", ""}}
+	recipients.Copies = []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "email", Recipient: "late@example.com"}, {Channel: "webhook", Recipient: ""}}
 	perRecipient := append(append(
 		on("ntf_recipients", "email",
 			to("ntf_recipients", "ok1@example.com", ev(1, retry.Delivered, time.Second)),

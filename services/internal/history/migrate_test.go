@@ -138,7 +138,7 @@ func TestCopyRecipientsMigration(t *testing.T) {
 
 			// One copy per recipient, each on its own.
 			accepted := history.Accepted{ID: "ntf_split", CreatedAt: t0.Add(time.Hour), Channels: []string{"email", "webhook"},
-				Copies: []history.CopyRef{{"email", "ok1@example.com"}, {"email", "reject@example.com"}, {"webhook", ""}}}
+				Copies: []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook", Recipient: ""}}}
 			if err := s.Accept(ctx, []history.Accepted{accepted}); err != nil {
 				t.Fatal(err)
 			}

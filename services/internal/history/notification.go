@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Accepted is a notification the API accepted.
@@ -24,21 +25,12 @@ type Accepted struct {
 	// Copies are its copies, one per channel, or for a channel that
 	// delivers to each recipient on its own (email), one per recipient.
 	// Empty means one copy per channel, with no recipient.
-	Copies []CopyRef
+	Copies []notification.CopyRef
 	// Recipients are what List searches besides the id: email addresses,
 	// phone numbers, webhook URLs or endpoint ids.
 	Recipients []string
 	// Payload is the notification as accepted, JSON.
 	Payload json.RawMessage
-}
-
-// CopyRef names one copy of a notification: its channel and, for a
-// channel that delivers to each recipient on its own, the recipient.
-type CopyRef struct {
-	Channel string
-	// Recipient is empty for a copy that goes to all of a part's
-	// recipients at once.
-	Recipient string
 }
 
 // ErrInvalid is wrapped by the errors of Accept and Record for input they

@@ -18,7 +18,7 @@ import (
 func split(id string) history.Accepted {
 	return history.Accepted{ID: id, CreatedAt: t0, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example.com/x"},
-		Copies:     []history.CopyRef{{"email", "reject@example.com"}, {"email", "ok1@example.com"}, {"webhook", ""}},
+		Copies:     []notification.CopyRef{{Channel: "email", Recipient: "reject@example.com"}, {Channel: "email", Recipient: "ok1@example.com"}, {Channel: "webhook", Recipient: ""}},
 		Payload:    []byte(`{}`)}
 }
 
@@ -111,14 +111,14 @@ func TestAcceptInvalid(t *testing.T) {
 	ok := split("ntf_ok")
 	cases := []struct {
 		name   string
-		copies []history.CopyRef
+		copies []notification.CopyRef
 		want   string
 	}{
-		{"a copy with no channel", []history.CopyRef{{"", "ada@example.com"}}, "has a copy with no channel"},
-		{"a copy of another channel", []history.CopyRef{{"sms", "+15550001111"}}, `has a copy for "sms", which is not one of its channels`},
-		{"a recipient too long", []history.CopyRef{{"email", long}}, "321 bytes long, more than 320"},
-		{"a recipient not UTF-8", []history.CopyRef{{"email", "ada\xff@example.com"}}, "not UTF-8 text"},
-		{"a recipient with a NUL", []history.CopyRef{{"email", "ada\x00@example.com"}}, "not UTF-8 text"},
+		{"a copy with no channel", []notification.CopyRef{{Channel: "", Recipient: "ada@example.com"}}, "has a copy with no channel"},
+		{"a copy of another channel", []notification.CopyRef{{Channel: "sms", Recipient: "+15550001111"}}, `has a copy for "sms", which is not one of its channels`},
+		{"a recipient too long", []notification.CopyRef{{Channel: "email", Recipient: long}}, "321 bytes long, more than 320"},
+		{"a recipient not UTF-8", []notification.CopyRef{{Channel: "email", Recipient: "ada\xff@example.com"}}, "not UTF-8 text"},
+		{"a recipient with a NUL", []notification.CopyRef{{Channel: "email", Recipient: "ada\x00@example.com"}}, "not UTF-8 text"},
 	}
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		for _, tc := range cases {
@@ -137,7 +137,7 @@ func TestAcceptInvalid(t *testing.T) {
 		}
 		t.Run("a recipient of the longest length", func(t *testing.T) {
 			good := split("ntf_long")
-			good.Copies = []history.CopyRef{{"email", long[1:]}}
+			good.Copies = []notification.CopyRef{{Channel: "email", Recipient: long[1:]}}
 			if err := s.Accept(ctxOf(t), []history.Accepted{good}); err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +176,7 @@ func TestListRecipients(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []history.CopyStatus{
+		want := []notification.CopyStatus{
 			{Channel: "email", Recipient: "ok1@example.com", Status: "delivered"},
 			{Channel: "email", Recipient: "reject@example.com", Status: "parked"},
 			{Channel: "webhook", Status: "queued"},
@@ -191,7 +191,7 @@ func TestChannelStatus(t *testing.T) {
 	email := func(statuses ...notification.Status) history.Summary {
 		var n history.Summary
 		for _, st := range statuses {
-			n.Copies = append(n.Copies, history.CopyStatus{Channel: "email", Recipient: string(st) + "@example.com", Status: st})
+			n.Copies = append(n.Copies, notification.CopyStatus{Channel: "email", Recipient: string(st) + "@example.com", Status: st})
 		}
 		return n
 	}
@@ -201,7 +201,7 @@ func TestChannelStatus(t *testing.T) {
 		want map[string]notification.Status
 	}{
 		{"no copies", history.Summary{}, map[string]notification.Status{}},
-		{"one copy a channel", history.Summary{Copies: []history.CopyStatus{{Channel: "email", Status: "delivered"}, {Channel: "webhook", Status: "parked"}}},
+		{"one copy a channel", history.Summary{Copies: []notification.CopyStatus{{Channel: "email", Status: "delivered"}, {Channel: "webhook", Status: "parked"}}},
 			map[string]notification.Status{"email": "delivered", "webhook": "parked"}},
 		{"all delivered", email("delivered", "delivered"), map[string]notification.Status{"email": "delivered"}},
 		{"one queued: not delivered yet", email("delivered", "queued"), map[string]notification.Status{"email": "queued"}},

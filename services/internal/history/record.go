@@ -141,11 +141,11 @@ func checkRecipient(r string) string {
 
 // copiesOf are the copies Accept makes for n, each once: its Copies, or
 // one per channel when it names none.
-func copiesOf(n Accepted) []CopyRef {
-	var out []CopyRef
+func copiesOf(n Accepted) []notification.CopyRef {
+	var out []notification.CopyRef
 	if len(n.Copies) == 0 {
 		for _, ch := range dedupe(n.Channels) {
-			out = append(out, CopyRef{Channel: ch})
+			out = append(out, notification.CopyRef{Channel: ch})
 		}
 		return out
 	}

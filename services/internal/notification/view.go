@@ -160,3 +160,24 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
+
+// CopyRef names one copy of a notification: its channel and, for a
+// channel that delivers to each recipient on its own, the recipient. The
+// API answers with the copies it published and cancelled, and publishes
+// them with its accepted record.
+type CopyRef struct {
+	Channel string `json:"channel"`
+	// Recipient is empty for a copy that goes to all of a part's
+	// recipients at once.
+	Recipient string `json:"recipient,omitempty"`
+}
+
+// CopyStatus is a copy and its status, as a list or a cancellation shows
+// it.
+type CopyStatus struct {
+	Channel string `json:"channel"`
+	// Recipient is the copy's recipient, for a channel that delivers to
+	// each on its own; empty otherwise.
+	Recipient string `json:"recipient,omitempty"`
+	Status    Status `json:"status"`
+}

@@ -59,7 +59,7 @@ const long = `send email ntf_1: closing SMTP DATA writer: 451 4.3.0 The recipien
 type fake struct {
 	t        *testing.T
 	channels []string
-	copies   []apiclient.AcceptedCopy // the 202's copies; none like an older API
+	copies   []notification.CopyRef // the 202's copies; none like an older API
 	script   func(id string) []step
 
 	mu       sync.Mutex
@@ -132,7 +132,7 @@ func TestWatch(t *testing.T) {
 	tests := []struct {
 		name     string
 		channels []string
-		copies   []apiclient.AcceptedCopy
+		copies   []notification.CopyRef
 		n        int
 		args     []string
 		script   func(id string) []step
@@ -229,7 +229,7 @@ done: 2 copies delivered, 0 parked
 			// and named, on its own.
 			name:     "one copy per recipient: each followed on its own",
 			channels: []string{"email"},
-			copies:   []apiclient.AcceptedCopy{{Channel: "email", Recipient: "ok@example.com"}, {Channel: "email", Recipient: "no@example.com"}},
+			copies:   []notification.CopyRef{{Channel: "email", Recipient: "ok@example.com"}, {Channel: "email", Recipient: "no@example.com"}},
 			script: func(string) []step {
 				ok := notification.Attempt{N: 1, At: at(1000), Outcome: "delivered"}
 				no := notification.Attempt{N: 1, At: at(1100), Outcome: "parked", Reason: "permanent", Error: "550 5.1.1 unknown"}
