@@ -324,7 +324,7 @@ func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publ
 	msgs = make([]amqp.Publishing, 0, len(channels))
 	copies = make([]notification.CopyRef, 0, len(channels))
 	for _, name := range channels {
-		parts := []channel.Copy{{Part: n.Parts[name]}}
+		parts := []channel.Piece{{Part: n.Parts[name]}}
 		if c, lerr := channel.Lookup(name); lerr == nil && c.PerRecipient() {
 			if parts, err = c.Copies(n.Parts[name]); err != nil {
 				return nil, nil, fmt.Errorf("%w: split the %s part of %s: %w", errInternal, name, n.ID, err)
