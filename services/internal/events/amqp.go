@@ -245,8 +245,9 @@ func (e *Emitter) Run(ctx context.Context, conn *amqp.Connection) error {
 func (e *Emitter) publish(ch *amqp.Channel, user string, ev notification.Event) error {
 	body, err := json.Marshal(ev)
 	if err != nil {
-		// An Event holds only strings, numbers and a time: this cannot
-		// happen short of a time out of JSON's range. Skip the event.
+		// A notification.Event holds only strings, numbers and a time:
+		// this cannot happen short of a time out of JSON's range. Skip
+		// the event.
 		e.log.Error("encode event", "message_id", ev.ID, "error", err)
 		return nil
 	}

@@ -17,7 +17,8 @@ import (
 	"github.com/relay-demo/relay/services/internal/notification"
 )
 
-// TypeAttempt is the Type of every Event: one decision about one attempt.
+// TypeAttempt is the Type of every notification.Event: one decision about
+// one attempt.
 const TypeAttempt = "attempt"
 
 // channels maps each prefixed work queue of a topology to its routing key.

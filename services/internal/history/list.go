@@ -60,7 +60,7 @@ type Page struct {
 type Summary struct {
 	// ID is the notification id.
 	ID string
-	// CreatedAt is when the API accepted it, as in Notification.
+	// CreatedAt is when the API accepted it, as in notification.View.
 	CreatedAt time.Time
 	// DueAt is when a scheduled notification is due; nil for one sent at
 	// once.
