@@ -18,7 +18,6 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/config"
 	"github.com/relay-demo/relay/services/internal/history"
@@ -181,18 +180,12 @@ type endpointListView struct {
 	NextCursor string         `json:"next_cursor,omitempty"`
 }
 
-// endpointAttemptView is one attempt of an endpoint's delivery log.
+// endpointAttemptView is one attempt of an endpoint's delivery log: the
+// notification's id, then the attempt as GET /v1/notifications/{id} shows
+// it. The log does not read providers: a webhook has none.
 type endpointAttemptView struct {
-	NotificationID string        `json:"notification_id"`
-	N              int           `json:"n"`
-	Round          int           `json:"round"`
-	At             time.Time     `json:"at"`
-	Outcome        retry.Outcome `json:"outcome"`
-	Error          string        `json:"error,omitempty"`
-	Reason         string        `json:"reason,omitempty"`
-	DelayMS        *int64        `json:"delay_ms,omitempty"`
-	WaitedMS       *int64        `json:"waited_ms,omitempty"`
-	DurationMS     *int64        `json:"duration_ms,omitempty"`
+	NotificationID string `json:"notification_id"`
+	notification.Attempt
 }
 
 // endpointAttemptsView is the answer of GET /v1/endpoints/{id}/attempts.
@@ -570,8 +563,7 @@ func handleEndpointAttempts(deps Deps) http.HandlerFunc {
 		}
 		out := endpointAttemptsView{Attempts: []endpointAttemptView{}, NextCursor: page.Next}
 		for _, a := range page.Items {
-			out.Attempts = append(out.Attempts, endpointAttemptView{NotificationID: a.NotificationID, N: a.Attempt.N, Round: a.Round,
-				At: a.At, Outcome: a.Outcome, Error: a.Error, Reason: a.Reason, DelayMS: a.DelayMS, WaitedMS: a.WaitedMS, DurationMS: a.DurationMS})
+			out.Attempts = append(out.Attempts, endpointAttemptView{NotificationID: a.NotificationID, Attempt: a.Attempt})
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, out)
