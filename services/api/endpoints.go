@@ -161,18 +161,12 @@ type endpointListView struct {
 	NextCursor string         `json:"next_cursor,omitempty"`
 }
 
-// endpointAttemptView is one attempt of an endpoint's delivery log.
+// endpointAttemptView is one attempt of an endpoint's delivery log: the
+// notification's id, then the attempt as GET /v1/notifications/{id} shows
+// it. The log does not read providers: a webhook has none.
 type endpointAttemptView struct {
-	NotificationID string    `json:"notification_id"`
-	N              int       `json:"n"`
-	Round          int       `json:"round"`
-	At             time.Time `json:"at"`
-	Outcome        string    `json:"outcome"`
-	Error          string    `json:"error,omitempty"`
-	Reason         string    `json:"reason,omitempty"`
-	DelayMS        *int64    `json:"delay_ms,omitempty"`
-	WaitedMS       *int64    `json:"waited_ms,omitempty"`
-	DurationMS     *int64    `json:"duration_ms,omitempty"`
+	NotificationID string `json:"notification_id"`
+	notification.Attempt
 }
 
 // endpointAttemptsView is the answer of GET /v1/endpoints/{id}/attempts.
@@ -534,8 +528,7 @@ func handleEndpointAttempts(deps Deps) http.HandlerFunc {
 		}
 		out := endpointAttemptsView{Attempts: []endpointAttemptView{}, NextCursor: page.Next}
 		for _, a := range page.Items {
-			out.Attempts = append(out.Attempts, endpointAttemptView{NotificationID: a.NotificationID, N: a.Attempt.Attempt, Round: a.Round,
-				At: a.At, Outcome: a.Outcome, Error: a.Error, Reason: a.Reason, DelayMS: a.DelayMS, WaitedMS: a.WaitedMS, DurationMS: a.DurationMS})
+			out.Attempts = append(out.Attempts, endpointAttemptView{NotificationID: a.NotificationID, Attempt: a.Attempt})
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		writeJSON(w, http.StatusOK, out)

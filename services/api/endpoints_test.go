@@ -15,6 +15,7 @@ import (
 
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/webhooks"
 )
 
@@ -321,7 +322,7 @@ func TestEndpointAttemptsAndCircuit(t *testing.T) {
 		if err := store.Accept(ctx, []history.Accepted{{ID: id, CreatedAt: created, Channels: []string{"webhook"}, Recipients: []string{target}, Payload: json.RawMessage(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Record(ctx, []history.Event{
+		if err := store.Record(ctx, []notification.Event{
 			{ID: id, Channel: "webhook", Attempt: 1, Outcome: "failed", At: created.Add(time.Second), Error: "endpoint " + target + ": circuit open", Service: "worker-webhook"},
 			{ID: id, Channel: "webhook", Attempt: 2, Outcome: "delivered", At: created.Add(2 * time.Second), Service: "worker-webhook"},
 		}); err != nil {

@@ -46,7 +46,7 @@ type accepted struct {
 	Channels []string `json:"channels"`
 	// Copies are the messages it went out as: one per channel, or per
 	// recipient for a channel that delivers to each on its own (email).
-	Copies []events.Copy `json:"copies"`
+	Copies []notification.CopyRef `json:"copies"`
 	// DueAt is, for a scheduled notification, when its copies reach
 	// their queues.
 	DueAt *time.Time `json:"due_at,omitempty"`
@@ -56,7 +56,7 @@ type accepted struct {
 
 // acceptedOf is the answer for n, published to channels.
 func acceptedOf(n *notification.Notification, channels []string) *accepted {
-	a := &accepted{ID: n.ID, Channels: channels, Copies: make([]events.Copy, 0, len(channels))}
+	a := &accepted{ID: n.ID, Channels: channels, Copies: make([]notification.CopyRef, 0, len(channels))}
 	if !n.DueAt.IsZero() {
 		due := n.DueAt.UTC()
 		a.DueAt = &due
@@ -64,11 +64,11 @@ func acceptedOf(n *notification.Notification, channels []string) *accepted {
 	for _, name := range channels {
 		if c, err := channel.Lookup(name); err == nil && c.PerRecipient() {
 			for _, r := range channel.RecipientsOf(n, name) {
-				a.Copies = append(a.Copies, events.Copy{Channel: name, Recipient: r})
+				a.Copies = append(a.Copies, notification.CopyRef{Channel: name, Recipient: r})
 			}
 			continue
 		}
-		a.Copies = append(a.Copies, events.Copy{Channel: name})
+		a.Copies = append(a.Copies, notification.CopyRef{Channel: name})
 	}
 	return a
 }
@@ -232,7 +232,7 @@ type allPublisher interface {
 // messages, its copies and then its accepted record, and awaits their
 // confirms together: one goroutine for n instead of one per message. It
 // fills errs as send does.
-func sendAll(ctx context.Context, deps Deps, m *metrics, pub allPublisher, ingress string, n *notification.Notification, msgs []amqp.Publishing, copies []events.Copy, rec amqp.Publishing, errs []error) {
+func sendAll(ctx context.Context, deps Deps, m *metrics, pub allPublisher, ingress string, n *notification.Notification, msgs []amqp.Publishing, copies []notification.CopyRef, rec amqp.Publishing, errs []error) {
 	last := len(msgs)
 	// A panic here is outside the recoverer's reach: catch it.
 	defer func() {
@@ -314,11 +314,11 @@ func (d Deps) tracePublish(ctx context.Context, exchange, channel, id string, ms
 // channel that delivers to each recipient on its own (email), one per
 // recipient, with the recipient in notification.HeaderRecipient. copies names
 // each message's copy, in the same order.
-func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publishing, copies []events.Copy, err error) {
+func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publishing, copies []notification.CopyRef, err error) {
 	msgs = make([]amqp.Publishing, 0, len(channels))
-	copies = make([]events.Copy, 0, len(channels))
+	copies = make([]notification.CopyRef, 0, len(channels))
 	for _, name := range channels {
-		parts := []channel.Copy{{Part: n.Parts[name]}}
+		parts := []channel.Piece{{Part: n.Parts[name]}}
 		if c, lerr := channel.Lookup(name); lerr == nil && c.PerRecipient() {
 			if parts, err = c.Copies(n.Parts[name]); err != nil {
 				return nil, nil, fmt.Errorf("%w: split the %s part of %s: %w", errInternal, name, n.ID, err)
@@ -357,14 +357,14 @@ func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publ
 				msg.Headers[notification.HeaderDueAt] = n.DueAt.UnixMilli()
 			}
 			msgs = append(msgs, msg)
-			copies = append(copies, events.Copy{Channel: name, Recipient: p.Recipient})
+			copies = append(copies, notification.CopyRef{Channel: name, Recipient: p.Recipient})
 		}
 	}
 	return msgs, copies, nil
 }
 
 // record is the history's record of n, whose messages are copies.
-func record(n *notification.Notification, channels []string, copies []events.Copy) events.Accepted {
+func record(n *notification.Notification, channels []string, copies []notification.CopyRef) events.Accepted {
 	var recipients []string
 	perRecipient := false
 	for _, name := range n.Channels() {

@@ -356,13 +356,13 @@ func TestAccepted(t *testing.T) {
 			answer := accepted{ID: fixed, Channels: tt.channels}
 			for _, ch := range tt.channels {
 				if ch != "email" {
-					answer.Copies = append(answer.Copies, events.Copy{Channel: ch})
+					answer.Copies = append(answer.Copies, notification.CopyRef{Channel: ch})
 					continue
 				}
 				var req struct{ Email channel.EmailPart }
 				_ = json.Unmarshal([]byte(tt.body), &req)
 				for _, to := range req.Email.To {
-					answer.Copies = append(answer.Copies, events.Copy{Channel: ch, Recipient: to})
+					answer.Copies = append(answer.Copies, notification.CopyRef{Channel: ch, Recipient: to})
 				}
 			}
 			if diff := cmp.Diff(answer, got); diff != "" {
@@ -416,13 +416,13 @@ func TestAccepted(t *testing.T) {
 			if diff := cmp.Diff(want, fake.messages()); diff != "" {
 				t.Errorf("published (-want +got):\n%s", diff)
 			}
-			var wantCopies []events.Copy
+			var wantCopies []notification.CopyRef
 			if req.Email != nil {
 				for _, to := range req.Email.To {
-					wantCopies = append(wantCopies, events.Copy{Channel: "email", Recipient: to})
+					wantCopies = append(wantCopies, notification.CopyRef{Channel: "email", Recipient: to})
 				}
 				if req.Webhook != nil {
-					wantCopies = append(wantCopies, events.Copy{Channel: "webhook"})
+					wantCopies = append(wantCopies, notification.CopyRef{Channel: "webhook"})
 				}
 			}
 			if recs := fake.records(); len(recs) != 1 {

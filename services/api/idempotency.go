@@ -21,7 +21,7 @@ const DefaultIdempotencyTTL = 24 * time.Hour
 type HistoryStore interface {
 	CancelStore
 	ProviderStore
-	Get(ctx context.Context, id string) (*history.Notification, error)
+	Get(ctx context.Context, id string) (*notification.View, error)
 	List(ctx context.Context, q history.Query) (history.Page, error)
 	Claim(ctx context.Context, scope, key string, fingerprint []byte, id string, now time.Time, ttl time.Duration) (history.Claim, error)
 	Complete(ctx context.Context, scope, key string, response []byte) error

@@ -11,7 +11,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/notification"
 )
@@ -166,17 +165,10 @@ type cancellationView struct {
 	ID string `json:"id"`
 	// Cancelled are the copies that will never be delivered: cancelled
 	// by this request or an earlier one.
-	Cancelled []events.Copy `json:"cancelled"`
+	Cancelled []notification.CopyRef `json:"cancelled"`
 	// NotCancelled are the copies that had gone out, or were on their way
 	// already, with their status.
-	NotCancelled []copyStatusView `json:"not_cancelled"`
-}
-
-// copyStatusView is a copy and its status.
-type copyStatusView struct {
-	Channel   string `json:"channel"`
-	Recipient string `json:"recipient,omitempty"`
-	Status    string `json:"status"`
+	NotCancelled []notification.CopyStatus `json:"not_cancelled"`
 }
 
 // CancelStore is what DELETE /v1/notifications/{id} needs of the history
@@ -206,18 +198,18 @@ func handleCancelNotification(deps Deps) http.HandlerFunc {
 		case err != nil:
 			return historyFailed(deps, err)
 		}
-		v := cancellationView{ID: id, Cancelled: []events.Copy{}, NotCancelled: []copyStatusView{}}
+		v := cancellationView{ID: id, Cancelled: []notification.CopyRef{}, NotCancelled: []notification.CopyStatus{}}
 		for _, ref := range append(c.Already, c.Cancelled...) {
-			v.Cancelled = append(v.Cancelled, events.Copy{Channel: ref.Channel, Recipient: ref.Recipient})
+			v.Cancelled = append(v.Cancelled, notification.CopyRef{Channel: ref.Channel, Recipient: ref.Recipient})
 		}
 		for _, u := range c.Untouched {
-			v.NotCancelled = append(v.NotCancelled, copyStatusView{Channel: u.Channel, Recipient: u.Recipient, Status: u.Status})
+			v.NotCancelled = append(v.NotCancelled, notification.CopyStatus{Channel: u.Channel, Recipient: u.Recipient, Status: u.Status})
 		}
 		if len(v.Cancelled) == 0 {
 			p := newProblem(ProblemNothingToCancel, http.StatusConflict, "Nothing to cancel",
 				fmt.Sprintf("every copy of %s has gone out or is on its way to a worker; see not_cancelled", id))
 			p.Members = struct {
-				NotCancelled []copyStatusView `json:"not_cancelled,omitempty"`
+				NotCancelled []notification.CopyStatus `json:"not_cancelled,omitempty"`
 			}{v.NotCancelled}
 			return p
 		}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
@@ -17,58 +16,16 @@ import (
 	"github.com/relay-demo/relay/services/internal/query"
 )
 
-// notificationView is the answer of GET /v1/notifications/{id}.
-type notificationView struct {
-	ID         string          `json:"id"`
-	CreatedAt  time.Time       `json:"created_at"`
-	DueAt      *time.Time      `json:"due_at,omitempty"`
-	Accepted   bool            `json:"accepted"`
-	Channels   []string        `json:"channels"`
-	Recipients []string        `json:"recipients"`
-	Payload    json.RawMessage `json:"payload,omitempty"`
-	Copies     []copyView      `json:"copies"`
-}
-
-// copyView is one copy: its status and its attempts. A channel that
-// delivers to each recipient on its own (email) has a copy per recipient,
-// named by Recipient; a copy of a whole channel has none.
-type copyView struct {
-	Channel       string        `json:"channel"`
-	Recipient     string        `json:"recipient,omitempty"`
-	Status        string        `json:"status"`
-	Reason        string        `json:"reason,omitempty"`
-	NextAttemptAt *time.Time    `json:"next_attempt_at,omitempty"`
-	Round         int           `json:"round"`
-	AttemptCount  int           `json:"attempt_count"`
-	LastError     string        `json:"last_error,omitempty"`
-	UpdatedAt     time.Time     `json:"updated_at"`
-	Attempts      []attemptView `json:"attempts"`
-}
-
-// attemptView is one attempt, or the replay that started a round (n 0).
-type attemptView struct {
-	N          int       `json:"n"`
-	Round      int       `json:"round"`
-	At         time.Time `json:"at"`
-	Outcome    string    `json:"outcome"`
-	Error      string    `json:"error,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
-	DelayMS    *int64    `json:"delay_ms,omitempty"`
-	WaitedMS   *int64    `json:"waited_ms,omitempty"`
-	DurationMS *int64    `json:"duration_ms,omitempty"`
-	Provider   string    `json:"provider,omitempty"`
-}
-
 // summaryView is one notification of a list. Status has one entry per
 // channel: for a channel with a copy per recipient, the most pressing of
 // their statuses (history.Summary.ChannelStatus).
 type summaryView struct {
-	ID         string            `json:"id"`
-	CreatedAt  time.Time         `json:"created_at"`
-	DueAt      *time.Time        `json:"due_at,omitempty"`
-	Channels   []string          `json:"channels"`
-	Recipients []string          `json:"recipients"`
-	Status     map[string]string `json:"status"`
+	ID         string                         `json:"id"`
+	CreatedAt  time.Time                      `json:"created_at"`
+	DueAt      *time.Time                     `json:"due_at,omitempty"`
+	Channels   []string                       `json:"channels"`
+	Recipients []string                       `json:"recipients"`
+	Status     map[string]notification.Status `json:"status"`
 }
 
 // listView is the answer of GET /v1/notifications.
@@ -84,20 +41,9 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func viewOf(n *history.Notification) notificationView {
-	v := notificationView{ID: n.ID, CreatedAt: n.CreatedAt, DueAt: n.DueAt, Accepted: n.Accepted, Channels: nonNil(n.Channels),
-		Recipients: nonNil(n.Recipients), Payload: n.Payload, Copies: []copyView{}}
-	for _, c := range n.Copies {
-		cv := copyView{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status, Reason: c.Reason, NextAttemptAt: c.NextAttemptAt, Round: c.Round,
-			AttemptCount: c.Attempts, LastError: c.LastError, UpdatedAt: c.UpdatedAt, Attempts: []attemptView{}}
-		for _, a := range c.Timeline {
-			cv.Attempts = append(cv.Attempts, attemptView{N: a.Attempt, Round: a.Round, At: a.At, Outcome: a.Outcome,
-				Error: a.Error, Reason: a.Reason, DelayMS: a.DelayMS, WaitedMS: a.WaitedMS, DurationMS: a.DurationMS, Provider: a.Provider})
-		}
-		v.Copies = append(v.Copies, cv)
-	}
-	return v
-}
+// viewOf is the answer of GET /v1/notifications/{id}: n, with empty
+// lists rather than null.
+func viewOf(n *notification.View) notification.View { return n.Filled() }
 
 // noHistory answers the status routes of an API without a history store.
 func noHistory() *Problem {
@@ -136,9 +82,6 @@ func handleGetNotification(deps Deps) http.HandlerFunc {
 		return nil
 	})
 }
-
-// statuses are the values the status filter takes.
-var statuses = []string{history.StatusScheduled, history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked, history.StatusCancelled}
 
 func handleListNotifications(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
@@ -187,10 +130,10 @@ func listQuery(r *http.Request) (history.Query, notification.Invalid) {
 		}
 	}
 	if s := v.Get("status"); s != "" {
-		if !slices.Contains(statuses, s) {
-			bad = append(bad, notification.FieldError{Field: "status", Message: "one of " + strings.Join(statuses, ", ")})
+		if !slices.Contains(notification.Statuses, s) {
+			bad = append(bad, notification.FieldError{Field: "status", Message: "one of " + strings.Join(notification.Statuses, ", ")})
 		}
-		q.Status = s
+		q.Status = notification.Status(s)
 	}
 	q.Channel = v.Get("channel")
 	for _, t := range []struct {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/services/internal/query"
 )
 
@@ -35,7 +36,7 @@ func TestNotificationStatus(t *testing.T) {
 		Recipients: []string{"ada@example.com", "https://hooks.example/a"}, Payload: json.RawMessage(`{"id":"ntf_a"}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Record(ctx, []history.Event{
+	if err := store.Record(ctx, []notification.Event{
 		{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: "failed", At: at.Add(time.Second), Error: "452 mailbox full", Service: "worker-email"},
 		{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: "retrying", At: at.Add(time.Second), DelayMS: 500, Service: "retrier"},
 		{ID: "ntf_a", Channel: "email", Attempt: 2, Outcome: "delivered", At: at.Add(2 * time.Second), Service: "worker-email"},
@@ -49,7 +50,7 @@ func TestNotificationStatus(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("GET = %d %s", rec.Code, rec.Body)
 	}
-	var v notificationView
+	var v notification.View
 	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
 		t.Fatal(err)
 	}
@@ -107,11 +108,11 @@ func TestNotificationStatusRecipients(t *testing.T) {
 	ctx := context.Background()
 	at := now.Add(-time.Minute)
 	if err := store.Accept(ctx, []history.Accepted{{ID: "ntf_split", CreatedAt: at, Channels: []string{"email", "webhook"},
-		Copies:     []history.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
+		Copies:     []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example/a"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Record(ctx, []history.Event{
+	if err := store.Record(ctx, []notification.Event{
 		{ID: "ntf_split", Channel: "email", Recipient: "ok1@example.com", Attempt: 1, Outcome: "delivered", At: at.Add(time.Second)},
 		{ID: "ntf_split", Channel: "email", Recipient: "reject@example.com", Attempt: 1, Outcome: "parked", Reason: "permanent",
 			Error: "550 no such user", At: at.Add(time.Second)},

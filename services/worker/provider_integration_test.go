@@ -141,14 +141,14 @@ type providerStack struct {
 	conn *amqp.Connection
 
 	mu     sync.Mutex
-	events []events.Event // the attempt events the workers published
+	events []notification.Event // the attempt events the workers published
 }
 
 // attempts returns the attempt events seen so far with the outcome.
-func (s *providerStack) attempts(outcome retry.Outcome) []events.Event {
+func (s *providerStack) attempts(outcome retry.Outcome) []notification.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []events.Event
+	var out []notification.Event
 	for _, e := range s.events {
 		if e.Outcome == outcome {
 			out = append(out, e)
@@ -183,7 +183,7 @@ func (s *providerStack) follow(t *testing.T) {
 	}
 	go func() {
 		for d := range deliveries {
-			var ev events.Event
+			var ev notification.Event
 			if json.Unmarshal(d.Body, &ev) == nil && ev.Type == events.TypeAttempt {
 				s.mu.Lock()
 				s.events = append(s.events, ev)
@@ -468,7 +468,7 @@ func TestPermanentRefusalOnePass(t *testing.T) {
 			if tries2[ids[0]] != tt.wantOnOther || len(got2) != tt.wantOnOther {
 				t.Errorf("the secondary saw %d attempts (%d delivered), want %d", tries2[ids[0]], len(got2), tt.wantOnOther)
 			}
-			var last []events.Event
+			var last []notification.Event
 			retrytest.Eventually(t, 10*time.Second, func() bool {
 				last = append(s.attempts(retry.Parked), s.attempts(retry.Delivered)...)
 				return len(last) > 0

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // DefaultBase is the API's address when nothing else is given.
@@ -92,7 +94,7 @@ type Accepted struct {
 	Channels []string `json:"channels"`
 	// Copies are the messages it went out as: one per channel, or one per
 	// recipient for email. An older API leaves it out.
-	Copies []AcceptedCopy `json:"copies,omitempty"`
+	Copies []notification.CopyRef `json:"copies,omitempty"`
 	// DueAt is, for a scheduled notification, when it goes out.
 	DueAt *time.Time `json:"due_at,omitempty"`
 	// Rounded says why DueAt is later than the time asked for.
@@ -103,16 +105,9 @@ type Accepted struct {
 type Cancellation struct {
 	ID string `json:"id"`
 	// Cancelled are the copies that will never be delivered.
-	Cancelled []AcceptedCopy `json:"cancelled"`
+	Cancelled []notification.CopyRef `json:"cancelled"`
 	// NotCancelled are the copies that had gone out or were on their way.
-	NotCancelled []CopyStatus `json:"not_cancelled"`
-}
-
-// CopyStatus is a copy and its status.
-type CopyStatus struct {
-	Channel   string `json:"channel"`
-	Recipient string `json:"recipient,omitempty"`
-	Status    string `json:"status"`
+	NotCancelled []notification.CopyStatus `json:"not_cancelled"`
 }
 
 // Cancel takes back what has not gone out of notification id.
@@ -126,12 +121,6 @@ func (c *Client) Cancel(ctx context.Context, id string) (Cancellation, error) {
 		return res, fmt.Errorf("decode API answer %q: %w", raw, err)
 	}
 	return res, nil
-}
-
-// AcceptedCopy is one copy of an accepted notification.
-type AcceptedCopy struct {
-	Channel   string `json:"channel"`
-	Recipient string `json:"recipient,omitempty"`
 }
 
 // Post sends one notification (the JSON of body) and returns the API's
@@ -164,12 +153,12 @@ func (c *Client) NotificationJSON(ctx context.Context, id string) (json.RawMessa
 
 // Notification returns notification id with its copies and their
 // attempts, from the API's history.
-func (c *Client) Notification(ctx context.Context, id string) (*Notification, error) {
+func (c *Client) Notification(ctx context.Context, id string) (*notification.View, error) {
 	raw, err := c.NotificationJSON(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	var n Notification
+	var n notification.View
 	if err := json.Unmarshal(raw, &n); err != nil {
 		return nil, fmt.Errorf("decode notification %q: %w", id, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // OneLine returns s with every run of white space, line breaks included,
@@ -62,7 +64,7 @@ func Millis(ms int64) string {
 
 // Label names an attempt: "attempt 2", "attempt 1, round 1" after a
 // replay, and "round 1" for the replay itself.
-func Label(a Attempt) string {
+func Label(a notification.Attempt) string {
 	switch {
 	case a.N == 0:
 		return "round " + strconv.Itoa(a.Round)

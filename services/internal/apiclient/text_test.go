@@ -2,9 +2,10 @@ package apiclient
 
 import (
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 func TestClip(t *testing.T) {
@@ -59,41 +60,17 @@ func TestMillis(t *testing.T) {
 
 func TestLabel(t *testing.T) {
 	tests := []struct {
-		a    Attempt
+		a    notification.Attempt
 		want string
 	}{
-		{Attempt{N: 2}, "attempt 2"},
-		{Attempt{N: 1, Round: 1}, "attempt 1, round 1"},
-		{Attempt{N: 0, Round: 2, Outcome: OutcomeReplayed}, "round 2"},
+		{notification.Attempt{N: 2}, "attempt 2"},
+		{notification.Attempt{N: 1, Round: 1}, "attempt 1, round 1"},
+		{notification.Attempt{N: 0, Round: 2, Outcome: retry.Replayed}, "round 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
 			if got := Label(tt.a); got != tt.want {
 				t.Errorf("Label(%+v) = %q, want %q", tt.a, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestDecided(t *testing.T) {
-	t0 := time.Date(2026, 5, 3, 10, 0, 0, 0, time.UTC)
-	failed := Attempt{N: 1, At: t0, Outcome: OutcomeFailed}
-	tests := []struct {
-		name string
-		c    Copy
-		i    int
-		want bool
-	}{
-		{"failed, only the worker's report", Copy{UpdatedAt: t0, Attempts: []Attempt{failed}}, 0, false},
-		{"failed, a decision after it", Copy{UpdatedAt: t0.Add(time.Millisecond), Attempts: []Attempt{failed}}, 0, true},
-		{"failed, an attempt after it", Copy{UpdatedAt: t0, Attempts: []Attempt{failed, {N: 2, At: t0, Outcome: OutcomeDelivered}}}, 0, true},
-		{"delivered", Copy{UpdatedAt: t0, Attempts: []Attempt{{N: 1, At: t0, Outcome: OutcomeDelivered}}}, 0, true},
-		{"parked", Copy{UpdatedAt: t0, Attempts: []Attempt{{N: 1, At: t0, Outcome: OutcomeParked}}}, 0, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.c.Decided(tt.i); got != tt.want {
-				t.Errorf("Decided(%d) = %v, want %v", tt.i, got, tt.want)
 			}
 		})
 	}

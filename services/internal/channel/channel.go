@@ -84,7 +84,7 @@ type Channel struct {
 	part          reflect.Type
 	check         func(part any) notification.Invalid
 	recipients    func(part any) []string
-	perRecipient  func(raw json.RawMessage) ([]Copy, error)
+	perRecipient  func(raw json.RawMessage) ([]Piece, error)
 	schema        json.RawMessage
 	env           []any
 	open          func(getenv func(string) string) (Sender, func() error, error)
@@ -240,8 +240,9 @@ type permanent struct{ error }
 func (permanent) Permanent() bool { return true }
 func (p permanent) Unwrap() error { return p.error }
 
-// Copy is one copy of a channel's part: what one message carries.
-type Copy struct {
+// Piece is what one copy of a channel's part carries: the part, whole or
+// for one recipient (a notification.CopyRef names the copy itself).
+type Piece struct {
 	// Recipient is the recipient the copy goes to, for a channel that
 	// delivers to each on its own; empty for a copy of the whole part.
 	Recipient string
@@ -250,23 +251,23 @@ type Copy struct {
 }
 
 // perRecipient splits a part per recipient, for a Spec that says so.
-func perRecipient[P any](s Spec[P]) func(raw json.RawMessage) ([]Copy, error) {
+func perRecipient[P any](s Spec[P]) func(raw json.RawMessage) ([]Piece, error) {
 	if s.PerRecipient == nil || s.Recipients == nil {
 		return nil
 	}
-	return func(raw json.RawMessage) ([]Copy, error) {
+	return func(raw json.RawMessage) ([]Piece, error) {
 		var p P
 		if err := decodeStrict(raw, &p); err != nil {
 			return nil, fmt.Errorf("the %s part: %w", s.Name, err)
 		}
 		recipients := s.Recipients(&p)
-		out := make([]Copy, 0, len(recipients))
+		out := make([]Piece, 0, len(recipients))
 		for _, r := range recipients {
 			part, err := json.Marshal(s.PerRecipient(&p, r))
 			if err != nil {
 				return nil, fmt.Errorf("encode the %s part for %s: %w", s.Name, r, err)
 			}
-			out = append(out, Copy{Recipient: r, Part: part})
+			out = append(out, Piece{Recipient: r, Part: part})
 		}
 		return out, nil
 	}
@@ -275,9 +276,9 @@ func perRecipient[P any](s Spec[P]) func(raw json.RawMessage) ([]Copy, error) {
 // Copies splits a part (JSON, checked before) into the copies the API
 // publishes: one per recipient for a channel that delivers to each on its
 // own, else the whole part once.
-func (c Channel) Copies(part json.RawMessage) ([]Copy, error) {
+func (c Channel) Copies(part json.RawMessage) ([]Piece, error) {
 	if c.perRecipient == nil {
-		return []Copy{{Part: part}}, nil
+		return []Piece{{Part: part}}, nil
 	}
 	return c.perRecipient(part)
 }

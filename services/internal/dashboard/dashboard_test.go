@@ -20,8 +20,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -33,19 +33,19 @@ const (
 	secretPayload = "s3cret-payload"
 )
 
-func ev(id, outcome string, attempt int) events.Event {
-	return events.Event{Type: "attempt", Outcome: retry.Outcome(outcome), ID: id, Channel: "email", Queue: "email-queue",
+func ev(id, outcome string, attempt int) notification.Event {
+	return notification.Event{Type: "attempt", Outcome: retry.Outcome(outcome), ID: id, Channel: "email", Queue: "email-queue",
 		Attempt: attempt, At: t0.Add(time.Duration(attempt) * time.Second), Service: "worker"}
 }
 
 // eventOf decodes the JSON of an update's frame.
-func eventOf(t *testing.T, b []byte) events.Event {
+func eventOf(t *testing.T, b []byte) notification.Event {
 	t.Helper()
 	data, ok := strings.CutPrefix(string(b), "event: attempt\ndata: ")
 	if !ok || !strings.HasSuffix(data, "\n\n") {
 		t.Fatalf("frame %q is not one attempt event", b)
 	}
-	var e events.Event
+	var e notification.Event
 	if err := json.Unmarshal([]byte(strings.TrimSuffix(data, "\n\n")), &e); err != nil {
 		t.Fatalf("frame %q: %v", b, err)
 	}
@@ -71,10 +71,10 @@ func TestUpdateRedaction(t *testing.T) {
 	failed.Error = secretError
 	tests := []struct {
 		name         string
-		in           events.Event
-		wantRedacted events.Event
+		in           notification.Event
+		wantRedacted notification.Event
 	}{
-		{"with an error", failed, func() events.Event { e := failed; e.Error = ""; return e }()},
+		{"with an error", failed, func() notification.Event { e := failed; e.Error = ""; return e }()},
 		{"without an error", ev("a", "delivered", 2), ev("a", "delivered", 2)},
 	}
 	for _, tt := range tests {
@@ -157,7 +157,7 @@ func TestHubRun(t *testing.T) {
 	h := NewHub()
 	s, cancel := h.Subscribe()
 	defer cancel()
-	in := make(chan events.Event)
+	in := make(chan notification.Event)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -171,8 +171,8 @@ func TestHubRun(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return when its input closed")
 	}
-	got := []events.Event{eventOf(t, receive(t, s).Full), eventOf(t, receive(t, s).Full)}
-	if diff := cmp.Diff([]events.Event{ev("a", "failed", 1), ev("a", "delivered", 2)}, got); diff != "" {
+	got := []notification.Event{eventOf(t, receive(t, s).Full), eventOf(t, receive(t, s).Full)}
+	if diff := cmp.Diff([]notification.Event{ev("a", "failed", 1), ev("a", "delivered", 2)}, got); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 
@@ -180,7 +180,7 @@ func TestHubRun(t *testing.T) {
 	done = make(chan struct{})
 	go func() {
 		defer close(done)
-		h.Run(ctx, make(chan events.Event))
+		h.Run(ctx, make(chan notification.Event))
 	}()
 	stop()
 	select {
@@ -225,11 +225,11 @@ func authenticate(r *http.Request) Access {
 
 // fakeHistory is an in-memory HistoryReader.
 type fakeHistory struct {
-	notifications []*history.Notification
+	notifications []*notification.View
 	err           error
 }
 
-func (f *fakeHistory) Get(_ context.Context, id string) (*history.Notification, error) {
+func (f *fakeHistory) Get(_ context.Context, id string) (*notification.View, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -253,7 +253,7 @@ func (f *fakeHistory) List(_ context.Context, q history.Query) (history.Page, er
 		s := history.Summary{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: n.Channels, Recipients: n.Recipients}
 		keep := q.Status == ""
 		for _, c := range n.Copies {
-			s.Copies = append(s.Copies, history.CopyStatus{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status})
+			s.Copies = append(s.Copies, notification.CopyStatus{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status})
 			keep = keep || c.Status == q.Status
 		}
 		if keep {
@@ -265,18 +265,18 @@ func (f *fakeHistory) List(_ context.Context, q history.Query) (history.Page, er
 
 func ms(v int64) *int64 { return &v }
 
-func parkedNotification() *history.Notification {
-	return &history.Notification{
+func parkedNotification() *notification.View {
+	return &notification.View{
 		ID: "ntf_1", CreatedAt: t0, Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ada@example.com", "https://hooks.example/orders"},
 		Payload:    json.RawMessage(`{"webhook":{"url":"https://hooks.example/orders","payload":{"note":"` + secretPayload + `"}}}`),
-		Copies: []history.Copy{
-			{Channel: "email", Status: history.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
-				Timeline: []history.Attempt{{Round: 0, Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeDelivered, DurationMS: ms(12)}}},
-			{Channel: "webhook", Status: history.StatusParked, Reason: "max-retries", Attempts: 2, LastError: secretError, UpdatedAt: t0.Add(3 * time.Second),
-				Timeline: []history.Attempt{
-					{Round: 0, Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeFailed, Error: secretError, DelayMS: ms(100), DurationMS: ms(30)},
-					{Round: 0, Attempt: 2, At: t0.Add(3 * time.Second), Outcome: history.OutcomeParked, Error: secretError, Reason: "max-retries", WaitedMS: ms(110)},
+		Copies: []notification.Copy{
+			{Channel: "email", Status: notification.StatusDelivered, AttemptCount: 1, UpdatedAt: t0.Add(time.Second),
+				Attempts: []notification.Attempt{{Round: 0, N: 1, At: t0.Add(time.Second), Outcome: retry.Delivered, DurationMS: ms(12)}}},
+			{Channel: "webhook", Status: notification.StatusParked, Reason: "max-retries", AttemptCount: 2, LastError: secretError, UpdatedAt: t0.Add(3 * time.Second),
+				Attempts: []notification.Attempt{
+					{Round: 0, N: 1, At: t0.Add(time.Second), Outcome: retry.Failed, Error: secretError, DelayMS: ms(100), DurationMS: ms(30)},
+					{Round: 0, N: 2, At: t0.Add(3 * time.Second), Outcome: retry.Parked, Error: secretError, Reason: "max-retries", WaitedMS: ms(110)},
 				}},
 		},
 	}
@@ -284,18 +284,18 @@ func parkedNotification() *history.Notification {
 
 // splitNotification has an email copy per recipient, one delivered and one
 // parked, and a webhook copy.
-func splitNotification() *history.Notification {
-	return &history.Notification{
+func splitNotification() *notification.View {
+	return &notification.View{
 		ID: "ntf_split", CreatedAt: t0, Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example/orders"},
-		Copies: []history.Copy{
-			{Channel: "email", Recipient: "ok1@example.com", Status: history.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
-				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeDelivered}}},
-			{Channel: "email", Recipient: "reject@example.com", Status: history.StatusParked, Reason: "permanent", Attempts: 1, LastError: secretError,
-				UpdatedAt: t0.Add(time.Second), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeParked, Error: secretError, Reason: "permanent"}}},
-			{Channel: "webhook", Status: history.StatusDelivered, Attempts: 1, UpdatedAt: t0.Add(time.Second),
-				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(time.Second), Outcome: history.OutcomeDelivered}}},
+		Copies: []notification.Copy{
+			{Channel: "email", Recipient: "ok1@example.com", Status: notification.StatusDelivered, AttemptCount: 1, UpdatedAt: t0.Add(time.Second),
+				Attempts: []notification.Attempt{{N: 1, At: t0.Add(time.Second), Outcome: retry.Delivered}}},
+			{Channel: "email", Recipient: "reject@example.com", Status: notification.StatusParked, Reason: "permanent", AttemptCount: 1, LastError: secretError,
+				UpdatedAt: t0.Add(time.Second), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(time.Second), Outcome: retry.Parked, Error: secretError, Reason: "permanent"}}},
+			{Channel: "webhook", Status: notification.StatusDelivered, AttemptCount: 1, UpdatedAt: t0.Add(time.Second),
+				Attempts: []notification.Attempt{{N: 1, At: t0.Add(time.Second), Outcome: retry.Delivered}}},
 		},
 	}
 }
@@ -344,7 +344,7 @@ func TestDataNeedsAToken(t *testing.T) {
 	for _, tt := range tests {
 		for _, path := range paths {
 			t.Run(tt.name+" "+path, func(t *testing.T) {
-				h := New(Deps{Hub: closedHub(), History: &fakeHistory{notifications: []*history.Notification{parkedNotification()}},
+				h := New(Deps{Hub: closedHub(), History: &fakeHistory{notifications: []*notification.View{parkedNotification()}},
 					Authenticate: authenticate, Public: tt.public, Queues: func(context.Context) (map[string]int, error) {
 						return map[string]int{"dead-letter-queue": 1}, nil
 					}})
@@ -387,8 +387,8 @@ func TestDataNeedsAToken(t *testing.T) {
 }
 
 func TestDetailRedacted(t *testing.T) {
-	h := New(Deps{History: &fakeHistory{notifications: []*history.Notification{parkedNotification()}}, Authenticate: authenticate, Public: true})
-	var views [2]notificationView
+	h := New(Deps{History: &fakeHistory{notifications: []*notification.View{parkedNotification()}}, Authenticate: authenticate, Public: true})
+	var views [2]detailView
 	for i, auth := range []string{"", "Bearer " + goodToken} {
 		resp, body := get(t, h, "/dashboard/notifications/ntf_1", auth)
 		if resp.StatusCode != 200 {
@@ -405,11 +405,11 @@ func TestDetailRedacted(t *testing.T) {
 	// The redacted view is the full one less the error texts and payload.
 	want := full
 	want.Redacted, want.Payload = true, nil
-	want.Copies = append([]copyView(nil), full.Copies...)
+	want.Copies = append([]notification.Copy(nil), full.Copies...)
 	for i := range want.Copies {
 		c := &want.Copies[i]
 		c.LastError = ""
-		c.Attempts = append([]attemptView(nil), c.Attempts...)
+		c.Attempts = append([]notification.Attempt(nil), c.Attempts...)
 		for j := range c.Attempts {
 			c.Attempts[j].Error = ""
 		}
@@ -425,7 +425,7 @@ func TestDetailRedacted(t *testing.T) {
 // TestDetailRecipients shows each copy of a channel with a copy per
 // recipient under its recipient, and a whole channel's copy under none.
 func TestDetailRecipients(t *testing.T) {
-	h := New(Deps{History: &fakeHistory{notifications: []*history.Notification{splitNotification()}}, Authenticate: authenticate, Public: true})
+	h := New(Deps{History: &fakeHistory{notifications: []*notification.View{splitNotification()}}, Authenticate: authenticate, Public: true})
 	resp, body := get(t, h, "/dashboard/notifications/ntf_split", "")
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET = %d %s", resp.StatusCode, body)
@@ -448,7 +448,7 @@ func TestDetailRecipients(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	store := &fakeHistory{notifications: []*history.Notification{parkedNotification()}}
+	store := &fakeHistory{notifications: []*notification.View{parkedNotification()}}
 	tests := []struct {
 		name     string
 		store    *fakeHistory
@@ -459,7 +459,7 @@ func TestList(t *testing.T) {
 		{"every notification", store, "", 200, `{"notifications":[{"id":"ntf_1","created_at":"2026-03-01T12:00:00Z","channels":["email","webhook"],` +
 			`"recipients":["ada@example.com","https://hooks.example/orders"],"status":{"email":"delivered","webhook":"parked"},` +
 			`"copies":[{"channel":"email","status":"delivered"},{"channel":"webhook","status":"parked"}]}]}`},
-		{"a copy per recipient", &fakeHistory{notifications: []*history.Notification{splitNotification()}}, "?status=parked", 200,
+		{"a copy per recipient", &fakeHistory{notifications: []*notification.View{splitNotification()}}, "?status=parked", 200,
 			`"status":{"email":"parked","webhook":"delivered"},"copies":[{"channel":"email","recipient":"ok1@example.com","status":"delivered"},` +
 				`{"channel":"email","recipient":"reject@example.com","status":"parked"},{"channel":"webhook","status":"delivered"}]}`},
 		{"by recipient", store, "?q=ada@", 200, `"id":"ntf_1"`},
@@ -620,13 +620,13 @@ func TestEventsStream(t *testing.T) {
 			failed.Error = secretError
 			hub.Publish(failed)
 			hub.Publish(ev("a", "delivered", 2))
-			var got []events.Event
+			var got []notification.Event
 			for range 2 {
 				f := next(t, frames)
 				if f.Event != "attempt" {
 					t.Fatalf("frame %+v, want event: attempt", f)
 				}
-				var e events.Event
+				var e notification.Event
 				if err := json.Unmarshal([]byte(f.Data), &e); err != nil {
 					t.Fatalf("data %q: %v", f.Data, err)
 				}
@@ -634,7 +634,7 @@ func TestEventsStream(t *testing.T) {
 			}
 			want := failed
 			want.Error = tt.wantError
-			if diff := cmp.Diff([]events.Event{want, ev("a", "delivered", 2)}, got); diff != "" {
+			if diff := cmp.Diff([]notification.Event{want, ev("a", "delivered", 2)}, got); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
 		})
@@ -924,10 +924,10 @@ func TestPageHasEveryElement(t *testing.T) {
 // what is hidden; a token shows the URL whole.
 func TestPublicHidesURLSecrets(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	n := &history.Notification{ID: "ntf_hook", CreatedAt: at, Accepted: true, Channels: []string{"email", "webhook"},
+	n := &notification.View{ID: "ntf_hook", CreatedAt: at, Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ada@example.com", "https://hooks.example/in?tok=SECRET123", "https://user:pw0rd@hooks.example/basic"},
-		Copies:     []history.Copy{{Channel: "webhook", Status: history.StatusDelivered, UpdatedAt: at}}}
-	h := New(Deps{History: &fakeHistory{notifications: []*history.Notification{n}}, Authenticate: authenticate, Public: true})
+		Copies:     []notification.Copy{{Channel: "webhook", Status: notification.StatusDelivered, UpdatedAt: at}}}
+	h := New(Deps{History: &fakeHistory{notifications: []*notification.View{n}}, Authenticate: authenticate, Public: true})
 	for _, path := range []string{"/dashboard/notifications", "/dashboard/notifications/ntf_hook", "/dashboard/notifications?q=hooks.example"} {
 		resp, body := get(t, h, path, "")
 		if resp.StatusCode != 200 || !strings.Contains(body, `"https://hooks.example/in?***"`) || !strings.Contains(body, `"https://hooks.example/basic?***"`) ||

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -20,54 +19,15 @@ import (
 
 // HistoryReader reads the notification history; *history.Store is one.
 type HistoryReader interface {
-	Get(ctx context.Context, id string) (*history.Notification, error)
+	Get(ctx context.Context, id string) (*notification.View, error)
 	List(ctx context.Context, q history.Query) (history.Page, error)
 }
 
-// notificationView is one notification as GET /v1/notifications/{id}
-// shows it. Redacted says error texts and the payload were left out.
-type notificationView struct {
-	ID         string          `json:"id"`
-	CreatedAt  time.Time       `json:"created_at"`
-	DueAt      *time.Time      `json:"due_at,omitempty"`
-	Accepted   bool            `json:"accepted"`
-	Channels   []string        `json:"channels"`
-	Recipients []string        `json:"recipients"`
-	Payload    json.RawMessage `json:"payload,omitempty"`
-	Copies     []copyView      `json:"copies"`
-	Redacted   bool            `json:"redacted"`
-}
-
-// copyView is one copy: its status and its attempts. A channel that
-// delivers to each recipient on its own (email) has a copy per recipient,
-// named by Recipient.
-type copyView struct {
-	Channel       string        `json:"channel"`
-	Recipient     string        `json:"recipient,omitempty"`
-	Status        string        `json:"status"`
-	Reason        string        `json:"reason,omitempty"`
-	NextAttemptAt *time.Time    `json:"next_attempt_at,omitempty"`
-	Round         int           `json:"round"`
-	AttemptCount  int           `json:"attempt_count"`
-	LastError     string        `json:"last_error,omitempty"`
-	UpdatedAt     time.Time     `json:"updated_at"`
-	Attempts      []attemptView `json:"attempts"`
-}
-
-// attemptView is one attempt, or the replay that started a round (n 0).
-type attemptView struct {
-	N          int       `json:"n"`
-	Round      int       `json:"round"`
-	At         time.Time `json:"at"`
-	Outcome    string    `json:"outcome"`
-	Error      string    `json:"error,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
-	DelayMS    *int64    `json:"delay_ms,omitempty"`
-	WaitedMS   *int64    `json:"waited_ms,omitempty"`
-	DurationMS *int64    `json:"duration_ms,omitempty"`
-	// Provider is the configured name of the provider the attempt went
-	// through (a mail server), shown without a token too.
-	Provider string `json:"provider,omitempty"`
+// detailView is one notification as GET /v1/notifications/{id} shows
+// it. Redacted says error texts and the payload were left out.
+type detailView struct {
+	notification.View
+	Redacted bool `json:"redacted"`
 }
 
 // summaryView is one notification of a list. Status has a channel's
@@ -75,20 +35,13 @@ type attemptView struct {
 // Copies has each copy's, which the page keeps up to date from the live
 // events, each about one copy.
 type summaryView struct {
-	ID         string            `json:"id"`
-	CreatedAt  time.Time         `json:"created_at"`
-	DueAt      *time.Time        `json:"due_at,omitempty"`
-	Channels   []string          `json:"channels"`
-	Recipients []string          `json:"recipients"`
-	Status     map[string]string `json:"status"`
-	Copies     []copyStatusView  `json:"copies"`
-}
-
-// copyStatusView is the status of one copy in a list.
-type copyStatusView struct {
-	Channel   string `json:"channel"`
-	Recipient string `json:"recipient,omitempty"`
-	Status    string `json:"status"`
+	ID         string                         `json:"id"`
+	CreatedAt  time.Time                      `json:"created_at"`
+	DueAt      *time.Time                     `json:"due_at,omitempty"`
+	Channels   []string                       `json:"channels"`
+	Recipients []string                       `json:"recipients"`
+	Status     map[string]notification.Status `json:"status"`
+	Copies     []notification.CopyStatus      `json:"copies"`
 }
 
 // listView is one page of the list.
@@ -156,33 +109,11 @@ func publicMatch(id string, recipients []string, search string) bool {
 
 // viewOf is n as the page shows it; without full, no error text, no
 // payload and no secret of a webhook URL.
-func viewOf(n *history.Notification, full bool) notificationView {
-	v := notificationView{ID: n.ID, CreatedAt: n.CreatedAt, DueAt: n.DueAt, Accepted: n.Accepted, Channels: nonNil(n.Channels),
-		Recipients: recipientsFor(n.Recipients, full), Copies: []copyView{}, Redacted: !full}
+func viewOf(n *notification.View, full bool) detailView {
 	if full {
-		v.Payload = n.Payload
+		return detailView{View: n.Filled()}
 	}
-	for _, c := range n.Copies {
-		recipient := c.Recipient
-		if !full {
-			recipient = publicRecipient(recipient)
-		}
-		cv := copyView{Channel: c.Channel, Recipient: recipient, Status: c.Status, Reason: c.Reason, NextAttemptAt: c.NextAttemptAt, Round: c.Round,
-			AttemptCount: c.Attempts, UpdatedAt: c.UpdatedAt, Attempts: []attemptView{}}
-		if full {
-			cv.LastError = c.LastError
-		}
-		for _, a := range c.Timeline {
-			av := attemptView{N: a.Attempt, Round: a.Round, At: a.At, Outcome: a.Outcome, Reason: a.Reason,
-				DelayMS: a.DelayMS, WaitedMS: a.WaitedMS, DurationMS: a.DurationMS, Provider: a.Provider}
-			if full {
-				av.Error = a.Error
-			}
-			cv.Attempts = append(cv.Attempts, av)
-		}
-		v.Copies = append(v.Copies, cv)
-	}
-	return v
+	return detailView{View: n.Redacted(publicRecipient), Redacted: true}
 }
 
 func historyUnavailable(detail string) *problem.Problem {
@@ -229,9 +160,6 @@ func (s *server) detail(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// statuses are the values the status filter takes.
-var statuses = []string{history.StatusScheduled, history.StatusQueued, history.StatusRetrying, history.StatusDelivered, history.StatusParked, history.StatusCancelled}
-
 func (s *server) list(w http.ResponseWriter, r *http.Request) error {
 	full, refusal := s.allow(r)
 	if refusal != nil {
@@ -266,13 +194,13 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) error {
 			continue
 		}
 		sv := summaryView{ID: n.ID, CreatedAt: n.CreatedAt, DueAt: n.DueAt, Channels: nonNil(n.Channels), Recipients: recipientsFor(n.Recipients, full),
-			Status: n.ChannelStatus(), Copies: []copyStatusView{}}
+			Status: n.ChannelStatus(), Copies: []notification.CopyStatus{}}
 		for _, c := range n.Copies {
 			recipient := c.Recipient
 			if !full {
 				recipient = publicRecipient(recipient)
 			}
-			sv.Copies = append(sv.Copies, copyStatusView{Channel: c.Channel, Recipient: recipient, Status: c.Status})
+			sv.Copies = append(sv.Copies, notification.CopyStatus{Channel: c.Channel, Recipient: recipient, Status: c.Status})
 		}
 		out.Notifications = append(out.Notifications, sv)
 	}
@@ -297,10 +225,10 @@ func listQuery(r *http.Request) (history.Query, []notification.FieldError) {
 		}
 	}
 	if st := v.Get("status"); st != "" {
-		if !slices.Contains(statuses, st) {
-			bad = append(bad, notification.FieldError{Field: "status", Message: "one of " + strings.Join(statuses, ", ")})
+		if !slices.Contains(notification.Statuses, st) {
+			bad = append(bad, notification.FieldError{Field: "status", Message: "one of " + strings.Join(notification.Statuses, ", ")})
 		}
-		q.Status = st
+		q.Status = notification.Status(st)
 	}
 	q.Channel = v.Get("channel")
 	if l := v.Get("limit"); l != "" {

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // subscriberBuffer is how many updates a subscriber may fall behind
@@ -27,7 +28,7 @@ type Update struct {
 }
 
 // newUpdate encodes ev as "event: attempt" frames, in full and redacted.
-func newUpdate(ev events.Event) (*Update, error) {
+func newUpdate(ev notification.Event) (*Update, error) {
 	full, err := frame(ev)
 	if err != nil {
 		return nil, err
@@ -44,7 +45,7 @@ func newUpdate(ev events.Event) (*Update, error) {
 
 // frame writes ev as one Server-Sent Event. JSON has no raw newlines, so
 // the data fits one data line.
-func frame(ev events.Event) ([]byte, error) {
+func frame(ev notification.Event) ([]byte, error) {
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return nil, err
@@ -87,7 +88,7 @@ func NewHub() *Hub {
 
 // Publish hands ev to every subscriber, and drops those with no room for
 // it.
-func (h *Hub) Publish(ev events.Event) {
+func (h *Hub) Publish(ev notification.Event) {
 	u, err := newUpdate(ev)
 	if err != nil {
 		return // an Event holds strings, numbers and a time: always encodes
@@ -149,7 +150,7 @@ func (h *Hub) Close() {
 
 // Run publishes every event from in, such as the channel events.Subscribe
 // returns, until in is closed or ctx is done.
-func (h *Hub) Run(ctx context.Context, in <-chan events.Event) {
+func (h *Hub) Run(ctx context.Context, in <-chan notification.Event) {
 	for {
 		select {
 		case <-ctx.Done():

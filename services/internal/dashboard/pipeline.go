@@ -9,8 +9,8 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/diagram"
-	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/problem"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // RateWindow is how far back the pipeline's arrow rates look.
@@ -61,8 +61,8 @@ func NewPipeline(t retry.Topology) *Pipeline {
 
 // Follow observes every event from in and passes it on, in order, on the
 // channel it returns, which is closed when in is closed or ctx is done.
-func (p *Pipeline) Follow(ctx context.Context, in <-chan events.Event) <-chan events.Event {
-	out := make(chan events.Event)
+func (p *Pipeline) Follow(ctx context.Context, in <-chan notification.Event) <-chan notification.Event {
+	out := make(chan notification.Event)
 	go func() {
 		defer close(out)
 		for {
@@ -87,7 +87,7 @@ func (p *Pipeline) Follow(ctx context.Context, in <-chan events.Event) <-chan ev
 
 // Observe counts ev on the arrows the message took, and follows the wait
 // it scheduled.
-func (p *Pipeline) Observe(ev events.Event) {
+func (p *Pipeline) Observe(ev notification.Event) {
 	q := strings.TrimPrefix(ev.Queue, p.topo.Prefix)
 	if q == "" {
 		return
@@ -133,7 +133,7 @@ func splitEdge(id string) (from, to string) {
 // byWorker reports whether a parked event was decided by the worker
 // rather than the error stage: a permanent failure always is; on the
 // native backend or with a direct hand-off, every park is.
-func (p *Pipeline) byWorker(ev events.Event) bool {
+func (p *Pipeline) byWorker(ev notification.Event) bool {
 	if ev.Reason == retry.ReasonPermanent || ev.Reason == retry.ReasonTooLarge {
 		return true
 	}
@@ -144,7 +144,7 @@ func (p *Pipeline) byWorker(ev events.Event) bool {
 // work queue q: ingress to q for the first attempt, then to its
 // downstream, the error stage, the wait, the requeue stage or the
 // dead-letter queue.
-func (p *Pipeline) arrows(ev events.Event, q string) []string {
+func (p *Pipeline) arrows(ev notification.Event, q string) []string {
 	ingress := strings.TrimPrefix(p.topo.Ingress(), p.topo.Prefix)
 	stages := p.topo.HasRequeueStage()
 	native := p.topo.Backend == retry.Native

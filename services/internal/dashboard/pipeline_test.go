@@ -14,6 +14,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // pipelineTopology is a topology of two work queues on a backend and a
@@ -237,7 +238,7 @@ func TestPipelinePicture(t *testing.T) {
 			}
 
 			send := func(id string, o retry.Outcome, attempt int, reason string) {
-				e := events.Event{Type: events.TypeAttempt, Outcome: o, ID: id, Channel: "email", Queue: topo.Name(email),
+				e := notification.Event{Type: events.TypeAttempt, Outcome: o, ID: id, Channel: "email", Queue: topo.Name(email),
 					Attempt: attempt, Reason: reason, At: now}
 				if o == retry.Retrying {
 					e.DelayMS = 1000
@@ -281,7 +282,7 @@ func TestPipelineWaitEnds(t *testing.T) {
 	p := NewPipeline(topo)
 	now := t0
 	p.now = func() time.Time { return now }
-	p.Observe(events.Event{Outcome: retry.Retrying, ID: "ntf_a", Queue: topo.Name("email-queue"), Attempt: 1, DelayMS: 5000, At: t0})
+	p.Observe(notification.Event{Outcome: retry.Retrying, ID: "ntf_a", Queue: topo.Name("email-queue"), Attempt: 1, DelayMS: 5000, At: t0})
 	h := New(Deps{Pipeline: p, Authenticate: authenticate})
 	for _, tt := range []struct {
 		after time.Duration

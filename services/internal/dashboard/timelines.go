@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/services/internal/problem"
@@ -18,21 +19,21 @@ const maxTimelines = 50
 // timelineView is one copy's attempts as the list draws them: times and
 // outcomes, never an error text.
 type timelineView struct {
-	Channel       string         `json:"channel"`
-	Recipient     string         `json:"recipient,omitempty"`
-	Status        string         `json:"status"`
-	NextAttemptAt *time.Time     `json:"next_attempt_at,omitempty"`
-	Attempts      []timelineMark `json:"attempts"`
+	Channel       string              `json:"channel"`
+	Recipient     string              `json:"recipient,omitempty"`
+	Status        notification.Status `json:"status"`
+	NextAttemptAt *time.Time          `json:"next_attempt_at,omitempty"`
+	Attempts      []timelineMark      `json:"attempts"`
 }
 
 // timelineMark is one attempt (or the replay that started a round).
 type timelineMark struct {
-	N       int       `json:"n"`
-	Round   int       `json:"round"`
-	At      time.Time `json:"at"`
-	Outcome string    `json:"outcome"`
-	Reason  string    `json:"reason,omitempty"`
-	DelayMS *int64    `json:"delay_ms,omitempty"`
+	N       int           `json:"n"`
+	Round   int           `json:"round"`
+	At      time.Time     `json:"at"`
+	Outcome retry.Outcome `json:"outcome"`
+	Reason  string        `json:"reason,omitempty"`
+	DelayMS *int64        `json:"delay_ms,omitempty"`
 }
 
 // timelines answers GET /dashboard/timelines?id=…&id=…: for each
@@ -77,8 +78,8 @@ func (s *server) timelines(w http.ResponseWriter, r *http.Request) error {
 		copies := []timelineView{}
 		for _, c := range n.Copies {
 			tv := timelineView{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status, NextAttemptAt: c.NextAttemptAt, Attempts: []timelineMark{}}
-			for _, a := range c.Timeline {
-				tv.Attempts = append(tv.Attempts, timelineMark{N: a.Attempt, Round: a.Round, At: a.At, Outcome: a.Outcome, Reason: a.Reason, DelayMS: a.DelayMS})
+			for _, a := range c.Attempts {
+				tv.Attempts = append(tv.Attempts, timelineMark{N: a.N, Round: a.Round, At: a.At, Outcome: a.Outcome, Reason: a.Reason, DelayMS: a.DelayMS})
 			}
 			copies = append(copies, tv)
 		}

@@ -8,14 +8,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // TestTimelines gives the list each copy's attempts, times and outcomes
 // only, for the ids it asks about.
 func TestTimelines(t *testing.T) {
-	h := New(Deps{History: &fakeHistory{notifications: []*history.Notification{parkedNotification(), splitNotification()}},
+	h := New(Deps{History: &fakeHistory{notifications: []*notification.View{parkedNotification(), splitNotification()}},
 		Authenticate: authenticate, Public: true})
 	for _, auth := range []string{"", "Bearer " + goodToken} {
 		resp, body := get(t, h, "/dashboard/timelines?id=ntf_1&id=ntf_unknown&id=ntf_1", auth)

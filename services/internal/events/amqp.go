@@ -13,6 +13,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Exchange is the unprefixed name of the events exchange.
@@ -55,7 +56,7 @@ func Declare(ch *amqp.Channel, t retry.Topology) error {
 }
 
 // RoutingKey is the key an event is published with: "<outcome>.<channel>".
-func RoutingKey(ev Event) string { return string(ev.Outcome) + "." + ev.Channel }
+func RoutingKey(ev notification.Event) string { return string(ev.Outcome) + "." + ev.Channel }
 
 // Emitter publishes pipeline decisions to the events exchange.
 //
@@ -75,12 +76,12 @@ type Emitter struct {
 	service  string
 	channels channels
 	log      *slog.Logger
-	queue    chan Event
+	queue    chan notification.Event
 	dropped  atomic.Uint64
 	wait     time.Duration // ObserveWait, shorter in tests
 
 	mu    sync.Mutex
-	retry []Event // unconfirmed on a lost connection: published first
+	retry []notification.Event // unconfirmed on a lost connection: published first
 }
 
 // NewEmitter returns an Emitter for topology t whose events name service
@@ -95,7 +96,7 @@ func NewEmitter(t retry.Topology, service string, log *slog.Logger) *Emitter {
 		service:  service,
 		channels: channelsOf(t),
 		log:      log,
-		queue:    make(chan Event, BufferSize),
+		queue:    make(chan notification.Event, BufferSize),
 		wait:     ObserveWait,
 	}
 }
@@ -125,14 +126,14 @@ func (e *Emitter) Dropped() uint64 { return e.dropped.Load() }
 const dropReport = 10 * time.Second
 
 // again keeps events to publish first on the next connection.
-func (e *Emitter) again(evs ...Event) {
+func (e *Emitter) again(evs ...notification.Event) {
 	e.mu.Lock()
 	e.retry = append(e.retry, evs...)
 	e.mu.Unlock()
 }
 
 // takeRetries returns the events to publish again, and forgets them.
-func (e *Emitter) takeRetries() []Event {
+func (e *Emitter) takeRetries() []notification.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := e.retry
@@ -161,7 +162,7 @@ func (e *Emitter) Run(ctx context.Context, conn *amqp.Connection) error {
 		return fmt.Errorf("events channel: enable publisher confirms: %w", err)
 	}
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, inFlight+1))
-	pending := map[uint64]Event{}
+	pending := map[uint64]notification.Event{}
 	// Whatever is still unconfirmed when Run returns is published again
 	// on the next connection.
 	defer func() {
@@ -169,7 +170,7 @@ func (e *Emitter) Run(ctx context.Context, conn *amqp.Connection) error {
 			e.again(ev)
 		}
 	}()
-	publish := func(ev Event) error {
+	publish := func(ev notification.Event) error {
 		tag := ch.GetNextPublishSeqNo()
 		if err := e.publish(ch, user, ev); err != nil {
 			e.again(ev)
@@ -241,11 +242,12 @@ func (e *Emitter) Run(ctx context.Context, conn *amqp.Connection) error {
 
 // publish sends ev as user, the connection's: the history takes only
 // events relay's own user published.
-func (e *Emitter) publish(ch *amqp.Channel, user string, ev Event) error {
+func (e *Emitter) publish(ch *amqp.Channel, user string, ev notification.Event) error {
 	body, err := json.Marshal(ev)
 	if err != nil {
-		// An Event holds only strings, numbers and a time: this cannot
-		// happen short of a time out of JSON's range. Skip the event.
+		// A notification.Event holds only strings, numbers and a time:
+		// this cannot happen short of a time out of JSON's range. Skip
+		// the event.
 		e.log.Error("encode event", "message_id", ev.ID, "error", err)
 		return nil
 	}
@@ -273,7 +275,7 @@ func (e *Emitter) publish(ch *amqp.Channel, user string, ev Event) error {
 // Messages that are not valid events are skipped. The channel is closed
 // when ctx is done or the connection drops; subscribe again on the next
 // connection.
-func Subscribe(ctx context.Context, conn *amqp.Connection, t retry.Topology) (<-chan Event, error) {
+func Subscribe(ctx context.Context, conn *amqp.Connection, t retry.Topology) (<-chan notification.Event, error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("open events channel: %w", err)
@@ -284,7 +286,7 @@ func Subscribe(ctx context.Context, conn *amqp.Connection, t retry.Topology) (<-
 		return nil, err
 	}
 	user := retry.User(conn)
-	out := make(chan Event, 256)
+	out := make(chan notification.Event, 256)
 	go func() {
 		defer close(out)
 		defer ch.Close()
@@ -296,7 +298,7 @@ func Subscribe(ctx context.Context, conn *amqp.Connection, t retry.Topology) (<-
 				if !ok {
 					return
 				}
-				var ev Event
+				var ev notification.Event
 				if !fromRelay(&d, user) || json.Unmarshal(d.Body, &ev) != nil || ev.Type != TypeAttempt {
 					continue
 				}

@@ -15,53 +15,12 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
-// TypeAttempt is the Type of every Event: one decision about one attempt.
+// TypeAttempt is the Type of every notification.Event: one decision about
+// one attempt.
 const TypeAttempt = "attempt"
-
-// Event is one pipeline decision as it travels on the events exchange.
-type Event struct {
-	// Type is always TypeAttempt.
-	Type string `json:"type"`
-	// Outcome is what was decided.
-	Outcome retry.Outcome `json:"outcome"`
-	// ID is the notification id (the AMQP message-id).
-	ID string `json:"id"`
-	// Channel is the routing key of the work queue, such as "email"; empty
-	// when the queue is not one of the topology's work queues.
-	Channel string `json:"channel"`
-	// Recipient is the copy's recipient (notification.HeaderRecipient),
-	// for a channel that delivers to each recipient on its own; empty
-	// otherwise.
-	Recipient string `json:"recipient,omitempty"`
-	// Queue is the work queue, prefixed as on the broker.
-	Queue string `json:"queue"`
-	// Attempt is the attempt the decision is about (1 for the first of its
-	// round).
-	Attempt int `json:"attempt"`
-	// Round is how often the copy was replayed from the dead-letter
-	// queue; each replay starts a new round of attempts.
-	Round int `json:"round,omitempty"`
-	// DurationMS is how long the attempt took, for a worker's outcome.
-	DurationMS int64 `json:"duration_ms,omitempty"`
-	// DelayMS is the wait scheduled before the next attempt.
-	DelayMS int64 `json:"delay_ms"`
-	// Error is the failure's text, where known.
-	Error string `json:"error,omitempty"`
-	// Reason is why a message was parked.
-	Reason string `json:"reason,omitempty"`
-	// At is when the decision was made.
-	At time.Time `json:"at"`
-	// AgeMS is the message's age at the decision: At minus the time its
-	// producer published it; zero when that time is unknown.
-	AgeMS int64 `json:"age_ms"`
-	// Service names the process that made the decision.
-	Service string `json:"service"`
-	// Provider is the provider the attempt went through, for a channel
-	// with several (mail servers, SMS gateways); empty otherwise.
-	Provider string `json:"provider,omitempty"`
-}
 
 // channels maps each prefixed work queue of a topology to its routing key.
 type channels map[string]string
@@ -75,8 +34,8 @@ func channelsOf(t retry.Topology) channels {
 }
 
 // event converts one pipeline decision.
-func (c channels) event(service string, ev retry.Event) Event {
-	out := Event{
+func (c channels) event(service string, ev retry.Event) notification.Event {
+	out := notification.Event{
 		Type:       TypeAttempt,
 		Outcome:    ev.Outcome,
 		ID:         ev.MessageID,

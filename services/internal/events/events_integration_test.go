@@ -14,6 +14,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // cleanupExchange deletes topo's events exchange when the test ends.
@@ -64,12 +65,12 @@ func TestEmitSubscribe(t *testing.T) {
 	for _, ev := range in {
 		em.Observe(ev)
 	}
-	want := []Event{
+	want := []notification.Event{
 		{Type: "attempt", Outcome: "failed", ID: "n-1", Channel: "email", Queue: email, Attempt: 1, DelayMS: 500, Error: "421 try later", At: at, AgeMS: 20, Service: "worker"},
 		{Type: "attempt", Outcome: "retrying", ID: "n-1", Channel: "email", Queue: email, Attempt: 1, DelayMS: 520, At: at.Add(time.Millisecond), Service: "worker"},
 		{Type: "attempt", Outcome: "parked", ID: "n-2", Channel: "webhook", Queue: webhook, Attempt: 1, Error: "410 gone", Reason: "permanent", At: at.Add(2 * time.Millisecond), Service: "worker"},
 	}
-	var got []Event
+	var got []notification.Event
 	for len(got) < len(want) {
 		select {
 		case ev, ok := <-sub:
@@ -140,7 +141,7 @@ func TestSubscribeRoutingAndBadMessages(t *testing.T) {
 	}
 	select {
 	case ev := <-sub:
-		if diff := cmp.Diff(Event{Type: "attempt", Outcome: "delivered", ID: "ok"}, ev); diff != "" {
+		if diff := cmp.Diff(notification.Event{Type: "attempt", Outcome: "delivered", ID: "ok"}, ev); diff != "" {
 			t.Errorf("first decodable event (-want +got):\n%s", diff)
 		}
 	case <-ctx.Done():

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 var (
@@ -24,52 +25,52 @@ func TestConvert(t *testing.T) {
 	tests := []struct {
 		name string
 		in   retry.Event
-		want Event
+		want notification.Event
 	}{
 		{
 			name: "failed email with age",
 			in: retry.Event{Outcome: "failed", MessageID: "n-1", Queue: "t1.email-queue", Attempt: 1,
 				Delay: 500 * time.Millisecond, Err: "smtp 451", At: t0.Add(1500 * time.Millisecond), Published: t0},
-			want: Event{Type: "attempt", Outcome: "failed", ID: "n-1", Channel: "email", Queue: "t1.email-queue",
+			want: notification.Event{Type: "attempt", Outcome: "failed", ID: "n-1", Channel: "email", Queue: "t1.email-queue",
 				Attempt: 1, DelayMS: 500, Error: "smtp 451", At: t0.Add(1500 * time.Millisecond), AgeMS: 1500, Service: "worker"},
 		},
 		{
 			name: "delivered webhook without publish time",
 			in:   retry.Event{Outcome: "delivered", MessageID: "n-2", Queue: "t1.webhook-queue", Attempt: 3, At: t0},
-			want: Event{Type: "attempt", Outcome: "delivered", ID: "n-2", Channel: "webhook", Queue: "t1.webhook-queue",
+			want: notification.Event{Type: "attempt", Outcome: "delivered", ID: "n-2", Channel: "webhook", Queue: "t1.webhook-queue",
 				Attempt: 3, At: t0, Service: "worker"},
 		},
 		{
 			name: "parked without a source queue",
 			in:   retry.Event{Outcome: "parked", MessageID: "n-3", Attempt: 1, Reason: retry.ReasonNoSource, At: t0, Published: t0.Add(-time.Minute)},
-			want: Event{Type: "attempt", Outcome: "parked", ID: "n-3", Attempt: 1, Reason: "unknown-source", At: t0, AgeMS: 60000, Service: "worker"},
+			want: notification.Event{Type: "attempt", Outcome: "parked", ID: "n-3", Attempt: 1, Reason: "unknown-source", At: t0, AgeMS: 60000, Service: "worker"},
 		},
 		{
 			name: "unprefixed queue is not a work queue of this topology",
 			in:   retry.Event{Outcome: "requeued", MessageID: "n-4", Queue: "email-queue", Attempt: 2, At: t0},
-			want: Event{Type: "attempt", Outcome: "requeued", ID: "n-4", Queue: "email-queue", Attempt: 2, At: t0, Service: "worker"},
+			want: notification.Event{Type: "attempt", Outcome: "requeued", ID: "n-4", Queue: "email-queue", Attempt: 2, At: t0, Service: "worker"},
 		},
 		{
 			name: "delivered through a provider",
 			in:   retry.Event{Outcome: "delivered", MessageID: "n-6", Queue: "t1.email-queue", Attempt: 2, At: t0, Via: "secondary"},
-			want: Event{Type: "attempt", Outcome: "delivered", ID: "n-6", Channel: "email", Queue: "t1.email-queue", Attempt: 2, At: t0,
+			want: notification.Event{Type: "attempt", Outcome: "delivered", ID: "n-6", Channel: "email", Queue: "t1.email-queue", Attempt: 2, At: t0,
 				Service: "worker", Provider: "secondary"},
 		},
 		{
 			name: "a recipient's copy",
 			in:   retry.Event{Outcome: "delivered", MessageID: "n-7", Copy: "ada@example.com", Queue: "t1.email-queue", Attempt: 1, At: t0},
-			want: Event{Type: "attempt", Outcome: "delivered", ID: "n-7", Channel: "email", Recipient: "ada@example.com", Queue: "t1.email-queue",
+			want: notification.Event{Type: "attempt", Outcome: "delivered", ID: "n-7", Channel: "email", Recipient: "ada@example.com", Queue: "t1.email-queue",
 				Attempt: 1, At: t0, Service: "worker"},
 		},
 		{
 			name: "a recipient longer than the history takes is left out",
 			in:   retry.Event{Outcome: "delivered", MessageID: "n-8", Copy: strings.Repeat("a", 321), Queue: "t1.email-queue", Attempt: 1, At: t0},
-			want: Event{Type: "attempt", Outcome: "delivered", ID: "n-8", Channel: "email", Queue: "t1.email-queue", Attempt: 1, At: t0, Service: "worker"},
+			want: notification.Event{Type: "attempt", Outcome: "delivered", ID: "n-8", Channel: "email", Queue: "t1.email-queue", Attempt: 1, At: t0, Service: "worker"},
 		},
 		{
 			name: "publish time after the decision (clock skew) gives no age",
 			in:   retry.Event{Outcome: "delivered", MessageID: "n-5", Queue: "t1.email-queue", Attempt: 1, At: t0, Published: t0.Add(time.Second)},
-			want: Event{Type: "attempt", Outcome: "delivered", ID: "n-5", Channel: "email", Queue: "t1.email-queue", Attempt: 1, At: t0, Service: "worker"},
+			want: notification.Event{Type: "attempt", Outcome: "delivered", ID: "n-5", Channel: "email", Queue: "t1.email-queue", Attempt: 1, At: t0, Service: "worker"},
 		},
 	}
 	for _, tt := range tests {
@@ -83,7 +84,7 @@ func TestConvert(t *testing.T) {
 }
 
 func TestEventJSON(t *testing.T) {
-	ev := Event{Type: "attempt", Outcome: "parked", ID: "n-1", Channel: "email", Queue: "email-queue", Attempt: 4,
+	ev := notification.Event{Type: "attempt", Outcome: "parked", ID: "n-1", Channel: "email", Queue: "email-queue", Attempt: 4,
 		DelayMS: 0, Reason: "max-retries", Error: "boom", At: t0, AgeMS: 7, Service: "retrier"}
 	b, err := json.Marshal(ev)
 	if err != nil {
@@ -94,7 +95,7 @@ func TestEventJSON(t *testing.T) {
 	if diff := cmp.Diff(want, string(b)); diff != "" {
 		t.Errorf("json (-want +got):\n%s", diff)
 	}
-	var back Event
+	var back notification.Event
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +105,7 @@ func TestEventJSON(t *testing.T) {
 }
 
 func TestRoutingKey(t *testing.T) {
-	if got := RoutingKey(Event{Outcome: "parked", Channel: "webhook"}); got != "parked.webhook" {
+	if got := RoutingKey(notification.Event{Outcome: "parked", Channel: "webhook"}); got != "parked.webhook" {
 		t.Errorf("RoutingKey = %q, want parked.webhook", got)
 	}
 	if got := ExchangeName(testTopo); got != "t1.notification-events" {
@@ -159,7 +160,7 @@ func TestEmitterDropsWhenFull(t *testing.T) {
 		t.Errorf("buffered = %d, want %d", got, BufferSize)
 	}
 	first := <-e.queue
-	want := Event{Type: "attempt", Outcome: "failed", ID: "0", Channel: "email", Queue: "t1.email-queue", At: t0, Service: "worker"}
+	want := notification.Event{Type: "attempt", Outcome: "failed", ID: "0", Channel: "email", Queue: "t1.email-queue", At: t0, Service: "worker"}
 	if diff := cmp.Diff(want, first); diff != "" {
 		t.Errorf("first queued event (-want +got):\n%s", diff)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // HistoryQueue is the unprefixed name of the durable queue the history is
@@ -37,15 +38,9 @@ type Accepted struct {
 	Channels []string   `json:"channels"`
 	// Copies lists the copies when a channel has one per recipient;
 	// empty means one per channel.
-	Copies     []Copy          `json:"copies,omitempty"`
-	Recipients []string        `json:"recipients,omitempty"`
-	Payload    json.RawMessage `json:"payload,omitempty"`
-}
-
-// Copy names one copy of an accepted notification.
-type Copy struct {
-	Channel   string `json:"channel"`
-	Recipient string `json:"recipient,omitempty"`
+	Copies     []notification.CopyRef `json:"copies,omitempty"`
+	Recipients []string               `json:"recipients,omitempty"`
+	Payload    json.RawMessage        `json:"payload,omitempty"`
 }
 
 // AcceptedRoutingKey is the key Accepted records are published with.
@@ -104,7 +99,7 @@ func fromRelay(d *amqp.Delivery, user string) bool {
 // Sink stores what the feed reads; *history.Store is one.
 type Sink interface {
 	Accept(ctx context.Context, ns []history.Accepted) error
-	Record(ctx context.Context, evs []history.Event) error
+	Record(ctx context.Context, evs []notification.Event) error
 }
 
 // Feed moves events from the history queue into a Sink, in batches: up to
@@ -285,7 +280,7 @@ func (f *Feed) store(ctx context.Context, ds []amqp.Delivery, user string, log *
 }
 
 // write stores one batch; an invalid item is dropped and the rest written.
-func (f *Feed) write(ctx context.Context, accepted []history.Accepted, evs []history.Event, log *slog.Logger) error {
+func (f *Feed) write(ctx context.Context, accepted []history.Accepted, evs []notification.Event, log *slog.Logger) error {
 	for {
 		err := f.Sink.Accept(ctx, accepted)
 		var bad *history.InputError
@@ -311,9 +306,9 @@ func (f *Feed) write(ctx context.Context, accepted []history.Accepted, evs []his
 
 // decode turns deliveries into history records, skipping what is not one
 // and what user, relay's own, did not publish.
-func decode(ds []amqp.Delivery, user string, log *slog.Logger) ([]history.Accepted, []history.Event) {
+func decode(ds []amqp.Delivery, user string, log *slog.Logger) ([]history.Accepted, []notification.Event) {
 	var accepted []history.Accepted
-	var evs []history.Event
+	var evs []notification.Event
 	for _, d := range ds {
 		if !fromRelay(&d, user) {
 			log.Warn("dropped a message in the history queue that relay's user did not publish", "message_id", d.MessageId,
@@ -334,18 +329,14 @@ func decode(ds []amqp.Delivery, user string, log *slog.Logger) ([]history.Accept
 				log.Warn("dropped a malformed accepted record", "message_id", d.MessageId, "error", err)
 				continue
 			}
-			var copies []history.CopyRef
-			for _, c := range a.Copies {
-				copies = append(copies, history.CopyRef{Channel: c.Channel, Recipient: c.Recipient})
-			}
 			h := history.Accepted{ID: a.ID, CreatedAt: a.CreatedAt, Channels: a.Channels,
-				Copies: copies, Recipients: a.Recipients, Payload: a.Payload}
+				Copies: a.Copies, Recipients: a.Recipients, Payload: a.Payload}
 			if a.DueAt != nil {
 				h.DueAt = *a.DueAt
 			}
 			accepted = append(accepted, h)
 		case TypeAttempt:
-			var ev Event
+			var ev notification.Event
 			if err := json.Unmarshal(d.Body, &ev); err != nil {
 				log.Warn("dropped a malformed event", "message_id", d.MessageId, "error", err)
 				continue
@@ -355,9 +346,7 @@ func decode(ds []amqp.Delivery, user string, log *slog.Logger) ([]history.Accept
 				// unknown-source): no copy of a notification to record.
 				continue
 			}
-			evs = append(evs, history.Event{ID: ev.ID, Channel: ev.Channel, Recipient: ev.Recipient, Round: ev.Round, Attempt: ev.Attempt,
-				Outcome: string(ev.Outcome), At: ev.At, Error: ev.Error, Reason: ev.Reason, DelayMS: ev.DelayMS,
-				DurationMS: ev.DurationMS, Service: ev.Service, Provider: ev.Provider})
+			evs = append(evs, ev)
 		default:
 			log.Warn("dropped a message of unknown type in the history queue", "message_id", d.MessageId, "type", head.Type)
 		}

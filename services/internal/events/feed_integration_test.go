@@ -16,6 +16,7 @@ import (
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // flakySink fails its first writes, as a database that is down would.
@@ -24,7 +25,7 @@ type flakySink struct {
 	failures atomic.Int32
 }
 
-func (s *flakySink) Record(ctx context.Context, evs []history.Event) error {
+func (s *flakySink) Record(ctx context.Context, evs []notification.Event) error {
 	if s.failures.Add(-1) >= 0 {
 		return errors.New("database is down")
 	}
@@ -70,7 +71,7 @@ func TestFeedFillsTheHistory(t *testing.T) {
 			}
 			email := topo.Name("email-queue")
 			msgs := []amqp.Publishing{acc, {Body: []byte("junk")}, {Body: []byte(`{"type":"other"}`)}, forged}
-			for _, ev := range []Event{
+			for _, ev := range []notification.Event{
 				{Outcome: "failed", ID: "ntf_1", Channel: "email", Queue: email, Attempt: 1, Error: "452 mailbox full", At: at.Add(10 * time.Millisecond), Service: "worker-email"},
 				{Outcome: "retrying", ID: "ntf_1", Channel: "email", Queue: email, Attempt: 1, DelayMS: 500, At: at.Add(12 * time.Millisecond), Service: "retrier"},
 				{Outcome: "delivered", ID: "ntf_1", Channel: "email", Queue: email, Attempt: 2, At: at.Add(600 * time.Millisecond), Service: "worker-email"},
@@ -100,12 +101,12 @@ func TestFeedFillsTheHistory(t *testing.T) {
 					t.Errorf("Feed.Run: %v", err)
 				}
 			}()
-			var n *history.Notification
+			var n *notification.View
 			retrytest.Eventually(t, 15*time.Second, func() bool {
 				n, err = store.Get(context.Background(), "ntf_1")
-				return err == nil && n.Accepted && len(n.Copies) == 1 && n.Copies[0].Status == history.StatusDelivered
+				return err == nil && n.Accepted && len(n.Copies) == 1 && n.Copies[0].Status == notification.StatusDelivered
 			}, "ntf_1 never delivered in the history: %+v, %v", n, err)
-			tl := n.Copies[0].Timeline
+			tl := n.Copies[0].Attempts
 			if len(tl) != 2 || tl[0].Outcome != "failed" || tl[0].Error != "452 mailbox full" || tl[0].DelayMS == nil || *tl[0].DelayMS != 500 || tl[1].Outcome != "delivered" {
 				t.Errorf("timeline = %+v", tl)
 			}

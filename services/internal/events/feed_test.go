@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // TestDecode turns what the API and the pipeline publish into history
@@ -37,20 +38,20 @@ func TestDecode(t *testing.T) {
 		return d
 	}
 	split := Accepted{Type: TypeAccepted, ID: "ntf_split", CreatedAt: t0, Channels: []string{"email", "webhook"},
-		Copies:     []Copy{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
+		Copies:     []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example.com/x"}, Payload: json.RawMessage(`{"a":1}`)}
 	whole := Accepted{Type: TypeAccepted, ID: "ntf_whole", CreatedAt: t0, Channels: []string{"sms"}}
 	ds := []amqp.Delivery{
 		body(split),
 		{Body: []byte("junk")},
 		body(whole),
-		body(Event{Type: TypeAttempt, Outcome: "parked", ID: "ntf_split", Channel: "email", Recipient: "reject@example.com",
+		body(notification.Event{Type: TypeAttempt, Outcome: "parked", ID: "ntf_split", Channel: "email", Recipient: "reject@example.com",
 			Attempt: 1, Error: "550 no such user", Reason: "permanent", At: t0, Service: "worker-email", DurationMS: 40}),
-		body(Event{Type: TypeAttempt, Outcome: "retrying", ID: "ntf_whole", Channel: "sms", Attempt: 1, DelayMS: 500, At: t0, Service: "retrier"}),
-		body(Event{Type: TypeAttempt, Outcome: "parked", ID: "ghost", At: t0}),
-		forged("", Event{Type: TypeAttempt, Outcome: "delivered", ID: "ntf_split", Channel: "email", Recipient: "reject@example.com",
+		body(notification.Event{Type: TypeAttempt, Outcome: "retrying", ID: "ntf_whole", Channel: "sms", Attempt: 1, DelayMS: 500, At: t0, Service: "retrier"}),
+		body(notification.Event{Type: TypeAttempt, Outcome: "parked", ID: "ghost", At: t0}),
+		forged("", notification.Event{Type: TypeAttempt, Outcome: "delivered", ID: "ntf_split", Channel: "email", Recipient: "reject@example.com",
 			Attempt: 2, At: t0, Service: "worker-email"}),
-		forged("orders-app", Event{Type: TypeAttempt, Outcome: "delivered", ID: "ntf_split", Channel: "email", Recipient: "reject@example.com",
+		forged("orders-app", notification.Event{Type: TypeAttempt, Outcome: "delivered", ID: "ntf_split", Channel: "email", Recipient: "reject@example.com",
 			Attempt: 2, At: t0, Service: "worker-email"}),
 		forged("orders-app", Accepted{Type: TypeAccepted, ID: "ntf_never_sent", CreatedAt: t0, Channels: []string{"sms"}}),
 		forged("", Accepted{Type: TypeAccepted, ID: "ntf_never_sent", CreatedAt: t0, Channels: []string{"sms"}}),
@@ -58,17 +59,18 @@ func TestDecode(t *testing.T) {
 	accepted, evs := decode(ds, "relay", slog.New(slog.DiscardHandler))
 	wantAccepted := []history.Accepted{
 		{ID: "ntf_split", CreatedAt: t0, Channels: []string{"email", "webhook"},
-			Copies:     []history.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
+			Copies:     []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
 			Recipients: split.Recipients, Payload: split.Payload},
 		{ID: "ntf_whole", CreatedAt: t0, Channels: []string{"sms"}},
 	}
 	if diff := cmp.Diff(wantAccepted, accepted); diff != "" {
 		t.Errorf("accepted (-want +got):\n%s", diff)
 	}
-	wantEvents := []history.Event{
-		{ID: "ntf_split", Channel: "email", Recipient: "reject@example.com", Attempt: 1, Outcome: "parked", At: t0,
+	// The store is handed each event as published; it keeps what it needs.
+	wantEvents := []notification.Event{
+		{Type: TypeAttempt, ID: "ntf_split", Channel: "email", Recipient: "reject@example.com", Attempt: 1, Outcome: "parked", At: t0,
 			Error: "550 no such user", Reason: "permanent", DurationMS: 40, Service: "worker-email"},
-		{ID: "ntf_whole", Channel: "sms", Attempt: 1, Outcome: "retrying", At: t0, DelayMS: 500, Service: "retrier"},
+		{Type: TypeAttempt, ID: "ntf_whole", Channel: "sms", Attempt: 1, Outcome: "retrying", At: t0, DelayMS: 500, Service: "retrier"},
 	}
 	if diff := cmp.Diff(wantEvents, evs); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
@@ -89,7 +91,7 @@ func (s *brokenSink) Accept(context.Context, []history.Accepted) error {
 	return nil
 }
 
-func (s *brokenSink) Record(context.Context, []history.Event) error { return nil }
+func (s *brokenSink) Record(context.Context, []notification.Event) error { return nil }
 
 // TestFeedStuck checks that a store that keeps failing is reported by
 // Stuck once StuckAfter has passed, not before, and no longer once it

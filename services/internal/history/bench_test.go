@@ -12,6 +12,7 @@ import (
 
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // BenchmarkRecord stores batches of events about new notifications, and
@@ -32,7 +33,7 @@ func BenchmarkRecord(b *testing.B) {
 				b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
 					// A stream of events cut into batches, as a consumer would:
 					// a notification's events may straddle two batches.
-					var stream []history.Event
+					var stream []notification.Event
 					for len(stream) < b.N*size {
 						stream = append(stream, history.SeedEvents(next*10, t0.Add(time.Duration(next)*time.Millisecond))...)
 						next++

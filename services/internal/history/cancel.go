@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // CancelReason is the reason a copy cancelled through the API carries.
@@ -15,23 +18,23 @@ const CancelReason = "cancelled by the client"
 // Cancellation is what Cancel did to a notification's copies.
 type Cancellation struct {
 	// Cancelled are the copies it cancelled now.
-	Cancelled []CopyRef
+	Cancelled []notification.CopyRef
 	// Already are the copies cancelled before: asking again changes
 	// nothing.
-	Already []CopyRef
+	Already []notification.CopyRef
 	// Untouched are the copies it could not cancel, with their status:
 	// delivered or parked, queued for their first attempt, on their way
-	// to a worker already, or StatusSending, held by a worker sending it (HoldCopy).
-	Untouched []CopyStatus
+	// to a worker already, or notification.StatusSending, held by a worker sending it (HoldCopy).
+	Untouched []notification.CopyStatus
 }
 
 // Cancel takes back every copy of notification id that has not gone out
-// yet: each copy still StatusScheduled or StatusRetrying gets an
-// OutcomeCancelled event for its next attempt, and becomes
-// StatusCancelled. Workers take a copy (HoldCopy) before they send a
+// yet: each copy still notification.StatusScheduled or notification.StatusRetrying gets an
+// retry.Cancelled event for its next attempt, and becomes
+// notification.StatusCancelled. Workers take a copy (HoldCopy) before they send a
 // scheduled or retried copy, so none of these is delivered, even one
 // whose message is already on its way; a copy a worker holds is not
-// cancelled and is answered in Untouched as StatusSending. It is idempotent; an unknown id is an error
+// cancelled and is answered in Untouched as notification.StatusSending. It is idempotent; an unknown id is an error
 // wrapping ErrNotFound.
 func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (Cancellation, error) {
 	var out Cancellation
@@ -46,7 +49,7 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 			return fmt.Errorf("read notification %q: %w", id, err)
 		}
 		type open struct {
-			ref   CopyRef
+			ref   notification.CopyRef
 			round int
 		}
 		var todo []open
@@ -56,16 +59,16 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 		}
 		var candidates []open
 		err = each(rows, func() error {
-			var c CopyStatus
+			var c notification.CopyStatus
 			var round int
 			if err := rows.Scan(&c.Channel, &c.Recipient, &c.Status, &round); err != nil {
 				return err
 			}
-			ref := CopyRef{Channel: c.Channel, Recipient: c.Recipient}
+			ref := notification.CopyRef{Channel: c.Channel, Recipient: c.Recipient}
 			switch c.Status {
-			case StatusScheduled, StatusRetrying:
+			case notification.StatusScheduled, notification.StatusRetrying:
 				candidates = append(candidates, open{ref, round})
-			case StatusCancelled:
+			case notification.StatusCancelled:
 				out.Already = append(out.Already, ref)
 			default:
 				out.Untouched = append(out.Untouched, c)
@@ -85,7 +88,7 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 			if held {
 				todo = append(todo, o)
 			} else {
-				out.Untouched = append(out.Untouched, CopyStatus{Channel: o.ref.Channel, Recipient: o.ref.Recipient, Status: StatusSending})
+				out.Untouched = append(out.Untouched, notification.CopyStatus{Channel: o.ref.Channel, Recipient: o.ref.Recipient, Status: notification.StatusSending})
 			}
 		}
 		if len(todo) == 0 {
@@ -100,10 +103,10 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 			var last int
 			if err := tx.QueryRowContext(ctx, s.d.q(`SELECT COALESCE(MAX(attempt), 0) FROM events
 				WHERE notification_id = $1 AND channel = $2 AND recipient = $3 AND round = $4 AND outcome <> $5`),
-				id, o.ref.Channel, o.ref.Recipient, o.round, OutcomeRequeued).Scan(&last); err != nil {
+				id, o.ref.Channel, o.ref.Recipient, o.round, string(retry.Requeued)).Scan(&last); err != nil {
 				return fmt.Errorf("read events of %q: %w", id, err)
 			}
-			rowsOut = append(rowsOut, id, o.ref.Channel, o.ref.Recipient, o.round, last+1, OutcomeCancelled, s.d.ts(at),
+			rowsOut = append(rowsOut, id, o.ref.Channel, o.ref.Recipient, o.round, last+1, string(retry.Cancelled), s.d.ts(at),
 				"", CancelReason, int64(0), int64(0), service, "")
 			affected[copyKey{id, o.ref.Channel, o.ref.Recipient}] = true
 			out.Cancelled = append(out.Cancelled, o.ref)
@@ -123,7 +126,7 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 	if err != nil {
 		return Cancellation{}, err
 	}
-	slices.SortFunc(out.Cancelled, func(a, b CopyRef) int {
+	slices.SortFunc(out.Cancelled, func(a, b notification.CopyRef) int {
 		return compareCopies(copyKey{id, a.Channel, a.Recipient}, copyKey{id, b.Channel, b.Recipient})
 	})
 	return out, nil
@@ -136,7 +139,7 @@ func (s *Store) Cancelled(ctx context.Context, id, channel, recipient string) (b
 	var one int
 	err := s.read.QueryRowContext(ctx, s.d.q(`SELECT 1 FROM events
 		WHERE notification_id = $1 AND channel = $2 AND recipient = $3 AND outcome = $4 LIMIT 1`),
-		id, channel, recipient, OutcomeCancelled).Scan(&one)
+		id, channel, recipient, string(retry.Cancelled)).Scan(&one)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
@@ -149,7 +152,7 @@ func (s *Store) Cancelled(ctx context.Context, id, channel, recipient string) (b
 // holdForCancel takes copy ref of notification id for a cancellation,
 // for good, unless a worker holds it and its hold has not lapsed: it
 // reports whether the copy is the cancellation's.
-func (s *Store) holdForCancel(ctx context.Context, tx *sql.Tx, id string, ref CopyRef, now time.Time) (bool, error) {
+func (s *Store) holdForCancel(ctx context.Context, tx *sql.Tx, id string, ref notification.CopyRef, now time.Time) (bool, error) {
 	var state string
 	err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO copy_holds (notification_id, channel, recipient, state, until)
 		VALUES ($1, $2, $3, 'cancelled', 0)

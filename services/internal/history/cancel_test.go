@@ -7,7 +7,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // TestCancel takes back a scheduled notification, and one whose email
@@ -24,11 +26,11 @@ func TestCancel(t *testing.T) {
 			t.Errorf("DueAt = %v, want %v", n.DueAt, due)
 		}
 		for _, c := range n.Copies {
-			if c.Status != history.StatusScheduled || c.NextAttemptAt == nil || !c.NextAttemptAt.Equal(due) {
+			if c.Status != notification.StatusScheduled || c.NextAttemptAt == nil || !c.NextAttemptAt.Equal(due) {
 				t.Errorf("%s copy: status %s, next attempt %v; want scheduled, due %v", c.Channel, c.Status, c.NextAttemptAt, due)
 			}
 		}
-		page, err := s.List(ctx, history.Query{Status: history.StatusScheduled})
+		page, err := s.List(ctx, history.Query{Status: notification.StatusScheduled})
 		if err != nil || len(page.Items) != 1 || page.Items[0].ID != "ntf_later" || page.Items[0].DueAt == nil {
 			t.Errorf("List(status=scheduled) = %+v, %v; want ntf_later with its due time", page.Items, err)
 		}
@@ -37,12 +39,12 @@ func TestCancel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []history.CopyRef{{Channel: "email"}, {Channel: "webhook"}}
+		want := []notification.CopyRef{{Channel: "email"}, {Channel: "webhook"}}
 		if diff := cmp.Diff(want, got.Cancelled); diff != "" {
 			t.Errorf("cancelled (-want +got):\n%s", diff)
 		}
 		for _, c := range get(t, s, "ntf_later").Copies {
-			if c.Status != history.StatusCancelled || len(c.Timeline) != 1 || c.Timeline[0].Outcome != history.OutcomeCancelled {
+			if c.Status != notification.StatusCancelled || len(c.Attempts) != 1 || c.Attempts[0].Outcome != retry.Cancelled {
 				t.Errorf("%s copy after Cancel: %+v; want cancelled, one cancelled attempt", c.Channel, c)
 			}
 			if ok, err := s.Cancelled(ctx, "ntf_later", c.Channel, ""); !ok || err != nil {
@@ -55,8 +57,8 @@ func TestCancel(t *testing.T) {
 			t.Errorf("second Cancel = %+v, %v; want nothing cancelled, two already", again, err)
 		}
 		// The worker that finds it cancelled reports the same attempt.
-		record(t, s, history.Event{ID: "ntf_later", Channel: "email", Attempt: 1, Outcome: history.OutcomeCancelled, At: due, Service: "worker"})
-		if c := get(t, s, "ntf_later").Copies[0]; c.Status != history.StatusCancelled {
+		record(t, s, notification.Event{ID: "ntf_later", Channel: "email", Attempt: 1, Outcome: retry.Cancelled, At: due, Service: "worker"})
+		if c := get(t, s, "ntf_later").Copies[0]; c.Status != notification.StatusCancelled {
 			t.Errorf("after the worker's event: %s, want cancelled", c.Status)
 		}
 
@@ -64,9 +66,9 @@ func TestCancel(t *testing.T) {
 		// email copy failed once and waiting.
 		accept(t, s, "ntf_now", "email", "webhook")
 		record(t, s,
-			history.Event{ID: "ntf_now", Channel: "webhook", Attempt: 1, Outcome: history.OutcomeDelivered, At: t0.Add(time.Second), Service: "test"},
-			history.Event{ID: "ntf_now", Channel: "email", Attempt: 1, Outcome: history.OutcomeFailed, At: t0.Add(time.Second), Error: "503", DelayMS: 5000, Service: "test"},
-			history.Event{ID: "ntf_now", Channel: "email", Attempt: 1, Outcome: history.OutcomeRetrying, At: t0.Add(time.Second), DelayMS: 5000, Service: "test"},
+			notification.Event{ID: "ntf_now", Channel: "webhook", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(time.Second), Service: "test"},
+			notification.Event{ID: "ntf_now", Channel: "email", Attempt: 1, Outcome: retry.Failed, At: t0.Add(time.Second), Error: "503", DelayMS: 5000, Service: "test"},
+			notification.Event{ID: "ntf_now", Channel: "email", Attempt: 1, Outcome: retry.Retrying, At: t0.Add(time.Second), DelayMS: 5000, Service: "test"},
 		)
 		if ok, _ := s.Cancelled(ctx, "ntf_now", "email", ""); ok {
 			t.Error("Cancelled before Cancel: true")
@@ -75,19 +77,19 @@ func TestCancel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]history.CopyRef{{Channel: "email"}}, got.Cancelled); diff != "" {
+		if diff := cmp.Diff([]notification.CopyRef{{Channel: "email"}}, got.Cancelled); diff != "" {
 			t.Errorf("cancelled (-want +got):\n%s", diff)
 		}
-		if len(got.Untouched) != 1 || got.Untouched[0].Status != history.StatusDelivered {
+		if len(got.Untouched) != 1 || got.Untouched[0].Status != notification.StatusDelivered {
 			t.Errorf("untouched = %+v, want the delivered webhook copy", got.Untouched)
 		}
 		email := get(t, s, "ntf_now").Copies[0]
-		if email.Status != history.StatusCancelled || len(email.Timeline) != 2 || email.Timeline[1].Attempt != 2 {
+		if email.Status != notification.StatusCancelled || len(email.Attempts) != 2 || email.Attempts[1].N != 2 {
 			t.Errorf("email copy = %+v; want cancelled at attempt 2", email)
 		}
 		// The retry was already on its way and went out: delivered stays.
-		record(t, s, history.Event{ID: "ntf_now", Channel: "email", Attempt: 2, Outcome: history.OutcomeDelivered, At: t0.Add(3 * time.Second), Service: "test"})
-		if c := get(t, s, "ntf_now").Copies[0]; c.Status != history.StatusDelivered {
+		record(t, s, notification.Event{ID: "ntf_now", Channel: "email", Attempt: 2, Outcome: retry.Delivered, At: t0.Add(3 * time.Second), Service: "test"})
+		if c := get(t, s, "ntf_now").Copies[0]; c.Status != notification.StatusDelivered {
 			t.Errorf("delivered after the cancellation: %s, want delivered", c.Status)
 		}
 
@@ -96,14 +98,14 @@ func TestCancel(t *testing.T) {
 		if err := s.Accept(ctx, []history.Accepted{{ID: "ntf_due", CreatedAt: t0, DueAt: t0.Add(time.Second), Channels: []string{"webhook"}}}); err != nil {
 			t.Fatal(err)
 		}
-		record(t, s, history.Event{ID: "ntf_due", Channel: "webhook", Attempt: 1, Outcome: history.OutcomeRequeued, At: t0.Add(time.Second), Service: "retrier"})
-		if c := get(t, s, "ntf_due").Copies[0]; c.Status != history.StatusScheduled || len(c.Timeline) != 0 {
+		record(t, s, notification.Event{ID: "ntf_due", Channel: "webhook", Attempt: 1, Outcome: retry.Requeued, At: t0.Add(time.Second), Service: "retrier"})
+		if c := get(t, s, "ntf_due").Copies[0]; c.Status != notification.StatusScheduled || len(c.Attempts) != 0 {
 			t.Errorf("due, on its way: %+v, want scheduled, no attempt yet", c)
 		}
 		if got, err := s.Cancel(ctx, "ntf_due", "test", t0.Add(1100*time.Millisecond)); err != nil || len(got.Cancelled) != 1 {
 			t.Errorf("Cancel(due, on its way) = %+v, %v; want the copy cancelled", got, err)
 		}
-		if c := get(t, s, "ntf_due").Copies[0]; c.Status != history.StatusCancelled || len(c.Timeline) != 1 || c.Timeline[0].Attempt != 1 {
+		if c := get(t, s, "ntf_due").Copies[0]; c.Status != notification.StatusCancelled || len(c.Attempts) != 1 || c.Attempts[0].N != 1 {
 			t.Errorf("after Cancel: %+v, want cancelled at attempt 1", c)
 		}
 
@@ -135,7 +137,7 @@ func TestCancelWhileSending(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantUntouched := []history.CopyStatus{{Channel: "email", Status: history.StatusSending}}
+		wantUntouched := []notification.CopyStatus{{Channel: "email", Status: notification.StatusSending}}
 		if diff := cmp.Diff(wantUntouched, got.Untouched); diff != "" || len(got.Cancelled) != 1 || got.Cancelled[0].Channel != "webhook" {
 			t.Errorf("Cancel while the email copy is sent: cancelled %v, untouched (-want +got):\n%s", got.Cancelled, diff)
 		}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // The states of an endpoint's circuit, as the webhook workers record them.
@@ -412,7 +414,7 @@ type EndpointAttempt struct {
 	NotificationID string
 	// CreatedAt is when the notification was accepted.
 	CreatedAt time.Time
-	Attempt
+	notification.Attempt
 }
 
 // AttemptPage is one page of an endpoint's attempts.
@@ -454,7 +456,7 @@ func (s *Store) EndpointAttempts(ctx context.Context, id string, q AttemptQuery)
 			a                       EndpointAttempt
 			delay, waited, duration sql.NullInt64
 		)
-		if err := rows.Scan(&a.NotificationID, timeCol{&a.CreatedAt}, &a.Round, &a.Attempt.Attempt, timeCol{&a.At}, &a.Outcome,
+		if err := rows.Scan(&a.NotificationID, timeCol{&a.CreatedAt}, &a.Round, &a.Attempt.N, timeCol{&a.At}, &a.Outcome,
 			&a.Error, &a.Reason, &a.Service, &delay, &waited, &duration); err != nil {
 			return err
 		}
@@ -468,7 +470,7 @@ func (s *Store) EndpointAttempts(ctx context.Context, id string, q AttemptQuery)
 	if len(page.Items) > limit {
 		page.Items = page.Items[:limit]
 		last := page.Items[limit-1]
-		page.Next = encodeAttemptCursor(attemptKey{last.CreatedAt, last.NotificationID, last.Round, last.Attempt.Attempt})
+		page.Next = encodeAttemptCursor(attemptKey{last.CreatedAt, last.NotificationID, last.Round, last.Attempt.N})
 	}
 	return page, nil
 }

@@ -12,8 +12,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Endpoint ids and secrets of the tests.
@@ -308,19 +310,19 @@ func acceptFor(t *testing.T, s *history.Store, id, recipient string, after time.
 
 // webhookEvents are the events of a webhook copy failing once and
 // delivered at the second attempt, after the notification's creation.
-func webhookEvents(id string, created time.Duration) []history.Event {
-	e := func(attempt int, outcome string, after time.Duration, opts ...func(*history.Event)) history.Event {
-		ev := history.Event{ID: id, Channel: "webhook", Attempt: attempt, Outcome: outcome, At: t0.Add(created + after), Service: "test"}
+func webhookEvents(id string, created time.Duration) []notification.Event {
+	e := func(attempt int, outcome retry.Outcome, after time.Duration, opts ...func(*notification.Event)) notification.Event {
+		ev := notification.Event{ID: id, Channel: "webhook", Attempt: attempt, Outcome: outcome, At: t0.Add(created + after), Service: "test"}
 		for _, o := range opts {
 			o(&ev)
 		}
 		return ev
 	}
-	return []history.Event{
-		e(1, history.OutcomeFailed, time.Second, withErr(s503), withDelay(1000), withDur(20)),
-		e(2, history.OutcomeDelivered, 2*time.Second, withDur(10)),
+	return []notification.Event{
+		e(1, retry.Failed, time.Second, withErr(s503), withDelay(1000), withDur(20)),
+		e(2, retry.Delivered, 2*time.Second, withDur(10)),
 		// The email copy is not the endpoint's.
-		{ID: id, Channel: "email", Attempt: 1, Outcome: history.OutcomeDelivered, At: t0.Add(created + time.Second), Service: "test"},
+		{ID: id, Channel: "email", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(created + time.Second), Service: "test"},
 	}
 }
 
@@ -355,7 +357,7 @@ func TestEndpointAttempts(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, a := range page.Items {
-				got = append(got, row{a.NotificationID, a.Attempt.Attempt, a.Outcome, a.Error})
+				got = append(got, row{a.NotificationID, a.Attempt.N, string(a.Outcome), a.Error})
 			}
 			if cursor = page.Next; cursor == "" {
 				break

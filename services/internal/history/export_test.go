@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // SetPruneBatch makes Prune delete n notifications a statement, so that a
@@ -154,41 +156,41 @@ func SeedID(i int) string { return fmt.Sprintf("ntf_seed%09d", i) }
 // SeedEvents are the events Seed records for notification i, created at
 // at: an email copy and a webhook copy, delivered at once mostly, after a
 // retry every 10th, parked after three failures every 100th.
-func SeedEvents(i int, at time.Time) []Event {
+func SeedEvents(i int, at time.Time) []notification.Event {
 	id := SeedID(i)
-	ev := func(ch string, attempt int, outcome string, after time.Duration) Event {
-		e := Event{ID: id, Channel: ch, Attempt: attempt, Outcome: outcome, At: at.Add(after), Service: "worker"}
+	ev := func(ch string, attempt int, outcome retry.Outcome, after time.Duration) notification.Event {
+		e := notification.Event{ID: id, Channel: ch, Attempt: attempt, Outcome: outcome, At: at.Add(after), Service: "worker"}
 		switch outcome {
-		case OutcomeFailed:
+		case retry.Failed:
 			e.Error, e.DelayMS, e.DurationMS = "503 Service Unavailable", 1000, 120
-		case OutcomeRetrying:
+		case retry.Retrying:
 			e.Error, e.DelayMS, e.Service = "503 Service Unavailable", 1100, "retrier"
-		case OutcomeDelivered:
+		case retry.Delivered:
 			e.DurationMS = 80
-		case OutcomeParked:
+		case retry.Parked:
 			e.Error, e.Reason, e.Service = "503 Service Unavailable", "max-retries", "retrier"
 		}
 		return e
 	}
-	out := []Event{ev("webhook", 1, OutcomeDelivered, 200*time.Millisecond)}
+	out := []notification.Event{ev("webhook", 1, retry.Delivered, 200*time.Millisecond)}
 	switch {
 	case i%100 == 0:
 		for a := 1; a <= 3; a++ {
 			base := time.Duration(a) * 2 * time.Second
-			out = append(out, ev("email", a, OutcomeFailed, base))
+			out = append(out, ev("email", a, retry.Failed, base))
 			if a < 3 {
-				out = append(out, ev("email", a, OutcomeRetrying, base+10*time.Millisecond), ev("email", a+1, OutcomeRequeued, base+time.Second))
+				out = append(out, ev("email", a, retry.Retrying, base+10*time.Millisecond), ev("email", a+1, retry.Requeued, base+time.Second))
 			}
 		}
-		out = append(out, ev("email", 3, OutcomeParked, 6*time.Second+10*time.Millisecond))
+		out = append(out, ev("email", 3, retry.Parked, 6*time.Second+10*time.Millisecond))
 	case i%10 == 0:
 		out = append(out,
-			ev("email", 1, OutcomeFailed, time.Second),
-			ev("email", 1, OutcomeRetrying, time.Second+10*time.Millisecond),
-			ev("email", 2, OutcomeRequeued, 2*time.Second+100*time.Millisecond),
-			ev("email", 2, OutcomeDelivered, 2*time.Second+200*time.Millisecond))
+			ev("email", 1, retry.Failed, time.Second),
+			ev("email", 1, retry.Retrying, time.Second+10*time.Millisecond),
+			ev("email", 2, retry.Requeued, 2*time.Second+100*time.Millisecond),
+			ev("email", 2, retry.Delivered, 2*time.Second+200*time.Millisecond))
 	default:
-		out = append(out, ev("email", 1, OutcomeDelivered, 300*time.Millisecond))
+		out = append(out, ev("email", 1, retry.Delivered, 300*time.Millisecond))
 	}
 	return out
 }
@@ -225,7 +227,7 @@ func Seed(ctx context.Context, s *Store, n int, at func(int) time.Time) error {
 			ch, _ := json.Marshal(a.Channels)
 			rc, _ := json.Marshal(a.Recipients)
 			notifications = append(notifications, []any{a.ID, s.d.ts(a.CreatedAt), s.d.bool(true), string(ch), string(rc), searchText(a.ID, a.Recipients), string(a.Payload)})
-			byCopy := map[string][]Event{}
+			byCopy := map[string][]notification.Event{}
 			for _, e := range SeedEvents(i, a.CreatedAt) {
 				e.At = micro(e.At)
 				byCopy[e.Channel] = append(byCopy[e.Channel], e)
@@ -233,9 +235,9 @@ func Seed(ctx context.Context, s *Store, n int, at func(int) time.Time) error {
 			}
 			for _, channel := range a.Channels {
 				c := project(byCopy[channel])
-				copies = append(copies, []any{a.ID, channel, c.Status, c.Reason, c.Round, c.Attempts, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt)})
-				for _, t := range c.Timeline {
-					attempts = append(attempts, []any{a.ID, channel, t.Round, t.Attempt, s.d.ts(t.At), t.Outcome, t.Error, t.Reason, t.Service,
+				copies = append(copies, []any{a.ID, channel, c.Status, c.Reason, c.Round, c.AttemptCount, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt)})
+				for _, t := range c.Attempts {
+					attempts = append(attempts, []any{a.ID, channel, t.Round, t.N, s.d.ts(t.At), t.Outcome, t.Error, t.Reason, t.Service,
 						nullInt(t.DelayMS), nullInt(t.WaitedMS), nullInt(t.DurationMS)})
 				}
 			}

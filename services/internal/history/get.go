@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 const (
@@ -24,8 +27,8 @@ const (
 
 // Get returns the notification id with its copies and their timelines, or
 // an error wrapping ErrNotFound.
-func (s *Store) Get(ctx context.Context, id string) (*Notification, error) {
-	n := &Notification{ID: id}
+func (s *Store) Get(ctx context.Context, id string) (*notification.View, error) {
+	n := &notification.View{ID: id}
 	var channels, recipients, payload []byte
 	err := s.read.QueryRowContext(ctx, s.d.q(getNotification), id).
 		Scan(timeCol{&n.CreatedAt}, nullTimeCol{&n.DueAt}, &n.Accepted, &channels, &recipients, &payload)
@@ -50,14 +53,14 @@ func (s *Store) Get(ctx context.Context, id string) (*Notification, error) {
 	}
 	err = each(rows, func() error {
 		var (
-			c                          Copy
+			c                          notification.Copy
 			round, attempt             sql.NullInt64
 			at                         *time.Time
 			outcome, aerr, reason, svc sql.NullString
 			provider                   sql.NullString
 			delay, waited, duration    sql.NullInt64
 		)
-		if err := rows.Scan(&c.Channel, &c.Recipient, &c.Status, &c.Reason, &c.Round, &c.Attempts, &c.LastError,
+		if err := rows.Scan(&c.Channel, &c.Recipient, &c.Status, &c.Reason, &c.Round, &c.AttemptCount, &c.LastError,
 			nullTimeCol{&c.NextAttemptAt}, timeCol{&c.UpdatedAt},
 			&round, &attempt, nullTimeCol{&at}, &outcome, &aerr, &reason, &svc, &delay, &waited, &duration, &provider); err != nil {
 			return err
@@ -69,8 +72,8 @@ func (s *Store) Get(ctx context.Context, id string) (*Notification, error) {
 			return nil // a copy with no attempt yet
 		}
 		last := &n.Copies[len(n.Copies)-1]
-		last.Timeline = append(last.Timeline, Attempt{
-			Round: int(round.Int64), Attempt: int(attempt.Int64), At: *at, Outcome: outcome.String,
+		last.Attempts = append(last.Attempts, notification.Attempt{
+			Round: int(round.Int64), N: int(attempt.Int64), At: *at, Outcome: retry.Outcome(outcome.String),
 			Error: aerr.String, Reason: reason.String, Service: svc.String,
 			DelayMS: ptrInt(delay), WaitedMS: ptrInt(waited), DurationMS: ptrInt(duration), Provider: provider.String,
 		})

@@ -8,8 +8,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // t0 is when the tests' notifications are accepted.
@@ -40,14 +42,14 @@ func accept(t *testing.T, s *history.Store, id string, channels ...string) {
 	}
 }
 
-func record(t *testing.T, s *history.Store, events ...history.Event) {
+func record(t *testing.T, s *history.Store, events ...notification.Event) {
 	t.Helper()
 	if err := s.Record(ctxOf(t), events); err != nil {
 		t.Fatalf("record: %v", err)
 	}
 }
 
-func get(t *testing.T, s *history.Store, id string) *history.Notification {
+func get(t *testing.T, s *history.Store, id string) *notification.View {
 	t.Helper()
 	n, err := s.Get(ctxOf(t), id)
 	if err != nil {
@@ -57,20 +59,24 @@ func get(t *testing.T, s *history.Store, id string) *history.Notification {
 }
 
 // ev is an event of attempt of the email copy of "ntf_1", after t0.
-func ev(attempt int, outcome string, after time.Duration, opts ...func(*history.Event)) history.Event {
-	e := history.Event{ID: "ntf_1", Channel: "email", Attempt: attempt, Outcome: outcome, At: t0.Add(after), Service: "test"}
+func ev(attempt int, outcome retry.Outcome, after time.Duration, opts ...func(*notification.Event)) notification.Event {
+	e := notification.Event{ID: "ntf_1", Channel: "email", Attempt: attempt, Outcome: outcome, At: t0.Add(after), Service: "test"}
 	for _, o := range opts {
 		o(&e)
 	}
 	return e
 }
 
-func withErr(s string) func(*history.Event)   { return func(e *history.Event) { e.Error = s } }
-func withDelay(ms int64) func(*history.Event) { return func(e *history.Event) { e.DelayMS = ms } }
-func withDur(ms int64) func(*history.Event)   { return func(e *history.Event) { e.DurationMS = ms } }
-func withRound(r int) func(*history.Event)    { return func(e *history.Event) { e.Round = r } }
-func withReason(r string) func(*history.Event) {
-	return func(e *history.Event) { e.Reason = r }
+func withErr(s string) func(*notification.Event) { return func(e *notification.Event) { e.Error = s } }
+func withDelay(ms int64) func(*notification.Event) {
+	return func(e *notification.Event) { e.DelayMS = ms }
+}
+func withDur(ms int64) func(*notification.Event) {
+	return func(e *notification.Event) { e.DurationMS = ms }
+}
+func withRound(r int) func(*notification.Event) { return func(e *notification.Event) { e.Round = r } }
+func withReason(r string) func(*notification.Event) {
+	return func(e *notification.Event) { e.Reason = r }
 }
 
 func i64(n int64) *int64 { return &n }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // ErrBadCursor is wrapped by List's error for a cursor it did not issue.
@@ -29,7 +31,7 @@ const (
 type Query struct {
 	// Status keeps notifications with a copy in this status: one of its
 	// recipients' copies is enough.
-	Status string
+	Status notification.Status
 	// Channel keeps notifications with a copy for this channel; with
 	// Status, a copy for this channel in this status.
 	Channel string
@@ -58,7 +60,7 @@ type Page struct {
 type Summary struct {
 	// ID is the notification id.
 	ID string
-	// CreatedAt is when the API accepted it, as in Notification.
+	// CreatedAt is when the API accepted it, as in notification.View.
 	CreatedAt time.Time
 	// DueAt is when a scheduled notification is due; nil for one sent at
 	// once.
@@ -70,18 +72,7 @@ type Summary struct {
 	// Recipients are its recipients as accepted.
 	Recipients []string
 	// Copies are the status of each copy, by channel and recipient.
-	Copies []CopyStatus
-}
-
-// CopyStatus is the status of one copy.
-type CopyStatus struct {
-	// Channel is the copy's channel.
-	Channel string
-	// Recipient is the copy's recipient, for a channel that delivers to
-	// each on its own; empty otherwise.
-	Recipient string
-	// Status is one of the Status constants.
-	Status string
+	Copies []notification.CopyStatus
 }
 
 // ChannelStatus is the status of each channel of n, for a view with one
@@ -89,8 +80,8 @@ type CopyStatus struct {
 // pressing of theirs, parked before retrying before queued before
 // delivered, so that it is delivered only once every copy is and a parked
 // copy is never hidden by the others.
-func (n Summary) ChannelStatus() map[string]string {
-	out := make(map[string]string, len(n.Copies))
+func (n Summary) ChannelStatus() map[string]notification.Status {
+	out := make(map[string]notification.Status, len(n.Copies))
 	for _, c := range n.Copies {
 		if had, ok := out[c.Channel]; !ok || urgency(c.Status) > urgency(had) {
 			out[c.Channel] = c.Status
@@ -100,15 +91,15 @@ func (n Summary) ChannelStatus() map[string]string {
 }
 
 // urgency orders the statuses for ChannelStatus.
-func urgency(status string) int {
+func urgency(status notification.Status) int {
 	switch status {
-	case StatusParked:
+	case notification.StatusParked:
 		return 3
-	case StatusScheduled:
+	case notification.StatusScheduled:
 		return 2
-	case StatusRetrying:
+	case notification.StatusRetrying:
 		return 2
-	case StatusQueued:
+	case notification.StatusQueued:
 		return 1
 	}
 	return 0
@@ -162,10 +153,10 @@ func (s *Store) List(ctx context.Context, q Query) (Page, error) {
 // page size, to tell whether there is a next page.
 func (s *Store) listQuery(q Query) (query string, args []any, limit int, err error) {
 	switch q.Status {
-	case "", StatusScheduled, StatusQueued, StatusRetrying, StatusDelivered, StatusParked, StatusCancelled:
+	case "", notification.StatusScheduled, notification.StatusQueued, notification.StatusRetrying, notification.StatusDelivered, notification.StatusParked, notification.StatusCancelled:
 	default:
 		return "", nil, 0, fmt.Errorf("%w: unknown status %q, want %s, %s, %s, %s, %s or %s",
-			ErrBadQuery, q.Status, StatusScheduled, StatusQueued, StatusRetrying, StatusDelivered, StatusParked, StatusCancelled)
+			ErrBadQuery, q.Status, notification.StatusScheduled, notification.StatusQueued, notification.StatusRetrying, notification.StatusDelivered, notification.StatusParked, notification.StatusCancelled)
 	}
 	limit = q.Limit
 	switch {
@@ -195,7 +186,7 @@ func (s *Store) listQuery(q Query) (query string, args []any, limit int, err err
 	if q.Status != "" || q.Channel != "" {
 		cond := "c.notification_id = n.id"
 		if q.Status != "" {
-			cond += " AND c.status = " + arg(q.Status)
+			cond += " AND c.status = " + arg(string(q.Status))
 		}
 		if q.Channel != "" {
 			cond += " AND c.channel = " + arg(q.Channel)
@@ -239,7 +230,7 @@ func (s *Store) copyStatuses(ctx context.Context, items []Summary) error {
 	}
 	err = each(rows, func() error {
 		var id string
-		var c CopyStatus
+		var c notification.CopyStatus
 		if err := rows.Scan(&id, &c.Channel, &c.Recipient, &c.Status); err != nil {
 			return err
 		}

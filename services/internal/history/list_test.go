@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // listFixture stores five notifications, a minute apart, and returns
@@ -17,7 +19,8 @@ import (
 func listFixture(t *testing.T, s *history.Store) []string {
 	t.Helper()
 	type copyEvent struct {
-		channel, outcome string
+		channel string
+		outcome retry.Outcome
 	}
 	fixture := []struct {
 		id         string
@@ -39,7 +42,7 @@ func listFixture(t *testing.T, s *history.Store) []string {
 			t.Fatal(err)
 		}
 		for _, e := range f.events {
-			record(t, s, history.Event{ID: f.id, Channel: e.channel, Attempt: 1, Outcome: e.outcome, At: created.Add(time.Second), DelayMS: 1000})
+			record(t, s, notification.Event{ID: f.id, Channel: e.channel, Attempt: 1, Outcome: e.outcome, At: created.Add(time.Second), DelayMS: 1000})
 		}
 		ids = append(ids, f.id)
 	}
@@ -97,7 +100,7 @@ func TestList(t *testing.T) {
 			want := []history.Summary{{
 				ID: "ntf_aa2", CreatedAt: t0.Add(time.Minute), Accepted: true,
 				Channels: []string{"email", "sms"}, Recipients: []string{"bob@example.com", "+15551234567"},
-				Copies: []history.CopyStatus{{Channel: "email", Status: "delivered"}, {Channel: "sms", Status: "parked"}},
+				Copies: []notification.CopyStatus{{Channel: "email", Status: "delivered"}, {Channel: "sms", Status: "parked"}},
 			}}
 			if diff := cmp.Diff(want, page.Items, cmpOpts...); diff != "" {
 				t.Errorf("summary (-want +got):\n%s", diff)

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // loadChunk is how many notifications Load writes in one transaction.
@@ -37,7 +39,7 @@ var (
 // the database's error. An invalid notification or event fails the load
 // with an *InputError whose Index is the notification's position; the
 // chunks before it stay stored.
-func (s *Store) Load(ctx context.Context, notifications iter.Seq2[Accepted, []Event]) error {
+func (s *Store) Load(ctx context.Context, notifications iter.Seq2[Accepted, []notification.Event]) error {
 	var chunk loadRows
 	i := 0
 	for a, evs := range notifications {
@@ -69,7 +71,7 @@ func (s *Store) Load(ctx context.Context, notifications iter.Seq2[Accepted, []Ev
 	return nil
 }
 
-func checkLoaded(a Accepted, evs []Event) string {
+func checkLoaded(a Accepted, evs []notification.Event) string {
 	if p := checkAccepted(a); p != "" {
 		return p
 	}
@@ -92,7 +94,7 @@ type loadRows struct {
 
 // add derives the rows of notification a and its events as Accept and
 // Record would write them.
-func (r *loadRows) add(d dialect, a Accepted, events []Event) {
+func (r *loadRows) add(d dialect, a Accepted, events []notification.Event) {
 	r.n++
 	a.CreatedAt = micro(a.CreatedAt)
 	channels, _ := json.Marshal(nonNil(a.Channels))
@@ -107,26 +109,28 @@ func (r *loadRows) add(d dialect, a Accepted, events []Event) {
 	// The events as Record keeps them: one per key, the winner of
 	// duplicates, a replay's attempt 0.
 	at := map[eventKey]int{}
-	var evs []Event
+	var evs []notification.Event
 	for _, e := range events {
 		e.At = micro(e.At)
-		if e.Outcome == OutcomeReplayed {
+		if e.Outcome == retry.Replayed {
 			e.Attempt = 0
 		}
-		if j, ok := at[e.key()]; ok {
+		if j, ok := at[keyOf(e)]; ok {
 			if duplicateWins(evs[j], e) {
 				evs[j] = e
 			}
 			continue
 		}
-		at[e.key()] = len(evs)
+		at[keyOf(e)] = len(evs)
 		evs = append(evs, e)
 	}
-	slices.SortFunc(evs, func(a, b Event) int { return cmp.Or(compareCopies(a.copy(), b.copy()), compareEvents(a, b)) })
-	byCopy := map[copyKey][]Event{}
+	slices.SortFunc(evs, func(a, b notification.Event) int {
+		return cmp.Or(compareCopies(copyOf(a), copyOf(b)), compareEvents(a, b))
+	})
+	byCopy := map[copyKey][]notification.Event{}
 	for _, e := range evs {
-		byCopy[e.copy()] = append(byCopy[e.copy()], e)
-		r.evs = append(r.evs, []any{e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, e.Outcome, d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider})
+		byCopy[copyOf(e)] = append(byCopy[copyOf(e)], e)
+		r.evs = append(r.evs, []any{e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, string(e.Outcome), d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider})
 	}
 	// A row for each copy accepted, queued until its events say
 	// otherwise, and one for each copy that only events name.
@@ -141,13 +145,13 @@ func (r *loadRows) add(d dialect, a Accepted, events []Event) {
 	}
 	slices.SortFunc(copies, compareCopies)
 	for _, k := range copies {
-		c := Copy{Status: StatusQueued, UpdatedAt: a.CreatedAt}
+		c := notification.Copy{Status: notification.StatusQueued, UpdatedAt: a.CreatedAt}
 		if evs := byCopy[k]; len(evs) > 0 {
 			c = project(evs)
 		}
-		r.copies = append(r.copies, []any{a.ID, k.channel, k.recipient, c.Status, c.Reason, c.Round, c.Attempts, c.LastError, d.nullTS(c.NextAttemptAt), d.ts(c.UpdatedAt)})
-		for _, t := range c.Timeline {
-			r.attempts = append(r.attempts, []any{a.ID, k.channel, k.recipient, t.Round, t.Attempt, d.ts(t.At), t.Outcome, t.Error, t.Reason, t.Service,
+		r.copies = append(r.copies, []any{a.ID, k.channel, k.recipient, string(c.Status), c.Reason, c.Round, c.AttemptCount, c.LastError, d.nullTS(c.NextAttemptAt), d.ts(c.UpdatedAt)})
+		for _, t := range c.Attempts {
+			r.attempts = append(r.attempts, []any{a.ID, k.channel, k.recipient, t.Round, t.N, d.ts(t.At), string(t.Outcome), t.Error, t.Reason, t.Service,
 				nullInt(t.DelayMS), nullInt(t.WaitedMS), nullInt(t.DurationMS), t.Provider})
 		}
 	}

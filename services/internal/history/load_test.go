@@ -10,18 +10,20 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // loaded is one notification for Load, with its events.
 type loaded struct {
 	a   history.Accepted
-	evs []history.Event
+	evs []notification.Event
 }
 
-func seq(ns []loaded) iter.Seq2[history.Accepted, []history.Event] {
-	return func(yield func(history.Accepted, []history.Event) bool) {
+func seq(ns []loaded) iter.Seq2[history.Accepted, []notification.Event] {
+	return func(yield func(history.Accepted, []notification.Event) bool) {
 		for _, n := range ns {
 			if !yield(n.a, n.evs) {
 				return
@@ -36,54 +38,54 @@ func loadCases() []loaded {
 		return history.Accepted{ID: id, CreatedAt: t0.Add(123456789 * time.Nanosecond), Channels: channels,
 			Recipients: []string{"Ada@Example.com", "https://hooks.example.com/" + id}, Payload: []byte(`{"k":"` + id + `"}`)}
 	}
-	on := func(id, channel string, evs ...history.Event) []history.Event {
+	on := func(id, channel string, evs ...notification.Event) []notification.Event {
 		for i := range evs {
 			evs[i].ID, evs[i].Channel = id, channel
 		}
 		return evs
 	}
 	retried := on("ntf_retried", "email",
-		ev(1, history.OutcomeFailed, time.Second, withErr("503"), withDelay(1000), withDur(120)),
-		ev(1, history.OutcomeRetrying, time.Second+10*time.Millisecond, withErr("503"), withDelay(1100)),
-		ev(2, history.OutcomeRequeued, 2*time.Second),
-		ev(2, history.OutcomeDelivered, 2*time.Second+200*time.Millisecond, withDur(80)),
+		ev(1, retry.Failed, time.Second, withErr("503"), withDelay(1000), withDur(120)),
+		ev(1, retry.Retrying, time.Second+10*time.Millisecond, withErr("503"), withDelay(1100)),
+		ev(2, retry.Requeued, 2*time.Second),
+		ev(2, retry.Delivered, 2*time.Second+200*time.Millisecond, withDur(80)),
 		// The same event twice, the later copy with an earlier time: the
 		// store keeps the smaller.
-		ev(2, history.OutcomeDelivered, 2*time.Second+100*time.Millisecond, withDur(80)),
+		ev(2, retry.Delivered, 2*time.Second+100*time.Millisecond, withDur(80)),
 	)
 	parked := on("ntf_parked", "webhook",
-		ev(1, history.OutcomeFailed, time.Second, withErr("timeout"), withDelay(500)),
-		ev(1, history.OutcomeRetrying, time.Second+time.Millisecond, withDelay(500)),
-		ev(2, history.OutcomeRequeued, 2*time.Second),
-		ev(2, history.OutcomeFailed, 3*time.Second, withErr("timeout"), withDelay(1000)),
-		ev(2, history.OutcomeParked, 3*time.Second+time.Millisecond, withErr("timeout"), withReason("max-retries")),
+		ev(1, retry.Failed, time.Second, withErr("timeout"), withDelay(500)),
+		ev(1, retry.Retrying, time.Second+time.Millisecond, withDelay(500)),
+		ev(2, retry.Requeued, 2*time.Second),
+		ev(2, retry.Failed, 3*time.Second, withErr("timeout"), withDelay(1000)),
+		ev(2, retry.Parked, 3*time.Second+time.Millisecond, withErr("timeout"), withReason("max-retries")),
 	)
 	// A replay carries whatever attempt its sender put there; the store
 	// makes it 0.
 	replayed := on("ntf_replayed", "email",
-		ev(1, history.OutcomeParked, time.Second, withErr("550 no such user"), withReason("permanent")),
-		ev(7, history.OutcomeReplayed, time.Minute, withRound(1)),
-		ev(1, history.OutcomeDelivered, time.Minute+time.Second, withRound(1), withDur(40)),
+		ev(1, retry.Parked, time.Second, withErr("550 no such user"), withReason("permanent")),
+		ev(7, retry.Replayed, time.Minute, withRound(1)),
+		ev(1, retry.Delivered, time.Minute+time.Second, withRound(1), withDur(40)),
 	)
 	shuffled := on("ntf_shuffled", "webhook",
-		ev(2, history.OutcomeDelivered, 3*time.Second),
-		ev(1, history.OutcomeRetrying, time.Second+time.Millisecond, withDelay(2000)),
-		ev(1, history.OutcomeFailed, time.Second, withErr("502"), withDelay(2000)),
+		ev(2, retry.Delivered, 3*time.Second),
+		ev(1, retry.Retrying, time.Second+time.Millisecond, withDelay(2000)),
+		ev(1, retry.Failed, time.Second, withErr("502"), withDelay(2000)),
 	)
 	waiting := on("ntf_waiting", "email",
-		ev(1, history.OutcomeFailed, time.Second, withErr("429"), withDelay(60000)),
-		ev(1, history.OutcomeWaiting, time.Second+time.Millisecond, withDelay(60000)),
+		ev(1, retry.Failed, time.Second, withErr("429"), withDelay(60000)),
+		ev(1, retry.Waiting, time.Second+time.Millisecond, withDelay(60000)),
 	)
 	// One email copy per recipient: one delivered, one parked, one
 	// replayed and one that only its events name.
 	recipients := acc("ntf_recipients", "email", "webhook")
-	recipients.Copies = []history.CopyRef{{"email", "ok1@example.com"}, {"email", "reject@example.com"}, {"email", "late@example.com"}, {"webhook", ""}}
+	recipients.Copies = []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "email", Recipient: "late@example.com"}, {Channel: "webhook", Recipient: ""}}
 	perRecipient := append(append(
 		on("ntf_recipients", "email",
-			to("ntf_recipients", "ok1@example.com", ev(1, history.OutcomeDelivered, time.Second)),
-			to("ntf_recipients", "reject@example.com", ev(1, history.OutcomeParked, time.Second, withErr("550 no such user"), withReason("permanent"))),
-			to("ntf_recipients", "extra@example.com", ev(1, history.OutcomeFailed, time.Second, withErr("452"), withDelay(1000)))),
-		on("ntf_recipients", "webhook", ev(1, history.OutcomeDelivered, 2*time.Second))...),
+			to("ntf_recipients", "ok1@example.com", ev(1, retry.Delivered, time.Second)),
+			to("ntf_recipients", "reject@example.com", ev(1, retry.Parked, time.Second, withErr("550 no such user"), withReason("permanent"))),
+			to("ntf_recipients", "extra@example.com", ev(1, retry.Failed, time.Second, withErr("452"), withDelay(1000)))),
+		on("ntf_recipients", "webhook", ev(1, retry.Delivered, 2*time.Second))...),
 		replayed...)
 	for i := len(perRecipient) - len(replayed); i < len(perRecipient); i++ {
 		perRecipient[i] = to("ntf_recipients", "late@example.com", perRecipient[i])
@@ -91,14 +93,14 @@ func loadCases() []loaded {
 	return []loaded{
 		{recipients, perRecipient},
 		{acc("ntf_none", "email", "webhook"), nil},
-		{acc("ntf_delivered", "webhook"), on("ntf_delivered", "webhook", ev(1, history.OutcomeDelivered, 200*time.Millisecond, withDur(80)))},
+		{acc("ntf_delivered", "webhook"), on("ntf_delivered", "webhook", ev(1, retry.Delivered, 200*time.Millisecond, withDur(80)))},
 		{acc("ntf_retried", "email", "webhook"), retried},
 		{acc("ntf_parked", "webhook"), parked},
 		{acc("ntf_replayed", "email"), replayed},
 		{acc("ntf_shuffled", "webhook"), shuffled},
 		{acc("ntf_waiting", "email", "email"), waiting},
 		// Events about a channel the notification was not accepted for.
-		{acc("ntf_extra", "email"), on("ntf_extra", "sms", ev(1, history.OutcomeDelivered, time.Second))},
+		{acc("ntf_extra", "email"), on("ntf_extra", "sms", ev(1, retry.Delivered, time.Second))},
 		{history.Accepted{ID: "ntf_bare", CreatedAt: t0}, nil},
 	}
 }
@@ -115,7 +117,7 @@ func TestLoadMatchesAcceptAndRecord(t *testing.T) {
 		}
 		recorded := openLike(t, loadedStore)
 		var accepted []history.Accepted
-		var evs []history.Event
+		var evs []notification.Event
 		for _, n := range ns {
 			accepted = append(accepted, n.a)
 			evs = append(evs, n.evs...)
@@ -132,7 +134,7 @@ func TestLoadMatchesAcceptAndRecord(t *testing.T) {
 				t.Errorf("Get(%s) after Load (-Accept and Record +Load):\n%s", n.a.ID, diff)
 			}
 		}
-		for _, q := range []history.Query{{}, {Status: history.StatusRetrying}, {Channel: "sms"}, {Search: "ada@"}} {
+		for _, q := range []history.Query{{}, {Status: notification.StatusRetrying}, {Channel: "sms"}, {Search: "ada@"}} {
 			want, err := recorded.List(ctx, q)
 			if err != nil {
 				t.Fatal(err)
@@ -173,7 +175,7 @@ func openLike(t *testing.T, s *history.Store) *history.Store {
 func TestLoadRejects(t *testing.T) {
 	good := func(id string) loaded {
 		return loaded{history.Accepted{ID: id, CreatedAt: t0, Channels: []string{"email"}},
-			[]history.Event{{ID: id, Channel: "email", Attempt: 1, Outcome: history.OutcomeDelivered, At: t0}}}
+			[]notification.Event{{ID: id, Channel: "email", Attempt: 1, Outcome: retry.Delivered, At: t0}}}
 	}
 	tests := []struct {
 		name      string
@@ -183,8 +185,8 @@ func TestLoadRejects(t *testing.T) {
 		{"an event of another notification", []loaded{good("ntf_a"), {good("ntf_b").a, good("ntf_a").evs}}, 1},
 		{"a notification without id", []loaded{{history.Accepted{CreatedAt: t0}, nil}}, 0},
 		{"a notification without time", []loaded{good("ntf_a"), good("ntf_b"), {history.Accepted{ID: "ntf_c"}, nil}}, 2},
-		{"an event without time", []loaded{{good("ntf_a").a, []history.Event{{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: history.OutcomeDelivered}}}}, 0},
-		{"an unknown outcome", []loaded{{good("ntf_a").a, []history.Event{{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: "lost", At: t0}}}}, 0},
+		{"an event without time", []loaded{{good("ntf_a").a, []notification.Event{{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: retry.Delivered}}}}, 0},
+		{"an unknown outcome", []loaded{{good("ntf_a").a, []notification.Event{{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: "lost", At: t0}}}}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,7 +228,7 @@ func TestLoadChunks(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		ctx := ctxOf(t)
 		n := history.LoadChunk + 3
-		all := func(yield func(history.Accepted, []history.Event) bool) {
+		all := func(yield func(history.Accepted, []notification.Event) bool) {
 			for i := range n {
 				at := t0.Add(time.Duration(i) * time.Millisecond)
 				if !yield(history.SeedAccepted(i, at), history.SeedEvents(i, at)) {
@@ -243,12 +245,12 @@ func TestLoadChunks(t *testing.T) {
 			}
 		}
 		last := get(t, s, history.SeedID(n-1))
-		if len(last.Copies) != 2 || last.Copies[0].Status != history.StatusDelivered {
+		if len(last.Copies) != 2 || last.Copies[0].Status != notification.StatusDelivered {
 			t.Errorf("the last notification loaded: %+v", last)
 		}
 
 		cctx, cancel := context.WithCancel(ctx)
-		stopped := func(yield func(history.Accepted, []history.Event) bool) {
+		stopped := func(yield func(history.Accepted, []notification.Event) bool) {
 			for i := n; ; i++ {
 				if i == n+10 {
 					cancel()

@@ -7,8 +7,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // TestCopyRecipientsMigration fills a database at schema version 3, where
@@ -73,7 +75,7 @@ func TestCopyRecipientsMigration(t *testing.T) {
 					t.Errorf("Get(%s) (-written now +migrated):\n%s", id, diff)
 				}
 			}
-			for _, q := range []history.Query{{Status: history.StatusParked}, {Channel: "email", Status: history.StatusDelivered, Limit: 20}, {Search: "user10@"}} {
+			for _, q := range []history.Query{{Status: notification.StatusParked}, {Channel: "email", Status: notification.StatusDelivered, Limit: 20}, {Search: "user10@"}} {
 				want, err := fresh.List(ctx, q)
 				if err != nil {
 					t.Fatal(err)
@@ -136,17 +138,17 @@ func TestCopyRecipientsMigration(t *testing.T) {
 
 			// One copy per recipient, each on its own.
 			accepted := history.Accepted{ID: "ntf_split", CreatedAt: t0.Add(time.Hour), Channels: []string{"email", "webhook"},
-				Copies: []history.CopyRef{{"email", "ok1@example.com"}, {"email", "reject@example.com"}, {"webhook", ""}}}
+				Copies: []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook", Recipient: ""}}}
 			if err := s.Accept(ctx, []history.Accepted{accepted}); err != nil {
 				t.Fatal(err)
 			}
 			record(t, s,
-				history.Event{ID: "ntf_split", Channel: "email", Recipient: "ok1@example.com", Attempt: 1, Outcome: history.OutcomeDelivered, At: t0.Add(time.Hour + time.Second)},
-				history.Event{ID: "ntf_split", Channel: "email", Recipient: "reject@example.com", Attempt: 1, Outcome: history.OutcomeParked,
+				notification.Event{ID: "ntf_split", Channel: "email", Recipient: "ok1@example.com", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(time.Hour + time.Second)},
+				notification.Event{ID: "ntf_split", Channel: "email", Recipient: "reject@example.com", Attempt: 1, Outcome: retry.Parked,
 					Reason: "permanent", Error: "550 no such user", At: t0.Add(time.Hour + time.Second)})
 			var got []string
 			for _, c := range get(t, s, "ntf_split").Copies {
-				got = append(got, c.Channel+" "+c.Recipient+" "+c.Status)
+				got = append(got, c.Channel+" "+c.Recipient+" "+string(c.Status))
 			}
 			want := []string{"email ok1@example.com delivered", "email reject@example.com parked", "webhook  queued"}
 			if diff := cmp.Diff(want, got); diff != "" {

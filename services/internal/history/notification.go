@@ -5,58 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
-)
 
-// The outcomes an Event can carry: the pipeline's decisions about an
-// attempt, and OutcomeReplayed for a parked copy sent back to its queue.
-const (
-	// OutcomeDelivered is an attempt that delivered the copy.
-	OutcomeDelivered = "delivered"
-	// OutcomeFailed is an attempt that failed and will be retried.
-	OutcomeFailed = "failed"
-	// OutcomeRetrying is the retrier scheduling the next attempt after a
-	// failed one (the event's Attempt is the failed one).
-	OutcomeRetrying = "retrying"
-	// OutcomeWaiting is the retrier holding a copy longer than a wait
-	// queue allows (the event's Attempt is the failed one).
-	OutcomeWaiting = "waiting"
-	// OutcomeRequeued is the retrier sending a copy back to its work
-	// queue (the event's Attempt is the one about to run).
-	OutcomeRequeued = "requeued"
-	// OutcomeParked is a copy parked in the dead-letter queue, by the
-	// worker (a permanent failure) or the retrier (out of retries).
-	OutcomeParked = "parked"
-	// OutcomeReplayed is a parked copy sent back to its queue, starting
-	// the round the event carries.
-	OutcomeReplayed = "replayed"
-	// OutcomeCancelled is a copy taken back before it went out: recorded
-	// by the API when a client cancels the notification, and by the worker
-	// that then finds it cancelled and acks it unsent.
-	OutcomeCancelled = "cancelled"
-)
-
-// The statuses of a channel copy.
-const (
-	// StatusScheduled is a copy of a scheduled notification that is not
-	// due yet: it waits in the broker until Notification.DueAt.
-	StatusScheduled = "scheduled"
-	// StatusQueued is a copy accepted or replayed that nothing has
-	// happened to since.
-	StatusQueued = "queued"
-	// StatusRetrying is a copy whose last attempt failed and that waits
-	// for the next.
-	StatusRetrying = "retrying"
-	// StatusDelivered is a copy delivered.
-	StatusDelivered = "delivered"
-	// StatusParked is a copy parked in the dead-letter queue.
-	StatusParked = "parked"
-	// StatusCancelled is a copy taken back before it went out: it is
-	// never delivered.
-	StatusCancelled = "cancelled"
-	// StatusSending is never a copy's stored status: a Cancellation
-	// gives it to a copy it could not cancel because a worker holds it
-	// and is sending it (HoldCopy).
-	StatusSending = "sending"
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Accepted is a notification the API accepted.
@@ -66,146 +17,20 @@ type Accepted struct {
 	// CreatedAt is when the API accepted it.
 	CreatedAt time.Time
 	// DueAt is, for a scheduled notification, when it is due; zero for
-	// one sent at once. Its copies are StatusScheduled until then.
+	// one sent at once. Its copies are notification.StatusScheduled
+	// until then.
 	DueAt time.Time
 	// Channels are the channels it goes to: "email", "webhook", "sms".
 	Channels []string
 	// Copies are its copies, one per channel, or for a channel that
 	// delivers to each recipient on its own (email), one per recipient.
 	// Empty means one copy per channel, with no recipient.
-	Copies []CopyRef
+	Copies []notification.CopyRef
 	// Recipients are what List searches besides the id: email addresses,
 	// phone numbers, webhook URLs or endpoint ids.
 	Recipients []string
 	// Payload is the notification as accepted, JSON.
 	Payload json.RawMessage
-}
-
-// CopyRef names one copy of a notification: its channel and, for a
-// channel that delivers to each recipient on its own, the recipient.
-type CopyRef struct {
-	Channel string
-	// Recipient is empty for a copy that goes to all of a part's
-	// recipients at once.
-	Recipient string
-}
-
-// Event is one decision about one attempt of one channel copy.
-type Event struct {
-	// ID is the notification id.
-	ID string
-	// Channel is the copy's channel.
-	Channel string
-	// Recipient is the copy's recipient, for a channel that delivers to
-	// each on its own; empty otherwise.
-	Recipient string
-	// Round is 0 until the copy is first replayed; each replay starts
-	// the next round, and its OutcomeReplayed event carries that round.
-	Round int
-	// Attempt is the attempt the decision is about, 1 for the first of
-	// the round. The store ignores it for OutcomeReplayed.
-	Attempt int
-	// Outcome is one of the Outcome constants.
-	Outcome string
-	// At is when the decision was made.
-	At time.Time
-	// Error is the failure's text, where known.
-	Error string
-	// Reason is why the copy was parked.
-	Reason string
-	// DelayMS is, for OutcomeRetrying and OutcomeFailed, the wait
-	// scheduled before the next attempt.
-	DelayMS int64
-	// DurationMS is, for OutcomeDelivered and OutcomeFailed, how long the
-	// attempt itself took; 0 when unknown.
-	DurationMS int64
-	// Service names the process that made the decision.
-	Service string
-	// Provider is the provider the attempt went through, for a channel
-	// with several (the email channel's mail servers); empty otherwise.
-	Provider string
-}
-
-// Notification is a notification with the state of its copies.
-type Notification struct {
-	// ID is the notification id.
-	ID string
-	// CreatedAt is when the API accepted it; until then, the time of its
-	// earliest event.
-	CreatedAt time.Time
-	// DueAt is when a scheduled notification is due; nil for one sent at
-	// once.
-	DueAt *time.Time
-	// Accepted is false while the store holds events for the
-	// notification but not yet its Accepted record.
-	Accepted bool
-	// Channels are the channels it was accepted for.
-	Channels []string
-	// Recipients are its recipients as accepted.
-	Recipients []string
-	// Payload is the notification as accepted; nil until accepted.
-	Payload json.RawMessage
-	// Copies are its copies, by channel and recipient.
-	Copies []Copy
-}
-
-// Copy is the state of one channel copy of a notification.
-type Copy struct {
-	// Channel is the copy's channel.
-	Channel string
-	// Recipient is the copy's recipient, for a channel that delivers to
-	// each on its own (email); empty otherwise.
-	Recipient string
-	// Status is one of the Status constants.
-	Status string
-	// Reason is why it was parked, when Status is StatusParked.
-	Reason string
-	// Round is the copy's current round: how many times it was replayed.
-	Round int
-	// Attempts counts its attempts, over every round.
-	Attempts int
-	// LastError is the most recent failure's text.
-	LastError string
-	// NextAttemptAt is, when Status is StatusRetrying, when the next
-	// attempt is due: the time of the last failure plus its delay; when
-	// Status is StatusScheduled, when the notification is due.
-	NextAttemptAt *time.Time
-	// UpdatedAt is the time of the latest decision about the copy.
-	UpdatedAt time.Time
-	// Timeline lists its attempts by (round, attempt); attempt 0 of a
-	// round is the replay that started it.
-	Timeline []Attempt
-}
-
-// Attempt is one attempt of a channel copy, or the replay that started a
-// round.
-type Attempt struct {
-	// Round is the round the attempt belongs to.
-	Round int
-	// Attempt is its number in the round, from 1; 0 for a replay.
-	Attempt int
-	// At is when it ended: delivered, failed or parked.
-	At time.Time
-	// Outcome is OutcomeDelivered, OutcomeFailed, OutcomeParked or
-	// OutcomeReplayed.
-	Outcome string
-	// Error is the failure's text, where known.
-	Error string
-	// Reason is why it was parked.
-	Reason string
-	// Service names the process that reported it.
-	Service string
-	// DelayMS is, for a failed attempt, the wait scheduled before the
-	// next one.
-	DelayMS *int64
-	// WaitedMS is the time between the previous attempt's failure and
-	// this attempt's start; nil for the first attempt of a round.
-	WaitedMS *int64
-	// DurationMS is how long the attempt took, when known.
-	DurationMS *int64
-	// Provider is the provider it went through, for a channel with
-	// several; empty otherwise.
-	Provider string
 }
 
 // ErrInvalid is wrapped by the errors of Accept and Record for input they
@@ -230,15 +55,15 @@ func (e *InputError) Unwrap() error { return ErrInvalid }
 
 // rank orders the outcomes of one attempt: what happened last to an
 // attempt outranks what happened on the way.
-func rank(outcome string) int {
+func rank(outcome retry.Outcome) int {
 	switch outcome {
-	case OutcomeReplayed:
+	case retry.Replayed:
 		return 0
-	case OutcomeFailed:
+	case retry.Failed:
 		return 1
-	case OutcomeRetrying, OutcomeWaiting, OutcomeRequeued:
+	case retry.Retrying, retry.Waiting, retry.Requeued:
 		return 2
-	case OutcomeDelivered, OutcomeParked, OutcomeCancelled:
+	case retry.Delivered, retry.Parked, retry.Cancelled:
 		return 3
 	}
 	return -1

@@ -7,8 +7,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
 	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // TestAttemptProvider: each attempt of a copy keeps the provider its
@@ -24,10 +26,10 @@ func TestAttemptProvider(t *testing.T) {
 				Payload: []byte(`{"email":{"to":["a@example.com"]}}`)}}); err != nil {
 				t.Fatal(err)
 			}
-			evs := []history.Event{
-				{ID: id, Channel: "email", Attempt: 1, Outcome: history.OutcomeFailed, At: t0.Add(time.Second), Error: "primary: 421 down", Service: "worker-email", Provider: "primary"},
-				{ID: id, Channel: "email", Attempt: 1, Outcome: history.OutcomeRetrying, At: t0.Add(time.Second), DelayMS: 200, Service: "retrier"},
-				{ID: id, Channel: "email", Attempt: 2, Outcome: history.OutcomeDelivered, At: t0.Add(2 * time.Second), Service: "worker-email", Provider: "secondary"},
+			evs := []notification.Event{
+				{ID: id, Channel: "email", Attempt: 1, Outcome: retry.Failed, At: t0.Add(time.Second), Error: "primary: 421 down", Service: "worker-email", Provider: "primary"},
+				{ID: id, Channel: "email", Attempt: 1, Outcome: retry.Retrying, At: t0.Add(time.Second), DelayMS: 200, Service: "retrier"},
+				{ID: id, Channel: "email", Attempt: 2, Outcome: retry.Delivered, At: t0.Add(2 * time.Second), Service: "worker-email", Provider: "secondary"},
 			}
 			if err := s.Record(ctx, evs); err != nil {
 				t.Fatal(err)
@@ -37,7 +39,7 @@ func TestAttemptProvider(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, a := range n.Copies[0].Timeline {
+			for _, a := range n.Copies[0].Attempts {
 				got = append(got, a.Provider)
 			}
 			if diff := cmp.Diff([]string{"primary", "secondary"}, got); diff != "" {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // pruneFixture stores old notifications (a week before t0, a placeholder
@@ -23,14 +24,14 @@ func pruneFixture(t *testing.T, s *history.Store, old, young int) (oldIDs, newID
 	add := func(prefix string, n int, created time.Time) []string {
 		var ids []string
 		var batch []history.Accepted
-		var events []history.Event
+		var events []notification.Event
 		for i := range n {
 			id := fmt.Sprintf("ntf_%s_%03d", prefix, i)
 			ids = append(ids, id)
 			batch = append(batch, history.Accepted{ID: id, CreatedAt: created, Channels: []string{"email", "sms"}})
 			events = append(events,
-				history.Event{ID: id, Channel: "email", Attempt: 1, Outcome: "failed", At: created.Add(time.Second), DelayMS: 1000},
-				history.Event{ID: id, Channel: "email", Attempt: 2, Outcome: "delivered", At: created.Add(3 * time.Second)})
+				notification.Event{ID: id, Channel: "email", Attempt: 1, Outcome: "failed", At: created.Add(time.Second), DelayMS: 1000},
+				notification.Event{ID: id, Channel: "email", Attempt: 2, Outcome: "delivered", At: created.Add(3 * time.Second)})
 		}
 		if err := s.Accept(ctx, batch); err != nil {
 			t.Fatal(err)
@@ -44,7 +45,7 @@ func pruneFixture(t *testing.T, s *history.Store, old, young int) (oldIDs, newID
 	oldIDs = add("old", old, weekAgo)
 	newIDs = add("new", young, t0)
 	// A placeholder: events whose Accepted never came.
-	record(t, s, history.Event{ID: "ntf_orphan", Channel: "sms", Attempt: 1, Outcome: "delivered", At: weekAgo})
+	record(t, s, notification.Event{ID: "ntf_orphan", Channel: "sms", Attempt: 1, Outcome: "delivered", At: weekAgo})
 	oldIDs = append(oldIDs, "ntf_orphan")
 	for _, k := range []struct {
 		key string
@@ -76,7 +77,7 @@ func TestPrune(t *testing.T) {
 			}
 		}
 		for _, id := range newIDs {
-			if n := get(t, s, id); len(n.Copies) != 2 || len(n.Copies[0].Timeline) != 2 {
+			if n := get(t, s, id); len(n.Copies) != 2 || len(n.Copies[0].Attempts) != 2 {
 				t.Errorf("get %s after pruning: %+v, want 2 copies, the email one with 2 attempts", id, n)
 			}
 		}

@@ -8,7 +8,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // split is a notification whose email goes to two recipients, a copy
@@ -16,12 +18,12 @@ import (
 func split(id string) history.Accepted {
 	return history.Accepted{ID: id, CreatedAt: t0, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example.com/x"},
-		Copies:     []history.CopyRef{{"email", "reject@example.com"}, {"email", "ok1@example.com"}, {"webhook", ""}},
+		Copies:     []notification.CopyRef{{Channel: "email", Recipient: "reject@example.com"}, {Channel: "email", Recipient: "ok1@example.com"}, {Channel: "webhook", Recipient: ""}},
 		Payload:    []byte(`{}`)}
 }
 
 // to is an event of the email copy of id that goes to recipient.
-func to(id, recipient string, e history.Event) history.Event {
+func to(id, recipient string, e notification.Event) notification.Event {
 	e.ID, e.Recipient = id, recipient
 	return e
 }
@@ -36,7 +38,7 @@ func TestRecipientCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 		queued := get(t, s, "ntf_split")
-		want := []history.Copy{
+		want := []notification.Copy{
 			{Channel: "email", Recipient: "ok1@example.com", Status: "queued", UpdatedAt: t0},
 			{Channel: "email", Recipient: "reject@example.com", Status: "queued", UpdatedAt: t0},
 			{Channel: "webhook", Status: "queued", UpdatedAt: t0},
@@ -47,24 +49,24 @@ func TestRecipientCopies(t *testing.T) {
 
 		// The same attempt numbers for both recipients: each copy counts
 		// its own.
-		var evs []history.Event
+		var evs []notification.Event
 		for _, e := range twoFailuresThenDelivered {
 			evs = append(evs, to("ntf_split", "ok1@example.com", e))
 		}
 		evs = append(evs,
-			to("ntf_split", "reject@example.com", ev(1, history.OutcomeParked, 400*time.Millisecond, withErr("550 no such user"), withReason("permanent"))),
-			history.Event{ID: "ntf_split", Channel: "webhook", Attempt: 1, Outcome: history.OutcomeDelivered, At: t0.Add(time.Second)})
+			to("ntf_split", "reject@example.com", ev(1, retry.Parked, 400*time.Millisecond, withErr("550 no such user"), withReason("permanent"))),
+			notification.Event{ID: "ntf_split", Channel: "webhook", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(time.Second)})
 		record(t, s, evs...)
 		got := get(t, s, "ntf_split")
-		want = []history.Copy{
-			{Channel: "email", Recipient: "ok1@example.com", Status: "delivered", Attempts: 3, LastError: "timeout",
-				UpdatedAt: t0.Add(5200 * time.Millisecond), Timeline: twoFailuresThenDeliveredTimeline},
-			{Channel: "email", Recipient: "reject@example.com", Status: "parked", Reason: "permanent", Attempts: 1, LastError: "550 no such user",
-				UpdatedAt: t0.Add(400 * time.Millisecond), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(400 * time.Millisecond), Outcome: "parked", Error: "550 no such user", Reason: "permanent", Service: "test"},
+		want = []notification.Copy{
+			{Channel: "email", Recipient: "ok1@example.com", Status: "delivered", AttemptCount: 3, LastError: "timeout",
+				UpdatedAt: t0.Add(5200 * time.Millisecond), Attempts: twoFailuresThenDeliveredTimeline},
+			{Channel: "email", Recipient: "reject@example.com", Status: "parked", Reason: "permanent", AttemptCount: 1, LastError: "550 no such user",
+				UpdatedAt: t0.Add(400 * time.Millisecond), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(400 * time.Millisecond), Outcome: "parked", Error: "550 no such user", Reason: "permanent", Service: "test"},
 				}},
-			{Channel: "webhook", Status: "delivered", Attempts: 1, UpdatedAt: t0.Add(time.Second),
-				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(time.Second), Outcome: "delivered"}}},
+			{Channel: "webhook", Status: "delivered", AttemptCount: 1, UpdatedAt: t0.Add(time.Second),
+				Attempts: []notification.Attempt{{N: 1, At: t0.Add(time.Second), Outcome: "delivered"}}},
 		}
 		if diff := cmp.Diff(want, got.Copies, cmpOpts...); diff != "" {
 			t.Errorf("copies after their events (-want +got):\n%s", diff)
@@ -73,10 +75,10 @@ func TestRecipientCopies(t *testing.T) {
 		// The parked recipient replayed and delivered: the other's copy
 		// does not move.
 		record(t, s,
-			to("ntf_split", "reject@example.com", ev(1, history.OutcomeReplayed, time.Minute, withRound(1))),
-			to("ntf_split", "reject@example.com", ev(1, history.OutcomeDelivered, time.Minute+time.Second, withRound(1))))
+			to("ntf_split", "reject@example.com", ev(1, retry.Replayed, time.Minute, withRound(1))),
+			to("ntf_split", "reject@example.com", ev(1, retry.Delivered, time.Minute+time.Second, withRound(1))))
 		got = get(t, s, "ntf_split")
-		if c := got.Copies[1]; c.Recipient != "reject@example.com" || c.Status != "delivered" || c.Round != 1 || len(c.Timeline) != 3 {
+		if c := got.Copies[1]; c.Recipient != "reject@example.com" || c.Status != "delivered" || c.Round != 1 || len(c.Attempts) != 3 {
 			t.Errorf("the replayed copy: %+v", c)
 		}
 		if diff := cmp.Diff(want[0], got.Copies[0], cmpOpts...); diff != "" {
@@ -89,13 +91,13 @@ func TestRecipientCopies(t *testing.T) {
 // before the Accepted make that copy; the Accepted adds the others.
 func TestRecipientEventsFirst(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
-		record(t, s, to("ntf_early", "reject@example.com", ev(1, history.OutcomeParked, time.Second, withReason("permanent"))))
+		record(t, s, to("ntf_early", "reject@example.com", ev(1, retry.Parked, time.Second, withReason("permanent"))))
 		if err := s.Accept(ctxOf(t), []history.Accepted{split("ntf_early")}); err != nil {
 			t.Fatal(err)
 		}
 		var got []string
 		for _, c := range get(t, s, "ntf_early").Copies {
-			got = append(got, c.Channel+"/"+c.Recipient+" "+c.Status)
+			got = append(got, c.Channel+"/"+c.Recipient+" "+string(c.Status))
 		}
 		want := []string{"email/ok1@example.com queued", "email/reject@example.com parked", "webhook/ queued"}
 		if diff := cmp.Diff(want, got); diff != "" {
@@ -109,14 +111,14 @@ func TestAcceptInvalid(t *testing.T) {
 	ok := split("ntf_ok")
 	cases := []struct {
 		name   string
-		copies []history.CopyRef
+		copies []notification.CopyRef
 		want   string
 	}{
-		{"a copy with no channel", []history.CopyRef{{"", "ada@example.com"}}, "has a copy with no channel"},
-		{"a copy of another channel", []history.CopyRef{{"sms", "+15550001111"}}, `has a copy for "sms", which is not one of its channels`},
-		{"a recipient too long", []history.CopyRef{{"email", long}}, "321 bytes long, more than 320"},
-		{"a recipient not UTF-8", []history.CopyRef{{"email", "ada\xff@example.com"}}, "not UTF-8 text"},
-		{"a recipient with a NUL", []history.CopyRef{{"email", "ada\x00@example.com"}}, "not UTF-8 text"},
+		{"a copy with no channel", []notification.CopyRef{{Channel: "", Recipient: "ada@example.com"}}, "has a copy with no channel"},
+		{"a copy of another channel", []notification.CopyRef{{Channel: "sms", Recipient: "+15550001111"}}, `has a copy for "sms", which is not one of its channels`},
+		{"a recipient too long", []notification.CopyRef{{Channel: "email", Recipient: long}}, "321 bytes long, more than 320"},
+		{"a recipient not UTF-8", []notification.CopyRef{{Channel: "email", Recipient: "ada\xff@example.com"}}, "not UTF-8 text"},
+		{"a recipient with a NUL", []notification.CopyRef{{Channel: "email", Recipient: "ada\x00@example.com"}}, "not UTF-8 text"},
 	}
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		for _, tc := range cases {
@@ -135,7 +137,7 @@ func TestAcceptInvalid(t *testing.T) {
 		}
 		t.Run("a recipient of the longest length", func(t *testing.T) {
 			good := split("ntf_long")
-			good.Copies = []history.CopyRef{{"email", long[1:]}}
+			good.Copies = []notification.CopyRef{{Channel: "email", Recipient: long[1:]}}
 			if err := s.Accept(ctxOf(t), []history.Accepted{good}); err != nil {
 				t.Fatal(err)
 			}
@@ -153,11 +155,11 @@ func TestListRecipients(t *testing.T) {
 			t.Fatal(err)
 		}
 		record(t, s,
-			to("ntf_split", "ok1@example.com", ev(1, history.OutcomeDelivered, time.Second)),
-			to("ntf_split", "reject@example.com", ev(1, history.OutcomeParked, time.Second, withReason("permanent"))))
+			to("ntf_split", "ok1@example.com", ev(1, retry.Delivered, time.Second)),
+			to("ntf_split", "reject@example.com", ev(1, retry.Parked, time.Second, withReason("permanent"))))
 		for _, q := range []history.Query{
-			{Status: history.StatusParked}, {Status: history.StatusDelivered}, {Status: history.StatusQueued},
-			{Channel: "email", Status: history.StatusParked}, {Search: "reject@"},
+			{Status: notification.StatusParked}, {Status: notification.StatusDelivered}, {Status: notification.StatusQueued},
+			{Channel: "email", Status: notification.StatusParked}, {Search: "reject@"},
 		} {
 			page, err := s.List(ctx, q)
 			if err != nil {
@@ -167,14 +169,14 @@ func TestListRecipients(t *testing.T) {
 				t.Errorf("List(%+v) (-want +got):\n%s", q, diff)
 			}
 		}
-		if page, err := s.List(ctx, history.Query{Channel: "webhook", Status: history.StatusParked}); err != nil || len(page.Items) != 0 {
+		if page, err := s.List(ctx, history.Query{Channel: "webhook", Status: notification.StatusParked}); err != nil || len(page.Items) != 0 {
 			t.Errorf("List(webhook, parked) = %+v, %v; want nothing: only an email copy is parked", page.Items, err)
 		}
 		page, err := s.List(ctx, history.Query{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []history.CopyStatus{
+		want := []notification.CopyStatus{
 			{Channel: "email", Recipient: "ok1@example.com", Status: "delivered"},
 			{Channel: "email", Recipient: "reject@example.com", Status: "parked"},
 			{Channel: "webhook", Status: "queued"},
@@ -186,25 +188,25 @@ func TestListRecipients(t *testing.T) {
 }
 
 func TestChannelStatus(t *testing.T) {
-	email := func(statuses ...string) history.Summary {
+	email := func(statuses ...notification.Status) history.Summary {
 		var n history.Summary
 		for _, st := range statuses {
-			n.Copies = append(n.Copies, history.CopyStatus{Channel: "email", Recipient: st + "@example.com", Status: st})
+			n.Copies = append(n.Copies, notification.CopyStatus{Channel: "email", Recipient: string(st) + "@example.com", Status: st})
 		}
 		return n
 	}
 	cases := []struct {
 		name string
 		n    history.Summary
-		want map[string]string
+		want map[string]notification.Status
 	}{
-		{"no copies", history.Summary{}, map[string]string{}},
-		{"one copy a channel", history.Summary{Copies: []history.CopyStatus{{Channel: "email", Status: "delivered"}, {Channel: "webhook", Status: "parked"}}},
-			map[string]string{"email": "delivered", "webhook": "parked"}},
-		{"all delivered", email("delivered", "delivered"), map[string]string{"email": "delivered"}},
-		{"one queued: not delivered yet", email("delivered", "queued"), map[string]string{"email": "queued"}},
-		{"one retrying", email("queued", "retrying", "delivered"), map[string]string{"email": "retrying"}},
-		{"one parked shows, whatever the others", email("delivered", "retrying", "parked", "queued"), map[string]string{"email": "parked"}},
+		{"no copies", history.Summary{}, map[string]notification.Status{}},
+		{"one copy a channel", history.Summary{Copies: []notification.CopyStatus{{Channel: "email", Status: "delivered"}, {Channel: "webhook", Status: "parked"}}},
+			map[string]notification.Status{"email": "delivered", "webhook": "parked"}},
+		{"all delivered", email("delivered", "delivered"), map[string]notification.Status{"email": "delivered"}},
+		{"one queued: not delivered yet", email("delivered", "queued"), map[string]notification.Status{"email": "queued"}},
+		{"one retrying", email("queued", "retrying", "delivered"), map[string]notification.Status{"email": "retrying"}},
+		{"one parked shows, whatever the others", email("delivered", "retrying", "parked", "queued"), map[string]notification.Status{"email": "parked"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Accept stores notifications the API accepted, with a queued copy for
@@ -75,13 +78,13 @@ func (s *Store) Accept(ctx context.Context, ns []Accepted) error {
 			if !accepted[n.ID] {
 				continue
 			}
-			status, due := StatusQueued, (*time.Time)(nil)
+			status, due := notification.StatusQueued, (*time.Time)(nil)
 			if !n.DueAt.IsZero() {
 				at := micro(n.DueAt)
-				status, due = StatusScheduled, &at
+				status, due = notification.StatusScheduled, &at
 			}
 			for _, c := range copiesOf(n) {
-				copies = append(copies, n.ID, c.Channel, c.Recipient, status, s.d.nullTS(due), s.d.ts(micro(n.CreatedAt)))
+				copies = append(copies, n.ID, c.Channel, c.Recipient, string(status), s.d.nullTS(due), s.d.ts(micro(n.CreatedAt)))
 			}
 		}
 		// A copy its events created already is left as it is.
@@ -138,11 +141,11 @@ func checkRecipient(r string) string {
 
 // copiesOf are the copies Accept makes for n, each once: its Copies, or
 // one per channel when it names none.
-func copiesOf(n Accepted) []CopyRef {
-	var out []CopyRef
+func copiesOf(n Accepted) []notification.CopyRef {
+	var out []notification.CopyRef
 	if len(n.Copies) == 0 {
 		for _, ch := range dedupe(n.Channels) {
-			out = append(out, CopyRef{Channel: ch})
+			out = append(out, notification.CopyRef{Channel: ch})
 		}
 		return out
 	}
@@ -160,21 +163,21 @@ func copiesOf(n Accepted) []CopyRef {
 // notification's Accepted (the store then keeps a placeholder that Accept
 // fills in). An invalid event fails the whole batch with an *InputError
 // naming it.
-func (s *Store) Record(ctx context.Context, events []Event) error {
+func (s *Store) Record(ctx context.Context, events []notification.Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	evs := make([]Event, 0, len(events))
+	evs := make([]notification.Event, 0, len(events))
 	at := map[eventKey]int{}
 	for i, e := range events {
 		if p := checkEvent(e); p != "" {
 			return &InputError{Index: i, Problem: p}
 		}
 		e.At = micro(e.At)
-		if e.Outcome == OutcomeReplayed {
+		if e.Outcome == retry.Replayed {
 			e.Attempt = 0 // the marker sorts before the round's first attempt
 		}
-		k := e.key()
+		k := keyOf(e)
 		if j, ok := at[k]; ok {
 			// One statement cannot upsert a row twice on PostgreSQL: keep
 			// the copy the database would keep.
@@ -186,8 +189,8 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 		at[k] = len(evs)
 		evs = append(evs, e)
 	}
-	slices.SortFunc(evs, func(a, b Event) int {
-		return cmp.Or(compareCopies(a.copy(), b.copy()), compareEvents(a, b))
+	slices.SortFunc(evs, func(a, b notification.Event) int {
+		return cmp.Or(compareCopies(copyOf(a), copyOf(b)), compareEvents(a, b))
 	})
 
 	// Placeholders for notifications not accepted yet, created at their
@@ -202,7 +205,7 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 			}
 			first[e.ID] = e.At
 		}
-		affected[e.copy()] = true
+		affected[copyOf(e)] = true
 	}
 	placeholders := make([]any, 0, 3*len(ids))
 	for _, id := range ids {
@@ -210,7 +213,7 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 	}
 	rows := make([]any, 0, len(eventTypes)*len(evs))
 	for _, e := range evs {
-		rows = append(rows, e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, e.Outcome, s.d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider)
+		rows = append(rows, e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, string(e.Outcome), s.d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider)
 	}
 
 	return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -243,7 +246,7 @@ func (s *Store) Record(ctx context.Context, events []Event) error {
 	})
 }
 
-func checkEvent(e Event) string {
+func checkEvent(e notification.Event) string {
 	switch {
 	case e.ID == "":
 		return "event has no notification id"
@@ -255,9 +258,9 @@ func checkEvent(e Event) string {
 		return fmt.Sprintf("event for %q/%s: unknown outcome %q", e.ID, e.Channel, e.Outcome)
 	case e.Round < 0 || e.Attempt < 0:
 		return fmt.Sprintf("event for %q/%s: negative round or attempt", e.ID, e.Channel)
-	case e.Outcome != OutcomeReplayed && e.Attempt == 0:
+	case e.Outcome != retry.Replayed && e.Attempt == 0:
 		return fmt.Sprintf("event for %q/%s: %s of attempt 0", e.ID, e.Channel, e.Outcome)
-	case e.Outcome == OutcomeReplayed && e.Round == 0:
+	case e.Outcome == retry.Replayed && e.Round == 0:
 		return fmt.Sprintf("event for %q/%s: a replay starts round 1 or later, not 0", e.ID, e.Channel)
 	case e.At.IsZero():
 		return fmt.Sprintf("event for %q/%s has no time", e.ID, e.Channel)
@@ -267,8 +270,8 @@ func checkEvent(e Event) string {
 
 // loadEvents reads every stored event of the affected copies, which are
 // copies of the notifications ids.
-func (s *Store) loadEvents(ctx context.Context, tx *sql.Tx, ids []string, affected map[copyKey]bool) (map[copyKey][]Event, error) {
-	out := map[copyKey][]Event{}
+func (s *Store) loadEvents(ctx context.Context, tx *sql.Tx, ids []string, affected map[copyKey]bool) (map[copyKey][]notification.Event, error) {
+	out := map[copyKey][]notification.Event{}
 	for chunk := range slices.Chunk(ids, maxParams) {
 		query, args := s.loadEventsQuery(chunk)
 		rows, err := tx.QueryContext(ctx, query, args...)
@@ -276,12 +279,12 @@ func (s *Store) loadEvents(ctx context.Context, tx *sql.Tx, ids []string, affect
 			return nil, fmt.Errorf("read events: %w", err)
 		}
 		err = each(rows, func() error {
-			var e Event
+			var e notification.Event
 			if err := rows.Scan(&e.ID, &e.Channel, &e.Recipient, &e.Round, &e.Attempt, &e.Outcome, timeCol{&e.At},
 				&e.Error, &e.Reason, &e.DelayMS, &e.DurationMS, &e.Service, &e.Provider); err != nil {
 				return err
 			}
-			if k := e.copy(); affected[k] {
+			if k := copyOf(e); affected[k] {
 				out[k] = append(out[k], e)
 			}
 			return nil
@@ -301,7 +304,7 @@ func (s *Store) loadEventsQuery(ids []string) (string, []any) {
 
 // saveCopies writes the state and timeline derived from each copy's
 // events.
-func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][]Event) error {
+func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][]notification.Event) error {
 	keys := make([]copyKey, 0, len(events))
 	for k := range events {
 		keys = append(keys, k)
@@ -311,9 +314,9 @@ func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][
 	var attempts []any
 	for _, k := range keys {
 		c := project(events[k])
-		copies = append(copies, k.id, k.channel, k.recipient, c.Status, c.Reason, c.Round, c.Attempts, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt))
-		for _, a := range c.Timeline {
-			attempts = append(attempts, k.id, k.channel, k.recipient, a.Round, a.Attempt, s.d.ts(a.At), a.Outcome, a.Error, a.Reason, a.Service,
+		copies = append(copies, k.id, k.channel, k.recipient, string(c.Status), c.Reason, c.Round, c.AttemptCount, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt))
+		for _, a := range c.Attempts {
+			attempts = append(attempts, k.id, k.channel, k.recipient, a.Round, a.N, s.d.ts(a.At), string(a.Outcome), a.Error, a.Reason, a.Service,
 				nullInt(a.DelayMS), nullInt(a.WaitedMS), nullInt(a.DurationMS), a.Provider)
 		}
 	}

@@ -10,46 +10,48 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 const s503 = "503 Service Unavailable"
 
 // twoFailuresThenDelivered is the email copy of ntf_1 failing twice and
 // delivered at the third attempt, as the worker and the retrier report it.
-var twoFailuresThenDelivered = []history.Event{
-	ev(1, history.OutcomeFailed, time.Second, withErr(s503), withDelay(1000), withDur(100)),
-	ev(1, history.OutcomeRetrying, time.Second+10*time.Millisecond, withErr(s503), withDelay(1200)),
-	ev(2, history.OutcomeRequeued, 2200*time.Millisecond),
-	ev(2, history.OutcomeFailed, 2500*time.Millisecond, withErr("timeout"), withDelay(2000), withDur(150)),
-	ev(2, history.OutcomeRetrying, 2510*time.Millisecond, withErr("timeout"), withDelay(2400)),
-	ev(3, history.OutcomeRequeued, 4900*time.Millisecond),
-	ev(3, history.OutcomeDelivered, 5200*time.Millisecond, withDur(80)),
+var twoFailuresThenDelivered = []notification.Event{
+	ev(1, retry.Failed, time.Second, withErr(s503), withDelay(1000), withDur(100)),
+	ev(1, retry.Retrying, time.Second+10*time.Millisecond, withErr(s503), withDelay(1200)),
+	ev(2, retry.Requeued, 2200*time.Millisecond),
+	ev(2, retry.Failed, 2500*time.Millisecond, withErr("timeout"), withDelay(2000), withDur(150)),
+	ev(2, retry.Retrying, 2510*time.Millisecond, withErr("timeout"), withDelay(2400)),
+	ev(3, retry.Requeued, 4900*time.Millisecond),
+	ev(3, retry.Delivered, 5200*time.Millisecond, withDur(80)),
 }
 
-var twoFailuresThenDeliveredTimeline = []history.Attempt{
-	{Round: 0, Attempt: 1, At: t0.Add(time.Second), Outcome: "failed", Error: s503, Service: "test", DelayMS: i64(1200), DurationMS: i64(100)},
+var twoFailuresThenDeliveredTimeline = []notification.Attempt{
+	{Round: 0, N: 1, At: t0.Add(time.Second), Outcome: "failed", Error: s503, Service: "test", DelayMS: i64(1200), DurationMS: i64(100)},
 	// Started at 2.5s - 150ms, 1350ms after the first failure.
-	{Round: 0, Attempt: 2, At: t0.Add(2500 * time.Millisecond), Outcome: "failed", Error: "timeout", Service: "test", DelayMS: i64(2400), WaitedMS: i64(1350), DurationMS: i64(150)},
-	{Round: 0, Attempt: 3, At: t0.Add(5200 * time.Millisecond), Outcome: "delivered", Service: "test", WaitedMS: i64(2620), DurationMS: i64(80)},
+	{Round: 0, N: 2, At: t0.Add(2500 * time.Millisecond), Outcome: "failed", Error: "timeout", Service: "test", DelayMS: i64(2400), WaitedMS: i64(1350), DurationMS: i64(150)},
+	{Round: 0, N: 3, At: t0.Add(5200 * time.Millisecond), Outcome: "delivered", Service: "test", WaitedMS: i64(2620), DurationMS: i64(80)},
 }
 
 // parkedAfterRetries fails three times and is parked by the retrier.
-var parkedAfterRetries = []history.Event{
-	ev(1, history.OutcomeFailed, time.Second, withErr(s503), withDelay(1000)),
-	ev(1, history.OutcomeRetrying, time.Second+10*time.Millisecond, withErr(s503), withDelay(1000)),
-	ev(2, history.OutcomeRequeued, 2010*time.Millisecond),
-	ev(2, history.OutcomeFailed, 2100*time.Millisecond, withErr(s503), withDelay(2000)),
-	ev(2, history.OutcomeRetrying, 2110*time.Millisecond, withErr(s503), withDelay(2000)),
-	ev(3, history.OutcomeRequeued, 4110*time.Millisecond),
-	ev(3, history.OutcomeFailed, 4200*time.Millisecond, withErr("connection refused"), withDelay(4000)),
-	ev(3, history.OutcomeParked, 4210*time.Millisecond, withErr("connection refused"), withReason("max-retries")),
+var parkedAfterRetries = []notification.Event{
+	ev(1, retry.Failed, time.Second, withErr(s503), withDelay(1000)),
+	ev(1, retry.Retrying, time.Second+10*time.Millisecond, withErr(s503), withDelay(1000)),
+	ev(2, retry.Requeued, 2010*time.Millisecond),
+	ev(2, retry.Failed, 2100*time.Millisecond, withErr(s503), withDelay(2000)),
+	ev(2, retry.Retrying, 2110*time.Millisecond, withErr(s503), withDelay(2000)),
+	ev(3, retry.Requeued, 4110*time.Millisecond),
+	ev(3, retry.Failed, 4200*time.Millisecond, withErr("connection refused"), withDelay(4000)),
+	ev(3, retry.Parked, 4210*time.Millisecond, withErr("connection refused"), withReason("max-retries")),
 }
 
 func TestRecord(t *testing.T) {
 	type step struct {
-		record []history.Event
-		want   history.Copy
+		record []notification.Event
+		want   notification.Copy
 	}
 	cases := []struct {
 		name  string
@@ -57,95 +59,95 @@ func TestRecord(t *testing.T) {
 	}{{
 		name: "accepted, nothing happened yet",
 		steps: []step{{
-			want: history.Copy{Channel: "email", Status: "queued", UpdatedAt: t0},
+			want: notification.Copy{Channel: "email", Status: "queued", UpdatedAt: t0},
 		}},
 	}, {
 		name: "delivered at once",
 		steps: []step{{
-			record: []history.Event{ev(1, history.OutcomeDelivered, 300*time.Millisecond, withDur(120))},
-			want: history.Copy{Channel: "email", Status: "delivered", Attempts: 1, UpdatedAt: t0.Add(300 * time.Millisecond),
-				Timeline: []history.Attempt{{Attempt: 1, At: t0.Add(300 * time.Millisecond), Outcome: "delivered", Service: "test", DurationMS: i64(120)}}},
+			record: []notification.Event{ev(1, retry.Delivered, 300*time.Millisecond, withDur(120))},
+			want: notification.Copy{Channel: "email", Status: "delivered", AttemptCount: 1, UpdatedAt: t0.Add(300 * time.Millisecond),
+				Attempts: []notification.Attempt{{N: 1, At: t0.Add(300 * time.Millisecond), Outcome: "delivered", Service: "test", DurationMS: i64(120)}}},
 		}},
 	}, {
 		name: "failed, retrying",
 		steps: []step{{
 			record: twoFailuresThenDelivered[:2],
-			want: history.Copy{Channel: "email", Status: "retrying", Attempts: 1, LastError: s503,
+			want: notification.Copy{Channel: "email", Status: "retrying", AttemptCount: 1, LastError: s503,
 				NextAttemptAt: at(2200 * time.Millisecond), UpdatedAt: t0.Add(time.Second + 10*time.Millisecond),
-				Timeline: twoFailuresThenDeliveredTimeline[:1]},
+				Attempts: twoFailuresThenDeliveredTimeline[:1]},
 		}},
 	}, {
 		name: "failed twice, then delivered",
 		steps: []step{{
 			record: twoFailuresThenDelivered,
-			want: history.Copy{Channel: "email", Status: "delivered", Attempts: 3, LastError: "timeout",
-				UpdatedAt: t0.Add(5200 * time.Millisecond), Timeline: twoFailuresThenDeliveredTimeline},
+			want: notification.Copy{Channel: "email", Status: "delivered", AttemptCount: 3, LastError: "timeout",
+				UpdatedAt: t0.Add(5200 * time.Millisecond), Attempts: twoFailuresThenDeliveredTimeline},
 		}},
 	}, {
 		name: "parked after max retries, with its last error",
 		steps: []step{{
 			record: parkedAfterRetries,
-			want: history.Copy{Channel: "email", Status: "parked", Reason: "max-retries", Attempts: 3, LastError: "connection refused",
-				UpdatedAt: t0.Add(4210 * time.Millisecond), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(time.Second), Outcome: "failed", Error: s503, Service: "test", DelayMS: i64(1000)},
-					{Attempt: 2, At: t0.Add(2100 * time.Millisecond), Outcome: "failed", Error: s503, Service: "test", DelayMS: i64(1000 * 2), WaitedMS: i64(1100)},
-					{Attempt: 3, At: t0.Add(4200 * time.Millisecond), Outcome: "parked", Error: "connection refused", Reason: "max-retries", Service: "test", WaitedMS: i64(2100)},
+			want: notification.Copy{Channel: "email", Status: "parked", Reason: "max-retries", AttemptCount: 3, LastError: "connection refused",
+				UpdatedAt: t0.Add(4210 * time.Millisecond), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(time.Second), Outcome: "failed", Error: s503, Service: "test", DelayMS: i64(1000)},
+					{N: 2, At: t0.Add(2100 * time.Millisecond), Outcome: "failed", Error: s503, Service: "test", DelayMS: i64(1000 * 2), WaitedMS: i64(1100)},
+					{N: 3, At: t0.Add(4200 * time.Millisecond), Outcome: "parked", Error: "connection refused", Reason: "max-retries", Service: "test", WaitedMS: i64(2100)},
 				}},
 		}},
 	}, {
 		name: "parked for good at attempt 1",
 		steps: []step{{
-			record: []history.Event{ev(1, history.OutcomeParked, 400*time.Millisecond, withErr("550 no such user"), withReason("permanent"), withDur(90))},
-			want: history.Copy{Channel: "email", Status: "parked", Reason: "permanent", Attempts: 1, LastError: "550 no such user",
-				UpdatedAt: t0.Add(400 * time.Millisecond), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(400 * time.Millisecond), Outcome: "parked", Error: "550 no such user", Reason: "permanent", Service: "test", DurationMS: i64(90)},
+			record: []notification.Event{ev(1, retry.Parked, 400*time.Millisecond, withErr("550 no such user"), withReason("permanent"), withDur(90))},
+			want: notification.Copy{Channel: "email", Status: "parked", Reason: "permanent", AttemptCount: 1, LastError: "550 no such user",
+				UpdatedAt: t0.Add(400 * time.Millisecond), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(400 * time.Millisecond), Outcome: "parked", Error: "550 no such user", Reason: "permanent", Service: "test", DurationMS: i64(90)},
 				}},
 		}},
 	}, {
 		name: "replayed after parking, then delivered",
 		steps: []step{{
-			record: []history.Event{ev(1, history.OutcomeParked, time.Second, withErr("550 mailbox full"), withReason("permanent"))},
-			want: history.Copy{Channel: "email", Status: "parked", Reason: "permanent", Attempts: 1, LastError: "550 mailbox full",
-				UpdatedAt: t0.Add(time.Second), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
+			record: []notification.Event{ev(1, retry.Parked, time.Second, withErr("550 mailbox full"), withReason("permanent"))},
+			want: notification.Copy{Channel: "email", Status: "parked", Reason: "permanent", AttemptCount: 1, LastError: "550 mailbox full",
+				UpdatedAt: t0.Add(time.Second), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
 				}},
 		}, {
-			record: []history.Event{ev(1, history.OutcomeReplayed, time.Hour, withRound(1))},
-			want: history.Copy{Channel: "email", Status: "queued", Round: 1, Attempts: 1, LastError: "550 mailbox full",
-				UpdatedAt: t0.Add(time.Hour), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
-					{Round: 1, Attempt: 0, At: t0.Add(time.Hour), Outcome: "replayed", Service: "test"},
+			record: []notification.Event{ev(1, retry.Replayed, time.Hour, withRound(1))},
+			want: notification.Copy{Channel: "email", Status: "queued", Round: 1, AttemptCount: 1, LastError: "550 mailbox full",
+				UpdatedAt: t0.Add(time.Hour), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
+					{Round: 1, N: 0, At: t0.Add(time.Hour), Outcome: "replayed", Service: "test"},
 				}},
 		}, {
-			record: []history.Event{ev(1, history.OutcomeDelivered, time.Hour+time.Second, withRound(1), withDur(200))},
-			want: history.Copy{Channel: "email", Status: "delivered", Round: 1, Attempts: 2, LastError: "550 mailbox full",
-				UpdatedAt: t0.Add(time.Hour + time.Second), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
-					{Round: 1, Attempt: 0, At: t0.Add(time.Hour), Outcome: "replayed", Service: "test"},
-					{Round: 1, Attempt: 1, At: t0.Add(time.Hour + time.Second), Outcome: "delivered", Service: "test", DurationMS: i64(200)},
+			record: []notification.Event{ev(1, retry.Delivered, time.Hour+time.Second, withRound(1), withDur(200))},
+			want: notification.Copy{Channel: "email", Status: "delivered", Round: 1, AttemptCount: 2, LastError: "550 mailbox full",
+				UpdatedAt: t0.Add(time.Hour + time.Second), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(time.Second), Outcome: "parked", Error: "550 mailbox full", Reason: "permanent", Service: "test"},
+					{Round: 1, N: 0, At: t0.Add(time.Hour), Outcome: "replayed", Service: "test"},
+					{Round: 1, N: 1, At: t0.Add(time.Hour + time.Second), Outcome: "delivered", Service: "test", DurationMS: i64(200)},
 				}},
 		}},
 	}, {
 		name: "within an attempt, the outcome outranks the clock",
 		steps: []step{{
 			// The retrier's clock runs 100ms behind the worker's.
-			record: []history.Event{
-				ev(1, history.OutcomeFailed, 2*time.Second, withErr(s503), withDelay(1000)),
-				ev(1, history.OutcomeParked, 1900*time.Millisecond, withErr(s503), withReason("max-retries")),
+			record: []notification.Event{
+				ev(1, retry.Failed, 2*time.Second, withErr(s503), withDelay(1000)),
+				ev(1, retry.Parked, 1900*time.Millisecond, withErr(s503), withReason("max-retries")),
 			},
-			want: history.Copy{Channel: "email", Status: "parked", Reason: "max-retries", Attempts: 1, LastError: s503,
-				UpdatedAt: t0.Add(2 * time.Second), Timeline: []history.Attempt{
-					{Attempt: 1, At: t0.Add(1900 * time.Millisecond), Outcome: "parked", Error: s503, Reason: "max-retries", Service: "test"},
+			want: notification.Copy{Channel: "email", Status: "parked", Reason: "max-retries", AttemptCount: 1, LastError: s503,
+				UpdatedAt: t0.Add(2 * time.Second), Attempts: []notification.Attempt{
+					{N: 1, At: t0.Add(1900 * time.Millisecond), Outcome: "parked", Error: s503, Reason: "max-retries", Service: "test"},
 				}},
 		}},
 	}, {
 		name: "retrying of attempt 2 after the delivery of attempt 3",
 		steps: []step{{
-			record: []history.Event{twoFailuresThenDelivered[6], twoFailuresThenDelivered[4]},
-			want: history.Copy{Channel: "email", Status: "delivered", Attempts: 2, LastError: "timeout",
-				UpdatedAt: t0.Add(5200 * time.Millisecond), Timeline: []history.Attempt{
-					{Attempt: 2, At: t0.Add(2510 * time.Millisecond), Outcome: "failed", Error: "timeout", Service: "test", DelayMS: i64(2400)},
-					{Attempt: 3, At: t0.Add(5200 * time.Millisecond), Outcome: "delivered", Service: "test", WaitedMS: i64(2610), DurationMS: i64(80)},
+			record: []notification.Event{twoFailuresThenDelivered[6], twoFailuresThenDelivered[4]},
+			want: notification.Copy{Channel: "email", Status: "delivered", AttemptCount: 2, LastError: "timeout",
+				UpdatedAt: t0.Add(5200 * time.Millisecond), Attempts: []notification.Attempt{
+					{N: 2, At: t0.Add(2510 * time.Millisecond), Outcome: "failed", Error: "timeout", Service: "test", DelayMS: i64(2400)},
+					{N: 3, At: t0.Add(5200 * time.Millisecond), Outcome: "delivered", Service: "test", WaitedMS: i64(2610), DurationMS: i64(80)},
 				}},
 		}},
 	}}
@@ -171,8 +173,8 @@ func TestRecord(t *testing.T) {
 }
 
 // withID returns a copy of events about notification id.
-func withID(events []history.Event, id string) []history.Event {
-	out := make([]history.Event, len(events))
+func withID(events []notification.Event, id string) []notification.Event {
+	out := make([]notification.Event, len(events))
 	for i, e := range events {
 		e.ID = id
 		out[i] = e
@@ -186,14 +188,14 @@ func withID(events []history.Event, id string) []history.Event {
 func TestRecordAnyOrder(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		ctx := ctxOf(t)
-		want := func(t *testing.T, events []history.Event) history.Copy {
+		want := func(t *testing.T, events []notification.Event) notification.Copy {
 			t.Helper()
 			id := "ntf_in_order_" + t.Name()
 			accept(t, s, id, "email")
 			record(t, s, withID(events, id)...)
 			return get(t, s, id).Copies[0]
 		}
-		check := func(t *testing.T, id string, want history.Copy, order any) {
+		check := func(t *testing.T, id string, want notification.Copy, order any) {
 			t.Helper()
 			got := get(t, s, id)
 			if len(got.Copies) != 1 {
@@ -205,11 +207,11 @@ func TestRecordAnyOrder(t *testing.T) {
 		}
 
 		t.Run("every permutation of five events, one a batch", func(t *testing.T) {
-			five := []history.Event{parkedAfterRetries[0], parkedAfterRetries[1], parkedAfterRetries[2], parkedAfterRetries[3],
-				ev(2, history.OutcomeParked, 2110*time.Millisecond, withErr(s503), withReason("max-retries"))}
+			five := []notification.Event{parkedAfterRetries[0], parkedAfterRetries[1], parkedAfterRetries[2], parkedAfterRetries[3],
+				ev(2, retry.Parked, 2110*time.Millisecond, withErr(s503), withReason("max-retries"))}
 			wantCopy := want(t, five)
-			if wantCopy.Status != "parked" || wantCopy.Attempts != 2 {
-				t.Fatalf("in order: got %s after %d attempts, want parked after 2", wantCopy.Status, wantCopy.Attempts)
+			if wantCopy.Status != "parked" || wantCopy.AttemptCount != 2 {
+				t.Fatalf("in order: got %s after %d attempts, want parked after 2", wantCopy.Status, wantCopy.AttemptCount)
 			}
 			n := 0
 			permute([]int{0, 1, 2, 3, 4}, func(order []int) {
@@ -227,11 +229,11 @@ func TestRecordAnyOrder(t *testing.T) {
 		})
 
 		t.Run("random orders, batches and duplicates", func(t *testing.T) {
-			all := append(append([]history.Event{}, twoFailuresThenDelivered...),
-				ev(3, history.OutcomeReplayed, 10*time.Second, withRound(1)),
-				ev(1, history.OutcomeFailed, 11*time.Second, withRound(1), withErr("reset by peer"), withDelay(500), withDur(30)),
-				ev(1, history.OutcomeRetrying, 11*time.Second+5*time.Millisecond, withRound(1), withErr("reset by peer"), withDelay(600)),
-				ev(2, history.OutcomeRequeued, 12*time.Second, withRound(1)),
+			all := append(append([]notification.Event{}, twoFailuresThenDelivered...),
+				ev(3, retry.Replayed, 10*time.Second, withRound(1)),
+				ev(1, retry.Failed, 11*time.Second, withRound(1), withErr("reset by peer"), withDelay(500), withDur(30)),
+				ev(1, retry.Retrying, 11*time.Second+5*time.Millisecond, withRound(1), withErr("reset by peer"), withDelay(600)),
+				ev(2, retry.Requeued, 12*time.Second, withRound(1)),
 			)
 			wantCopy := want(t, all)
 			if wantCopy.Status != "retrying" || wantCopy.Round != 1 || wantCopy.NextAttemptAt == nil {
@@ -303,14 +305,14 @@ func TestRecordAnyOrder(t *testing.T) {
 		})
 
 		t.Run("two versions of one event, either first", func(t *testing.T) {
-			a := ev(1, history.OutcomeFailed, time.Second, withErr("first"), withDelay(1000))
-			b := ev(1, history.OutcomeFailed, 2*time.Second, withErr("second"), withDelay(3000))
+			a := ev(1, retry.Failed, time.Second, withErr("first"), withDelay(1000))
+			b := ev(1, retry.Failed, 2*time.Second, withErr("second"), withDelay(3000))
 			accept(t, s, "ntf_ab", "email")
 			accept(t, s, "ntf_ba", "email")
-			record(t, s, withID([]history.Event{a}, "ntf_ab")...)
-			record(t, s, withID([]history.Event{b}, "ntf_ab")...)
-			record(t, s, withID([]history.Event{b}, "ntf_ba")...)
-			record(t, s, withID([]history.Event{a}, "ntf_ba")...)
+			record(t, s, withID([]notification.Event{a}, "ntf_ab")...)
+			record(t, s, withID([]notification.Event{b}, "ntf_ab")...)
+			record(t, s, withID([]notification.Event{b}, "ntf_ba")...)
+			record(t, s, withID([]notification.Event{a}, "ntf_ba")...)
 			ab := get(t, s, "ntf_ab").Copies
 			ba := get(t, s, "ntf_ba").Copies
 			if diff := cmp.Diff(ab, ba, cmpOpts...); diff != "" {
@@ -344,9 +346,9 @@ func TestRecordBeforeAccept(t *testing.T) {
 		evs := withID(twoFailuresThenDelivered[:2], id)
 		record(t, s, evs...)
 		got := get(t, s, id)
-		want := &history.Notification{ID: id, CreatedAt: t0.Add(time.Second), Accepted: false, Copies: []history.Copy{{
-			Channel: "email", Status: "retrying", Attempts: 1, LastError: s503, NextAttemptAt: at(2200 * time.Millisecond),
-			UpdatedAt: t0.Add(time.Second + 10*time.Millisecond), Timeline: twoFailuresThenDeliveredTimeline[:1],
+		want := &notification.View{ID: id, CreatedAt: t0.Add(time.Second), Accepted: false, Copies: []notification.Copy{{
+			Channel: "email", Status: "retrying", AttemptCount: 1, LastError: s503, NextAttemptAt: at(2200 * time.Millisecond),
+			UpdatedAt: t0.Add(time.Second + 10*time.Millisecond), Attempts: twoFailuresThenDeliveredTimeline[:1],
 		}}}
 		if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
 			t.Errorf("placeholder (-want +got):\n%s", diff)
@@ -368,7 +370,7 @@ func TestRecordBeforeAccept(t *testing.T) {
 		}
 		got = get(t, s, id)
 		want.CreatedAt, want.Accepted, want.Channels, want.Recipients, want.Payload = t0, true, acc.Channels, acc.Recipients, acc.Payload
-		want.Copies = append(want.Copies, history.Copy{Channel: "sms", Status: "queued", UpdatedAt: t0})
+		want.Copies = append(want.Copies, notification.Copy{Channel: "sms", Status: "queued", UpdatedAt: t0})
 		if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
 			t.Errorf("accepted (-want +got):\n%s", diff)
 		}
@@ -376,24 +378,24 @@ func TestRecordBeforeAccept(t *testing.T) {
 }
 
 func TestRecordInvalid(t *testing.T) {
-	good := ev(1, history.OutcomeDelivered, time.Second)
+	good := ev(1, retry.Delivered, time.Second)
 	cases := []struct {
 		name  string
-		event history.Event
+		event notification.Event
 	}{
-		{"no id", history.Event{Channel: "email", Attempt: 1, Outcome: "delivered", At: t0}},
-		{"no channel", history.Event{ID: "ntf_1", Attempt: 1, Outcome: "delivered", At: t0}},
-		{"unknown outcome", history.Event{ID: "ntf_1", Channel: "email", Attempt: 1, Outcome: "exploded", At: t0}},
-		{"attempt 0", history.Event{ID: "ntf_1", Channel: "email", Outcome: "delivered", At: t0}},
-		{"replay of round 0", history.Event{ID: "ntf_1", Channel: "email", Outcome: "replayed", At: t0}},
-		{"no time", history.Event{ID: "ntf_1", Channel: "email", Attempt: 1, Outcome: "delivered"}},
-		{"a recipient too long", history.Event{ID: "ntf_1", Channel: "email", Recipient: strings.Repeat("a", history.MaxRecipient+1), Attempt: 1, Outcome: "delivered", At: t0}},
-		{"a recipient not UTF-8", history.Event{ID: "ntf_1", Channel: "email", Recipient: "\xff@example.com", Attempt: 1, Outcome: "delivered", At: t0}},
+		{"no id", notification.Event{Channel: "email", Attempt: 1, Outcome: "delivered", At: t0}},
+		{"no channel", notification.Event{ID: "ntf_1", Attempt: 1, Outcome: "delivered", At: t0}},
+		{"unknown outcome", notification.Event{ID: "ntf_1", Channel: "email", Attempt: 1, Outcome: "exploded", At: t0}},
+		{"attempt 0", notification.Event{ID: "ntf_1", Channel: "email", Outcome: "delivered", At: t0}},
+		{"replay of round 0", notification.Event{ID: "ntf_1", Channel: "email", Outcome: "replayed", At: t0}},
+		{"no time", notification.Event{ID: "ntf_1", Channel: "email", Attempt: 1, Outcome: "delivered"}},
+		{"a recipient too long", notification.Event{ID: "ntf_1", Channel: "email", Recipient: strings.Repeat("a", history.MaxRecipient+1), Attempt: 1, Outcome: "delivered", At: t0}},
+		{"a recipient not UTF-8", notification.Event{ID: "ntf_1", Channel: "email", Recipient: "\xff@example.com", Attempt: 1, Outcome: "delivered", At: t0}},
 	}
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				err := s.Record(ctxOf(t), []history.Event{good, tc.event})
+				err := s.Record(ctxOf(t), []notification.Event{good, tc.event})
 				var ie *history.InputError
 				if !errors.Is(err, history.ErrInvalid) || !errors.As(err, &ie) || ie.Index != 1 {
 					t.Fatalf("got %v, want an InputError for item 1", err)

@@ -7,6 +7,14 @@
 // only that channel's part in the body, so each channel retries on its
 // own: a failed email never re-sends the webhook. What a part holds, and
 // what makes it valid, is its channel's business (services/internal/channel).
+//
+// The package is also relay's vocabulary for what became of a notification,
+// declared once for every package that speaks of it: View, with its copies
+// (Copy) and their attempts (Attempt), is what the history store reads, the
+// API and the dashboard answer and the command-line tools decode; Status is
+// a copy's status; Event, one decision about an attempt, is what the events
+// exchange carries and the history records. What an attempt came to is a
+// retry.Outcome, the pipeline's own word for it.
 package notification
 
 import (

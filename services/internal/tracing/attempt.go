@@ -35,8 +35,8 @@ const (
 // retry stages, which decide whether it is retried or parked; a permanent
 // one is parked at once.
 const (
-	OutcomeDelivered = "delivered"
-	OutcomeFailed    = "failed"
+	OutcomeDelivered = string(retry.Delivered)
+	OutcomeFailed    = string(retry.Failed)
 	OutcomePermanent = "permanent"
 )
 

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // token is the demo's API token (docker-compose.yml, x-demo-token).
@@ -238,7 +239,7 @@ func postBatch(t testing.TB, api string, n int) []string {
 type tally struct {
 	byStatus map[string]int
 	missing  int
-	copies   []apiclient.Copy
+	copies   []notification.Copy
 }
 
 func (tl tally) finished() bool {
@@ -263,7 +264,7 @@ func count(t testing.TB, api string, ids []string) tally {
 			continue
 		}
 		for _, cp := range n.Copies {
-			tl.byStatus[cp.Status]++
+			tl.byStatus[string(cp.Status)]++
 			tl.copies = append(tl.copies, cp)
 		}
 	}

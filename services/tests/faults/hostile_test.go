@@ -19,7 +19,6 @@ import (
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/services/tools/dead"
 )
@@ -303,7 +302,7 @@ func (r *rig) healthyThrough(t *testing.T, i int) time.Duration {
 // the worker and through each stage, from its events, and apart from them
 // the extra rounds the requeue stage made it wait (bounded by
 // retry.MaxWaits).
-func loops(evs []events.Event, max int) (over, waits int) {
+func loops(evs []notification.Event, max int) (over, waits int) {
 	var worker, errorStage, requeueStage int
 	for _, ev := range evs {
 		switch {

@@ -114,7 +114,7 @@ type poisonKit struct {
 	r    *rig
 	max  int
 	conn *amqp.Connection
-	seen func(id string) []events.Event
+	seen func(id string) []notification.Event
 }
 
 func newPoisonKit(t *testing.T) *poisonKit {
@@ -327,7 +327,7 @@ func (r *rig) tooLargeForTheBroker() {
 
 // follow records the pipeline's events from now on and returns a function
 // that lists those of one message.
-func (r *rig) follow(conn *amqp.Connection) func(id string) []events.Event {
+func (r *rig) follow(conn *amqp.Connection) func(id string) []notification.Event {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.t.Cleanup(cancel)
 	in, err := events.Subscribe(ctx, conn, r.topo)
@@ -335,7 +335,7 @@ func (r *rig) follow(conn *amqp.Connection) func(id string) []events.Event {
 		r.t.Fatal(err)
 	}
 	var mu sync.Mutex
-	byID := map[string][]events.Event{}
+	byID := map[string][]notification.Event{}
 	go func() {
 		for ev := range in {
 			mu.Lock()
@@ -343,15 +343,15 @@ func (r *rig) follow(conn *amqp.Connection) func(id string) []events.Event {
 			mu.Unlock()
 		}
 	}()
-	return func(id string) []events.Event {
+	return func(id string) []notification.Event {
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]events.Event(nil), byID[id]...)
+		return append([]notification.Event(nil), byID[id]...)
 	}
 }
 
 // attempts counts the deliveries to a worker among evs.
-func attempts(evs []events.Event) int {
+func attempts(evs []notification.Event) int {
 	n := 0
 	for _, ev := range evs {
 		if strings.HasPrefix(ev.Service, "worker") {
@@ -361,7 +361,7 @@ func attempts(evs []events.Event) int {
 	return n
 }
 
-func outcomes(evs []events.Event) string {
+func outcomes(evs []notification.Event) string {
 	parts := make([]string, len(evs))
 	for i, ev := range evs {
 		parts[i] = ev.Service + ":" + string(ev.Outcome)

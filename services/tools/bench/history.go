@@ -22,10 +22,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/events"
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // feedBatch is how many messages of the history queue events.Feed stores
@@ -99,46 +101,46 @@ func orderedID(i, n int) string {
 // a webhook copy delivered at once, and an email copy delivered at once
 // too, or, every tenth, after a retry (failed, retrying, requeued,
 // delivered), or, every hundredth, parked after three failures.
-func historyNotification(id string, i int, at time.Time) (history.Accepted, []history.Event) {
+func historyNotification(id string, i int, at time.Time) (history.Accepted, []notification.Event) {
 	email, webhook := channel.Email.Name(), channel.Webhook.Name()
 	address := fmt.Sprintf("user%d@example.com", i)
 	a := history.Accepted{ID: id, CreatedAt: at, Channels: []string{email, webhook},
 		Recipients: []string{address, webhookTarget},
 		Payload: json.RawMessage(`{"email":{"to":"` + address + `","subject":"Your order ` + fmt.Sprint(i) +
 			`"},"webhook":{"url":"` + webhookTarget + `","payload":{"event":"bench","order":12345,"total":"19.99"}}}`)}
-	ev := func(ch string, attempt int, outcome string, after time.Duration) history.Event {
-		e := history.Event{ID: id, Channel: ch, Attempt: attempt, Outcome: outcome, At: at.Add(after), Service: "worker-" + ch}
+	ev := func(ch string, attempt int, outcome retry.Outcome, after time.Duration) notification.Event {
+		e := notification.Event{ID: id, Channel: ch, Attempt: attempt, Outcome: outcome, At: at.Add(after), Service: "worker-" + ch}
 		switch outcome {
-		case history.OutcomeFailed:
+		case retry.Failed:
 			e.Error, e.DelayMS, e.DurationMS = "421 4.7.0 Try again later", 1000, 120
-		case history.OutcomeRetrying, history.OutcomeRequeued:
+		case retry.Retrying, retry.Requeued:
 			e.Error, e.DelayMS, e.Service = "421 4.7.0 Try again later", 1100, "retrier"
-		case history.OutcomeDelivered:
+		case retry.Delivered:
 			e.DurationMS = 80
-		case history.OutcomeParked:
+		case retry.Parked:
 			e.Error, e.Reason, e.Service = "421 4.7.0 Try again later", "max-retries", "retrier"
 		}
 		return e
 	}
-	evs := []history.Event{ev(webhook, 1, history.OutcomeDelivered, 200*time.Millisecond)}
+	evs := []notification.Event{ev(webhook, 1, retry.Delivered, 200*time.Millisecond)}
 	switch {
 	case i%100 == 0:
 		for n := 1; n <= 3; n++ {
 			base := time.Duration(n) * 2 * time.Second
-			evs = append(evs, ev(email, n, history.OutcomeFailed, base))
+			evs = append(evs, ev(email, n, retry.Failed, base))
 			if n < 3 {
-				evs = append(evs, ev(email, n, history.OutcomeRetrying, base+10*time.Millisecond),
-					ev(email, n+1, history.OutcomeRequeued, base+time.Second))
+				evs = append(evs, ev(email, n, retry.Retrying, base+10*time.Millisecond),
+					ev(email, n+1, retry.Requeued, base+time.Second))
 			}
 		}
-		evs = append(evs, ev(email, 3, history.OutcomeParked, 6*time.Second+10*time.Millisecond))
+		evs = append(evs, ev(email, 3, retry.Parked, 6*time.Second+10*time.Millisecond))
 	case i%10 == 0:
-		evs = append(evs, ev(email, 1, history.OutcomeFailed, time.Second),
-			ev(email, 1, history.OutcomeRetrying, time.Second+10*time.Millisecond),
-			ev(email, 2, history.OutcomeRequeued, 2*time.Second+100*time.Millisecond),
-			ev(email, 2, history.OutcomeDelivered, 2*time.Second+200*time.Millisecond))
+		evs = append(evs, ev(email, 1, retry.Failed, time.Second),
+			ev(email, 1, retry.Retrying, time.Second+10*time.Millisecond),
+			ev(email, 2, retry.Requeued, 2*time.Second+100*time.Millisecond),
+			ev(email, 2, retry.Delivered, 2*time.Second+200*time.Millisecond))
 	default:
-		evs = append(evs, ev(email, 1, history.OutcomeDelivered, 300*time.Millisecond))
+		evs = append(evs, ev(email, 1, retry.Delivered, 300*time.Millisecond))
 	}
 	return a, evs
 }
@@ -147,7 +149,7 @@ func historyNotification(id string, i int, at time.Time) (history.Accepted, []hi
 // queue: the accepted records, then the attempt events.
 type storeBatch struct {
 	accepted []history.Accepted
-	events   []history.Event
+	events   []notification.Event
 }
 
 // feedBatches cuts the history queue's messages about notifications
@@ -161,7 +163,7 @@ type storeBatch struct {
 func feedBatches(first, n int, at func(int) time.Time) (batches []storeBatch, next, evs int) {
 	var cur storeBatch
 	messages := 0
-	add := func(a *history.Accepted, e *history.Event) {
+	add := func(a *history.Accepted, e *notification.Event) {
 		if a != nil {
 			cur.accepted = append(cur.accepted, *a)
 		} else {
@@ -308,8 +310,8 @@ func feed(ctx context.Context, sink events.Sink, batches []storeBatch, n int) (s
 
 // notifications yields the bench's notifications first to first+n-1,
 // named by id, with their events, calling done, if set, after each.
-func notifications(first, n int, id func(int) string, at func(int) time.Time, done func(int)) iter.Seq2[history.Accepted, []history.Event] {
-	return func(yield func(history.Accepted, []history.Event) bool) {
+func notifications(first, n int, id func(int) string, at func(int) time.Time, done func(int)) iter.Seq2[history.Accepted, []notification.Event] {
+	return func(yield func(history.Accepted, []notification.Event) bool) {
 		for i := first; i < first+n; i++ {
 			if !yield(historyNotification(id(i), i, at(i))) {
 				return

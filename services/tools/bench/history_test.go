@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 var t0 = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
@@ -92,21 +93,21 @@ func TestHistoryNotifications(t *testing.T) {
 	if _, err := feed(ctx, store, batches, 300); err != nil {
 		t.Fatal(err)
 	}
-	status := func(i int) map[string]string {
+	status := func(i int) map[string]notification.Status {
 		n, err := store.Get(ctx, historyID(i))
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]string{}
+		out := map[string]notification.Status{}
 		for _, c := range n.Copies {
 			out[c.Channel] = c.Status
 		}
 		return out
 	}
-	for i, want := range map[int]map[string]string{
-		0:  {"email": history.StatusParked, "webhook": history.StatusDelivered},
-		1:  {"email": history.StatusDelivered, "webhook": history.StatusDelivered},
-		10: {"email": history.StatusDelivered, "webhook": history.StatusDelivered},
+	for i, want := range map[int]map[string]notification.Status{
+		0:  {"email": notification.StatusParked, "webhook": notification.StatusDelivered},
+		1:  {"email": notification.StatusDelivered, "webhook": notification.StatusDelivered},
+		10: {"email": notification.StatusDelivered, "webhook": notification.StatusDelivered},
 	} {
 		if diff := cmp.Diff(want, status(i)); diff != "" {
 			t.Errorf("notification %d (-want +got):\n%s", i, diff)

@@ -24,6 +24,7 @@ import (
 	"github.com/relay-demo/relay/services/internal/channel"
 	"github.com/relay-demo/relay/services/internal/config"
 	"github.com/relay-demo/relay/services/internal/events"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Targets of the dashboard's event streams: with the streams open the API
@@ -226,7 +227,7 @@ func (b *bench) busyHistory(ctx context.Context, client *http.Client, base strin
 	defer conn.Close()
 	queue := queueFor(topo, channel.Webhook.Name())
 	event := func(i int) (string, string, amqp.Publishing) {
-		ev := events.Event{Type: events.TypeAttempt, Outcome: "failed", ID: streamEventID(i),
+		ev := notification.Event{Type: events.TypeAttempt, Outcome: "failed", ID: streamEventID(i),
 			Channel: channel.Webhook.Name(), Queue: queue, Attempt: 1, DelayMS: 1000,
 			Error: "POST " + webhookTarget + ": 503 Service Unavailable", At: time.Now().UTC(), Service: "bench"}
 		body, _ := json.Marshal(ev) // a fixed shape always encodes

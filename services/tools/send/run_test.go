@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // t0 is in the local zone, which --watch prints its times in, so that the
@@ -29,24 +30,24 @@ func ms(v int64) *int64 { return &v }
 
 // failed is an attempt as the worker reports it, before the retry stage
 // decides: the copy's last decision is the failure itself.
-func failed(n, atMS int, err string, guess int64) apiclient.Attempt {
-	return apiclient.Attempt{N: n, At: at(atMS), Outcome: "failed", Error: err, DelayMS: ms(guess)}
+func failed(n, atMS int, err string, guess int64) notification.Attempt {
+	return notification.Attempt{N: n, At: at(atMS), Outcome: "failed", Error: err, DelayMS: ms(guess)}
 }
 
 // cp is a copy whose latest decision was made at updated.
-func cp(channel, status string, updated int, attempts ...apiclient.Attempt) apiclient.Copy {
-	return apiclient.Copy{Channel: channel, Status: status, UpdatedAt: at(updated), Attempts: attempts, AttemptCount: len(attempts)}
+func cp(channel string, status notification.Status, updated int, attempts ...notification.Attempt) notification.Copy {
+	return notification.Copy{Channel: channel, Status: status, UpdatedAt: at(updated), Attempts: attempts, AttemptCount: len(attempts)}
 }
 
 // to is c as the copy for one recipient.
-func to(recipient string, c apiclient.Copy) apiclient.Copy {
+func to(recipient string, c notification.Copy) notification.Copy {
 	c.Recipient = recipient
 	return c
 }
 
 // step is what the fake history shows for one notification at one poll;
 // nil is a 404, as before the history recorded it.
-type step []apiclient.Copy
+type step []notification.Copy
 
 const busy = "451 4.3.0 mailbox busy"
 
@@ -58,7 +59,7 @@ const long = `send email ntf_1: closing SMTP DATA writer: 451 4.3.0 The recipien
 type fake struct {
 	t        *testing.T
 	channels []string
-	copies   []apiclient.AcceptedCopy // the 202's copies; none like an older API
+	copies   []notification.CopyRef // the 202's copies; none like an older API
 	script   func(id string) []step
 
 	mu       sync.Mutex
@@ -124,14 +125,14 @@ func (f *fake) get(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"type":"https://relay.dev/problems/not-found","title":"Not found","status":404,"detail":"no notification has the id %q"}`, id)
 		return
 	}
-	json.NewEncoder(w).Encode(apiclient.Notification{ID: id, CreatedAt: t0, Accepted: true, Channels: f.channels, Copies: steps[k]})
+	json.NewEncoder(w).Encode(notification.View{ID: id, CreatedAt: t0, Accepted: true, Channels: f.channels, Copies: steps[k]})
 }
 
 func TestWatch(t *testing.T) {
 	tests := []struct {
 		name     string
 		channels []string
-		copies   []apiclient.AcceptedCopy
+		copies   []notification.CopyRef
 		n        int
 		args     []string
 		script   func(id string) []step
@@ -151,7 +152,7 @@ func TestWatch(t *testing.T) {
 					{cp("email", "retrying", 1004, failed(1, 1000, busy, 1000))},
 					{cp("email", "retrying", 2000, failed(1, 1000, busy, 1000))}, // requeued: nothing new to print
 					{cp("email", "delivered", 2500, failed(1, 1000, busy, 1000),
-						apiclient.Attempt{N: 2, At: at(2500), Outcome: "delivered", WaitedMS: ms(1400)})},
+						notification.Attempt{N: 2, At: at(2500), Outcome: "delivered", WaitedMS: ms(1400)})},
 				}
 			},
 			want: `ntf_1	email
@@ -172,7 +173,7 @@ done: 1 copies delivered, 0 parked
 					{cp("webhook", "retrying", 1002, a1)},
 					{cp("webhook", "retrying", 2102, a1, a2)},
 					{cp("webhook", "retrying", 4200, a1, a2, failed(3, 4200, "503 Service Unavailable", 8000))},
-					{cp("webhook", "parked", 4203, a1, a2, apiclient.Attempt{N: 3, At: at(4200), Outcome: "parked",
+					{cp("webhook", "parked", 4203, a1, a2, notification.Attempt{N: 3, At: at(4200), Outcome: "parked",
 						Reason: "max-retries", Error: "503 Service Unavailable"})},
 				}
 			},
@@ -189,7 +190,7 @@ done: 0 copies delivered, 1 parked
 			name:     "an attempt recorded before the one it follows: printed after it",
 			channels: []string{"email"},
 			script: func(string) []step {
-				a2 := apiclient.Attempt{N: 2, At: at(1600), Outcome: "delivered"}
+				a2 := notification.Attempt{N: 2, At: at(1600), Outcome: "delivered"}
 				return []step{
 					{cp("email", "delivered", 1600, a2)},
 					{cp("email", "delivered", 1600, failed(1, 1000, busy, 500), a2)},
@@ -207,8 +208,8 @@ done: 1 copies delivered, 0 parked
 			script: func(string) []step {
 				e1 := failed(1, 1000, busy, 1000)
 				w1 := failed(1, 1200, "503 Service Unavailable", 1000)
-				e2 := apiclient.Attempt{N: 2, At: at(2000), Outcome: "delivered"}
-				w2 := apiclient.Attempt{N: 2, At: at(2200), Outcome: "delivered"}
+				e2 := notification.Attempt{N: 2, At: at(2000), Outcome: "delivered"}
+				w2 := notification.Attempt{N: 2, At: at(2200), Outcome: "delivered"}
 				return []step{
 					{cp("email", "retrying", 1001, e1), cp("webhook", "retrying", 1201, w1)},
 					{cp("email", "retrying", 1001, e1), cp("webhook", "retrying", 1201, w1)},
@@ -228,10 +229,10 @@ done: 2 copies delivered, 0 parked
 			// and named, on its own.
 			name:     "one copy per recipient: each followed on its own",
 			channels: []string{"email"},
-			copies:   []apiclient.AcceptedCopy{{Channel: "email", Recipient: "ok@example.com"}, {Channel: "email", Recipient: "no@example.com"}},
+			copies:   []notification.CopyRef{{Channel: "email", Recipient: "ok@example.com"}, {Channel: "email", Recipient: "no@example.com"}},
 			script: func(string) []step {
-				ok := apiclient.Attempt{N: 1, At: at(1000), Outcome: "delivered"}
-				no := apiclient.Attempt{N: 1, At: at(1100), Outcome: "parked", Reason: "permanent", Error: "550 5.1.1 unknown"}
+				ok := notification.Attempt{N: 1, At: at(1000), Outcome: "delivered"}
+				no := notification.Attempt{N: 1, At: at(1100), Outcome: "parked", Reason: "permanent", Error: "550 5.1.1 unknown"}
 				return []step{
 					{to("ok@example.com", cp("email", "delivered", 1000, ok))},
 					{to("ok@example.com", cp("email", "delivered", 1000, ok)), to("no@example.com", cp("email", "parked", 1100, no))},
@@ -248,7 +249,7 @@ done: 1 copies delivered, 1 parked
 			channels: []string{"email"},
 			script: func(string) []step {
 				return []step{{cp("email", "delivered", 2000, failed(1, 1000, long, 1000),
-					apiclient.Attempt{N: 2, At: at(2000), Outcome: "delivered"})}}
+					notification.Attempt{N: 2, At: at(2000), Outcome: "delivered"})}}
 			},
 			want: `ntf_1	email
 10:00:01.000  ntf_1 email   attempt 1  failed  send email ntf_1: closing SMTP DATA…  next in 1s
@@ -262,7 +263,7 @@ done: 1 copies delivered, 0 parked
 			args:     []string{"--full"},
 			script: func(string) []step {
 				return []step{{cp("email", "delivered", 2000, failed(1, 1000, long, 1000),
-					apiclient.Attempt{N: 2, At: at(2000), Outcome: "delivered"})}}
+					notification.Attempt{N: 2, At: at(2000), Outcome: "delivered"})}}
 			},
 			want: "ntf_1\temail\n10:00:01.000  ntf_1 email   attempt 1  failed  " + long + "  next in 1s\n" +
 				"10:00:02.000  ntf_1 email   attempt 2  delivered\ndone: 1 copies delivered, 0 parked\n",
@@ -272,7 +273,7 @@ done: 1 copies delivered, 0 parked
 			channels: []string{"webhook"},
 			n:        3,
 			script: func(id string) []step {
-				done := step{cp("webhook", "delivered", 900, apiclient.Attempt{N: 1, At: at(900), Outcome: "delivered"})}
+				done := step{cp("webhook", "delivered", 900, notification.Attempt{N: 1, At: at(900), Outcome: "delivered"})}
 				if id != "ntf_2" {
 					return []step{done}
 				}

@@ -10,12 +10,14 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // history is the part of the API the watcher reads.
 type history interface {
-	Notification(ctx context.Context, id string) (*apiclient.Notification, error)
+	Notification(ctx context.Context, id string) (*notification.View, error)
 }
 
 // watcher follows notifications in the API's history and prints each
@@ -56,13 +58,13 @@ type copyWatch struct {
 	// recipient (email); empty otherwise.
 	recipient string
 	// last is the last attempt printed, when started.
-	last    apiclient.Attempt
+	last    notification.Attempt
 	started bool
 	// gapSince is when an attempt was first seen whose predecessor is
 	// missing from the history.
 	gapSince time.Time
 	// done is the copy's final outcome, delivered or parked, once printed.
-	done string
+	done retry.Outcome
 }
 
 // problemHistoryUnavailable is the API's problem type for a history it
@@ -138,11 +140,11 @@ func (w *watcher) follow(ctx context.Context, sent []apiclient.Accepted, timeout
 			}
 			lines = append(lines, ls)
 			switch cw.done {
-			case apiclient.OutcomeDelivered:
+			case retry.Delivered:
 				delivered++
-			case apiclient.OutcomeParked:
+			case retry.Parked:
 				parked++
-			case apiclient.OutcomeCancelled:
+			case retry.Cancelled:
 				cancelled++
 			}
 			if cw.done != "" {
@@ -231,14 +233,14 @@ func pick(all []*tracked) *tracked {
 // dueAfter is when t is worth asking about again: at once while anything
 // may change, or when the first next attempt is due while every copy left
 // waits for one and all it did so far is printed.
-func (w *watcher) dueAfter(t *tracked, n *apiclient.Notification, now time.Time) time.Time {
+func (w *watcher) dueAfter(t *tracked, n *notification.View, now time.Time) time.Time {
 	var due time.Time
 	for _, cw := range t.copies {
 		if cw.done != "" {
 			continue
 		}
 		c, ok := copyOf(n, cw.channel, cw.recipient)
-		if !ok || c.Status != apiclient.StatusRetrying || c.NextAttemptAt == nil || !c.NextAttemptAt.After(now) ||
+		if !ok || c.Status != notification.StatusRetrying || c.NextAttemptAt == nil || !c.NextAttemptAt.After(now) ||
 			len(c.Attempts) == 0 || !cw.started || cw.last.Round != c.Attempts[len(c.Attempts)-1].Round ||
 			cw.last.N != c.Attempts[len(c.Attempts)-1].N {
 			return now
@@ -262,13 +264,13 @@ func (cw *copyWatch) name() string {
 	return cw.channel + " " + cw.recipient
 }
 
-func copyOf(n *apiclient.Notification, channel, recipient string) (apiclient.Copy, bool) {
+func copyOf(n *notification.View, channel, recipient string) (notification.Copy, bool) {
 	for _, c := range n.Copies {
 		if c.Channel == channel && c.Recipient == recipient {
 			return c, true
 		}
 	}
-	return apiclient.Copy{}, false
+	return notification.Copy{}, false
 }
 
 // wait returns at t, or when ctx ends.
@@ -289,10 +291,10 @@ func (w *watcher) wait(ctx context.Context, t time.Time) error {
 
 // next returns the attempts of c to print now, in order, and notes them
 // as printed. It stops at the first attempt whose outcome the history
-// does not know for good yet (see apiclient.Copy.Decided), and before an
+// does not know for good yet (see notification.Copy.Decided), and before an
 // attempt whose predecessor is missing, for the grace period.
-func (cw *copyWatch) next(c apiclient.Copy, now time.Time, grace time.Duration) []apiclient.Attempt {
-	var out []apiclient.Attempt
+func (cw *copyWatch) next(c notification.Copy, now time.Time, grace time.Duration) []notification.Attempt {
+	var out []notification.Attempt
 	for i, a := range c.Attempts {
 		if cw.started && !after(a, cw.last) {
 			continue // printed already, or given up on
@@ -310,7 +312,7 @@ func (cw *copyWatch) next(c apiclient.Copy, now time.Time, grace time.Duration) 
 		}
 		out = append(out, a)
 		cw.last, cw.started, cw.gapSince = a, true, time.Time{}
-		if a.Final() && i == len(c.Attempts)-1 {
+		if a.Outcome.Terminal() && i == len(c.Attempts)-1 {
 			cw.done = a.Outcome
 		}
 	}
@@ -319,21 +321,21 @@ func (cw *copyWatch) next(c apiclient.Copy, now time.Time, grace time.Duration) 
 
 // follows reports whether a is the attempt that comes right after the
 // last one printed.
-func (cw *copyWatch) follows(a apiclient.Attempt) bool {
+func (cw *copyWatch) follows(a notification.Attempt) bool {
 	l := cw.last
 	switch {
 	case !cw.started:
 		return a.Round == 0 && a.N == 1
 	case l.N == 0: // a replay: its round's first attempt
 		return a.Round == l.Round && a.N == 1
-	case l.Outcome == apiclient.OutcomeParked: // the next round's replay
+	case l.Outcome == retry.Parked: // the next round's replay
 		return a.Round == l.Round+1 && a.N == 0
 	}
 	return a.Round == l.Round && a.N == l.N+1
 }
 
 // after reports whether a comes after b in (round, attempt) order.
-func after(a, b apiclient.Attempt) bool {
+func after(a, b notification.Attempt) bool {
 	return cmp.Or(cmp.Compare(a.Round, b.Round), cmp.Compare(a.N, b.N)) > 0
 }
 
@@ -342,15 +344,15 @@ func after(a, b apiclient.Attempt) bool {
 //	15:04:05.000  ntf_… email   attempt 1  failed  <error>  next in 1s
 //	15:04:05.000  ntf_… email   attempt 2  delivered
 //	15:04:05.000  ntf_… webhook attempt 5  parked  reason max-retries  <error>
-func (w *watcher) line(id, channel string, a apiclient.Attempt) string {
+func (w *watcher) line(id, channel string, a notification.Attempt) string {
 	head := fmt.Sprintf("%s  %s %-7s %s  %s", a.At.In(w.loc).Format("15:04:05.000"), id, channel, apiclient.Label(a), a.Outcome)
 	tail := ""
 	switch a.Outcome {
-	case apiclient.OutcomeFailed:
+	case retry.Failed:
 		if a.DelayMS != nil {
 			tail = "  next in " + apiclient.Millis(*a.DelayMS)
 		}
-	case apiclient.OutcomeParked:
+	case retry.Parked:
 		if a.Reason != "" {
 			head += "  reason " + a.Reason
 		}

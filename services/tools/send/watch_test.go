@@ -6,7 +6,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // TestCopyWatchNext feeds one copy's timelines, poll after poll, to a
@@ -15,19 +17,19 @@ func TestCopyWatchNext(t *testing.T) {
 	const grace = 3 * time.Second
 	a1 := failed(1, 1000, busy, 1000)
 	a2 := failed(2, 2000, busy, 2000)
-	a3 := apiclient.Attempt{N: 3, At: at(4000), Outcome: "delivered"}
-	parked := apiclient.Attempt{N: 1, At: at(1000), Outcome: "parked", Reason: "permanent"}
-	replay := apiclient.Attempt{N: 0, Round: 1, At: at(5000), Outcome: "replayed"}
-	r1 := apiclient.Attempt{N: 1, Round: 1, At: at(6000), Outcome: "delivered"}
+	a3 := notification.Attempt{N: 3, At: at(4000), Outcome: "delivered"}
+	parked := notification.Attempt{N: 1, At: at(1000), Outcome: "parked", Reason: "permanent"}
+	replay := notification.Attempt{N: 0, Round: 1, At: at(5000), Outcome: "replayed"}
+	r1 := notification.Attempt{N: 1, Round: 1, At: at(6000), Outcome: "delivered"}
 	type poll struct {
 		now  int // ms after t0
-		copy apiclient.Copy
+		copy notification.Copy
 		want []string // labels printed
 	}
 	tests := []struct {
 		name     string
 		polls    []poll
-		wantDone string
+		wantDone retry.Outcome
 	}{
 		{
 			name: "in order, each once",
@@ -90,21 +92,21 @@ func TestDueAfter(t *testing.T) {
 	now := at(1500)
 	due := func(ms int) *time.Time { d := at(ms); return &d }
 	a1 := failed(1, 1000, busy, 1000)
-	retrying := func(channel string, next *time.Time) apiclient.Copy {
+	retrying := func(channel string, next *time.Time) notification.Copy {
 		c := cp(channel, "retrying", 1002, a1)
 		c.NextAttemptAt = next
 		return c
 	}
 	tests := []struct {
 		name    string
-		copies  []apiclient.Copy
+		copies  []notification.Copy
 		printed bool // attempt 1 of each copy printed
 		want    time.Time
 	}{
-		{"both wait: the first one due", []apiclient.Copy{retrying("email", due(5000)), retrying("webhook", due(3000))}, true, at(3000)},
-		{"one is due already", []apiclient.Copy{retrying("email", due(5000)), retrying("webhook", due(1400))}, true, now},
-		{"a failure not printed yet", []apiclient.Copy{retrying("email", due(5000)), retrying("webhook", due(3000))}, false, now},
-		{"one is queued", []apiclient.Copy{retrying("email", due(5000)), cp("webhook", "queued", 0)}, true, now},
+		{"both wait: the first one due", []notification.Copy{retrying("email", due(5000)), retrying("webhook", due(3000))}, true, at(3000)},
+		{"one is due already", []notification.Copy{retrying("email", due(5000)), retrying("webhook", due(1400))}, true, now},
+		{"a failure not printed yet", []notification.Copy{retrying("email", due(5000)), retrying("webhook", due(3000))}, false, now},
+		{"one is queued", []notification.Copy{retrying("email", due(5000)), cp("webhook", "queued", 0)}, true, now},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,7 +115,7 @@ func TestDueAfter(t *testing.T) {
 				tr.copies = append(tr.copies, &copyWatch{channel: ch, last: a1, started: tt.printed})
 			}
 			w := &watcher{}
-			got := w.dueAfter(tr, &apiclient.Notification{ID: "ntf_1", Copies: tt.copies}, now)
+			got := w.dueAfter(tr, &notification.View{ID: "ntf_1", Copies: tt.copies}, now)
 			if !got.Equal(tt.want) {
 				t.Errorf("dueAfter = %s, want %s", got.Format("15:04:05.000"), tt.want.Format("15:04:05.000"))
 			}

@@ -7,7 +7,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // printer writes a notification's timeline as text.
@@ -23,7 +25,7 @@ type printer struct {
 // minError is the room an error keeps on a line however long the rest is.
 const minError = 20
 
-func (p printer) notification(n *apiclient.Notification) error {
+func (p printer) notification(n *notification.View) error {
 	var b strings.Builder
 	b.WriteString(n.ID)
 	if !n.Accepted {
@@ -72,7 +74,7 @@ const maxNameWidth = 40
 
 // copyName is how a copy's head line names it: its channel, then its
 // recipient when it has one of its own.
-func copyName(c apiclient.Copy) string {
+func copyName(c notification.Copy) string {
 	if c.Recipient == "" {
 		return c.Channel
 	}
@@ -82,7 +84,7 @@ func copyName(c apiclient.Copy) string {
 // nameWidth is the column the copies' statuses start at, so that they
 // line up: two spaces after the longest name, at least 9 columns as for
 // "webhook", at most maxNameWidth.
-func nameWidth(copies []apiclient.Copy) int {
+func nameWidth(copies []notification.Copy) int {
 	width := 9
 	for _, c := range copies {
 		if w := utf8.RuneCountInString(copyName(c)) + 2; w > width && w <= maxNameWidth {
@@ -94,14 +96,14 @@ func nameWidth(copies []apiclient.Copy) int {
 
 // copyStatus is the head line of a copy: where it stands now, its status
 // at column width.
-func (p printer) copyStatus(c apiclient.Copy, width int) string {
+func (p printer) copyStatus(c notification.Copy, width int) string {
 	name := copyName(c)
 	pad := max(width-utf8.RuneCountInString(name), 2)
-	head := name + strings.Repeat(" ", pad) + c.Status
+	head := name + strings.Repeat(" ", pad) + string(c.Status)
 	switch c.Status {
-	case apiclient.StatusParked:
+	case notification.StatusParked:
 		return head + "  reason " + c.Reason
-	case apiclient.StatusScheduled:
+	case notification.StatusScheduled:
 		if c.NextAttemptAt == nil {
 			return head
 		}
@@ -111,12 +113,12 @@ func (p printer) copyStatus(c apiclient.Copy, width int) string {
 			when = "due " + apiclient.Millis(p.now.Sub(due).Milliseconds()) + " ago, on its way"
 		}
 		return fmt.Sprintf("%s  due %s (%s)", head, due.Format("2006-01-02 15:04:05.000"), when)
-	case apiclient.StatusQueued:
+	case notification.StatusQueued:
 		if c.Round > 0 {
 			return fmt.Sprintf("%s  replayed, round %d not attempted yet", head, c.Round)
 		}
 		return head + "  not attempted yet"
-	case apiclient.StatusRetrying:
+	case notification.StatusRetrying:
 		last := len(c.Attempts) - 1
 		if last < 0 || !c.Decided(last) || c.NextAttemptAt == nil {
 			return head + "  the retry stage has not scheduled the next attempt yet"
@@ -133,20 +135,20 @@ func (p printer) copyStatus(c apiclient.Copy, width int) string {
 
 // attempt is the line of one attempt: when it ended, which one it was,
 // how it ended, the waits around it, and the error, cut to fit the line.
-func (p printer) attempt(stamp string, labels int, a apiclient.Attempt, decided bool) string {
+func (p printer) attempt(stamp string, labels int, a notification.Attempt, decided bool) string {
 	line := fmt.Sprintf("  %s  %-*s  %-9s", stamp, labels, apiclient.Label(a), a.Outcome)
 	var notes []string
 	if a.Provider != "" {
 		notes = append(notes, "via "+a.Provider)
 	}
-	if a.Outcome == apiclient.OutcomeParked && a.Reason != "" {
+	if a.Outcome == retry.Parked && a.Reason != "" {
 		notes = append(notes, "reason "+a.Reason)
 	}
 	if a.WaitedMS != nil {
 		notes = append(notes, "waited "+apiclient.Millis(*a.WaitedMS))
 	}
 	// A failure's delay is the retry stage's only once it decided.
-	if a.Outcome == apiclient.OutcomeFailed && decided && a.DelayMS != nil {
+	if a.Outcome == retry.Failed && decided && a.DelayMS != nil {
 		notes = append(notes, "next in "+apiclient.Millis(*a.DelayMS))
 	}
 	for _, n := range notes {

@@ -5,19 +5,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 func TestAttemptProvider(t *testing.T) {
 	p := printer{width: 120, loc: time.UTC}
 	tests := []struct {
 		name string
-		a    apiclient.Attempt
+		a    notification.Attempt
 		want string
 	}{
-		{"through a provider", apiclient.Attempt{N: 2, Outcome: apiclient.OutcomeDelivered, Provider: "secondary"},
+		{"through a provider", notification.Attempt{N: 2, Outcome: retry.Delivered, Provider: "secondary"},
 			"  10:00:00.000  attempt 2  delivered  via secondary"},
-		{"without one", apiclient.Attempt{N: 1, Outcome: apiclient.OutcomeDelivered}, "  10:00:00.000  attempt 1  delivered"},
+		{"without one", notification.Attempt{N: 1, Outcome: retry.Delivered}, "  10:00:00.000  attempt 1  delivered"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 const token = "status-test-token-0001"
@@ -34,17 +35,17 @@ const (
 const longAddress = "a.very.long.mailbox.name.indeed@mail.example.com"
 
 // notifications are what the fake API's history holds.
-var notifications = map[string]apiclient.Notification{
+var notifications = map[string]notification.View{
 	"ntf_delivered": {
 		ID: "ntf_delivered", CreatedAt: at(0), Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ada@example.com", "https://hooks.example/a"},
-		Copies: []apiclient.Copy{
-			{Channel: "email", Status: "delivered", AttemptCount: 3, LastError: busy, UpdatedAt: at(4200), Attempts: []apiclient.Attempt{
+		Copies: []notification.Copy{
+			{Channel: "email", Status: "delivered", AttemptCount: 3, LastError: busy, UpdatedAt: at(4200), Attempts: []notification.Attempt{
 				{N: 1, At: at(1000), Outcome: "failed", Error: busy, DelayMS: ms(1000), DurationMS: ms(12)},
 				{N: 2, At: at(2100), Outcome: "failed", Error: busy, DelayMS: ms(2000), WaitedMS: ms(1050), DurationMS: ms(11)},
 				{N: 3, At: at(4200), Outcome: "delivered", WaitedMS: ms(2050), DurationMS: ms(9)},
 			}},
-			{Channel: "webhook", Status: "delivered", AttemptCount: 1, UpdatedAt: at(900), Attempts: []apiclient.Attempt{
+			{Channel: "webhook", Status: "delivered", AttemptCount: 1, UpdatedAt: at(900), Attempts: []notification.Attempt{
 				{N: 1, At: at(900), Outcome: "delivered", DurationMS: ms(30)},
 			}},
 		},
@@ -52,8 +53,8 @@ var notifications = map[string]apiclient.Notification{
 	"ntf_parked": {
 		ID: "ntf_parked", CreatedAt: at(0), Accepted: true, Channels: []string{"webhook"},
 		Recipients: []string{"https://hooks.example/orders/7f3a9c"},
-		Copies: []apiclient.Copy{
-			{Channel: "webhook", Status: "parked", Reason: "permanent", AttemptCount: 2, LastError: gone, UpdatedAt: at(2500), Attempts: []apiclient.Attempt{
+		Copies: []notification.Copy{
+			{Channel: "webhook", Status: "parked", Reason: "permanent", AttemptCount: 2, LastError: gone, UpdatedAt: at(2500), Attempts: []notification.Attempt{
 				{N: 1, At: at(1000), Outcome: "failed", Error: "503 Service Unavailable", DelayMS: ms(1500)},
 				{N: 2, At: at(2500), Outcome: "parked", Reason: "permanent", Error: gone, WaitedMS: ms(1500)},
 			}},
@@ -62,9 +63,9 @@ var notifications = map[string]apiclient.Notification{
 	"ntf_scheduled": {
 		ID: "ntf_scheduled", CreatedAt: at(0), Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ada@example.com", "https://hooks.example/a"},
-		Copies: []apiclient.Copy{
-			{Channel: "email", Status: "scheduled", UpdatedAt: at(0), NextAttemptAt: ptr(at(92000)), Attempts: []apiclient.Attempt{}},
-			{Channel: "webhook", Status: "cancelled", AttemptCount: 1, UpdatedAt: at(1000), Attempts: []apiclient.Attempt{
+		Copies: []notification.Copy{
+			{Channel: "email", Status: "scheduled", UpdatedAt: at(0), NextAttemptAt: ptr(at(92000)), Attempts: []notification.Attempt{}},
+			{Channel: "webhook", Status: "cancelled", AttemptCount: 1, UpdatedAt: at(1000), Attempts: []notification.Attempt{
 				{N: 1, At: at(1000), Outcome: "cancelled", Reason: "cancelled by the client"},
 			}},
 		},
@@ -72,13 +73,13 @@ var notifications = map[string]apiclient.Notification{
 	"ntf_retrying": {
 		ID: "ntf_retrying", CreatedAt: at(0), Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ada@example.com", "https://hooks.example/a"},
-		Copies: []apiclient.Copy{
+		Copies: []notification.Copy{
 			// The retry stage decided: 4 s, after the worker's failure.
-			{Channel: "email", Status: "retrying", AttemptCount: 1, LastError: busy, UpdatedAt: at(1005), NextAttemptAt: ptr(at(5000)), Attempts: []apiclient.Attempt{
+			{Channel: "email", Status: "retrying", AttemptCount: 1, LastError: busy, UpdatedAt: at(1005), NextAttemptAt: ptr(at(5000)), Attempts: []notification.Attempt{
 				{N: 1, At: at(1000), Outcome: "failed", Error: busy, DelayMS: ms(4000)},
 			}},
 			// Only the worker reported: its delay is no decision.
-			{Channel: "webhook", Status: "retrying", AttemptCount: 1, LastError: "503", UpdatedAt: at(1500), NextAttemptAt: ptr(at(1500)), Attempts: []apiclient.Attempt{
+			{Channel: "webhook", Status: "retrying", AttemptCount: 1, LastError: "503", UpdatedAt: at(1500), NextAttemptAt: ptr(at(1500)), Attempts: []notification.Attempt{
 				{N: 1, At: at(1500), Outcome: "failed", Error: "503 Service Unavailable", DelayMS: ms(0)},
 			}},
 		},
@@ -86,8 +87,8 @@ var notifications = map[string]apiclient.Notification{
 	"ntf_replayed": {
 		ID: "ntf_replayed", CreatedAt: at(0), Accepted: true, Channels: []string{"email"},
 		Recipients: []string{"ada@example.com"},
-		Copies: []apiclient.Copy{
-			{Channel: "email", Status: "delivered", Round: 1, AttemptCount: 3, LastError: busy, UpdatedAt: at(86_400_000 + 2000), Attempts: []apiclient.Attempt{
+		Copies: []notification.Copy{
+			{Channel: "email", Status: "delivered", Round: 1, AttemptCount: 3, LastError: busy, UpdatedAt: at(86_400_000 + 2000), Attempts: []notification.Attempt{
 				{N: 1, At: at(1000), Outcome: "failed", Error: busy, DelayMS: ms(1000)},
 				{N: 2, At: at(2000), Outcome: "parked", Reason: "max-retries", Error: busy, WaitedMS: ms(1000)},
 				{N: 0, Round: 1, At: at(86_400_000), Outcome: "replayed"},
@@ -99,15 +100,15 @@ var notifications = map[string]apiclient.Notification{
 	"ntf_split": {
 		ID: "ntf_split", CreatedAt: at(0), Accepted: true, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example/a"},
-		Copies: []apiclient.Copy{
-			{Channel: "email", Recipient: "ok1@example.com", Status: "delivered", AttemptCount: 1, UpdatedAt: at(800), Attempts: []apiclient.Attempt{
+		Copies: []notification.Copy{
+			{Channel: "email", Recipient: "ok1@example.com", Status: "delivered", AttemptCount: 1, UpdatedAt: at(800), Attempts: []notification.Attempt{
 				{N: 1, At: at(800), Outcome: "delivered", DurationMS: ms(40)},
 			}},
 			{Channel: "email", Recipient: "reject@example.com", Status: "parked", Reason: "permanent", AttemptCount: 1, LastError: "550 5.1.1 no such user",
-				UpdatedAt: at(700), Attempts: []apiclient.Attempt{
+				UpdatedAt: at(700), Attempts: []notification.Attempt{
 					{N: 1, At: at(700), Outcome: "parked", Reason: "permanent", Error: "550 5.1.1 no such user", DurationMS: ms(35)},
 				}},
-			{Channel: "webhook", Status: "delivered", AttemptCount: 1, UpdatedAt: at(900), Attempts: []apiclient.Attempt{
+			{Channel: "webhook", Status: "delivered", AttemptCount: 1, UpdatedAt: at(900), Attempts: []notification.Attempt{
 				{N: 1, At: at(900), Outcome: "delivered", DurationMS: ms(30)},
 			}},
 		},
@@ -116,9 +117,9 @@ var notifications = map[string]apiclient.Notification{
 	"ntf_long": {
 		ID: "ntf_long", CreatedAt: at(0), Accepted: true, Channels: []string{"email"},
 		Recipients: []string{"ada@example.com", longAddress},
-		Copies: []apiclient.Copy{
-			{Channel: "email", Recipient: "ada@example.com", Status: "queued", UpdatedAt: at(0), Attempts: []apiclient.Attempt{}},
-			{Channel: "email", Recipient: longAddress, Status: "queued", UpdatedAt: at(0), Attempts: []apiclient.Attempt{}},
+		Copies: []notification.Copy{
+			{Channel: "email", Recipient: "ada@example.com", Status: "queued", UpdatedAt: at(0), Attempts: []notification.Attempt{}},
+			{Channel: "email", Recipient: longAddress, Status: "queued", UpdatedAt: at(0), Attempts: []notification.Attempt{}},
 		},
 	},
 	// What a hostile downstream or publisher can put in an error text and
@@ -127,16 +128,16 @@ var notifications = map[string]apiclient.Notification{
 	"ntf_hostile": {
 		ID: "ntf_hostile", CreatedAt: at(0), Accepted: true, Channels: []string{"email"},
 		Recipients: []string{"ada@example.com\x1b]0;owned\x07"},
-		Copies: []apiclient.Copy{
+		Copies: []notification.Copy{
 			{Channel: "email", Recipient: "ada@example.com\x1b]0;owned\x07", Status: "parked", Reason: "permanent", AttemptCount: 1,
-				LastError: "550 \x1b[31mno\u202e", UpdatedAt: at(700), Attempts: []apiclient.Attempt{
+				LastError: "550 \x1b[31mno\u202e", UpdatedAt: at(700), Attempts: []notification.Attempt{
 					{N: 1, At: at(700), Outcome: "parked", Reason: "permanent", Error: "550 \x1b[2K\rdelivered \u009b\u202eok", DurationMS: ms(35)},
 				}},
 		},
 	},
 	"ntf_queued": {
 		ID: "ntf_queued", CreatedAt: at(0), Accepted: false, Channels: []string{}, Recipients: []string{},
-		Copies: []apiclient.Copy{{Channel: "sms", Status: "queued", UpdatedAt: at(0), Attempts: []apiclient.Attempt{}}},
+		Copies: []notification.Copy{{Channel: "sms", Status: "queued", UpdatedAt: at(0), Attempts: []notification.Attempt{}}},
 	},
 }
 
