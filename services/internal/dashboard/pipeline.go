@@ -9,8 +9,8 @@ import (
 
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/internal/diagram"
-	"github.com/relay-demo/relay/services/internal/problem"
 	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/services/internal/problem"
 )
 
 // RateWindow is how far back the pipeline's arrow rates look.
