@@ -16,22 +16,10 @@ import (
 	"github.com/relay-demo/relay/services/internal/query"
 )
 
-// summaryView is one notification of a list. Status has one entry per
-// channel: for a channel with a copy per recipient, the most pressing of
-// their statuses (history.Summary.ChannelStatus).
-type summaryView struct {
-	ID         string                         `json:"id"`
-	CreatedAt  time.Time                      `json:"created_at"`
-	DueAt      *time.Time                     `json:"due_at,omitempty"`
-	Channels   []string                       `json:"channels"`
-	Recipients []string                       `json:"recipients"`
-	Status     map[string]notification.Status `json:"status"`
-}
-
 // listView is the answer of GET /v1/notifications.
 type listView struct {
-	Notifications []summaryView `json:"notifications"`
-	NextCursor    string        `json:"next_cursor,omitempty"`
+	Notifications []notification.Summary `json:"notifications"`
+	NextCursor    string                 `json:"next_cursor,omitempty"`
 }
 
 func nonNil(s []string) []string {
@@ -102,9 +90,9 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 		case err != nil:
 			return historyFailed(deps, err)
 		}
-		out := listView{Notifications: []summaryView{}, NextCursor: page.Next}
+		out := listView{Notifications: []notification.Summary{}, NextCursor: page.Next}
 		for _, s := range page.Items {
-			sv := summaryView{ID: s.ID, CreatedAt: s.CreatedAt, DueAt: s.DueAt, Channels: nonNil(s.Channels), Recipients: nonNil(s.Recipients),
+			sv := notification.Summary{ID: s.ID, CreatedAt: s.CreatedAt, DueAt: s.DueAt, Channels: nonNil(s.Channels), Recipients: nonNil(s.Recipients),
 				Status: s.ChannelStatus()}
 			out.Notifications = append(out.Notifications, sv)
 		}

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/relay-demo/relay/services/internal/history"
@@ -35,13 +34,8 @@ type detailView struct {
 // Copies has each copy's, which the page keeps up to date from the live
 // events, each about one copy.
 type summaryView struct {
-	ID         string                         `json:"id"`
-	CreatedAt  time.Time                      `json:"created_at"`
-	DueAt      *time.Time                     `json:"due_at,omitempty"`
-	Channels   []string                       `json:"channels"`
-	Recipients []string                       `json:"recipients"`
-	Status     map[string]notification.Status `json:"status"`
-	Copies     []notification.CopyStatus      `json:"copies"`
+	notification.Summary
+	Copies []notification.CopyStatus `json:"copies"`
 }
 
 // listView is one page of the list.
@@ -193,8 +187,8 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) error {
 			// page, which may come out shorter (the cursor still pages on).
 			continue
 		}
-		sv := summaryView{ID: n.ID, CreatedAt: n.CreatedAt, DueAt: n.DueAt, Channels: nonNil(n.Channels), Recipients: recipientsFor(n.Recipients, full),
-			Status: n.ChannelStatus(), Copies: []notification.CopyStatus{}}
+		sv := summaryView{Summary: notification.Summary{ID: n.ID, CreatedAt: n.CreatedAt, DueAt: n.DueAt, Channels: nonNil(n.Channels),
+			Recipients: recipientsFor(n.Recipients, full), Status: n.ChannelStatus()}, Copies: []notification.CopyStatus{}}
 		for _, c := range n.Copies {
 			recipient := c.Recipient
 			if !full {

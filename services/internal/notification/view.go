@@ -181,3 +181,16 @@ type CopyStatus struct {
 	Recipient string `json:"recipient,omitempty"`
 	Status    Status `json:"status"`
 }
+
+// Summary is one notification of a list, with one status per channel: for
+// a channel with a copy per recipient, the most pressing of their
+// statuses. GET /v1/notifications answers it as it is; the dashboard adds
+// each copy's status.
+type Summary struct {
+	ID         string            `json:"id"`
+	CreatedAt  time.Time         `json:"created_at"`
+	DueAt      *time.Time        `json:"due_at,omitempty"`
+	Channels   []string          `json:"channels"`
+	Recipients []string          `json:"recipients"`
+	Status     map[string]Status `json:"status"`
+}
