@@ -40,13 +40,17 @@ func (r scheduleResult) String() string {
 		quantile(r.late, 0.5), quantile(r.late, 0.99), quantile(r.late, 1))
 }
 
+// schedulePace is the time between two batches of runScheduled.
+const schedulePace = 100 * time.Millisecond
+
 // runScheduled runs relay all on the levels backend with queueType, sends
-// n webhook notifications in one batch, scheduled from 2 s to 20 s ahead,
+// n webhook notifications in batches of per (every one in one batch when
+// per is 0), a batch every schedulePace, scheduled from 2 s to 20 s ahead,
 // cancels every other one a second before it is due, and checks what the
 // issue of a scheduled send must never be: a copy early, a cancelled copy
 // delivered, a copy not cancelled lost. It returns how late the others
 // arrived.
-func runScheduled(t *testing.T, queueType string, n int) scheduleResult {
+func runScheduled(t *testing.T, queueType string, n, per int) scheduleResult {
 	t.Helper()
 	var mu sync.Mutex
 	arrived := map[string][]time.Time{}
@@ -96,25 +100,35 @@ func runScheduled(t *testing.T, queueType string, n int) scheduleResult {
 		items[i] = json.RawMessage(fmt.Sprintf(`{"webhook":{"url":%q,"payload":{"i":%d}},"send_at":%q}`,
 			receiver.URL+"/hook", i, dues[i].UTC().Format(time.RFC3339Nano)))
 	}
-	body, _ := json.Marshal(map[string]any{"notifications": items})
-	status, answer := call(http.MethodPost, "/v1/notifications/batch", body)
-	if status != http.StatusAccepted {
-		t.Fatalf("POST batch = %d %s", status, answer)
+	if per <= 0 {
+		per = n
 	}
-	var res struct {
-		Results []struct {
-			ID    string    `json:"id"`
-			DueAt time.Time `json:"due_at"`
-		} `json:"results"`
-	}
-	if err := json.Unmarshal(answer, &res); err != nil || len(res.Results) != n {
-		t.Fatalf("batch answer %s: %v", answer, err)
-	}
-	ids := make([]string, n)
-	for i, r := range res.Results {
-		ids[i] = r.ID
-		if !r.DueAt.Equal(dues[i]) {
-			t.Errorf("item %d: due_at %s, want %s (levels waits exactly)", i, r.DueAt, dues[i])
+	ids := make([]string, 0, n)
+	for from := 0; from < n; from += per {
+		if from > 0 {
+			// Paced by the clock: batch k goes at start + k × schedulePace.
+			<-time.After(time.Until(start.Add(time.Duration(from/per) * schedulePace)))
+		}
+		to := min(from+per, n)
+		body, _ := json.Marshal(map[string]any{"notifications": items[from:to]})
+		status, answer := call(http.MethodPost, "/v1/notifications/batch", body)
+		if status != http.StatusAccepted {
+			t.Fatalf("POST batch = %d %s", status, answer)
+		}
+		var res struct {
+			Results []struct {
+				ID    string    `json:"id"`
+				DueAt time.Time `json:"due_at"`
+			} `json:"results"`
+		}
+		if err := json.Unmarshal(answer, &res); err != nil || len(res.Results) != to-from {
+			t.Fatalf("batch answer %s: %v", answer, err)
+		}
+		for i, r := range res.Results {
+			ids = append(ids, r.ID)
+			if !r.DueAt.Equal(dues[from+i]) {
+				t.Errorf("item %d: due_at %s, want %s (levels waits exactly)", from+i, r.DueAt, dues[from+i])
+			}
 		}
 	}
 
@@ -197,7 +211,7 @@ func startOn(t *testing.T, env map[string]string, topo retry.Topology) *retrytes
 func TestScheduledSends(t *testing.T) {
 	for _, qt := range []string{"classic", "quorum"} {
 		t.Run(qt, func(t *testing.T) {
-			r := runScheduled(t, qt, 200)
+			r := runScheduled(t, qt, 200, 0)
 			t.Logf("%s queues: %s", qt, r)
 			if p99 := quantile(r.late, 0.99); p99 > 2*time.Second {
 				t.Errorf("p99 lateness %s, more than 2s even for a busy machine", p99)

@@ -213,10 +213,6 @@ func startChannel(t *testing.T, name string, replicas int, env map[string]string
 	getenv := func(k string) string { return base[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
 	conn := retrytest.Conn(t)
 	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.Levels,
 		Policy: retry.Policy{Delays: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}, MaxRetries: 8}}
@@ -231,6 +227,12 @@ func startChannel(t *testing.T, name string, replicas int, env map[string]string
 			_ = ch.ExchangeDelete(events.ExchangeName(topo), false, false)
 			ch.Close()
 		}
+	})
+	// Registered after the deletion, so it runs before it: a process still
+	// running when its queues go would declare them again.
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
 	})
 	run := func(name string, f func(context.Context, func(string) string, io.Writer) error) {
 		wg.Add(1)

@@ -53,10 +53,18 @@ func start(t *testing.T, env map[string]string) *stack {
 	getenv := func(k string) string { return base[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+	// The processes stop before the topology goes (cleanups run last
+	// first): a process still running when its queues go would declare
+	// them again. The fake downstreams, started with ctx, stop with them.
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			wg.Wait()
+		}
+	}
+	t.Cleanup(stop)
 
 	cfg, err := flaky.LoadConfig(getenv)
 	if err != nil {
@@ -81,6 +89,7 @@ func start(t *testing.T, env map[string]string) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		stop()
 		if err := topo.Delete(conn); err != nil {
 			t.Error(err)
 		}
