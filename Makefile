@@ -63,7 +63,7 @@ FUZZTIME ?= 60s
 fuzz: ## run every fuzz target for FUZZTIME each
 	@for t in FuzzRetryCount FuzzHeaders FuzzClampDelay; do $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./retry/ || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME) ./webhooks/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./services/internal/notification/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./internal/notification/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./services/api/
 
 .PHONY: test-unit
@@ -127,7 +127,7 @@ bench-retry: ## go test -bench: retry round trips through the stages next to a r
 
 .PHONY: screenshots
 screenshots: ## the dashboard's browser test (needs chromium and the broker), its screenshots saved into docs/images for docs/dashboard.md
-	DASHBOARD_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -tags integration -run '^TestPicturesInBrowser$$' -v ./services/internal/dashboard/
+	DASHBOARD_SCREENSHOTS=$(CURDIR)/docs/images $(GO) test -count=1 -tags integration -run '^TestPicturesInBrowser$$' -v ./internal/dashboard/
 
 .PHONY: diagram
 diagram: ## print the default topology as a Mermaid diagram (no broker needed)

@@ -18,7 +18,7 @@ import (
 )
 
 // envVar is one environment variable a configuration struct reads, as its
-// tags describe it (services/internal/config documents them).
+// tags describe it (internal/config documents them).
 type envVar struct {
 	key        string
 	def        string // the envDefault value, when hasDefault

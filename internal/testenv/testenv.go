@@ -5,7 +5,7 @@
 // there a missing piece is a broken build, never a quiet pass.
 //
 // It is test-only code, imported by tests and by the packages that
-// serve them (retry/retrytest, services/internal/history/historytest).
+// serve them (retry/retrytest, internal/history/historytest).
 package testenv
 
 import (

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // TestEmailPerRecipient sends one email to three recipients through relay

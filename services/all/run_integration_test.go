@@ -18,10 +18,10 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/all"
-	"github.com/relay-demo/relay/services/internal/channel"
 )
 
 func freePort(t *testing.T) string {

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
-	"github.com/relay-demo/relay/services/internal/channel"
 )
 
 // scheduleResult is what runScheduled saw.

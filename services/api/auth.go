@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/problem"
+	"github.com/relay-demo/relay/internal/problem"
 )
 
 // identityKey is the context key of the authenticated client's identity.

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/internal/notification"
 )
 
 // DefaultMaxBatch is the most notifications a batch may hold when

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/config"
 )
 
 // MinTokenLength is the shortest bearer token API_TOKENS accepts.

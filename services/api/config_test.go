@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/internal/config"
 )
 
 func TestConfigRejects(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/query"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/notification"
-	"github.com/relay-demo/relay/services/internal/query"
 )
 
 // DeadLetterStore lists, shows, replays and purges parked messages;

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/notification"
 )
 
 // requestType is the body of POST /v1/notifications: one optional field

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/internal/channel"
 )
 
 // FuzzDecodeRequest checks that the decoder never panics and that every

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/history"
-	"github.com/relay-demo/relay/services/internal/history/historytest"
-	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/history/historytest"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/webhooks"
 )
 

@@ -22,12 +22,12 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/events"
+	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/problem"
+	"github.com/relay-demo/relay/internal/tracing"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/events"
-	"github.com/relay-demo/relay/services/internal/notification"
-	"github.com/relay-demo/relay/services/internal/problem"
-	"github.com/relay-demo/relay/services/internal/tracing"
 )
 
 // AppID is the app-id property of every message the API publishes.

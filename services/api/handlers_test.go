@@ -26,11 +26,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/dashboard"
+	"github.com/relay-demo/relay/internal/events"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/dashboard"
-	"github.com/relay-demo/relay/services/internal/events"
-	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 const (

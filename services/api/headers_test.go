@@ -8,8 +8,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/relay-demo/relay/services/internal/dashboard"
-	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/internal/dashboard"
+	"github.com/relay-demo/relay/internal/history/historytest"
 )
 
 // wantHeaders are the security headers every answer carries.

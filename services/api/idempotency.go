@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/history"
-	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/notification"
 )
 
 // DefaultIdempotencyTTL is how long an Idempotency-Key is remembered when

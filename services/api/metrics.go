@@ -10,8 +10,8 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/channel"
 )
 
 // The results a publish is counted under in relay_publishes_total.

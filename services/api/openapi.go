@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"github.com/relay-demo/relay/services/internal/channel"
+	"github.com/relay-demo/relay/internal/channel"
 )
 
 // openAPIBase is the API's OpenAPI 3.1 document without what the channel

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/notification"
-	"github.com/relay-demo/relay/services/internal/problem"
+	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/problem"
 )
 
 // ProblemBase is the URI every problem type of the API starts with.

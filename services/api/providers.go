@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/history"
-	"github.com/relay-demo/relay/services/internal/notification"
-	"github.com/relay-demo/relay/services/internal/query"
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/query"
 )
 
 // ProviderStore is what GET /v1/providers reads; *history.Store is one.

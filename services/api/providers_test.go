@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/relay-demo/relay/services/internal/history"
-	"github.com/relay-demo/relay/services/internal/history/historytest"
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/history/historytest"
 )
 
 func TestListProviders(t *testing.T) {

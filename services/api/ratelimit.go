@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/relay-demo/relay/services/internal/problem"
+	"github.com/relay-demo/relay/internal/problem"
 )
 
 // DefaultLimiterKeys is how many tokens or client addresses a limiter

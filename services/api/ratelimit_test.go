@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/relay-demo/relay/services/internal/dashboard"
+	"github.com/relay-demo/relay/internal/dashboard"
 )
 
 // clock is a settable clock for the limiters; tests move it by hand.

@@ -18,14 +18,14 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/config"
+	"github.com/relay-demo/relay/internal/dashboard"
+	"github.com/relay-demo/relay/internal/events"
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/runner"
+	"github.com/relay-demo/relay/internal/tracing"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/config"
-	"github.com/relay-demo/relay/services/internal/dashboard"
-	"github.com/relay-demo/relay/services/internal/events"
-	"github.com/relay-demo/relay/services/internal/history"
-	"github.com/relay-demo/relay/services/internal/runner"
-	"github.com/relay-demo/relay/services/internal/tracing"
 )
 
 // errNotConnected is why the API is not ready before the broker is there.

@@ -10,9 +10,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/history"
-	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // MaxSchedule is how far ahead a notification may be scheduled.

@@ -18,10 +18,10 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/relay-demo/relay/internal/dashboard"
+	"github.com/relay-demo/relay/internal/events"
+	"github.com/relay-demo/relay/internal/tracing"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/dashboard"
-	"github.com/relay-demo/relay/services/internal/events"
-	"github.com/relay-demo/relay/services/internal/tracing"
 )
 
 // DefaultMaxBody is the body limit when Deps.MaxBody is zero: 1 MiB.

@@ -11,9 +11,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/relay-demo/relay/services/internal/history"
-	"github.com/relay-demo/relay/services/internal/notification"
-	"github.com/relay-demo/relay/services/internal/query"
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/query"
 )
 
 // listView is the answer of GET /v1/notifications.

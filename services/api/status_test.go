@@ -13,10 +13,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/relay-demo/relay/services/internal/history"
-	"github.com/relay-demo/relay/services/internal/history/historytest"
-	"github.com/relay-demo/relay/services/internal/notification"
-	"github.com/relay-demo/relay/services/internal/query"
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/history/historytest"
+	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/query"
 )
 
 // get calls h with a GET and the test token.

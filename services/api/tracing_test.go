@@ -13,7 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/relay-demo/relay/services/internal/tracing"
+	"github.com/relay-demo/relay/internal/tracing"
 )
 
 const (

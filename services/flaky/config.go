@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/webhooks"
 )
 

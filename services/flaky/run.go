@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/emersion/go-smtp"
-	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/webhooks"
 )
 

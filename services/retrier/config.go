@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/config"
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/config"
 )
 
 // Config is the retrier's environment.

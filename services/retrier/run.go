@@ -6,8 +6,8 @@ import (
 	"context"
 	"io"
 
+	"github.com/relay-demo/relay/internal/runner"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/runner"
 )
 
 // Run declares the topology and runs the stages until ctx is done,

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/history"
-	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Cancellations holds copies of notifications for a worker sending them,

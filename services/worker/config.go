@@ -5,9 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/config"
-	"github.com/relay-demo/relay/services/internal/history"
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/config"
+	"github.com/relay-demo/relay/internal/history"
 )
 
 // Config is what every worker reads, whatever its channel.

@@ -1,15 +1,15 @@
 // Package worker is `relay worker <channel>`: it consumes one channel's
 // queue through the retry pipeline and hands each notification to that
-// channel's sender (services/internal/channel).
+// channel's sender (internal/channel).
 package worker
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Info names a channel a worker can deliver through.

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/apiclient"
-	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/internal/apiclient"
+	"github.com/relay-demo/relay/internal/notification"
 )
 
 // token is the demo's API token (docker-compose.yml, x-demo-token).

@@ -16,9 +16,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/history"
-	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/webhooks"
 )
 

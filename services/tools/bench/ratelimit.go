@@ -17,10 +17,10 @@ import (
 	"github.com/emersion/go-smtp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/events"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/events"
-	"github.com/relay-demo/relay/services/internal/notification"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
 )

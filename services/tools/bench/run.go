@@ -37,8 +37,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/config"
 )
 
 // Config is the bench command's environment.

@@ -15,10 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/events"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/all"
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/events"
 )
 
 // The schedule figures: how late notifications scheduled through the API

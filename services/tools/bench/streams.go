@@ -19,12 +19,12 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/config"
+	"github.com/relay-demo/relay/internal/events"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/api"
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/config"
-	"github.com/relay-demo/relay/services/internal/events"
-	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Targets of the dashboard's event streams: with the streams open the API

@@ -13,7 +13,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/internal/apiclient"
 )
 
 // Run parses the flags and cancels the notification the one argument

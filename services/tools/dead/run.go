@@ -18,12 +18,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/relay-demo/relay/internal/apiclient"
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/config"
+	"github.com/relay-demo/relay/internal/events"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/apiclient"
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/config"
-	"github.com/relay-demo/relay/services/internal/events"
-	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // Config is the dead-letter tools' environment.

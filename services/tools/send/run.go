@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/internal/apiclient"
 )
 
 // Run parses the flags and sends.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/relay-demo/relay/services/internal/apiclient"
-	"github.com/relay-demo/relay/services/internal/notification"
+	"github.com/relay-demo/relay/internal/apiclient"
+	"github.com/relay-demo/relay/internal/notification"
 )
 
 // t0 is in the local zone, which --watch prints its times in, so that the

@@ -10,9 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/relay-demo/relay/internal/apiclient"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/apiclient"
-	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // history is the part of the API the watcher reads.

@@ -7,9 +7,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/relay-demo/relay/internal/apiclient"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/apiclient"
-	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 // printer writes a notification's timeline as text.

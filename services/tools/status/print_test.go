@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/notification"
 )
 
 func TestAttemptProvider(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/internal/apiclient"
 )
 
 // RunProviders is `relay providers`: the mail servers and SMS gateways,

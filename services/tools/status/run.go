@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/relay-demo/relay/services/internal/apiclient"
+	"github.com/relay-demo/relay/internal/apiclient"
 )
 
 // Run parses the flags and prints the timeline of the notification the one

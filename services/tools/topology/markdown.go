@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/channel"
 )
 
 // WriteDoc writes docs/topology.md: the default topology under both delay

@@ -10,9 +10,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/internal/channel"
-	"github.com/relay-demo/relay/services/internal/config"
 )
 
 // Config is the topology command's environment.

@@ -33,10 +33,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relay-demo/relay/internal/config"
+	"github.com/relay-demo/relay/internal/diagram"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/strategy"
-	"github.com/relay-demo/relay/services/internal/config"
-	"github.com/relay-demo/relay/services/internal/diagram"
 )
 
 // Config is the workshop's environment.

@@ -1,0 +1,441 @@
+// Package channel is relay's delivery channels. A channel is a part a
+// notification may carry (its JSON shape, its checks, its OpenAPI schema)
+// and the sender that delivers that part: email over SMTP, webhook and sms
+// over signed HTTP.
+//
+// Adding a channel takes three files: the channel's own (a part type and a
+// Spec, passed to Define), its line in registry.go, and its test. The API,
+// the workers, `relay all`, the command list and the OpenAPI document all
+// read the registry; docs/template.md walks through one.
+package channel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/tracing"
+	"github.com/relay-demo/relay/retry"
+)
+
+// Spec describes a channel whose part is a P.
+type Spec[P any] struct {
+	// Name is the channel's routing key, the JSON field its part lives
+	// in, the name of its queue (Name-queue) and of its worker command
+	// (relay worker Name). Lower-case letters and digits.
+	Name string
+	// Summary says in a line what the worker does, for relay's help.
+	Summary string
+	// Check reports what is wrong with a part, calling bad once per
+	// problem with the field's path inside the part ("to[1]"; "" for the
+	// part as a whole).
+	Check func(p *P, bad func(field, format string, args ...any))
+	// Recipients names whom a part goes to (addresses, numbers, URLs),
+	// for the history's search.
+	Recipients func(p *P) []string
+	// PerRecipient, when set, makes the channel deliver to each of a
+	// part's Recipients on its own: the API publishes one copy per
+	// recipient, with the part PerRecipient returns for it, so each is
+	// delivered, retried and parked without the others. Nil means one copy
+	// of the whole part.
+	PerRecipient func(p *P, recipient string) *P
+	// Schema is the part's OpenAPI 3.1 schema, as JSON.
+	Schema string
+	// Env lists the structs Open reads from the environment, as pointers
+	// to zero values: relay's help and the docs list their variables.
+	Env []any
+	// Open builds the channel's sender from the environment; the close
+	// function releases what it holds. Errors name the variable at fault.
+	Open func(getenv func(string) string) (Send[P], func() error, error)
+	// Demo is what `relay all` sets in the environment, where unset, so
+	// the channel delivers to the flaky downstreams beside it. Nil for
+	// nothing.
+	Demo func(d Downstreams) map[string]string
+}
+
+// Send delivers one part of notification id. Its errors say their
+// retryability as the retry package reads it: Permanent() true for a
+// failure no retry fixes, RetryAfter() for a downstream's wait, anything
+// else is transient.
+type Send[P any] func(ctx context.Context, id string, p *P) error
+
+// Downstreams is where `relay all`'s flaky downstreams listen.
+type Downstreams struct {
+	SMTPHost, SMTPPort string
+	// HTTP is the base URL of the flaky HTTP receiver, such as
+	// http://127.0.0.1:9090.
+	HTTP string
+}
+
+// Channel is a channel with its part type erased: what the API, the
+// workers and the registry handle.
+type Channel struct {
+	name, summary string
+	part          reflect.Type
+	check         func(part any) notification.Invalid
+	recipients    func(part any) []string
+	perRecipient  func(raw json.RawMessage) ([]Piece, error)
+	schema        json.RawMessage
+	env           []any
+	open          func(getenv func(string) string) (Sender, func() error, error)
+	demo          func(Downstreams) map[string]string
+}
+
+// Sender delivers a channel's copy of a notification.
+type Sender func(ctx context.Context, n *notification.Notification) error
+
+// Define makes a Channel of s. It panics on a Spec that cannot work (no
+// name, a name the envelope uses, no Check or Open, a schema that is not
+// JSON): a programming error, found by the channel's first test.
+func Define[P any](s Spec[P]) Channel {
+	switch {
+	case !validName(s.Name) || notification.IsEnvelope(s.Name):
+		panic(fmt.Sprintf("channel: name %q: want lower-case letters and digits, not v, id, channel or created_at", s.Name))
+	case s.Check == nil || s.Open == nil:
+		panic("channel " + s.Name + ": Spec needs Check and Open")
+	case !json.Valid([]byte(s.Schema)):
+		panic("channel " + s.Name + ": Schema is not JSON")
+	}
+	var schema bytes.Buffer
+	if err := json.Compact(&schema, []byte(s.Schema)); err != nil {
+		panic("channel " + s.Name + ": " + err.Error())
+	}
+	check := func(p *P) notification.Invalid {
+		var errs notification.Invalid
+		s.Check(p, func(field, format string, args ...any) {
+			path := s.Name
+			if field != "" {
+				path += "." + field
+			}
+			errs = append(errs, notification.FieldError{Field: path, Message: fmt.Sprintf(format, args...)})
+		})
+		return errs
+	}
+	return Channel{
+		name:    s.Name,
+		summary: s.Summary,
+		part:    reflect.TypeFor[P](),
+		check:   func(part any) notification.Invalid { return check(part.(*P)) },
+		recipients: func(part any) []string {
+			if s.Recipients == nil {
+				return nil
+			}
+			return s.Recipients(part.(*P))
+		},
+		perRecipient: perRecipient(s),
+		schema:       schema.Bytes(),
+		env:          s.Env,
+		demo:         s.Demo,
+		open: func(getenv func(string) string) (Sender, func() error, error) {
+			send, closeSend, err := s.Open(getenv)
+			if err != nil {
+				return nil, nil, err
+			}
+			deliver := func(ctx context.Context, n *notification.Notification, span trace.Span) error {
+				var p P
+				if err := decodeStrict(n.Parts[s.Name], &p); err != nil {
+					return permanent{fmt.Errorf("the %s part: %w", s.Name, err)}
+				}
+				if errs := check(&p); len(errs) > 0 {
+					return permanent{errs}
+				}
+				if d, ok := any(&p).(destination); ok && span != nil {
+					span.SetAttributes(d.destination()...)
+				}
+				return send(ctx, n.ID, &p)
+			}
+			return func(ctx context.Context, n *notification.Notification) error {
+				ctx, span, traced := startSend(ctx, s.Name, n.ID)
+				if !traced {
+					return deliver(ctx, n, nil)
+				}
+				// A panic goes on to the pipeline, which makes it a
+				// failure; the span ends as one.
+				panicked := true
+				defer func() {
+					if panicked {
+						tracing.EndPanic(span)
+					}
+				}()
+				err := deliver(ctx, n, span)
+				panicked = false
+				tracing.End(span, err)
+				return err
+			}, closeSend, nil
+		},
+	}
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// startSend starts the client span of a send, the child of the attempt
+// that ctx carries (see tracing.Middleware), in that span's tracer
+// provider. Without a recording span in ctx, tracing is off or the trace
+// is not sampled: nothing is started and traced is false.
+func startSend(ctx context.Context, channel, id string) (_ context.Context, span trace.Span, traced bool) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, parent, false
+	}
+	ctx, span = parent.TracerProvider().Tracer(tracerScope).Start(ctx, "send "+channel,
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(AttrChannel.String(channel), AttrNotification.String(id)))
+	return ctx, span, true
+}
+
+// tracerScope is the instrumentation scope of the send spans.
+const tracerScope = "github.com/relay-demo/relay/internal/channel"
+
+// Attributes of a send's span, besides where it goes (see destination).
+const (
+	// AttrChannel is the channel's name.
+	AttrChannel = attribute.Key("relay.channel")
+	// AttrNotification is the notification's id.
+	AttrNotification = attribute.Key("relay.notification.id")
+)
+
+// destination is a part that can say where it is delivered, for the span
+// of its send: a host, never a whole URL, whose path or query may hold a
+// secret.
+type destination interface {
+	destination() []attribute.KeyValue
+}
+
+// decodeStrict decodes one JSON value, refusing unknown fields.
+func decodeStrict(raw json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
+
+// permanent marks a part that can never be delivered.
+type permanent struct{ error }
+
+func (permanent) Permanent() bool { return true }
+func (p permanent) Unwrap() error { return p.error }
+
+// Piece is what one copy of a channel's part carries: the part, whole or
+// for one recipient (a notification.CopyRef names the copy itself).
+type Piece struct {
+	// Recipient is the recipient the copy goes to, for a channel that
+	// delivers to each on its own; empty for a copy of the whole part.
+	Recipient string
+	// Part is the copy's part, JSON.
+	Part json.RawMessage
+}
+
+// perRecipient splits a part per recipient, for a Spec that says so.
+func perRecipient[P any](s Spec[P]) func(raw json.RawMessage) ([]Piece, error) {
+	if s.PerRecipient == nil || s.Recipients == nil {
+		return nil
+	}
+	return func(raw json.RawMessage) ([]Piece, error) {
+		var p P
+		if err := decodeStrict(raw, &p); err != nil {
+			return nil, fmt.Errorf("the %s part: %w", s.Name, err)
+		}
+		recipients := s.Recipients(&p)
+		out := make([]Piece, 0, len(recipients))
+		for _, r := range recipients {
+			part, err := json.Marshal(s.PerRecipient(&p, r))
+			if err != nil {
+				return nil, fmt.Errorf("encode the %s part for %s: %w", s.Name, r, err)
+			}
+			out = append(out, Piece{Recipient: r, Part: part})
+		}
+		return out, nil
+	}
+}
+
+// Copies splits a part (JSON, checked before) into the copies the API
+// publishes: one per recipient for a channel that delivers to each on its
+// own, else the whole part once.
+func (c Channel) Copies(part json.RawMessage) ([]Piece, error) {
+	if c.perRecipient == nil {
+		return []Piece{{Part: part}}, nil
+	}
+	return c.perRecipient(part)
+}
+
+// PerRecipient reports whether the channel delivers to each recipient on
+// its own, a copy each.
+func (c Channel) PerRecipient() bool { return c.perRecipient != nil }
+
+// Name is the channel's name: its routing key and the JSON field of its
+// part.
+func (c Channel) Name() string { return c.name }
+
+// Summary says what the channel's worker does.
+func (c Channel) Summary() string { return c.summary }
+
+// Route is the channel's work queue and routing key.
+func (c Channel) Route() retry.Route { return retry.Route{Queue: c.name + "-queue", Key: c.name} }
+
+// Part is the channel's part type: the API decodes requests into it.
+func (c Channel) Part() reflect.Type { return c.part }
+
+// Check checks a part decoded into a value of type *Part().
+func (c Channel) Check(part any) notification.Invalid { return c.check(part) }
+
+// Recipients names whom a part (a *Part()) goes to.
+func (c Channel) Recipients(part any) []string { return c.recipients(part) }
+
+// Schema is the part's OpenAPI schema.
+func (c Channel) Schema() json.RawMessage { return c.schema }
+
+// Env lists the structs Open reads from the environment.
+func (c Channel) Env() []any { return c.env }
+
+// Open builds the channel's sender from the environment. The sender
+// decodes and checks its part and refuses, as a permanent failure, a part
+// that is not valid.
+func (c Channel) Open(getenv func(string) string) (Sender, func() error, error) {
+	return c.open(getenv)
+}
+
+// Demo is what `relay all` sets for the channel where unset.
+func (c Channel) Demo(d Downstreams) map[string]string {
+	if c.demo == nil {
+		return nil
+	}
+	return c.demo(d)
+}
+
+var (
+	mu    sync.RWMutex
+	extra []Channel
+	// generation counts the changes to the registry, so that what is
+	// built from it can be cached (see Generation).
+	generation int64
+)
+
+// Generation changes whenever Register adds or removes a channel: what
+// is built from All can be kept while it stays the same.
+func Generation() int64 {
+	mu.RLock()
+	defer mu.RUnlock()
+	return generation
+}
+
+// All returns every channel: relay's own (registry.go), then any
+// registered since.
+func All() []Channel {
+	mu.RLock()
+	defer mu.RUnlock()
+	return append(slices.Clone(registry), extra...)
+}
+
+// Register adds a channel to All, for a program that embeds relay or a
+// test that builds a throw-away channel; relay's own channels are listed
+// in registry.go. The function it returns removes the channel again.
+func Register(c Channel) (unregister func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, have := range append(slices.Clone(registry), extra...) {
+		if have.name == c.name {
+			panic("channel: " + c.name + " is registered twice")
+		}
+	}
+	extra = append(extra, c)
+	generation++
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		extra = slices.DeleteFunc(extra, func(e Channel) bool { return e.name == c.name })
+		generation++
+	}
+}
+
+// Lookup finds a channel by name.
+func Lookup(name string) (Channel, error) {
+	all := All()
+	for _, c := range all {
+		if c.name == name {
+			return c, nil
+		}
+	}
+	return Channel{}, fmt.Errorf("unknown channel %q: want one of %s", name, strings.Join(Names(), ", "))
+}
+
+// Names lists the channels' names in registry order.
+func Names() []string {
+	var out []string
+	for _, c := range All() {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+// Routes lists every channel's work queue and routing key: the topology
+// every relay process declares.
+func Routes() []retry.Route {
+	var out []retry.Route
+	for _, c := range All() {
+		out = append(out, c.Route())
+	}
+	return out
+}
+
+// Check checks every part of a notification against its channel: an
+// unknown part, or a part its channel refuses, is an error.
+func Check(n *notification.Notification) error {
+	var errs notification.Invalid
+	for _, name := range n.Channels() {
+		c, err := Lookup(name)
+		if err != nil {
+			errs = append(errs, notification.FieldError{Field: name, Message: err.Error()})
+			continue
+		}
+		p := reflect.New(c.part).Interface()
+		if err := decodeStrict(n.Parts[name], p); err != nil {
+			errs = append(errs, notification.FieldError{Field: name, Message: err.Error()})
+			continue
+		}
+		errs = append(errs, c.check(p)...)
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// RecipientsOf names whom n's part for the named channel goes to; nothing
+// for an unknown channel or a part that does not decode.
+func RecipientsOf(n *notification.Notification, name string) []string {
+	c, err := Lookup(name)
+	if err != nil {
+		return nil
+	}
+	p := reflect.New(c.part).Interface()
+	// Lenient: it only reads whom a part names, of a part checked before.
+	if err := json.Unmarshal(n.Parts[name], p); err != nil {
+		return nil
+	}
+	return c.recipients(p)
+}

@@ -1,0 +1,262 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/retry"
+)
+
+// Isolation keeps one sick webhook receiver from holding up the others.
+// Each target (an endpoint, or the host of a bare URL) has a circuit
+// breaker and a cap on its deliveries in flight:
+//
+//   - closed: deliveries go through. After Failures transient failures in
+//     a row (timeouts, refused connections, 408, 429, 5xx) it opens.
+//   - open: deliveries are not attempted but deferred, with an error whose
+//     RetryAfter is the time left until the next probe, so the pipeline
+//     re-delays them without spending a retry (within RETRY_DEFERRALS).
+//     After Cooldown it lets one delivery through, half-open.
+//   - half-open: one delivery probes the target while the others are
+//     deferred. Delivered, or refused for good (the receiver answers, so
+//     it is up): closed. Failed: open again, for twice as long (at most
+//     maxCooldown).
+//
+// A delivery beyond the cap waits up to slotWait for one in flight to
+// end, so that a busy but healthy target is not churned through the wait
+// queues; then it is deferred too, for busyWait. A failure caused by the
+// worker itself (its context ending) counts for nothing. With Failures 0
+// the circuit never opens; the cap still holds.
+type isolation struct {
+	failures    int
+	cooldown    time.Duration
+	maxCooldown time.Duration
+	limit       int
+	// slotWait is how long a delivery over the cap waits for a slot.
+	slotWait time.Duration
+	// busyWait is how long a delivery over the cap is deferred.
+	busyWait time.Duration
+	now      func() time.Time
+	jitter   func() float64 // in [0, 1)
+
+	mu       sync.Mutex
+	circuits map[string]*circuit
+}
+
+// circuit is one target's breaker and its deliveries in flight.
+type circuit struct {
+	state string
+	// since is when it entered state; started when the circuit was made.
+	since, started time.Time
+	// failures counts the transient failures in a row.
+	failures int
+	// cooldown is how long the current opening lasts.
+	cooldown time.Duration
+	// probing is true while a half-open circuit's probe is in flight.
+	probing bool
+	// failingSince is the first failure of the run under way.
+	failingSince time.Time
+	lastErr      string
+	// slots holds a token per delivery in flight, up to the cap.
+	slots chan struct{}
+}
+
+// How long a delivery over the cap waits for a slot, and then is
+// deferred.
+const (
+	defaultSlotWait = 250 * time.Millisecond
+	defaultBusyWait = time.Second
+)
+
+func newIsolation(failures int, cooldown time.Duration, limit int, now func() time.Time) *isolation {
+	return &isolation{
+		failures: failures, cooldown: cooldown, maxCooldown: max(cooldown, 5*time.Minute), limit: limit,
+		slotWait: defaultSlotWait, busyWait: defaultBusyWait, now: now, jitter: rand.Float64, circuits: map[string]*circuit{},
+	}
+}
+
+// Deferred is the error of a delivery that was not attempted because its
+// target's circuit is open or half-open, or it has as many deliveries in
+// flight as it may: the pipeline retries it after RetryAfter without
+// spending a retry.
+type Deferred struct {
+	// Target names the endpoint or host.
+	Target string
+	// Why says why the delivery waits.
+	Why string
+	// Wait is how long it waits.
+	Wait time.Duration
+
+	// failingSince and lastErr are the run of failures that opened the
+	// circuit; zero when it is not open.
+	failingSince time.Time
+	lastErr      string
+}
+
+// Error reads like "endpoint ep_…: circuit open since 12:00:00 after 5
+// failures (last: …); next probe in 25s".
+func (d *Deferred) Error() string {
+	return fmt.Sprintf("%s: %s; deferred %s", d.Target, d.Why, d.Wait.Round(time.Millisecond))
+}
+
+// RetryAfter is the wait before the next attempt, as the retry package
+// reads it.
+func (d *Deferred) RetryAfter() time.Duration { return d.Wait }
+
+// admit decides whether a delivery to target may go now. If it may, it
+// returns a done function to call with the delivery's outcome, and the
+// state change to record (nil for none); if not, a *Deferred error, or
+// ctx's error when it ends while the delivery waits for a slot. resetAt,
+// when later than the circuit's start, makes a fresh circuit: the
+// endpoint was re-enabled since.
+func (iso *isolation) admit(ctx context.Context, target string, resetAt *time.Time) (done func(ctx context.Context, err error) outcome, rec *history.CircuitChange, err error) {
+	c, probe, rec, err := iso.gate(target, resetAt)
+	if err != nil {
+		return nil, rec, err
+	}
+	if err := iso.slot(ctx, c); err != nil {
+		if probe {
+			iso.mu.Lock()
+			c.probing = false // the next delivery probes instead
+			iso.mu.Unlock()
+		}
+		var d *Deferred
+		if errors.As(err, &d) {
+			d.Target = target
+		}
+		return nil, rec, err
+	}
+	return func(ctx context.Context, err error) outcome { return iso.done(c, probe, ctx, err) }, rec, nil
+}
+
+// gate applies target's circuit to a delivery: it returns the circuit,
+// whether the delivery is its probe and the state change to record, or
+// the *Deferred error of a circuit that lets nothing through.
+func (iso *isolation) gate(target string, resetAt *time.Time) (c *circuit, probe bool, rec *history.CircuitChange, err error) {
+	now := iso.now()
+	iso.mu.Lock()
+	defer iso.mu.Unlock()
+	c = iso.circuits[target]
+	if c == nil || (resetAt != nil && resetAt.After(c.started)) {
+		c = &circuit{state: history.CircuitClosed, since: now, started: now, cooldown: iso.cooldown, slots: make(chan struct{}, iso.limit)}
+		iso.circuits[target] = c
+	}
+	switch c.state {
+	case history.CircuitOpen:
+		next := c.since.Add(c.cooldown)
+		if now.Before(next) {
+			return nil, false, nil, &Deferred{Target: target, Wait: iso.spread(next.Sub(now)),
+				Why: fmt.Sprintf("circuit open since %s after %d failures in a row (last: %s); next probe at %s",
+					c.since.UTC().Format(time.RFC3339), c.failures, c.lastErr, next.UTC().Format(time.RFC3339)),
+				failingSince: c.failingSince, lastErr: c.lastErr}
+		}
+		c.state, c.since = history.CircuitHalfOpen, now
+		rec = c.record(now)
+	case history.CircuitHalfOpen:
+		if c.probing {
+			// The probe ends within the delivery timeout; come back then.
+			return nil, false, nil, &Deferred{Target: target, Wait: iso.spread(max(iso.busyWait, c.cooldown/4)),
+				Why: fmt.Sprintf("circuit half-open since %s: a probe is in flight", c.since.UTC().Format(time.RFC3339))}
+		}
+	}
+	if c.state == history.CircuitHalfOpen {
+		c.probing, probe = true, true
+	}
+	return c, probe, rec, nil
+}
+
+// slot takes one of c's slots, waiting up to slotWait for one.
+func (iso *isolation) slot(ctx context.Context, c *circuit) error {
+	select {
+	case c.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	busy := &Deferred{Wait: iso.spread(iso.busyWait), Why: fmt.Sprintf("%d deliveries in flight, the most it takes at once", cap(c.slots))}
+	if iso.slotWait <= 0 {
+		return busy
+	}
+	t := time.NewTimer(iso.slotWait)
+	defer t.Stop()
+	select {
+	case c.slots <- struct{}{}:
+		return nil
+	case <-t.C:
+		return busy
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// outcome is what a delivery's result did to its circuit.
+type outcome struct {
+	// change is the state change to record, or nil.
+	change *history.CircuitChange
+	// transient is true when the delivery counted as a failure.
+	transient bool
+	// failingSince is the first failure of the run under way; zero when
+	// none is.
+	failingSince time.Time
+}
+
+// done takes a delivery's result into its circuit.
+func (iso *isolation) done(c *circuit, probe bool, ctx context.Context, err error) outcome {
+	now := iso.now()
+	<-c.slots
+	iso.mu.Lock()
+	defer iso.mu.Unlock()
+	if probe {
+		c.probing = false
+	}
+	switch {
+	case err != nil && (ctx.Err() != nil || errors.Is(err, context.Canceled)):
+		// The worker gave up (shutdown): nothing learnt about the target.
+		return outcome{failingSince: c.failingSince}
+	case err == nil || retry.IsPermanent(err):
+		// Refused for good is still an answer: the receiver is up. A
+		// circuit that never opened has told the store nothing to undo.
+		c.failures, c.cooldown, c.failingSince = 0, iso.cooldown, time.Time{}
+		if c.state == history.CircuitClosed {
+			return outcome{}
+		}
+		c.state, c.since = history.CircuitClosed, now
+		return outcome{change: c.record(now)}
+	}
+	c.failures++
+	c.lastErr = err.Error()
+	if c.failingSince.IsZero() {
+		c.failingSince = now
+	}
+	out := outcome{transient: true, failingSince: c.failingSince}
+	switch {
+	case c.state == history.CircuitHalfOpen && probe:
+		c.state, c.since = history.CircuitOpen, now
+		c.cooldown = min(c.cooldown*2, iso.maxCooldown)
+		out.change = c.record(now)
+	case c.state == history.CircuitClosed && iso.failures > 0 && c.failures >= iso.failures:
+		c.state, c.since, c.cooldown = history.CircuitOpen, now, iso.cooldown
+		out.change = c.record(now)
+	}
+	return out
+}
+
+// record is the circuit as the store records it, at now.
+func (c *circuit) record(now time.Time) *history.CircuitChange {
+	r := &history.CircuitChange{State: c.state, Since: c.since, LastError: c.lastErr, At: now}
+	if !c.failingSince.IsZero() {
+		at := c.failingSince
+		r.FailingSince = &at
+	}
+	return r
+}
+
+// spread adds up to a tenth to d, so that the deliveries deferred
+// together do not all come back at once.
+func (iso *isolation) spread(d time.Duration) time.Duration {
+	return d + time.Duration(float64(d)/10*iso.jitter())
+}

@@ -1,0 +1,182 @@
+package channel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/relay-demo/relay/internal/config"
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/webhooks"
+)
+
+// ReasonEndpointDisabled starts the error of a delivery to a disabled
+// endpoint, which is parked at once (a permanent failure).
+const ReasonEndpointDisabled = "endpoint-disabled"
+
+// webhookSender delivers webhook parts: to a bare URL, signed with
+// WEBHOOK_SECRET, or to an endpoint, resolved from the store and signed
+// with its own secrets. Every target is isolated (see isolation).
+type webhookSender struct {
+	send *webhooks.Sender
+	// rate limits each endpoint's deliveries; nil for no limit.
+	rate         *history.Rate
+	iso          *isolation
+	endpoints    *endpoints
+	disableAfter time.Duration
+	now          func() time.Time
+}
+
+func newWebhookSender(s *webhooks.Sender, cfg EndpointConfig, open func(context.Context) (endpointStore, func() error, error),
+	ttl time.Duration, now func() time.Time) *webhookSender {
+	rate, _ := parseRate("WEBHOOK_ENDPOINT_", cfg.Rate, max(cfg.Burst, 1)) // checked by check
+	return &webhookSender{
+		send:         s,
+		rate:         rate,
+		iso:          newIsolation(cfg.Failures, cfg.Cooldown, cfg.Concurrency, now),
+		endpoints:    newEndpoints(open, ttl, now),
+		disableAfter: cfg.DisableAfter,
+		now:          now,
+	}
+}
+
+// check validates the settings the variables' types alone do not.
+func (c EndpointConfig) check() error {
+	switch {
+	case c.Concurrency < 1:
+		return config.Invalid("WEBHOOK_ENDPOINT_CONCURRENCY", fmt.Sprint(c.Concurrency), "deliveries in flight to one endpoint, 1 or more")
+	case c.Failures < 0:
+		return config.Invalid("WEBHOOK_BREAKER_FAILURES", fmt.Sprint(c.Failures), "transient failures in a row that open the circuit of an endpoint, 1 or more; 0 for no circuit breaker")
+	case c.Cooldown <= 0:
+		return config.Invalid("WEBHOOK_BREAKER_COOLDOWN", c.Cooldown.String(), "a positive duration such as 5s")
+	case c.DisableAfter < 0:
+		return config.Invalid("WEBHOOK_DISABLE_AFTER", c.DisableAfter.String(), "a duration such as 120h (5 days), or 0 for never")
+	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
+		return config.Invalid("DATA_DIR", c.DataDir, "a directory (or set HISTORY_DSN)")
+	}
+	if _, err := parseRate("WEBHOOK_ENDPOINT_", c.Rate, c.Burst); err != nil {
+		return err
+	}
+	if err := history.CheckDSN(c.HistoryStoreDSN()); err != nil {
+		if c.HistoryDSN != "" {
+			return fmt.Errorf("configuration: HISTORY_DSN is not valid: %w", err)
+		}
+		return fmt.Errorf("configuration: DATA_DIR=%q is not valid: %w", c.DataDir, err)
+	}
+	return nil
+}
+
+// deliver sends one webhook part of notification id.
+func (w *webhookSender) deliver(ctx context.Context, id string, p *WebhookPart) error {
+	if p.Endpoint != "" {
+		return w.deliverToEndpoint(ctx, id, p)
+	}
+	// A bare URL, the demo's form, has no breaker and no cap: it is
+	// retried on the schedule like any failure. Endpoints are isolated.
+	_, err := w.send.Send(ctx, webhooks.Request{URL: p.URL, ID: id, Payload: p.Payload})
+	return err
+}
+
+func (w *webhookSender) deliverToEndpoint(ctx context.Context, id string, p *WebhookPart) error {
+	ep, signers, err := w.endpoints.get(ctx, p.Endpoint)
+	switch {
+	case errors.Is(err, history.ErrNotFound):
+		return retry.Permanent(fmt.Errorf("endpoint %s does not exist: it was deleted, or this worker reads another history store than the API (HISTORY_DSN, DATA_DIR)", p.Endpoint))
+	case err != nil:
+		return err
+	case !ep.Enabled:
+		return disabled(ep.ID, ep.DisabledReason)
+	}
+	// Checked again at each delivery, as at its creation: the address
+	// guard judges where the host leads when the sender dials it.
+	if problem := CheckEndpointURL(ep.URL); problem != "" {
+		return retry.Permanent(fmt.Errorf("endpoint %s: %s", ep.ID, problem))
+	}
+	if len(signers) == 0 {
+		// Never the sender's own secret: that is WEBHOOK_SECRET's.
+		return retry.Permanent(fmt.Errorf("endpoint %s has no secret to sign with", ep.ID))
+	}
+	target := "endpoint " + ep.ID
+	done, rec, err := w.iso.admit(ctx, target, ep.ResetAt)
+	if rec != nil {
+		_, _ = w.endpoints.record(ctx, ep.ID, *rec)
+	}
+	if err != nil {
+		// Deferred: while the circuit is open, the endpoint is failing
+		// still, as far as this worker knows.
+		var d *Deferred
+		if errors.As(err, &d) && !d.failingSince.IsZero() {
+			if derr := w.disableIfTooLong(ctx, ep, earliest(d.failingSince, ep.Circuit.FailingSince), d.lastErr); derr != nil {
+				return derr
+			}
+		}
+		return err
+	}
+	if w.rate != nil {
+		store, err := w.endpoints.storeOf(ctx)
+		if err == nil {
+			err = paceRate(ctx, store, "webhook:"+ep.ID, id, *w.rate, w.now(), target)
+		}
+		if err != nil {
+			done(ctx, context.Canceled) // not sent: nothing learnt of the endpoint
+			return err
+		}
+	}
+	_, err = w.send.Send(ctx, webhooks.Request{URL: ep.URL, ID: id, Payload: p.Payload, Signers: signers})
+	out := done(ctx, err)
+	rec = out.change
+	if err == nil && rec == nil && ep.Circuit.FailingSince != nil {
+		// Another worker saw this endpoint fail and said so; this
+		// delivery says it is back.
+		now := w.now()
+		rec = &history.CircuitChange{State: history.CircuitClosed, Since: now, At: now}
+	}
+	stored := ep.Circuit.FailingSince
+	if rec != nil {
+		if c, rerr := w.endpoints.record(ctx, ep.ID, *rec); rerr == nil {
+			stored = c.FailingSince
+		}
+	}
+	if out.transient {
+		if derr := w.disableIfTooLong(ctx, ep, earliest(out.failingSince, stored), err.Error()); derr != nil {
+			return derr
+		}
+	}
+	return err
+}
+
+// earliest is the earlier of a run's start as a worker saw it and as the
+// store has it (nil: none).
+func earliest(local time.Time, stored *time.Time) time.Time {
+	if stored != nil && (local.IsZero() || stored.Before(local)) {
+		return *stored
+	}
+	return local
+}
+
+// disableIfTooLong disables ep when it has been failing since
+// failingSince for longer than WEBHOOK_DISABLE_AFTER, and returns the
+// error that parks the delivery; nil when it is not disabled.
+func (w *webhookSender) disableIfTooLong(ctx context.Context, ep *history.Endpoint, failingSince time.Time, lastErr string) error {
+	now := w.now()
+	if w.disableAfter <= 0 || failingSince.IsZero() || now.Sub(failingSince) <= w.disableAfter {
+		return nil
+	}
+	reason := fmt.Sprintf("failing since %s, longer than WEBHOOK_DISABLE_AFTER (%s); last error: %s",
+		failingSince.UTC().Format(time.RFC3339), w.disableAfter, lastErr)
+	if err := w.endpoints.disable(ctx, ep.ID, reason, now); err != nil {
+		// Not disabled this time: the next failure tries again.
+		return nil
+	}
+	return disabled(ep.ID, reason)
+}
+
+// disabled is the permanent failure of a delivery to a disabled
+// endpoint: parked at once, its text starting with ReasonEndpointDisabled.
+func disabled(id, reason string) error {
+	return retry.Permanent(fmt.Errorf("%s: endpoint %s is disabled (%s): PATCH /v1/endpoints/%s {\"enabled\": true} re-enables it; then replay what was parked",
+		ReasonEndpointDisabled, id, reason, id))
+}

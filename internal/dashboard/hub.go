@@ -1,0 +1,165 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+
+	"github.com/relay-demo/relay/internal/events"
+	"github.com/relay-demo/relay/internal/notification"
+)
+
+// subscriberBuffer is how many updates a subscriber may fall behind
+// before the hub drops it. Updates are pointers, so a subscriber's whole
+// backlog takes half a kilobyte.
+const subscriberBuffer = 64
+
+// Update is one pipeline event ready for the event streams: the complete
+// Server-Sent Event, encoded once however many streams send it.
+type Update struct {
+	// ID is the notification the event is about.
+	ID string
+	// Full is the event with every field.
+	Full []byte
+	// Redacted is the event without its error text: what a stream without
+	// a token gets on a public dashboard.
+	Redacted []byte
+}
+
+// newUpdate encodes ev as "event: attempt" frames, in full and redacted.
+func newUpdate(ev notification.Event) (*Update, error) {
+	full, err := frame(ev)
+	if err != nil {
+		return nil, err
+	}
+	u := &Update{ID: ev.ID, Full: full, Redacted: full}
+	if public := publicRecipient(ev.Recipient); ev.Error != "" || public != ev.Recipient {
+		ev.Error, ev.Recipient = "", public
+		if u.Redacted, err = frame(ev); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
+
+// frame writes ev as one Server-Sent Event. JSON has no raw newlines, so
+// the data fits one data line.
+func frame(ev notification.Event) ([]byte, error) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(b)+len("event: \ndata: \n\n")+len(events.TypeAttempt))
+	out = append(out, "event: "+events.TypeAttempt+"\ndata: "...)
+	out = append(out, b...)
+	return append(out, "\n\n"...), nil
+}
+
+// Subscription is one subscriber's view of a Hub.
+type Subscription struct {
+	c       chan *Update
+	dropped atomic.Bool
+}
+
+// C delivers the updates published since Subscribe. It is closed when the
+// subscription ends: cancelled, dropped for falling behind, or the hub
+// closed.
+func (s *Subscription) C() <-chan *Update { return s.c }
+
+// Dropped reports whether the hub ended the subscription because the
+// subscriber fell subscriberBuffer updates behind.
+func (s *Subscription) Dropped() bool { return s.dropped.Load() }
+
+// Hub broadcasts pipeline events to subscribers as they happen. It keeps
+// no past events: a dashboard reads what happened from the history and
+// follows the hub for what happens next. Publishing never waits for a
+// subscriber; one that falls behind is dropped, and its stream ends.
+type Hub struct {
+	mu     sync.Mutex
+	subs   map[*Subscription]struct{}
+	closed bool
+}
+
+// NewHub returns a Hub with no subscribers.
+func NewHub() *Hub {
+	return &Hub{subs: map[*Subscription]struct{}{}}
+}
+
+// Publish hands ev to every subscriber, and drops those with no room for
+// it.
+func (h *Hub) Publish(ev notification.Event) {
+	u, err := newUpdate(ev)
+	if err != nil {
+		return // an Event holds strings, numbers and a time: always encodes
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs {
+		select {
+		case s.c <- u:
+		default:
+			s.dropped.Store(true)
+			delete(h.subs, s)
+			close(s.c)
+		}
+	}
+}
+
+// Subscribe returns a subscription to the events published from now on,
+// and cancel, which ends it and closes its channel. Calling cancel more
+// than once, or after the hub dropped the subscription, is harmless.
+func (h *Hub) Subscribe() (s *Subscription, cancel func()) {
+	s = &Subscription{c: make(chan *Update, subscriberBuffer)}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		close(s.c)
+	} else {
+		h.subs[s] = struct{}{}
+	}
+	return s, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if _, ok := h.subs[s]; ok {
+			delete(h.subs, s)
+			close(s.c)
+		}
+	}
+}
+
+// Subscribers is the number of subscriptions open.
+func (h *Hub) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
+// Close ends every subscription, present and future, so the event streams
+// that read them end too: call it before shutting the HTTP server down,
+// which otherwise waits for the browsers to leave.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for s := range h.subs {
+		delete(h.subs, s)
+		close(s.c)
+	}
+}
+
+// Run publishes every event from in, such as the channel events.Subscribe
+// returns, until in is closed or ctx is done.
+func (h *Hub) Run(ctx context.Context, in <-chan notification.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-in:
+			if !ok {
+				return
+			}
+			h.Publish(ev)
+		}
+	}
+}

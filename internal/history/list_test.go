@@ -1,0 +1,203 @@
+package history_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/retry"
+)
+
+// listFixture stores five notifications, a minute apart, and returns
+// their ids, oldest first.
+func listFixture(t *testing.T, s *history.Store) []string {
+	t.Helper()
+	type copyEvent struct {
+		channel string
+		outcome retry.Outcome
+	}
+	fixture := []struct {
+		id         string
+		channels   []string
+		recipients []string
+		events     []copyEvent
+	}{
+		{"ntf_aa1", []string{"email"}, []string{"Alice@Example.com"}, []copyEvent{{"email", "delivered"}}},
+		{"ntf_aa2", []string{"email", "sms"}, []string{"bob@example.com", "+15551234567"}, []copyEvent{{"email", "delivered"}, {"sms", "parked"}}},
+		{"ntf_b3", []string{"webhook"}, []string{"https://hooks.example.org/x"}, []copyEvent{{"webhook", "failed"}}},
+		{"ntf_b4", []string{"email"}, []string{"carol@example.net"}, nil},
+		{"ntf_c5", []string{"sms"}, []string{"+15559876543"}, []copyEvent{{"sms", "delivered"}}},
+	}
+	var ids []string
+	for i, f := range fixture {
+		created := t0.Add(time.Duration(i) * time.Minute)
+		err := s.Accept(ctxOf(t), []history.Accepted{{ID: f.id, CreatedAt: created, Channels: f.channels, Recipients: f.recipients}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range f.events {
+			record(t, s, notification.Event{ID: f.id, Channel: e.channel, Attempt: 1, Outcome: e.outcome, At: created.Add(time.Second), DelayMS: 1000})
+		}
+		ids = append(ids, f.id)
+	}
+	return ids
+}
+
+func TestList(t *testing.T) {
+	cases := []struct {
+		name string
+		q    history.Query
+		want []string
+	}{
+		{"everything, newest first", history.Query{}, []string{"ntf_c5", "ntf_b4", "ntf_b3", "ntf_aa2", "ntf_aa1"}},
+		{"status parked", history.Query{Status: "parked"}, []string{"ntf_aa2"}},
+		{"status delivered", history.Query{Status: "delivered"}, []string{"ntf_c5", "ntf_aa2", "ntf_aa1"}},
+		{"status retrying", history.Query{Status: "retrying"}, []string{"ntf_b3"}},
+		{"status queued", history.Query{Status: "queued"}, []string{"ntf_b4"}},
+		{"channel sms", history.Query{Channel: "sms"}, []string{"ntf_c5", "ntf_aa2"}},
+		{"channel email, delivered", history.Query{Channel: "email", Status: "delivered"}, []string{"ntf_aa2", "ntf_aa1"}},
+		{"channel sms, delivered: the same copy must match both", history.Query{Channel: "sms", Status: "delivered"}, []string{"ntf_c5"}},
+		{"since, inclusive", history.Query{Since: t0.Add(3 * time.Minute)}, []string{"ntf_c5", "ntf_b4"}},
+		{"until, exclusive", history.Query{Until: t0.Add(2 * time.Minute)}, []string{"ntf_aa2", "ntf_aa1"}},
+		{"since and until", history.Query{Since: t0.Add(time.Minute), Until: t0.Add(3 * time.Minute)}, []string{"ntf_b3", "ntf_aa2"}},
+		{"search a whole id", history.Query{Search: "ntf_b3"}, []string{"ntf_b3"}},
+		{"search an id prefix, any case", history.Query{Search: "NTF_AA"}, []string{"ntf_aa2", "ntf_aa1"}},
+		{"search is no id substring", history.Query{Search: "aa2"}, nil},
+		{"search a recipient substring", history.Query{Search: "example.com"}, []string{"ntf_aa2", "ntf_aa1"}},
+		{"search a recipient, any case", history.Query{Search: "ALICE@example"}, []string{"ntf_aa1"}},
+		{"search a phone number", history.Query{Search: "5551234"}, []string{"ntf_aa2"}},
+		{"search a webhook URL", history.Query{Search: "hooks.example.org"}, []string{"ntf_b3"}},
+		{"search wildcards match themselves", history.Query{Search: "%"}, nil},
+		{"search underscore matches itself", history.Query{Search: "a_1"}, nil},
+		{"search and status", history.Query{Search: "example.com", Status: "parked"}, []string{"ntf_aa2"}},
+		{"limit", history.Query{Limit: 2}, []string{"ntf_c5", "ntf_b4"}},
+	}
+	forEachBackend(t, func(t *testing.T, s *history.Store) {
+		listFixture(t, s)
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				page, err := s.List(ctxOf(t), tc.q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tc.want, ids(page.Items), cmpOpts...); diff != "" {
+					t.Errorf("ids (-want +got):\n%s", diff)
+				}
+			})
+		}
+
+		t.Run("summary", func(t *testing.T) {
+			page, err := s.List(ctxOf(t), history.Query{Search: "ntf_aa2"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []history.Summary{{
+				ID: "ntf_aa2", CreatedAt: t0.Add(time.Minute), Accepted: true,
+				Channels: []string{"email", "sms"}, Recipients: []string{"bob@example.com", "+15551234567"},
+				Copies: []notification.CopyStatus{{Channel: "email", Status: "delivered"}, {Channel: "sms", Status: "parked"}},
+			}}
+			if diff := cmp.Diff(want, page.Items, cmpOpts...); diff != "" {
+				t.Errorf("summary (-want +got):\n%s", diff)
+			}
+			if page.Next != "" {
+				t.Errorf("next cursor %q on the only page", page.Next)
+			}
+		})
+	})
+}
+
+func TestListErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		q    history.Query
+		want error
+	}{
+		{"unknown status", history.Query{Status: "lost"}, history.ErrBadQuery},
+		{"search across lines", history.Query{Search: "a.com\nb"}, history.ErrBadQuery},
+		{"cursor not base64", history.Query{Cursor: "!!!"}, history.ErrBadCursor},
+		{"cursor without id", history.Query{Cursor: "MTIz"}, history.ErrBadCursor},            // "123"
+		{"cursor with a bad time", history.Query{Cursor: "eCxudGZfMQ"}, history.ErrBadCursor}, // "x,ntf_1"
+	}
+	forEachBackend(t, func(t *testing.T, s *history.Store) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				if _, err := s.List(ctxOf(t), tc.q); !errors.Is(err, tc.want) {
+					t.Fatalf("got %v, want %v", err, tc.want)
+				}
+			})
+		}
+	})
+}
+
+// TestListPages reads every page while new notifications arrive between
+// reads, and wants each notification there was at the start exactly
+// once, in order.
+func TestListPages(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *history.Store) {
+		ctx := ctxOf(t)
+		var want []string
+		var batch []history.Accepted
+		for i := range 25 {
+			// Pairs share a creation time, so that pages also break between
+			// two notifications of the same time.
+			created := t0.Add(time.Duration(i/2) * time.Second)
+			id := fmt.Sprintf("ntf_page_%02d", i)
+			batch = append(batch, history.Accepted{ID: id, CreatedAt: created, Channels: []string{"email"}})
+			want = append([]string{id}, want...)
+		}
+		if err := s.Accept(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		// Newer notifications, created later than all the others at
+		// one time, sort by id descending among themselves.
+		var newcomers []string
+		for _, limit := range []int{1, 2, 7, 25, 100} {
+			t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+				start := append(slices.Sorted(slices.Values(newcomers)), want...)
+				slices.Reverse(start[:len(newcomers)])
+				var got []string
+				q := history.Query{Limit: limit}
+				for pages := 0; ; pages++ {
+					if pages > 30 {
+						t.Fatal("more pages than notifications")
+					}
+					page, err := s.List(ctx, q)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(page.Items) > limit {
+						t.Fatalf("page of %d, limit %d", len(page.Items), limit)
+					}
+					got = append(got, ids(page.Items)...)
+					// A newer notification arrives between page reads.
+					newer := history.Accepted{ID: fmt.Sprintf("ntf_new_%03d_%02d", limit, pages), CreatedAt: t0.Add(time.Hour), Channels: []string{"sms"}}
+					if err := s.Accept(ctx, []history.Accepted{newer}); err != nil {
+						t.Fatal(err)
+					}
+					newcomers = append(newcomers, newer.ID)
+					if page.Next == "" {
+						break
+					}
+					q.Cursor = page.Next
+				}
+				if diff := cmp.Diff(start, got); diff != "" {
+					t.Errorf("ids over all pages (-want +got):\n%s", diff)
+				}
+			})
+		}
+	})
+}
+
+func ids(items []history.Summary) []string {
+	var out []string
+	for _, n := range items {
+		out = append(out, n.ID)
+	}
+	return out
+}

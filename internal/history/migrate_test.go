@@ -1,0 +1,169 @@
+package history_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/history/historytest"
+	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/retry"
+)
+
+// TestCopyRecipientsMigration fills a database at schema version 3, where
+// a copy is (notification, channel), and opens it with this release: every
+// row is kept, as the copy of its channel with no recipient, and reads
+// back as the same rows written at the current version do; the indexes,
+// the foreign key from attempts to copies and the cascades are there, and
+// the store keeps one copy per recipient.
+func TestCopyRecipientsMigration(t *testing.T) {
+	const n = 300 // SeedEvents parks notifications 0, 100 and 200
+	created := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
+	tables := []string{"notifications", "copies", "events", "attempts"}
+	for _, backend := range historytest.Backends() {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxOf(t)
+			dsn := historytest.DSN(t, backend)
+			old, err := history.OpenAt(ctx, dsn, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Seed names no recipient column: it writes the old schema.
+			if err := history.Seed(ctx, old, n, created); err != nil {
+				t.Fatalf("seed the version 3 schema: %v", err)
+			}
+			before := map[string]int64{}
+			for _, table := range tables {
+				if before[table], err = history.CountRows(ctx, old, table); err != nil || before[table] == 0 {
+					t.Fatalf("%s before the migration: %d rows, %v", table, before[table], err)
+				}
+			}
+			if _, err := old.Get(ctx, history.SeedID(1)); err == nil {
+				t.Fatal("Get works on the version 3 schema: the database was migrated too far to test the migration")
+			}
+			old.Close()
+
+			s, err := history.Open(ctx, dsn)
+			if err != nil {
+				t.Fatalf("migrate: %v", err)
+			}
+			t.Cleanup(func() { s.Close() })
+			for _, table := range tables {
+				if got, err := history.CountRows(ctx, s, table); err != nil || got != before[table] {
+					t.Errorf("%s after the migration: %d rows (%v), want the %d there were", table, got, err, before[table])
+				}
+			}
+			for _, table := range []string{"copies", "events", "attempts"} {
+				rows, err := history.QueryText(ctx, s, "SELECT count(*) FROM "+table+" WHERE recipient <> ''")
+				if err != nil || rows[0][0] != "0" {
+					t.Errorf("%s rows with a recipient after the migration: %v, %v; want none", table, rows, err)
+				}
+			}
+
+			// The same rows written at the current version read back alike.
+			fresh := historytest.Open(t, backend)
+			if err := history.Seed(ctx, fresh, n, created); err != nil {
+				t.Fatal(err)
+			}
+			for _, i := range []int{0, 1, 10, 100, n - 1} {
+				id := history.SeedID(i)
+				if diff := cmp.Diff(get(t, fresh, id), get(t, s, id), cmpOpts...); diff != "" {
+					t.Errorf("Get(%s) (-written now +migrated):\n%s", id, diff)
+				}
+			}
+			for _, q := range []history.Query{{Status: notification.StatusParked}, {Channel: "email", Status: notification.StatusDelivered, Limit: 20}, {Search: "user10@"}} {
+				want, err := fresh.List(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := s.List(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(want.Items) == 0 {
+					t.Errorf("List(%+v) is empty: the case proves nothing", q)
+				}
+				if diff := cmp.Diff(want, got, cmpOpts...); diff != "" {
+					t.Errorf("List(%+v) (-written now +migrated):\n%s", q, diff)
+				}
+			}
+
+			// The indexes are on the new copies, and no old table is left.
+			indexes := map[string]string{
+				historytest.SQLite:   "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' AND name LIKE 'copies%' ORDER BY name",
+				historytest.Postgres: "SELECT indexname, tablename FROM pg_indexes WHERE schemaname = current_schema() AND indexname LIKE 'copies%' ORDER BY indexname",
+			}[backend]
+			rows, err := history.QueryText(ctx, s, indexes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantIndexes := [][]string{{"copies_channel_status", "copies"}, {"copies_status", "copies"}}
+			if backend == historytest.Postgres {
+				wantIndexes = append(wantIndexes[:1:1], []string{"copies_pkey", "copies"}, wantIndexes[1])
+			}
+			if diff := cmp.Diff(wantIndexes, rows); diff != "" {
+				t.Errorf("indexes of copies (-want +got):\n%s", diff)
+			}
+			leftovers := map[string]string{
+				historytest.SQLite:   "SELECT name FROM sqlite_master WHERE name LIKE '%_old'",
+				historytest.Postgres: "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE '%_old'",
+			}[backend]
+			if rows, err := history.QueryText(ctx, s, leftovers); err != nil || len(rows) > 0 {
+				t.Errorf("old tables left: %v, %v", rows, err)
+			}
+			if backend == historytest.SQLite {
+				if rows, err := history.QueryText(ctx, s, "PRAGMA foreign_key_check"); err != nil || len(rows) > 0 {
+					t.Errorf("foreign key violations: %v, %v", rows, err)
+				}
+			}
+
+			// An attempt needs its copy, recipient and all.
+			orphan := `INSERT INTO attempts (notification_id, channel, recipient, round, attempt, at, outcome)
+				SELECT notification_id, channel, 'nobody@example.com', round, attempt, at, outcome FROM attempts LIMIT 1`
+			if err := history.Exec(ctx, s, orphan); err == nil || !strings.Contains(strings.ToLower(err.Error()), "foreign key") {
+				t.Errorf("an attempt of a copy that does not exist: %v, want a foreign key violation", err)
+			}
+			// Deleting a copy deletes its attempts.
+			parked := history.SeedID(100)
+			if err := history.Exec(ctx, s, "DELETE FROM copies WHERE notification_id = '"+parked+"' AND channel = 'email'"); err != nil {
+				t.Fatal(err)
+			}
+			if rows, err := history.QueryText(ctx, s, "SELECT count(*) FROM attempts WHERE notification_id = '"+parked+"' AND channel = 'email'"); err != nil || rows[0][0] != "0" {
+				t.Errorf("attempts of a deleted copy: %v, %v; want none", rows, err)
+			}
+
+			// One copy per recipient, each on its own.
+			accepted := history.Accepted{ID: "ntf_split", CreatedAt: t0.Add(time.Hour), Channels: []string{"email", "webhook"},
+				Copies: []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook", Recipient: ""}}}
+			if err := s.Accept(ctx, []history.Accepted{accepted}); err != nil {
+				t.Fatal(err)
+			}
+			record(t, s,
+				notification.Event{ID: "ntf_split", Channel: "email", Recipient: "ok1@example.com", Attempt: 1, Outcome: retry.Delivered, At: t0.Add(time.Hour + time.Second)},
+				notification.Event{ID: "ntf_split", Channel: "email", Recipient: "reject@example.com", Attempt: 1, Outcome: retry.Parked,
+					Reason: "permanent", Error: "550 no such user", At: t0.Add(time.Hour + time.Second)})
+			var got []string
+			for _, c := range get(t, s, "ntf_split").Copies {
+				got = append(got, c.Channel+" "+c.Recipient+" "+string(c.Status))
+			}
+			want := []string{"email ok1@example.com delivered", "email reject@example.com parked", "webhook  queued"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("copies after the migration (-want +got):\n%s", diff)
+			}
+
+			// Pruning everything leaves nothing behind.
+			if _, err := s.Prune(ctx, t0.Add(365*24*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			for _, table := range tables {
+				if got, err := history.CountRows(ctx, s, table); err != nil || got != 0 {
+					t.Errorf("%s after pruning everything: %d rows (%v), want none", table, got, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,100 @@
+package history_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/relay-demo/relay/internal/history"
+)
+
+func TestProviders(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *history.Store) {
+		ctx := ctxOf(t)
+		at := func(d time.Duration) time.Time { return t0.Add(d) }
+		decl := []history.ProviderDecl{{Name: "primary"}, {Name: "backup", Rate: &history.Rate{Per: 10, Burst: 2}}}
+		if _, err := s.DeclareProviders(ctx, "email", decl, at(0)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DeclareProviders(ctx, "sms", []history.ProviderDecl{{Name: "sms1"}}, at(0)); err != nil {
+			t.Fatal(err)
+		}
+		since := at(time.Second)
+		recorded, err := s.RecordProviderCircuit(ctx, "email", "primary", history.CircuitChange{
+			State: history.CircuitOpen, Since: since, LastError: "dial tcp: connection refused", FailingSince: &since, At: since})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if recorded.State != history.CircuitOpen || recorded.FailingSince == nil || !recorded.FailingSince.Equal(since) {
+			t.Errorf("recorded circuit = %+v, want open, failing since %v", recorded, since)
+		}
+		// Another replica saw the run start later: the earliest stays,
+		// and an empty error keeps the one stored.
+		later, half := at(2*time.Second), at(6*time.Second)
+		if _, err := s.RecordProviderCircuit(ctx, "email", "primary", history.CircuitChange{
+			State: history.CircuitHalfOpen, Since: half, FailingSince: &later, At: half}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.RecordProviderCircuit(ctx, "email", "nobody", history.CircuitChange{State: history.CircuitOpen, Since: half, At: half}); !errors.Is(err, history.ErrNotFound) {
+			t.Errorf("recording an undeclared provider: %v, want ErrNotFound", err)
+		}
+		if _, err := s.RecordProviderCircuit(ctx, "email", "primary", history.CircuitChange{State: "ajar", Since: half, At: half}); !errors.Is(err, history.ErrInvalid) {
+			t.Errorf("recording state ajar: %v, want ErrInvalid", err)
+		}
+		// Three sends take the backup's burst of two and one slot more.
+		for _, ticket := range []string{"a", "b", "c"} {
+			if _, err := s.TakeRate(ctx, "email:backup", ticket, *decl[1].Rate, 0, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		got, err := s.Providers(ctx, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3 {
+			t.Fatalf("Providers = %+v, want three", got)
+		}
+		backup := got[1]
+		// The next slot is some 200 ms ahead, less the time the test took
+		// since; on PostgreSQL at the database's clock.
+		if backup.NextSlot <= 0 || backup.NextSlot > 200*time.Millisecond {
+			t.Errorf("backup's next slot in %v, want within (0, 200ms]", backup.NextSlot)
+		}
+		if backup.Waiting != 1 {
+			t.Errorf("backup has %d sends waiting, want 1 (the third, deferred)", backup.Waiting)
+		}
+		for i := range got {
+			got[i].NextSlot, got[i].Waiting = 0, 0
+		}
+		want := []history.Provider{
+			{Channel: "email", Name: "primary", Position: 0, SeenAt: half, Circuit: history.Circuit{State: history.CircuitHalfOpen,
+				Since: &half, LastError: "dial tcp: connection refused", FailingSince: &since, UpdatedAt: &half}},
+			{Channel: "email", Name: "backup", Position: 1, Rate: &history.Rate{Per: 10, Burst: 2}, SeenAt: at(0),
+				Circuit: history.Circuit{State: history.CircuitClosed}},
+			{Channel: "sms", Name: "sms1", Position: 0, SeenAt: at(0), Circuit: history.Circuit{State: history.CircuitClosed}},
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("Providers (-want +got):\n%s", diff)
+		}
+
+		// Declared again in another order, with another limit: the
+		// circuits stay.
+		stored, err := s.DeclareProviders(ctx, "email", []history.ProviderDecl{{Name: "backup"}, {Name: "primary"}}, at(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stored) != 2 || stored["primary"].State != history.CircuitHalfOpen || stored["backup"].State != history.CircuitClosed {
+			t.Errorf("declaring returned the circuits %+v, want primary half-open and backup closed", stored)
+		}
+		got, err = s.Providers(ctx, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0].Name != "backup" || got[0].Rate != nil || got[1].Name != "primary" || got[1].Circuit.State != history.CircuitHalfOpen {
+			t.Errorf("after declaring again: %+v, want backup (no limit) then primary, half-open still", got[:2])
+		}
+	})
+}

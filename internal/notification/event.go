@@ -1,0 +1,58 @@
+package notification
+
+import (
+	"time"
+
+	"github.com/relay-demo/relay/retry"
+)
+
+// Event is one decision about one attempt of one channel copy: what the
+// workers and the retrier publish to the events exchange (as JSON, with
+// these names), the dashboard draws live, and the history store records
+// (see internal/events, which builds it from a retry.Event).
+type Event struct {
+	// Type is always "attempt" (events.TypeAttempt).
+	Type string `json:"type"`
+	// Outcome is what was decided. retry.Cancelled is recorded by the API
+	// when a client cancels the notification, and by the worker that then
+	// finds the copy cancelled and acks it unsent.
+	Outcome retry.Outcome `json:"outcome"`
+	// ID is the notification id (the AMQP message-id).
+	ID string `json:"id"`
+	// Channel is the routing key of the work queue, such as "email"; empty
+	// when the queue is not one of the topology's work queues.
+	Channel string `json:"channel"`
+	// Recipient is the copy's recipient (retry.HeaderRecipient), for a
+	// channel that delivers to each recipient on its own; empty otherwise.
+	Recipient string `json:"recipient,omitempty"`
+	// Queue is the work queue, prefixed as on the broker.
+	Queue string `json:"queue"`
+	// Attempt is the attempt the decision is about, 1 for the first of
+	// its round: for retry.Retrying and retry.Waiting the failed one, for
+	// retry.Requeued the one about to run; the history ignores it for
+	// retry.Replayed.
+	Attempt int `json:"attempt"`
+	// Round is how often the copy was replayed from the dead-letter
+	// queue; each replay starts a new round of attempts, and its
+	// retry.Replayed event carries that round.
+	Round int `json:"round,omitempty"`
+	// DurationMS is how long the attempt took, for a worker's outcome.
+	DurationMS int64 `json:"duration_ms,omitempty"`
+	// DelayMS is, for retry.Retrying and retry.Failed, the wait scheduled
+	// before the next attempt.
+	DelayMS int64 `json:"delay_ms"`
+	// Error is the failure's text, where known.
+	Error string `json:"error,omitempty"`
+	// Reason is why a message was parked.
+	Reason string `json:"reason,omitempty"`
+	// At is when the decision was made.
+	At time.Time `json:"at"`
+	// AgeMS is the message's age at the decision: At minus the time its
+	// producer published it; zero when that time is unknown.
+	AgeMS int64 `json:"age_ms"`
+	// Service names the process that made the decision.
+	Service string `json:"service"`
+	// Provider is the provider the attempt went through, for a channel
+	// with several (mail servers, SMS gateways); empty otherwise.
+	Provider string `json:"provider,omitempty"`
+}
