@@ -5,6 +5,11 @@ TIMEOUT ?= 15m
 
 .DEFAULT_GOAL := help
 
+# The lab (lab/: benchmarks, the workshop, the fault, cluster and compose
+# suites) adds its targets, and its part of test, test-unit and lint; a
+# copy of relay without lab/ keeps every other target as it is.
+-include lab/lab.mk
+
 .PHONY: help
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
@@ -14,33 +19,13 @@ build: ## build the relay binary into bin/
 	$(GO) build -o bin/relay ./cmd/relay
 
 .PHONY: test
-test: ## unit and integration tests, with the race detector (broker: AMQP_URL, else localhost, else testcontainers)
+test: ## unit and integration tests, the lab's too, with the race detector (broker: AMQP_URL, else localhost, else testcontainers)
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) -tags integration $(PKGS)
-	cd services/tools/peers && $(GO) test -race -count=1 -timeout $(TIMEOUT) -tags integration ./...
-	$(GO) -C services/tests test -race -count=1 -timeout $(TIMEOUT) -tags integration ./...
+	$(lab-test)
 
 .PHONY: test-timing
 test-timing: ## timing tests, one package at a time: how exactly the delay backends end a wait (binary levels at 10,000 pending), how late a scheduled send arrives (200, p99 within 100 ms)
 	$(GO) test -count=1 -p 1 -tags 'integration timing' -run 'Accuracy' -timeout 10m -v ./retry/ ./services/all/
-
-# BROKER=4.3 runs test-faults on a node of that version deploy/broker.sh
-# starts (instance FAULTS_INSTANCE, so beside make broker-up's) and stops
-# again, and test-cluster on three nodes from that version's root.
-BROKER          ?=
-FAULTS_INSTANCE ?= 2
-
-.PHONY: test-faults
-test-faults: ## fault tests: broker restarts, kill -9, connection cuts, poison messages (restarts the local broker with rabbitmqctl; BROKER=4.3: a 4.3 node of its own instead, needs root)
-ifeq ($(BROKER),)
-	$(GO) -C services/tests test -race -count=1 -tags faults -timeout 15m -v ./faults/
-else
-	RELAY_BROKER_INSTANCE=$(FAULTS_INSTANCE) deploy/broker.sh run $(BROKER) \
-		$(GO) -C services/tests test -race -count=1 -tags faults -timeout 15m -v ./faults/
-endif
-
-.PHONY: test-cluster
-test-cluster: ## cluster test: three RabbitMQ nodes of its own (never the default broker), nodes killed and restarted under load (needs root; BROKER=4.3: 4.3 nodes from deploy/broker.sh's root)
-	RELAY_BROKER=$(BROKER) $(GO) -C services/tests test -race -count=1 -tags cluster -timeout 15m -v ./cluster/
 
 VERSION ?= 4.3
 COMPAT_VERSIONS ?= 4.0 4.3
@@ -69,6 +54,7 @@ fuzz: ## run every fuzz target for FUZZTIME each
 .PHONY: test-unit
 test-unit: ## unit tests only: no broker needed
 	$(GO) test -race -count=1 $(PKGS)
+	$(lab-test-unit)
 
 .PHONY: demo
 demo: build ## run every service against the local broker, send a burst and follow it (dashboard on :8080)
@@ -82,44 +68,16 @@ up: ## the demo in containers: broker with the plugin, services, flaky downstrea
 down: ## stop the demo and delete its containers and broker data
 	docker compose --profile observability down --volumes --remove-orphans
 
-.PHONY: test-compose
-test-compose: ## the compose demo for real: Docker engine and compose v2 (installed and started if missing), base images (built from Debian packages where none can be pulled), up, checks from outside, down (needs root)
-	@deploy/compose/test.sh
-
 .PHONY: logs
 logs: ## follow the demo's logs
 	docker compose logs -f
-
-.PHONY: workshop-docs
-workshop-docs: ## rerun every command in docs/workshop against the broker and write its output into the chapters
-	$(GO) run ./cmd/relay workshop docs --out docs/workshop
 
 .PHONY: lint
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags integration $(PKGS)
 	$(GO) vet -tags 'integration timing' ./retry/ ./services/all/
-	$(GO) -C services/tests vet -tags integration ./...
-	$(GO) -C services/tests vet -tags faults ./faults/
-	$(GO) -C services/tests vet -tags cluster ./cluster/
-	$(GO) -C services/tests vet -tags compose ./compose/
-	cd services/tools/peers && $(GO) vet -tags integration ./...
-
-# BROKER=4.3 runs a bench on a RabbitMQ node of that version instead of the
-# local broker: started (deploy/broker.sh, instance BENCH_BROKER_INSTANCE,
-# a node of the bench's own), measured, stopped; the figures go to that
-# version's own sections of docs/benchmarks.md, the rest of the page kept.
-BENCH_BROKER_INSTANCE ?= 6
-on_broker = $(if $(BROKER),RELAY_BROKER_INSTANCE=$(BENCH_BROKER_INSTANCE) $(CURDIR)/deploy/broker.sh run $(BROKER))
-section   = $(if $(BROKER),--section $(BROKER))
-
-.PHONY: bench
-bench: ## measure relay against raw amqp091-go on the local broker and regenerate docs/benchmarks.md (about 9 minutes; keeps the bench-peers section and other brokers'); BROKER=4.3: on a 4.3 node, its own section
-	$(on_broker) $(GO) run ./cmd/relay bench --format markdown $(section) --out docs/benchmarks.md
-
-.PHONY: bench-peers
-bench-peers: ## the same retry workload on relay, raw amqp091-go loops of each kind, asynq (Redis, and its own redis-server at appendfsync always and everysec), River (PostgreSQL) and watermill-amqp; writes its section of docs/benchmarks.md (about 5 minutes); BROKER=4.3: on a 4.3 node, relay's native backend too
-	cd services/tools/peers && $(on_broker) $(GO) run . $(section) --out ../../../docs/benchmarks.md
+	$(lab-vet)
 
 .PHONY: bench-retry
 bench-retry: ## go test -bench: retry round trips through the stages next to a raw DLX loop

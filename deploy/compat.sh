@@ -13,6 +13,23 @@ broker=deploy/broker.sh
 results=()
 status=0
 
+# suites VERSION runs the integration tests on that version's node: the
+# root module's, then the lab's packages that use the broker (the
+# workshop's strategies, the workshop, the bench); it fails if either
+# fails.
+suites() {
+	local url mgmt rc=0
+	url=$("$broker" url "$1") mgmt=$("$broker" mgmt "$1")
+	# shellcheck disable=SC2086
+	AMQP_URL=$url MANAGEMENT_URL=$mgmt $GO test -count=1 -tags integration -timeout "${TIMEOUT:-20m}" ${GOTESTFLAGS:-} ./... || rc=1
+	if [ -f lab/go.mod ]; then
+		# shellcheck disable=SC2086
+		AMQP_URL=$url MANAGEMENT_URL=$mgmt $GO -C lab test -count=1 -tags integration -timeout "${TIMEOUT:-20m}" ${GOTESTFLAGS:-} \
+			./strategy/ ./workshop/ ./bench/ || rc=1
+	fi
+	return "$rc"
+}
+
 current=
 cleanup() { [ -n "$current" ] && "$broker" down "$current"; }
 trap cleanup EXIT
@@ -28,9 +45,7 @@ for v in "$@"; do
 	fi
 	version=$("$broker" ctl "$v" -q version 2>/dev/null || echo "$v")
 	started=$(date +%s)
-	# shellcheck disable=SC2086
-	AMQP_URL=$("$broker" url "$v") MANAGEMENT_URL=$("$broker" mgmt "$v") \
-		$GO test -count=1 -tags integration -timeout "${TIMEOUT:-20m}" ${GOTESTFLAGS:-} ./... 2>&1 | tee "/tmp/relay-compat-$v.log"
+	suites "$v" 2>&1 | tee "/tmp/relay-compat-$v.log"
 	rc=${PIPESTATUS[0]}
 	took=$(($(date +%s) - started))
 	fails=$(grep -E '^--- FAIL' "/tmp/relay-compat-$v.log" | sed 's/^--- FAIL: //; s/ (.*//' | sort -u | tr '\n' ' ')

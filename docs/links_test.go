@@ -156,7 +156,7 @@ func TestSlug(t *testing.T) {
 		{"Mail servers and SMS gateways: failover and rate limits", "mail-servers-and-sms-gateways-failover-and-rate-limits"},
 		{"2. Keep or drop the demo parts", "2-keep-or-drop-the-demo-parts"},
 		{"The compose demo, for real", "the-compose-demo-for-real"},
-		{"`relay workshop compare`", "relay-workshop-compare"},
+		{"`relay-lab workshop compare`", "relay-lab-workshop-compare"},
 	}
 	for _, tt := range tests {
 		if got := slug(tt.heading); got != tt.want {

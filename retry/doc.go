@@ -7,7 +7,7 @@
 // Run until the context ends; see the package example. Topology, Consumer
 // and Stages are the parts it is built from, and Serve, Hop, Forward,
 // Republish and Park the primitives under them, for other retry designs
-// (retry/strategy builds nine on them).
+// (lab/strategy builds nine on them).
 //
 // # The pipeline
 //

@@ -3,7 +3,7 @@ package retry
 import "time"
 
 // Outcome is what became of a message at one step of the pipeline. The
-// pipeline, the consumers, the strategies of retry/strategy and relay's
+// pipeline, the consumers, the strategies of lab/strategy and relay's
 // events, history and dashboard all speak of it in these words.
 type Outcome string
 

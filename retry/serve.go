@@ -33,7 +33,7 @@ type ServeOptions struct {
 }
 
 // Serve is the consume loop under Consumer and Stages, for other retry
-// designs to build on (retry/strategy does): it consumes queue with manual
+// designs to build on (lab/strategy does): it consumes queue with manual
 // acks, runs Concurrency workers, each with a Hop of its own, and calls fn
 // for each delivery, which fn settles (acks or nacks) itself. It returns
 // when ctx is done, once the work in hand has finished (cut off after

@@ -13,14 +13,12 @@ import (
 	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/retrier"
-	"github.com/relay-demo/relay/services/tools/bench"
 	"github.com/relay-demo/relay/services/tools/cancel"
 	"github.com/relay-demo/relay/services/tools/dead"
 	"github.com/relay-demo/relay/services/tools/health"
 	"github.com/relay-demo/relay/services/tools/send"
 	"github.com/relay-demo/relay/services/tools/status"
 	"github.com/relay-demo/relay/services/tools/topology"
-	"github.com/relay-demo/relay/services/tools/workshop"
 	"github.com/relay-demo/relay/services/worker"
 )
 
@@ -37,8 +35,8 @@ type command struct {
 	// which `relay <service> --help` prints. Nil for a tool, whose flags
 	// say what it takes.
 	env func() ([]envTable, error)
-	// verbs are the words a tool takes before its flags (relay workshop
-	// run), for the completion scripts.
+	// verbs are the words a tool takes before its flags (relay
+	// completion bash), for the completion scripts.
 	verbs []string
 }
 
@@ -87,9 +85,6 @@ func commands() []command {
 		{name: "dead replay", summary: "send parked messages back with a fresh retry count (--id ID | --source Q | --recipient ADDRESS | --all)", run: deadVerb("replay", os.Stdin)},
 		{name: "dead purge", summary: "delete parked messages for good (--id ID | --source Q | --recipient ADDRESS | --all) [--yes]", run: deadVerb("purge", os.Stdin)},
 		{name: "dead show", summary: "print a parked message in full: history, headers, payload (relay dead show ID, --source Q, --recipient ADDRESS, --json)", run: deadVerb("show", os.Stdin)},
-		{name: "workshop", summary: "run the retry strategies side by side (list, run, compare, topology, docs)", run: workshop.Run,
-			verbs: []string{"list", "run", "compare", "topology", "docs"}},
-		{name: "bench", summary: "measure relay's paths against raw amqp091-go on the broker (--format text|markdown|json, --quick, --out FILE)", run: bench.Run},
 		{name: "topology", summary: "declare the exchanges and queues and print them (--format mermaid, --no-declare)", run: topology.Run},
 		{name: "health", summary: "check a service's health endpoint for a container health check: exit 0 on 2xx (relay health http://127.0.0.1:8080/readyz)", run: health.Run},
 		{name: "version", summary: "print relay's version and the revision it was built from (also --version)", run: runVersion},
@@ -211,8 +206,8 @@ func exitCode(err error, stderr io.Writer) int {
 
 // errorLine is the line relay prints for err: "relay: " and the error, but
 // once only. A message that already names relay, as the tools' own usage
-// errors do ("relay dead replay needs --id, …", "usage: relay workshop
-// <verb>"), stands as it is.
+// errors do ("relay dead replay needs --id, …", "usage: relay dead
+// list|show|replay|purge"), stands as it is.
 func errorLine(err error) string {
 	msg := err.Error()
 	for _, p := range []string{"relay ", "relay:", "usage: relay"} {

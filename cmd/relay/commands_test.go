@@ -67,7 +67,7 @@ func TestDispatch(t *testing.T) {
 
 // TestLookup checks how relay splits its arguments into a command, of one
 // word or two, and that command's own arguments: the split the checks in
-// services/tests/deploy also make of every relay command in docker-compose.yml.
+// lab/deploy also make of every relay command in docker-compose.yml.
 func TestLookup(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -118,7 +118,7 @@ func TestErrorOutput(t *testing.T) {
 		{"usage", fmt.Errorf("%w: unknown command %q", errUsage, "x"), "usage: relay <command> [arguments]; `relay help` lists the commands: unknown command \"x\"\n", 2},
 		{"plain", errors.New("configuration: PREFETCH=\"x\" is not valid"), "relay: configuration: PREFETCH=\"x\" is not valid\n", 1},
 		{"a tool naming itself", errors.New("relay dead replay needs --id, --source or --all"), "relay dead replay needs --id, --source or --all\n", 1},
-		{"a tool's usage", errors.New("usage: relay workshop <verb> [arguments]"), "usage: relay workshop <verb> [arguments]\n", 1},
+		{"a tool's usage", errors.New("usage: relay dead list|show|replay|purge [flags]"), "usage: relay dead list|show|replay|purge [flags]\n", 1},
 		{"already prefixed", errors.New("relay: x"), "relay: x\n", 1},
 		{"relay inside the message", errors.New("dial: the relay broker is down"), "relay: dial: the relay broker is down\n", 1},
 	}

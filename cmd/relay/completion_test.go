@@ -89,7 +89,7 @@ func TestCompletionBash(t *testing.T) {
 		want string
 	}{
 		{[]string{""}, strings.Join(append(top, "help"), " ")},
-		{[]string{"wor"}, "worker workshop"},
+		{[]string{"wor"}, "worker"},
 		{[]string{"worker", ""}, strings.Join(channels, " ")},
 		{[]string{"worker", "email", "--"}, "--help"},
 		{[]string{"api", ""}, "--help"},
@@ -101,8 +101,7 @@ func TestCompletionBash(t *testing.T) {
 		{[]string{"dead", ""}, "list replay purge show"},
 		{[]string{"dead", "purge", "--y"}, "--yes"},
 		{[]string{"dead", "list", "--y"}, ""},
-		{[]string{"workshop", "r"}, "run"},
-		{[]string{"workshop", "docs", "--"}, "--chapter --out"},
+		{[]string{"completion", "b"}, "bash"},
 		{[]string{"topology", "--no"}, "--no-declare"},
 		{[]string{"completion", ""}, "bash zsh fish"},
 		{[]string{"help", "e"}, "env"},
