@@ -24,32 +24,17 @@ const HistoryQueue = "history-queue"
 // TypeAccepted is the Type of an Accepted record.
 const TypeAccepted = "accepted"
 
-// Accepted is what the API publishes to the events exchange, beside the
-// channel copies and confirmed with them, for each notification it
-// accepts: the history's record of the notification itself.
-type Accepted struct {
-	// Type is always TypeAccepted.
-	Type      string    `json:"type"`
-	ID        string    `json:"id"`
-	CreatedAt time.Time `json:"created_at"`
-	// DueAt is when a scheduled notification is due; nil for one sent at
-	// once.
-	DueAt    *time.Time `json:"due_at,omitempty"`
-	Channels []string   `json:"channels"`
-	// Copies lists the copies when a channel has one per recipient;
-	// empty means one per channel.
-	Copies     []notification.CopyRef `json:"copies,omitempty"`
-	Recipients []string               `json:"recipients,omitempty"`
-	Payload    json.RawMessage        `json:"payload,omitempty"`
-}
-
 // AcceptedRoutingKey is the key Accepted records are published with.
 const AcceptedRoutingKey = TypeAccepted
 
-// Publishing is the message that carries a, persistent.
-func (a Accepted) Publishing(service string) (amqp.Publishing, error) {
-	a.Type = TypeAccepted
-	body, err := json.Marshal(a)
+// AcceptedPublishing is the message that carries a, persistent: a as
+// JSON with "type": "accepted" first, which the history feed reads to tell
+// it from an attempt event.
+func AcceptedPublishing(a notification.Accepted, service string) (amqp.Publishing, error) {
+	body, err := json.Marshal(struct {
+		Type string `json:"type"`
+		notification.Accepted
+	}{TypeAccepted, a})
 	if err != nil {
 		return amqp.Publishing{}, fmt.Errorf("encode accepted record of %q: %w", a.ID, err)
 	}
@@ -98,7 +83,7 @@ func fromRelay(d *amqp.Delivery, user string) bool {
 
 // Sink stores what the feed reads; *history.Store is one.
 type Sink interface {
-	Accept(ctx context.Context, ns []history.Accepted) error
+	Accept(ctx context.Context, ns []notification.Accepted) error
 	Record(ctx context.Context, evs []notification.Event) error
 }
 
@@ -280,7 +265,7 @@ func (f *Feed) store(ctx context.Context, ds []amqp.Delivery, user string, log *
 }
 
 // write stores one batch; an invalid item is dropped and the rest written.
-func (f *Feed) write(ctx context.Context, accepted []history.Accepted, evs []notification.Event, log *slog.Logger) error {
+func (f *Feed) write(ctx context.Context, accepted []notification.Accepted, evs []notification.Event, log *slog.Logger) error {
 	for {
 		err := f.Sink.Accept(ctx, accepted)
 		var bad *history.InputError
@@ -306,8 +291,8 @@ func (f *Feed) write(ctx context.Context, accepted []history.Accepted, evs []not
 
 // decode turns deliveries into history records, skipping what is not one
 // and what user, relay's own, did not publish.
-func decode(ds []amqp.Delivery, user string, log *slog.Logger) ([]history.Accepted, []notification.Event) {
-	var accepted []history.Accepted
+func decode(ds []amqp.Delivery, user string, log *slog.Logger) ([]notification.Accepted, []notification.Event) {
+	var accepted []notification.Accepted
 	var evs []notification.Event
 	for _, d := range ds {
 		if !fromRelay(&d, user) {
@@ -324,17 +309,12 @@ func decode(ds []amqp.Delivery, user string, log *slog.Logger) ([]history.Accept
 		}
 		switch head.Type {
 		case TypeAccepted:
-			var a Accepted
+			var a notification.Accepted
 			if err := json.Unmarshal(d.Body, &a); err != nil || a.ID == "" {
 				log.Warn("dropped a malformed accepted record", "message_id", d.MessageId, "error", err)
 				continue
 			}
-			h := history.Accepted{ID: a.ID, CreatedAt: a.CreatedAt, Channels: a.Channels,
-				Copies: a.Copies, Recipients: a.Recipients, Payload: a.Payload}
-			if a.DueAt != nil {
-				h.DueAt = *a.DueAt
-			}
-			accepted = append(accepted, h)
+			accepted = append(accepted, a)
 		case TypeAttempt:
 			var ev notification.Event
 			if err := json.Unmarshal(d.Body, &ev); err != nil {

@@ -57,15 +57,15 @@ func TestFeedFillsTheHistory(t *testing.T) {
 				t.Fatal(err)
 			}
 			at := time.Now().UTC().Truncate(time.Millisecond)
-			acc, err := Accepted{ID: "ntf_1", CreatedAt: at, Channels: []string{"email"}, Recipients: []string{"ada@example.com"},
-				Payload: json.RawMessage(`{"email":{"to":["ada@example.com"]}}`)}.Publishing("api")
+			acc, err := AcceptedPublishing(notification.Accepted{ID: "ntf_1", CreatedAt: at, Channels: []string{"email"}, Recipients: []string{"ada@example.com"},
+				Payload: json.RawMessage(`{"email":{"to":["ada@example.com"]}}`)}, "api")
 			if err != nil {
 				t.Fatal(err)
 			}
 			acc.UserId = retry.User(conn)
 			// A producer's forgery: the broker refuses any user-id but the
 			// publisher's own, so it carries none (or its own).
-			forged, err := Accepted{ID: "ntf_forged", CreatedAt: at, Channels: []string{"email"}}.Publishing("api")
+			forged, err := AcceptedPublishing(notification.Accepted{ID: "ntf_forged", CreatedAt: at, Channels: []string{"email"}}, "api")
 			if err != nil {
 				t.Fatal(err)
 			}

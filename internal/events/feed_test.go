@@ -13,7 +13,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 )
 
@@ -37,14 +36,22 @@ func TestDecode(t *testing.T) {
 		d.UserId = user
 		return d
 	}
-	split := Accepted{Type: TypeAccepted, ID: "ntf_split", CreatedAt: t0, Channels: []string{"email", "webhook"},
+	// record is an accepted record as the API publishes it, from user.
+	record := func(user string, a notification.Accepted) amqp.Delivery {
+		p, err := AcceptedPublishing(a, "api")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return amqp.Delivery{Body: p.Body, UserId: user}
+	}
+	split := notification.Accepted{ID: "ntf_split", CreatedAt: t0, Channels: []string{"email", "webhook"},
 		Copies:     []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example.com/x"}, Payload: json.RawMessage(`{"a":1}`)}
-	whole := Accepted{Type: TypeAccepted, ID: "ntf_whole", CreatedAt: t0, Channels: []string{"sms"}}
+	whole := notification.Accepted{ID: "ntf_whole", CreatedAt: t0, Channels: []string{"sms"}}
 	ds := []amqp.Delivery{
-		body(split),
+		record("relay", split),
 		{Body: []byte("junk")},
-		body(whole),
+		record("relay", whole),
 		body(notification.Event{Type: TypeAttempt, Outcome: "parked", ID: "ntf_split", Channel: "email", Recipient: "reject@example.com",
 			Attempt: 1, Error: "550 no such user", Reason: "permanent", At: t0, Service: "worker-email", DurationMS: 40}),
 		body(notification.Event{Type: TypeAttempt, Outcome: "retrying", ID: "ntf_whole", Channel: "sms", Attempt: 1, DelayMS: 500, At: t0, Service: "retrier"}),
@@ -53,11 +60,11 @@ func TestDecode(t *testing.T) {
 			Attempt: 2, At: t0, Service: "worker-email"}),
 		forged("orders-app", notification.Event{Type: TypeAttempt, Outcome: "delivered", ID: "ntf_split", Channel: "email", Recipient: "reject@example.com",
 			Attempt: 2, At: t0, Service: "worker-email"}),
-		forged("orders-app", Accepted{Type: TypeAccepted, ID: "ntf_never_sent", CreatedAt: t0, Channels: []string{"sms"}}),
-		forged("", Accepted{Type: TypeAccepted, ID: "ntf_never_sent", CreatedAt: t0, Channels: []string{"sms"}}),
+		record("orders-app", notification.Accepted{ID: "ntf_never_sent", CreatedAt: t0, Channels: []string{"sms"}}),
+		record("", notification.Accepted{ID: "ntf_never_sent", CreatedAt: t0, Channels: []string{"sms"}}),
 	}
 	accepted, evs := decode(ds, "relay", slog.New(slog.DiscardHandler))
-	wantAccepted := []history.Accepted{
+	wantAccepted := []notification.Accepted{
 		{ID: "ntf_split", CreatedAt: t0, Channels: []string{"email", "webhook"},
 			Copies:     []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
 			Recipients: split.Recipients, Payload: split.Payload},
@@ -83,7 +90,7 @@ type brokenSink struct {
 	writes atomic.Int32
 }
 
-func (s *brokenSink) Accept(context.Context, []history.Accepted) error {
+func (s *brokenSink) Accept(context.Context, []notification.Accepted) error {
 	s.writes.Add(1)
 	if s.broken.Load() {
 		return errors.New("insert events: disk I/O error (6410)")
@@ -153,5 +160,47 @@ func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg strin
 			t.Fatalf("after %s: %s", timeout, msg)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAcceptedPublishing pins the accepted record on the wire: "type"
+// first, due_at only for a scheduled notification, copies only when a
+// channel has one per recipient; persistent, with the id the history's
+// deduplication reads.
+func TestAcceptedPublishing(t *testing.T) {
+	due := t0.Add(time.Hour)
+	tests := []struct {
+		name string
+		a    notification.Accepted
+		want string
+	}{
+		{"sent at once", notification.Accepted{ID: "ntf_1", CreatedAt: t0, Channels: []string{"sms"}},
+			`{"type":"accepted","id":"ntf_1","created_at":"` + t0.Format(time.RFC3339Nano) + `","channels":["sms"]}`},
+		{"scheduled, a copy per recipient", notification.Accepted{ID: "ntf_2", CreatedAt: t0, DueAt: due, Channels: []string{"email"},
+			Copies: []notification.CopyRef{{Channel: "email", Recipient: "ada@example.com"}}, Recipients: []string{"ada@example.com"},
+			Payload: json.RawMessage(`{"a":1}`)},
+			`{"type":"accepted","id":"ntf_2","created_at":"` + t0.Format(time.RFC3339Nano) + `","due_at":"` + due.Format(time.RFC3339Nano) +
+				`","channels":["email"],"copies":[{"channel":"email","recipient":"ada@example.com"}],"recipients":["ada@example.com"],"payload":{"a":1}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := AcceptedPublishing(tt.a, "api")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(p.Body) != tt.want {
+				t.Errorf("body\n got %s\nwant %s", p.Body, tt.want)
+			}
+			if p.DeliveryMode != amqp.Persistent || p.Type != TypeAccepted || p.MessageId != tt.a.ID+".accepted" || p.AppId != "api" {
+				t.Errorf("publishing = %+v", p)
+			}
+			var back notification.Accepted
+			if err := json.Unmarshal(p.Body, &back); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.a, back); diff != "" {
+				t.Errorf("decoded (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

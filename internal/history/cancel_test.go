@@ -18,7 +18,7 @@ func TestCancel(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		ctx := ctxOf(t)
 		due := t0.Add(time.Hour)
-		if err := s.Accept(ctx, []history.Accepted{{ID: "ntf_later", CreatedAt: t0, DueAt: due, Channels: []string{"email", "webhook"}, Payload: []byte(`{}`)}}); err != nil {
+		if err := s.Accept(ctx, []notification.Accepted{{ID: "ntf_later", CreatedAt: t0, DueAt: due, Channels: []string{"email", "webhook"}, Payload: []byte(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
 		n := get(t, s, "ntf_later")
@@ -95,7 +95,7 @@ func TestCancel(t *testing.T) {
 
 		// Due: the requeue stage sent it on to its worker. Still
 		// scheduled, and cancellable, until the worker reports.
-		if err := s.Accept(ctx, []history.Accepted{{ID: "ntf_due", CreatedAt: t0, DueAt: t0.Add(time.Second), Channels: []string{"webhook"}}}); err != nil {
+		if err := s.Accept(ctx, []notification.Accepted{{ID: "ntf_due", CreatedAt: t0, DueAt: t0.Add(time.Second), Channels: []string{"webhook"}}}); err != nil {
 			t.Fatal(err)
 		}
 		record(t, s, notification.Event{ID: "ntf_due", Channel: "webhook", Attempt: 1, Outcome: retry.Requeued, At: t0.Add(time.Second), Service: "retrier"})
@@ -123,7 +123,7 @@ func TestCancelWhileSending(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		ctx := ctxOf(t)
 		due := t0.Add(time.Hour)
-		if err := s.Accept(ctx, []history.Accepted{
+		if err := s.Accept(ctx, []notification.Accepted{
 			{ID: "ntf_held", CreatedAt: t0, DueAt: due, Channels: []string{"email", "webhook"}, Payload: []byte(`{}`)},
 			{ID: "ntf_lapsed", CreatedAt: t0, DueAt: due, Channels: []string{"email"}, Payload: []byte(`{}`)},
 		}); err != nil {

@@ -301,7 +301,7 @@ func TestDisableEndpoint(t *testing.T) {
 // and an email copy, at t0 plus after.
 func acceptFor(t *testing.T, s *history.Store, id, recipient string, after time.Duration) {
 	t.Helper()
-	err := s.Accept(ctxOf(t), []history.Accepted{{ID: id, CreatedAt: t0.Add(after), Channels: []string{"email", "webhook"},
+	err := s.Accept(ctxOf(t), []notification.Accepted{{ID: id, CreatedAt: t0.Add(after), Channels: []string{"email", "webhook"},
 		Recipients: []string{"ada@example.com", recipient}, Payload: []byte(`{}`)}})
 	if err != nil {
 		t.Fatalf("accept %s: %v", id, err)
@@ -332,7 +332,7 @@ func TestEndpointAttempts(t *testing.T) {
 		acceptFor(t, s, "ntf_a", ep1, 0)
 		acceptFor(t, s, "ntf_b", ep2, time.Minute)
 		acceptFor(t, s, "ntf_c", "https://example.com/hook", 2*time.Minute)
-		// Events before the Accepted record: the notification is known by
+		// Events before the accepted record: the notification is known by
 		// its endpoint once accepted.
 		record(t, s, webhookEvents("ntf_d", 3*time.Minute)...)
 		acceptFor(t, s, "ntf_d", ep1, 3*time.Minute)

@@ -195,9 +195,9 @@ func SeedEvents(i int, at time.Time) []notification.Event {
 	return out
 }
 
-// SeedAccepted is the Accepted Seed stores for notification i.
-func SeedAccepted(i int, at time.Time) Accepted {
-	return Accepted{
+// SeedAccepted is the accepted record Seed stores for notification i.
+func SeedAccepted(i int, at time.Time) notification.Accepted {
+	return notification.Accepted{
 		ID:         SeedID(i),
 		CreatedAt:  at,
 		Channels:   []string{"email", "webhook"},

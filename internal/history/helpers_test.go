@@ -37,7 +37,7 @@ func ctxOf(t *testing.T) context.Context {
 
 func accept(t *testing.T, s *history.Store, id string, channels ...string) {
 	t.Helper()
-	if err := s.Accept(ctxOf(t), []history.Accepted{{ID: id, CreatedAt: t0, Channels: channels, Payload: []byte(`{}`)}}); err != nil {
+	if err := s.Accept(ctxOf(t), []notification.Accepted{{ID: id, CreatedAt: t0, Channels: channels, Payload: []byte(`{}`)}}); err != nil {
 		t.Fatalf("accept %s: %v", id, err)
 	}
 }

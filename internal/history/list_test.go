@@ -37,7 +37,7 @@ func listFixture(t *testing.T, s *history.Store) []string {
 	var ids []string
 	for i, f := range fixture {
 		created := t0.Add(time.Duration(i) * time.Minute)
-		err := s.Accept(ctxOf(t), []history.Accepted{{ID: f.id, CreatedAt: created, Channels: f.channels, Recipients: f.recipients}})
+		err := s.Accept(ctxOf(t), []notification.Accepted{{ID: f.id, CreatedAt: created, Channels: f.channels, Recipients: f.recipients}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,13 +142,13 @@ func TestListPages(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		ctx := ctxOf(t)
 		var want []string
-		var batch []history.Accepted
+		var batch []notification.Accepted
 		for i := range 25 {
 			// Pairs share a creation time, so that pages also break between
 			// two notifications of the same time.
 			created := t0.Add(time.Duration(i/2) * time.Second)
 			id := fmt.Sprintf("ntf_page_%02d", i)
-			batch = append(batch, history.Accepted{ID: id, CreatedAt: created, Channels: []string{"email"}})
+			batch = append(batch, notification.Accepted{ID: id, CreatedAt: created, Channels: []string{"email"}})
 			want = append([]string{id}, want...)
 		}
 		if err := s.Accept(ctx, batch); err != nil {
@@ -176,8 +176,8 @@ func TestListPages(t *testing.T) {
 					}
 					got = append(got, ids(page.Items)...)
 					// A newer notification arrives between page reads.
-					newer := history.Accepted{ID: fmt.Sprintf("ntf_new_%03d_%02d", limit, pages), CreatedAt: t0.Add(time.Hour), Channels: []string{"sms"}}
-					if err := s.Accept(ctx, []history.Accepted{newer}); err != nil {
+					newer := notification.Accepted{ID: fmt.Sprintf("ntf_new_%03d_%02d", limit, pages), CreatedAt: t0.Add(time.Hour), Channels: []string{"sms"}}
+					if err := s.Accept(ctx, []notification.Accepted{newer}); err != nil {
 						t.Fatal(err)
 					}
 					newcomers = append(newcomers, newer.ID)

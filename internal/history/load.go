@@ -39,7 +39,7 @@ var (
 // the database's error. An invalid notification or event fails the load
 // with an *InputError whose Index is the notification's position; the
 // chunks before it stay stored.
-func (s *Store) Load(ctx context.Context, notifications iter.Seq2[Accepted, []notification.Event]) error {
+func (s *Store) Load(ctx context.Context, notifications iter.Seq2[notification.Accepted, []notification.Event]) error {
 	var chunk loadRows
 	i := 0
 	for a, evs := range notifications {
@@ -71,7 +71,7 @@ func (s *Store) Load(ctx context.Context, notifications iter.Seq2[Accepted, []no
 	return nil
 }
 
-func checkLoaded(a Accepted, evs []notification.Event) string {
+func checkLoaded(a notification.Accepted, evs []notification.Event) string {
 	if p := checkAccepted(a); p != "" {
 		return p
 	}
@@ -94,7 +94,7 @@ type loadRows struct {
 
 // add derives the rows of notification a and its events as Accept and
 // Record would write them.
-func (r *loadRows) add(d dialect, a Accepted, events []notification.Event) {
+func (r *loadRows) add(d dialect, a notification.Accepted, events []notification.Event) {
 	r.n++
 	a.CreatedAt = micro(a.CreatedAt)
 	channels, _ := json.Marshal(nonNil(a.Channels))

@@ -18,12 +18,12 @@ import (
 
 // loaded is one notification for Load, with its events.
 type loaded struct {
-	a   history.Accepted
+	a   notification.Accepted
 	evs []notification.Event
 }
 
-func seq(ns []loaded) iter.Seq2[history.Accepted, []notification.Event] {
-	return func(yield func(history.Accepted, []notification.Event) bool) {
+func seq(ns []loaded) iter.Seq2[notification.Accepted, []notification.Event] {
+	return func(yield func(notification.Accepted, []notification.Event) bool) {
 		for _, n := range ns {
 			if !yield(n.a, n.evs) {
 				return
@@ -34,8 +34,8 @@ func seq(ns []loaded) iter.Seq2[history.Accepted, []notification.Event] {
 
 // loadCases are notifications in every shape the pipeline leaves them.
 func loadCases() []loaded {
-	acc := func(id string, channels ...string) history.Accepted {
-		return history.Accepted{ID: id, CreatedAt: t0.Add(123456789 * time.Nanosecond), Channels: channels,
+	acc := func(id string, channels ...string) notification.Accepted {
+		return notification.Accepted{ID: id, CreatedAt: t0.Add(123456789 * time.Nanosecond), Channels: channels,
 			Recipients: []string{"Ada@Example.com", "https://hooks.example.com/" + id}, Payload: []byte(`{"k":"` + id + `"}`)}
 	}
 	on := func(id, channel string, evs ...notification.Event) []notification.Event {
@@ -101,7 +101,7 @@ func loadCases() []loaded {
 		{acc("ntf_waiting", "email", "email"), waiting},
 		// Events about a channel the notification was not accepted for.
 		{acc("ntf_extra", "email"), on("ntf_extra", "sms", ev(1, retry.Delivered, time.Second))},
-		{history.Accepted{ID: "ntf_bare", CreatedAt: t0}, nil},
+		{notification.Accepted{ID: "ntf_bare", CreatedAt: t0}, nil},
 	}
 }
 
@@ -116,7 +116,7 @@ func TestLoadMatchesAcceptAndRecord(t *testing.T) {
 			t.Fatalf("Load: %v", err)
 		}
 		recorded := openLike(t, loadedStore)
-		var accepted []history.Accepted
+		var accepted []notification.Accepted
 		var evs []notification.Event
 		for _, n := range ns {
 			accepted = append(accepted, n.a)
@@ -174,7 +174,7 @@ func openLike(t *testing.T, s *history.Store) *history.Store {
 
 func TestLoadRejects(t *testing.T) {
 	good := func(id string) loaded {
-		return loaded{history.Accepted{ID: id, CreatedAt: t0, Channels: []string{"email"}},
+		return loaded{notification.Accepted{ID: id, CreatedAt: t0, Channels: []string{"email"}},
 			[]notification.Event{{ID: id, Channel: "email", Attempt: 1, Outcome: retry.Delivered, At: t0}}}
 	}
 	tests := []struct {
@@ -183,8 +183,8 @@ func TestLoadRejects(t *testing.T) {
 		wantIndex int
 	}{
 		{"an event of another notification", []loaded{good("ntf_a"), {good("ntf_b").a, good("ntf_a").evs}}, 1},
-		{"a notification without id", []loaded{{history.Accepted{CreatedAt: t0}, nil}}, 0},
-		{"a notification without time", []loaded{good("ntf_a"), good("ntf_b"), {history.Accepted{ID: "ntf_c"}, nil}}, 2},
+		{"a notification without id", []loaded{{notification.Accepted{CreatedAt: t0}, nil}}, 0},
+		{"a notification without time", []loaded{good("ntf_a"), good("ntf_b"), {notification.Accepted{ID: "ntf_c"}, nil}}, 2},
 		{"an event without time", []loaded{{good("ntf_a").a, []notification.Event{{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: retry.Delivered}}}}, 0},
 		{"an unknown outcome", []loaded{{good("ntf_a").a, []notification.Event{{ID: "ntf_a", Channel: "email", Attempt: 1, Outcome: "lost", At: t0}}}}, 0},
 	}
@@ -212,7 +212,7 @@ func TestLoadRejects(t *testing.T) {
 func TestLoadExistingID(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		accept(t, s, "ntf_1", "email")
-		err := s.Load(ctxOf(t), seq([]loaded{{history.Accepted{ID: "ntf_1", CreatedAt: t0.Add(time.Hour)}, nil}}))
+		err := s.Load(ctxOf(t), seq([]loaded{{notification.Accepted{ID: "ntf_1", CreatedAt: t0.Add(time.Hour)}, nil}}))
 		if err == nil || errors.Is(err, history.ErrInvalid) {
 			t.Fatalf("Load of a stored id = %v, want the database's error", err)
 		}
@@ -228,7 +228,7 @@ func TestLoadChunks(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		ctx := ctxOf(t)
 		n := history.LoadChunk + 3
-		all := func(yield func(history.Accepted, []notification.Event) bool) {
+		all := func(yield func(notification.Accepted, []notification.Event) bool) {
 			for i := range n {
 				at := t0.Add(time.Duration(i) * time.Millisecond)
 				if !yield(history.SeedAccepted(i, at), history.SeedEvents(i, at)) {
@@ -250,12 +250,12 @@ func TestLoadChunks(t *testing.T) {
 		}
 
 		cctx, cancel := context.WithCancel(ctx)
-		stopped := func(yield func(history.Accepted, []notification.Event) bool) {
+		stopped := func(yield func(notification.Accepted, []notification.Event) bool) {
 			for i := n; ; i++ {
 				if i == n+10 {
 					cancel()
 				}
-				if !yield(history.Accepted{ID: fmt.Sprintf("ntf_more%d", i), CreatedAt: t0}, nil) {
+				if !yield(notification.Accepted{ID: fmt.Sprintf("ntf_more%d", i), CreatedAt: t0}, nil) {
 					return
 				}
 			}

@@ -137,9 +137,9 @@ func TestCopyRecipientsMigration(t *testing.T) {
 			}
 
 			// One copy per recipient, each on its own.
-			accepted := history.Accepted{ID: "ntf_split", CreatedAt: t0.Add(time.Hour), Channels: []string{"email", "webhook"},
+			accepted := notification.Accepted{ID: "ntf_split", CreatedAt: t0.Add(time.Hour), Channels: []string{"email", "webhook"},
 				Copies: []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook", Recipient: ""}}}
-			if err := s.Accept(ctx, []history.Accepted{accepted}); err != nil {
+			if err := s.Accept(ctx, []notification.Accepted{accepted}); err != nil {
 				t.Fatal(err)
 			}
 			record(t, s,

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/history/historytest"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
@@ -22,7 +21,7 @@ func TestAttemptProvider(t *testing.T) {
 			ctx := context.Background()
 			t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 			id := "ntf_provider"
-			if err := s.Accept(ctx, []history.Accepted{{ID: id, CreatedAt: t0, Channels: []string{"email"},
+			if err := s.Accept(ctx, []notification.Accepted{{ID: id, CreatedAt: t0, Channels: []string{"email"},
 				Payload: []byte(`{"email":{"to":["a@example.com"]}}`)}}); err != nil {
 				t.Fatal(err)
 			}

@@ -23,12 +23,12 @@ func pruneFixture(t *testing.T, s *history.Store, old, young int) (oldIDs, newID
 	ctx := ctxOf(t)
 	add := func(prefix string, n int, created time.Time) []string {
 		var ids []string
-		var batch []history.Accepted
+		var batch []notification.Accepted
 		var events []notification.Event
 		for i := range n {
 			id := fmt.Sprintf("ntf_%s_%03d", prefix, i)
 			ids = append(ids, id)
-			batch = append(batch, history.Accepted{ID: id, CreatedAt: created, Channels: []string{"email", "sms"}})
+			batch = append(batch, notification.Accepted{ID: id, CreatedAt: created, Channels: []string{"email", "sms"}})
 			events = append(events,
 				notification.Event{ID: id, Channel: "email", Attempt: 1, Outcome: "failed", At: created.Add(time.Second), DelayMS: 1000},
 				notification.Event{ID: id, Channel: "email", Attempt: 2, Outcome: "delivered", At: created.Add(3 * time.Second)})
@@ -44,7 +44,7 @@ func pruneFixture(t *testing.T, s *history.Store, old, young int) (oldIDs, newID
 	weekAgo := t0.Add(-7 * 24 * time.Hour)
 	oldIDs = add("old", old, weekAgo)
 	newIDs = add("new", young, t0)
-	// A placeholder: events whose Accepted never came.
+	// A placeholder: events whose notification.Accepted never came.
 	record(t, s, notification.Event{ID: "ntf_orphan", Channel: "sms", Attempt: 1, Outcome: "delivered", At: weekAgo})
 	oldIDs = append(oldIDs, "ntf_orphan")
 	for _, k := range []struct {

@@ -15,8 +15,8 @@ import (
 
 // split is a notification whose email goes to two recipients, a copy
 // each, and whose webhook is one copy.
-func split(id string) history.Accepted {
-	return history.Accepted{ID: id, CreatedAt: t0, Channels: []string{"email", "webhook"},
+func split(id string) notification.Accepted {
+	return notification.Accepted{ID: id, CreatedAt: t0, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example.com/x"},
 		Copies:     []notification.CopyRef{{Channel: "email", Recipient: "reject@example.com"}, {Channel: "email", Recipient: "ok1@example.com"}, {Channel: "webhook", Recipient: ""}},
 		Payload:    []byte(`{}`)}
@@ -34,7 +34,7 @@ func to(id, recipient string, e notification.Event) notification.Event {
 func TestRecipientCopies(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		ctx := ctxOf(t)
-		if err := s.Accept(ctx, []history.Accepted{split("ntf_split")}); err != nil {
+		if err := s.Accept(ctx, []notification.Accepted{split("ntf_split")}); err != nil {
 			t.Fatal(err)
 		}
 		queued := get(t, s, "ntf_split")
@@ -88,11 +88,11 @@ func TestRecipientCopies(t *testing.T) {
 }
 
 // TestRecipientEventsFirst: events about a recipient's copy that arrive
-// before the Accepted make that copy; the Accepted adds the others.
+// before the notification.Accepted make that copy; the notification.Accepted adds the others.
 func TestRecipientEventsFirst(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		record(t, s, to("ntf_early", "reject@example.com", ev(1, retry.Parked, time.Second, withReason("permanent"))))
-		if err := s.Accept(ctxOf(t), []history.Accepted{split("ntf_early")}); err != nil {
+		if err := s.Accept(ctxOf(t), []notification.Accepted{split("ntf_early")}); err != nil {
 			t.Fatal(err)
 		}
 		var got []string
@@ -125,7 +125,7 @@ func TestAcceptInvalid(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				bad := split("ntf_bad")
 				bad.Copies = append(bad.Copies, tc.copies...)
-				err := s.Accept(ctxOf(t), []history.Accepted{ok, bad})
+				err := s.Accept(ctxOf(t), []notification.Accepted{ok, bad})
 				var ie *history.InputError
 				if !errors.Is(err, history.ErrInvalid) || !errors.As(err, &ie) || ie.Index != 1 || !strings.Contains(ie.Problem, tc.want) {
 					t.Fatalf("got %v, want an InputError for item 1 saying %q", err, tc.want)
@@ -138,7 +138,7 @@ func TestAcceptInvalid(t *testing.T) {
 		t.Run("a recipient of the longest length", func(t *testing.T) {
 			good := split("ntf_long")
 			good.Copies = []notification.CopyRef{{Channel: "email", Recipient: long[1:]}}
-			if err := s.Accept(ctxOf(t), []history.Accepted{good}); err != nil {
+			if err := s.Accept(ctxOf(t), []notification.Accepted{good}); err != nil {
 				t.Fatal(err)
 			}
 			if c := get(t, s, "ntf_long").Copies; len(c) != 1 || c[0].Recipient != long[1:] {
@@ -151,7 +151,7 @@ func TestAcceptInvalid(t *testing.T) {
 func TestListRecipients(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *history.Store) {
 		ctx := ctxOf(t)
-		if err := s.Accept(ctx, []history.Accepted{split("ntf_split")}); err != nil {
+		if err := s.Accept(ctx, []notification.Accepted{split("ntf_split")}); err != nil {
 			t.Fatal(err)
 		}
 		record(t, s,

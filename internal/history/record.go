@@ -19,12 +19,12 @@ import (
 // each of their Copies, or for each channel when Copies is empty. It is
 // idempotent: an id the store already accepted is left as it is. A
 // notification whose events arrived first is filled in.
-func (s *Store) Accept(ctx context.Context, ns []Accepted) error {
+func (s *Store) Accept(ctx context.Context, ns []notification.Accepted) error {
 	if len(ns) == 0 {
 		return nil
 	}
 	seen := map[string]bool{}
-	var batch []Accepted
+	var batch []notification.Accepted
 	for i, n := range ns {
 		if p := checkAccepted(n); p != "" {
 			return &InputError{Index: i, Problem: p}
@@ -37,7 +37,7 @@ func (s *Store) Accept(ctx context.Context, ns []Accepted) error {
 	}
 	// One order for every writer, so that concurrent batches on PostgreSQL
 	// lock their rows in the same order and cannot deadlock.
-	slices.SortFunc(batch, func(a, b Accepted) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(batch, func(a, b notification.Accepted) int { return cmp.Compare(a.ID, b.ID) })
 
 	args := make([]any, 0, len(batch)*8)
 	for _, n := range batch {
@@ -101,7 +101,7 @@ func (s *Store) Accept(ctx context.Context, ns []Accepted) error {
 // bytes: room for any email address (RFC 3696 counts 320 at most).
 const MaxRecipient = 320
 
-func checkAccepted(n Accepted) string {
+func checkAccepted(n notification.Accepted) string {
 	switch {
 	case n.ID == "":
 		return "notification has no id"
@@ -141,7 +141,7 @@ func checkRecipient(r string) string {
 
 // copiesOf are the copies Accept makes for n, each once: its Copies, or
 // one per channel when it names none.
-func copiesOf(n Accepted) []notification.CopyRef {
+func copiesOf(n notification.Accepted) []notification.CopyRef {
 	var out []notification.CopyRef
 	if len(n.Copies) == 0 {
 		for _, ch := range dedupe(n.Channels) {
@@ -160,7 +160,7 @@ func copiesOf(n Accepted) []notification.CopyRef {
 // Record stores a batch of events, in one transaction, and updates the
 // state of every copy they concern. It is idempotent and order-blind:
 // events may arrive in any order, any number of times, and before the
-// notification's Accepted (the store then keeps a placeholder that Accept
+// notification's notification.Accepted (the store then keeps a placeholder that Accept
 // fills in). An invalid event fails the whole batch with an *InputError
 // naming it.
 func (s *Store) Record(ctx context.Context, events []notification.Event) error {

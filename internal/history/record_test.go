@@ -250,7 +250,7 @@ func TestRecordAnyOrder(t *testing.T) {
 					}
 				}
 				rng.Shuffle(len(evs), func(i, j int) { evs[i], evs[j] = evs[j], evs[i] })
-				// Events before the Accepted, half the time.
+				// Events before the notification.Accepted, half the time.
 				early := 0
 				if run%2 == 0 {
 					early = 1 + rng.IntN(len(evs))
@@ -357,15 +357,15 @@ func TestRecordBeforeAccept(t *testing.T) {
 			t.Errorf("search the placeholder by id: %+v, %v; want it", page, err)
 		}
 
-		acc := history.Accepted{ID: id, CreatedAt: t0, Channels: []string{"email", "sms"}, Recipients: []string{"a@example.com", "+15550001111"},
+		acc := notification.Accepted{ID: id, CreatedAt: t0, Channels: []string{"email", "sms"}, Recipients: []string{"a@example.com", "+15550001111"},
 			Payload: []byte(`{"email":{"to":"a@example.com"},"sms":{"to":"+15550001111"}}`)}
-		if err := s.Accept(ctx, []history.Accepted{acc}); err != nil {
+		if err := s.Accept(ctx, []notification.Accepted{acc}); err != nil {
 			t.Fatal(err)
 		}
 		// A second Accept of the id, even with other content, is a no-op.
 		again := acc
 		again.Channels, again.Payload = []string{"webhook"}, []byte(`{"other":true}`)
-		if err := s.Accept(ctx, []history.Accepted{again, acc}); err != nil {
+		if err := s.Accept(ctx, []notification.Accepted{again, acc}); err != nil {
 			t.Fatal(err)
 		}
 		got = get(t, s, id)

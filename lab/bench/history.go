@@ -101,10 +101,10 @@ func orderedID(i, n int) string {
 // a webhook copy delivered at once, and an email copy delivered at once
 // too, or, every tenth, after a retry (failed, retrying, requeued,
 // delivered), or, every hundredth, parked after three failures.
-func historyNotification(id string, i int, at time.Time) (history.Accepted, []notification.Event) {
+func historyNotification(id string, i int, at time.Time) (notification.Accepted, []notification.Event) {
 	email, webhook := channel.Email.Name(), channel.Webhook.Name()
 	address := fmt.Sprintf("user%d@example.com", i)
-	a := history.Accepted{ID: id, CreatedAt: at, Channels: []string{email, webhook},
+	a := notification.Accepted{ID: id, CreatedAt: at, Channels: []string{email, webhook},
 		Recipients: []string{address, webhookTarget},
 		Payload: json.RawMessage(`{"email":{"to":"` + address + `","subject":"Your order ` + fmt.Sprint(i) +
 			`"},"webhook":{"url":"` + webhookTarget + `","payload":{"event":"bench","order":12345,"total":"19.99"}}}`)}
@@ -148,7 +148,7 @@ func historyNotification(id string, i int, at time.Time) (history.Accepted, []no
 // storeBatch is what events.Feed stores from one batch of the history
 // queue: the accepted records, then the attempt events.
 type storeBatch struct {
-	accepted []history.Accepted
+	accepted []notification.Accepted
 	events   []notification.Event
 }
 
@@ -163,7 +163,7 @@ type storeBatch struct {
 func feedBatches(first, n int, at func(int) time.Time) (batches []storeBatch, next, evs int) {
 	var cur storeBatch
 	messages := 0
-	add := func(a *history.Accepted, e *notification.Event) {
+	add := func(a *notification.Accepted, e *notification.Event) {
 		if a != nil {
 			cur.accepted = append(cur.accepted, *a)
 		} else {
@@ -310,8 +310,8 @@ func feed(ctx context.Context, sink events.Sink, batches []storeBatch, n int) (s
 
 // notifications yields the bench's notifications first to first+n-1,
 // named by id, with their events, calling done, if set, after each.
-func notifications(first, n int, id func(int) string, at func(int) time.Time, done func(int)) iter.Seq2[history.Accepted, []notification.Event] {
-	return func(yield func(history.Accepted, []notification.Event) bool) {
+func notifications(first, n int, id func(int) string, at func(int) time.Time, done func(int)) iter.Seq2[notification.Accepted, []notification.Event] {
+	return func(yield func(notification.Accepted, []notification.Event) bool) {
 		for i := first; i < first+n; i++ {
 			if !yield(historyNotification(id(i), i, at(i))) {
 				return

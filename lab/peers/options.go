@@ -58,10 +58,10 @@ func systemNames() []string {
 // servers.
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (Options, error) {
 	o := Options{Workload: DefaultWorkload}
-	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	fs := flag.NewFlagSet("relay-peers", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: peers [flags]\n\nRuns the same retry workload on relay, a raw amqp091-go DLX loop, asynq, River and watermill-amqp,\none child process per system, and writes a comparison table.\n\nflags:\n")
+		fmt.Fprintf(stderr, "usage: relay-peers [flags]\n\nRuns the same retry workload on relay, a raw amqp091-go DLX loop, asynq, River and watermill-amqp,\none child process per system, and writes a comparison table.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	systemList := strings.Join(systemNames(), ",")

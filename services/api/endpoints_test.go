@@ -319,7 +319,7 @@ func TestEndpointAttemptsAndCircuit(t *testing.T) {
 	for i, target := range []string{ep.ID, other.ID, ep.ID} {
 		id := fmt.Sprintf("ntf_%d", i)
 		created := at.Add(time.Duration(i) * time.Minute)
-		if err := store.Accept(ctx, []history.Accepted{{ID: id, CreatedAt: created, Channels: []string{"webhook"}, Recipients: []string{target}, Payload: json.RawMessage(`{}`)}}); err != nil {
+		if err := store.Accept(ctx, []notification.Accepted{{ID: id, CreatedAt: created, Channels: []string{"webhook"}, Recipients: []string{target}, Payload: json.RawMessage(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := store.Record(ctx, []notification.Event{

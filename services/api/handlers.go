@@ -167,7 +167,7 @@ func send(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress str
 	}
 	// The history's record of the notification, confirmed with the
 	// copies: a 202 means the history will know the notification too.
-	rec, err := record(n, channels, copies).Publishing(AppID)
+	rec, err := events.AcceptedPublishing(record(n, channels, copies), AppID)
 	if err != nil {
 		err = fmt.Errorf("%w: %w", errInternal, err)
 		return func() error { return err }
@@ -364,7 +364,7 @@ func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publ
 }
 
 // record is the history's record of n, whose messages are copies.
-func record(n *notification.Notification, channels []string, copies []notification.CopyRef) events.Accepted {
+func record(n *notification.Notification, channels []string, copies []notification.CopyRef) notification.Accepted {
 	var recipients []string
 	perRecipient := false
 	for _, name := range n.Channels() {
@@ -374,10 +374,9 @@ func record(n *notification.Notification, channels []string, copies []notificati
 		perRecipient = perRecipient || c.Recipient != ""
 	}
 	payload, _ := n.MarshalJSON()
-	a := events.Accepted{ID: n.ID, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
+	a := notification.Accepted{ID: n.ID, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
 	if !n.DueAt.IsZero() {
-		due := n.DueAt.UTC()
-		a.DueAt = &due
+		a.DueAt = n.DueAt.UTC()
 	}
 	if perRecipient {
 		a.Copies = copies

@@ -28,7 +28,6 @@ import (
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/dashboard"
-	"github.com/relay-demo/relay/internal/events"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 )
@@ -112,13 +111,13 @@ func (f *fakePublisher) messages() []published {
 }
 
 // records returns the accepted records published to the events exchange.
-func (f *fakePublisher) records() []events.Accepted {
+func (f *fakePublisher) records() []notification.Accepted {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []events.Accepted
+	var out []notification.Accepted
 	for _, p := range f.sent {
 		if p.Exchange == "t.notification-events" {
-			var a events.Accepted
+			var a notification.Accepted
 			_ = json.Unmarshal(p.Msg.Body, &a)
 			out = append(out, a)
 		}

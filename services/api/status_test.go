@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/history/historytest"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/internal/query"
@@ -32,7 +31,7 @@ func TestNotificationStatus(t *testing.T) {
 	store := historytest.Open(t, historytest.SQLite)
 	ctx := context.Background()
 	at := now.Add(-time.Minute)
-	if err := store.Accept(ctx, []history.Accepted{{ID: "ntf_a", CreatedAt: at, Channels: []string{"email", "webhook"},
+	if err := store.Accept(ctx, []notification.Accepted{{ID: "ntf_a", CreatedAt: at, Channels: []string{"email", "webhook"},
 		Recipients: []string{"ada@example.com", "https://hooks.example/a"}, Payload: json.RawMessage(`{"id":"ntf_a"}`)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +106,7 @@ func TestNotificationStatusRecipients(t *testing.T) {
 	store := historytest.Open(t, historytest.SQLite)
 	ctx := context.Background()
 	at := now.Add(-time.Minute)
-	if err := store.Accept(ctx, []history.Accepted{{ID: "ntf_split", CreatedAt: at, Channels: []string{"email", "webhook"},
+	if err := store.Accept(ctx, []notification.Accepted{{ID: "ntf_split", CreatedAt: at, Channels: []string{"email", "webhook"},
 		Copies:     []notification.CopyRef{{Channel: "email", Recipient: "ok1@example.com"}, {Channel: "email", Recipient: "reject@example.com"}, {Channel: "webhook"}},
 		Recipients: []string{"ok1@example.com", "reject@example.com", "https://hooks.example/a"}}}); err != nil {
 		t.Fatal(err)
