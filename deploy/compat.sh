@@ -15,8 +15,8 @@ status=0
 
 # suites VERSION runs the integration tests on that version's node: the
 # root module's, then the lab's packages that use the broker (the
-# workshop's strategies, the workshop, the bench); it fails if either
-# fails.
+# workshop's strategies, the workshop, the bench, the peers benchmark);
+# it fails if either fails.
 suites() {
 	local url mgmt rc=0
 	url=$("$broker" url "$1") mgmt=$("$broker" mgmt "$1")
@@ -25,7 +25,7 @@ suites() {
 	if [ -f lab/go.mod ]; then
 		# shellcheck disable=SC2086
 		AMQP_URL=$url MANAGEMENT_URL=$mgmt $GO -C lab test -count=1 -tags integration -timeout "${TIMEOUT:-20m}" ${GOTESTFLAGS:-} \
-			./strategy/ ./workshop/ ./bench/ || rc=1
+			./strategy/ ./workshop/ ./bench/ ./peers/ || rc=1
 	fi
 	return "$rc"
 }
