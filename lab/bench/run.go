@@ -22,8 +22,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +36,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/internal/config"
+	"github.com/relay-demo/relay/lab/internal/unique"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -72,7 +71,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return err
 		}
 	}
-	b := &bench{opts: opts, url: cfg.AMQPURL, mgmtURL: cfg.ManagementURL, historyDSN: cfg.HistoryDSN, prefix: "bench." + randomHex(4) + ".", janitor: &janitor{url: cfg.AMQPURL}}
+	b := &bench{opts: opts, url: cfg.AMQPURL, mgmtURL: cfg.ManagementURL, historyDSN: cfg.HistoryDSN, prefix: "bench." + unique.Hex() + ".", janitor: &janitor{url: cfg.AMQPURL}}
 	if !opts.Quiet && !(opts.Format == "json" && opts.Out == "") {
 		b.out = stdout
 	}
@@ -551,12 +550,6 @@ func checkLoopbackDSN(dsn string) error {
 		return nil
 	}
 	return fmt.Errorf("HISTORY_BENCH_DSN points at %q: relay-lab bench loads the database hard and runs against loopback databases only (localhost, 127.0.0.0/8, ::1)", host)
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // shellJoin writes args as a shell would need them.

@@ -2,14 +2,14 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/relay-demo/relay/lab/internal/unique"
 )
 
 // peer is one system under test. The harness calls Setup, Enqueue (every
@@ -199,7 +199,5 @@ func timedOut(ctx context.Context, o Options, err error) error {
 
 // uniqueName is a name no other run uses: peers-<pid>-<8 hex digits>.
 func uniqueName() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("peers-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+	return fmt.Sprintf("peers-%d-%s", os.Getpid(), unique.Hex())
 }

@@ -2,8 +2,6 @@ package workshop
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/lab/internal/unique"
 	"github.com/relay-demo/relay/lab/strategy"
 	"github.com/relay-demo/relay/retry"
 )
@@ -202,12 +201,6 @@ func ids(n int) []string {
 	return out
 }
 
-func randomHex() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // preflight declares the strategy and deletes it again, so a strategy the
 // broker cannot run is refused before anything else happens.
 func preflight(ctx context.Context, sp spec) error {
@@ -230,7 +223,7 @@ func preflight(ctx context.Context, sp spec) error {
 
 // prefix is a fresh namespace for one run of a strategy.
 func prefix(strategy string) string {
-	return fmt.Sprintf("workshop.%s.%s.", strings.ReplaceAll(strategy, "/", "."), randomHex())
+	return fmt.Sprintf("workshop.%s.%s.", strings.ReplaceAll(strategy, "/", "."), unique.Hex())
 }
 
 // errSkipped wraps the reason a strategy could not run at all.
