@@ -10,7 +10,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
-// Backend is how the pipeline makes a message wait before its next attempt.
+// Backend names how the pipeline makes a message wait before its next
+// attempt. Each backend is one type behind the delayer interface
+// (backend_*.go); a Topology reaches it through its Backend, once
+// resolved, and nothing else in the package switches on the name.
 type Backend string
 
 // The delay backends.
@@ -20,8 +23,10 @@ const (
 	// one node, RabbitMQ 4.2 at most.
 	Plugin Backend = "plugin"
 	// TTL waits in one queue per delay step whose x-message-ttl expires
-	// the message on: any broker, clusters, quorum queues; a delay is
-	// rounded up to a step.
+	// the message on: the policy's own delays in queues an operator can
+	// see, one per step. Any other wait (a downstream's Retry-After, a
+	// rate-limit slot, a jittered delay, a scheduled send) waits exactly,
+	// in the binary delay levels Levels uses, which TTL declares too.
 	TTL Backend = "ttl"
 	// Levels waits in binary delay levels: level k is a queue whose
 	// messages expire after 2^k ms, and exchanges route a message through
@@ -32,13 +37,20 @@ const (
 	Levels Backend = "levels"
 	// Native is RabbitMQ 4.3's delayed retry for quorum queues: a rejected
 	// message waits inside its own queue, min(first delay × attempt, last
-	// delay), and is dead-lettered past the delivery limit.
+	// delay), and is dead-lettered past the delivery limit. A wait the
+	// broker's schedule cannot express (a Retry-After, a rate-limit slot,
+	// a scheduled send) waits exactly in the binary delay levels, which
+	// Native declares too.
 	Native Backend = "native"
 	// Auto picks, against the broker: Native on RabbitMQ 4.3 or later with
 	// quorum queues and a schedule it can express, else Plugin where the
 	// broker has it, else Levels.
 	Auto Backend = "auto"
 )
+
+// Backends lists the delay backends a topology can be declared with, in
+// the order the docs present them.
+func Backends() []Backend { return []Backend{Plugin, TTL, Levels, Native} }
 
 // Handoff is how a failed message reaches its wait.
 type Handoff string
@@ -65,16 +77,193 @@ const MaxDelay = (1<<32 - 1) * time.Millisecond
 // levelCount is the number of binary delay levels: 2^32-1 ms at most.
 const levelCount = 32
 
+// Features is what a delay backend promises. The conformance suite
+// (retry/conformance) asserts every promise a backend makes, on every
+// queue type and hand-off it allows, and Topology.Validate refuses a
+// setting that needs a promise the backend does not make, naming the
+// setting: nothing is silently degraded. docs/retries.md's table of
+// backends is written from these declarations.
+type Features struct {
+	// Backend is the backend these are the features of.
+	Backend Backend
+	// How says in a few words how a message waits.
+	How string
+	// ExactDelays: every wait ends when asked, to the millisecond; false
+	// when the policy's delays are rounded up to the nearest step (a wait
+	// is never shorter than asked either way).
+	ExactDelays bool
+	// Tolerance is how late a wait may end, as the conformance suite
+	// holds a backend to it on a busy two-core CI machine (an idle broker
+	// is late by tens of milliseconds: docs/benchmarks.md); a wait never
+	// ends early.
+	Tolerance time.Duration
+	// AnySchedule: any list of delays or exponential backoff; false when
+	// only some shapes can be followed (Native: linear, min(first ×
+	// attempt, last)).
+	AnySchedule bool
+	// Jitter: Policy.Jitter spreads each delay.
+	Jitter bool
+	// Deferrals: a wait a downstream asked for (Retry-After) or a slot a
+	// rate limit gave waits exactly that long and spends no retry, so the
+	// copy comes back for its slot and keeps it.
+	Deferrals bool
+	// FirstDelivery: a first delivery can wait too (a scheduled send).
+	FirstDelivery bool
+	// Cluster: every waiting message sits in an ordinary queue of the
+	// queue type chosen, so a cluster replicates it.
+	Cluster bool
+	// QueueTypes are the queue types it runs with.
+	QueueTypes []QueueType
+	// Handoffs are the hand-offs it runs with.
+	Handoffs []Handoff
+	// MinVersion and MaxVersion bound the RabbitMQ versions it runs on
+	// ("4.3"; empty: no bound).
+	MinVersion, MaxVersion string
+	// Needs names what the broker must have besides itself, if anything.
+	Needs string
+}
+
+// Supports reports whether the backend runs with queue type q and
+// hand-off h.
+func (f Features) Supports(q QueueType, h Handoff) bool {
+	if q == "" {
+		q = Classic
+	}
+	okQ, okH := false, false
+	for _, x := range f.QueueTypes {
+		okQ = okQ || x == q
+	}
+	for _, x := range f.Handoffs {
+		okH = okH || x == h
+	}
+	return okQ && okH
+}
+
+// RunsOn reports whether the backend runs on RabbitMQ version (as a
+// connection's "version" property gives it).
+func (f Features) RunsOn(version string) bool {
+	var ma, mi int
+	if f.MinVersion != "" {
+		fmt.Sscanf(f.MinVersion, "%d.%d", &ma, &mi)
+		if !VersionAtLeast(version, ma, mi) {
+			return false
+		}
+	}
+	if f.MaxVersion != "" {
+		fmt.Sscanf(f.MaxVersion, "%d.%d", &ma, &mi)
+		if VersionAtLeast(version, ma, mi+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitRoute is where a message is published to wait and then reach its
+// destination.
+type waitRoute struct {
+	exchange, key string
+	// mandatory is false only for the delayed-message plugin, which
+	// returns every message published to it with mandatory.
+	mandatory bool
+	// headers are added to the message's (the plugin's x-delay).
+	headers amqp.Table
+	// wait is how long it will wait: the delay asked for, to the
+	// millisecond, or a TTL step at or above it.
+	wait time.Duration
+}
+
+// delayer is one delay backend: what it declares, where a message goes
+// to wait, and what it promises. Each implementation is one type; a
+// topology finds its own with Topology.delayer.
+type delayer interface {
+	features() Features
+	// validate reports what the backend cannot do with the topology,
+	// naming the setting at fault.
+	validate(t Topology) error
+	// declare adds the backend's exchanges, queues and bindings to p, and
+	// its arguments to the work queues' (args holds each queue's).
+	declare(t Topology, p *Plan)
+	// route says where a message that must wait delay (0 to MaxDelay)
+	// and then reach dest is published.
+	route(t Topology, dest string, delay time.Duration) waitRoute
+}
+
+// rejecter is a backend whose work queues wait themselves: a failure is
+// rejected back into its queue, and the broker delays its redelivery
+// (Native). It says whether a reject waits what the decision wants; when
+// it does not, the consumer publishes the message to wait instead.
+type rejecter interface {
+	// rejects reports whether rejecting a message that the broker has
+	// seen rejected deliveries times since it was last published makes it
+	// wait delay before its next delivery.
+	rejects(t Topology, deliveries int, delay time.Duration) bool
+}
+
+// delayerOf returns the backend named b: the one place a name becomes a
+// type.
+func delayerOf(b Backend) (delayer, error) {
+	switch b {
+	case Plugin:
+		return pluginBackend{}, nil
+	case TTL:
+		return ttlBackend{}, nil
+	case Levels:
+		return levelsBackend{}, nil
+	case Native:
+		return nativeBackend{}, nil
+	case Auto:
+		return nil, errors.New("delay backend auto must be resolved against the broker (retry.Resolve) before declaring")
+	}
+	return nil, fmt.Errorf("delay backend %q: want plugin, ttl, levels or native", b)
+}
+
+// FeaturesOf returns what backend b promises; an error for Auto or a
+// name that is no backend.
+func FeaturesOf(b Backend) (Features, error) {
+	d, err := delayerOf(b)
+	if err != nil {
+		return Features{}, err
+	}
+	return d.features(), nil
+}
+
+// delayer returns the topology's backend. An unresolved or unknown name
+// (which Validate refuses) gets the levels backend, which runs anywhere,
+// so a Plan can still be drawn.
+func (t Topology) delayer() delayer {
+	d, err := delayerOf(t.Backend)
+	if err != nil {
+		return levelsBackend{}
+	}
+	return d
+}
+
+// Features returns what the topology's backend promises.
+func (t Topology) Features() Features { return t.delayer().features() }
+
+// waitsInQueue reports whether the work queues themselves wait a failed
+// message (Native): there is no requeue-queue, and no error stage retries.
+func (t Topology) waitsInQueue() bool {
+	_, ok := t.delayer().(rejecter)
+	return ok
+}
+
 // requeues reports whether the topology has requeue-queue and its stage.
-func (t Topology) requeues() bool { return t.Handoff == ViaStages && t.Backend != Native }
+func (t Topology) requeues() bool { return t.Handoff == ViaStages && !t.waitsInQueue() }
 
 // HasRequeueStage reports whether the topology has requeue-queue, and so
 // needs the requeue stage: with the stages hand-off, on every backend but
 // Native.
 func (t Topology) HasRequeueStage() bool { return t.requeues() }
 
+// WaitsInQueue reports whether a failed message waits in its own work
+// queue (Native), rather than going through the retry stages or a wait
+// the worker publishes it to.
+func (t Topology) WaitsInQueue() bool { return t.waitsInQueue() }
+
 // waitDestinations are the queues a wait ends in: requeue-queue with the
-// stages, each work queue with a direct hand-off.
+// stages, each work queue with a direct hand-off or a backend whose work
+// queues wait themselves.
 func (t Topology) waitDestinations() []string {
 	if t.requeues() {
 		return []string{t.Name(RequeueQueue)}
@@ -86,141 +275,56 @@ func (t Topology) waitDestinations() []string {
 	return out
 }
 
-// levelExchange and levelQueue name delay level k (0..31).
-func (t Topology) levelExchange(k int) string { return t.Name(fmt.Sprintf("wait.level.%02d", k)) }
-
-func (t Topology) levelQueue(k int) string { return t.levelExchange(k) }
-
-// deliverExchange routes a message whose levels are over to its
-// destination, by the last words of its routing key.
-func (t Topology) deliverExchange() string { return t.Name("wait.deliver") }
-
-// directWaitQueue is the TTL backend's wait queue of one step for one
-// destination, with a direct hand-off.
-func (t Topology) directWaitQueue(step time.Duration, dest string) string {
-	return t.Name("wait." + StepName(step) + "." + strings.TrimPrefix(dest, t.Prefix))
-}
-
-// waitPlan adds the backend's exchanges, queues and bindings.
-func (t Topology) waitPlan(p *Plan) {
-	dests := t.waitDestinations()
-	switch t.Backend {
-	case Native:
-		return
-	case Plugin:
-		p.Exchanges = append(p.Exchanges, Exchange{Name: t.Name(WaitExchange), Kind: "x-delayed-message",
-			Args: amqp.Table{"x-delayed-type": amqp.ExchangeDirect}})
-		for _, d := range dests {
-			p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(WaitExchange), Queue: d, Key: t.waitKey(d)})
-		}
-	case TTL:
-		p.Exchanges = append(p.Exchanges, Exchange{Name: t.Name(WaitExchange), Kind: amqp.ExchangeDirect})
-		for _, s := range t.Policy.Steps() {
-			for _, d := range dests {
-				q := t.WaitQueue(s)
-				key := StepName(s)
-				if !t.requeues() {
-					q = t.directWaitQueue(s, d)
-					key = q
-				}
-				args := t.queueArgs(true)
-				args["x-message-ttl"] = s.Milliseconds()
-				args["x-dead-letter-exchange"] = "" // the default exchange,
-				args["x-dead-letter-routing-key"] = d
-				p.Queues = append(p.Queues, Queue{Name: q, Args: args})
-				p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(WaitExchange), Queue: q, Key: key})
-			}
-		}
-	case Levels:
-		// A message the deliver exchange cannot route (its queue was
-		// deleted) goes to the dead-letter exchange rather than nowhere.
-		p.Exchanges = append(p.Exchanges, Exchange{Name: t.deliverExchange(), Kind: amqp.ExchangeTopic,
-			Args: amqp.Table{"alternate-exchange": t.Name(DeadExchange)}})
-		for k := levelCount - 1; k >= 0; k-- {
-			next := t.deliverExchange()
-			if k > 0 {
-				next = t.levelExchange(k - 1)
-			}
-			args := t.queueArgs(true)
-			args["x-message-ttl"] = int64(1) << k
-			args["x-dead-letter-exchange"] = next
-			p.Exchanges = append(p.Exchanges, Exchange{Name: t.levelExchange(k), Kind: amqp.ExchangeTopic})
-			p.Queues = append(p.Queues, Queue{Name: t.levelQueue(k), Args: args})
-			// The word of level k in the routing key says whether the
-			// message waits here (1) or passes on at once (0).
-			stars := strings.Repeat("*.", levelCount-1-k)
-			p.Bindings = append(p.Bindings,
-				Binding{Exchange: t.levelExchange(k), Queue: t.levelQueue(k), Key: stars + "1.#"},
-				Binding{Exchange: t.levelExchange(k), ToExchange: next, Key: stars + "0.#"})
-		}
-		for _, d := range dests {
-			p.Bindings = append(p.Bindings, Binding{Exchange: t.deliverExchange(), Queue: d,
-				Key: strings.Repeat("*.", levelCount) + d})
-		}
-	}
-}
-
-// waitKey is the plugin's routing key for a destination: requeue-queue's
-// is "requeue", a work queue's is its name.
-func (t Topology) waitKey(dest string) string {
-	if dest == t.Name(RequeueQueue) {
-		return requeueKey
-	}
-	return dest
-}
-
-// nativeArgs are the work queues' arguments for RabbitMQ 4.3's delayed
-// retry: a rejected message waits min(first × attempt, last) in its own
-// queue, and past the limit the queue dead-letters it to error-exchange,
-// whose stage parks it.
-func (t Topology) nativeArgs() amqp.Table {
-	first, last := t.Policy.Delay(1), t.Policy.Delay(t.Policy.Retries())
-	return amqp.Table{
-		"x-delayed-retry-type": "failed",
-		"x-delayed-retry-min":  first.Milliseconds(),
-		"x-delayed-retry-max":  last.Milliseconds(),
-		"x-delivery-limit":     int64(t.Policy.Retries()),
-	}
-}
-
 // validateBackend reports what the backend cannot do with this topology.
 func (t Topology) validateBackend() error {
+	d, err := delayerOf(t.Backend)
+	if err != nil {
+		return err
+	}
 	for n := 1; n <= t.Policy.Retries(); n++ {
-		if d := t.Policy.Delay(n); d > MaxDelay {
+		if w := t.Policy.Delay(n); w > MaxDelay {
 			return fmt.Errorf("%w: retry %d waits %s, but the longest wait any delay backend expresses is %s (2^32-1 ms)",
-				ErrDelayTooLong, n, d, MaxDelay)
+				ErrDelayTooLong, n, w, MaxDelay)
 		}
 	}
-	switch t.Backend {
-	case Levels:
-		for _, d := range t.waitDestinations() {
-			if len(d)+2*levelCount > 255 || strings.ContainsAny(d, "*#") {
-				return fmt.Errorf("queue %q: the levels backend routes on its name, which must be at most %d bytes without * or #", d, 255-2*levelCount)
-			}
+	f := d.features()
+	if !f.Supports(t.QueueType, t.Handoff) {
+		if !f.Supports(t.QueueType, ViaStages) && !f.Supports(t.QueueType, Direct) {
+			return fmt.Errorf("%w: the %s delay backend runs with %s queues, not %s", ErrUnsupported, t.Backend, queueTypes(f.QueueTypes), orClassic(t.QueueType))
 		}
-	case Native:
-		if t.QueueType != Quorum {
-			return errors.New("the native delay backend is RabbitMQ 4.3's delayed retry for quorum queues: set the queue type to quorum")
-		}
-		first, last := t.Policy.Delay(1), t.Policy.Delay(t.Policy.Retries())
-		for n := 1; n <= t.Policy.Retries(); n++ {
-			if want := min(first*time.Duration(n), last); t.Policy.Delay(n) != want {
-				return fmt.Errorf("%w: the native backend waits min(first × attempt, last), here %s, but the schedule is %s",
-					ErrNotLinear, linear(first, last, t.Policy.Retries()), t.Policy)
-			}
-		}
+		return fmt.Errorf("%w: the %s delay backend does not run with the %s hand-off", ErrUnsupported, t.Backend, handoffName(t.Handoff))
 	}
-	return nil
+	if t.Policy.Jitter > 0 && !f.Jitter {
+		return fmt.Errorf("%w: jitter %g is set, but the %s delay backend waits its own schedule and cannot spread it: set no jitter, or choose levels, plugin or ttl", ErrUnsupported, t.Policy.Jitter, t.Backend)
+	}
+	return d.validate(t)
 }
 
-// linear writes the schedule the native backend would wait.
-func linear(first, last time.Duration, n int) string {
-	parts := make([]string, n)
-	for i := range n {
-		parts[i] = min(first*time.Duration(i+1), last).String()
+func queueTypes(qs []QueueType) string {
+	parts := make([]string, len(qs))
+	for i, q := range qs {
+		parts[i] = string(q)
 	}
-	return strings.Join(parts, ",")
+	return strings.Join(parts, " or ")
 }
+
+func orClassic(q QueueType) string {
+	if q == "" {
+		return string(Classic)
+	}
+	return string(q)
+}
+
+func handoffName(h Handoff) string {
+	if h == ViaStages {
+		return "stages"
+	}
+	return string(h)
+}
+
+// ErrUnsupported means a setting the topology's delay backend cannot
+// keep: the message names the setting and the backend.
+var ErrUnsupported = errors.New("not supported by the delay backend")
 
 // ErrBrokerTooOld means the configured backend needs a newer RabbitMQ
 // than the broker's.
@@ -238,75 +342,27 @@ var ErrNotLinear = errors.New("schedule not linear")
 
 // schedule publishes d, with headers h, to wait delay and then go to dest
 // (requeue-queue, or with a direct hand-off a work queue), and waits for
-// the broker's confirm. It returns the wait it scheduled: the TTL backend
-// rounds up to a step, or waits its longest step and marks the rest in
-// HeaderNotBefore.
+// the broker's confirm. It returns the wait it scheduled: the delay, or
+// for the TTL backend's own steps the step.
 func (t Topology) schedule(ctx context.Context, hop *Hop, d *amqp.Delivery, h amqp.Table, dest string, delay time.Duration, now time.Time) (time.Duration, error) {
 	delay = min(max(delay, 0), MaxDelay)
-	switch t.Backend {
-	case Plugin:
-		h[HeaderDelay] = clampDelay(delay)
-		// The delayed exchange routes only once the delay is over: with
-		// mandatory, it returns every message as unroutable (312 NO_ROUTE)
-		// at publish time and still delivers it later, so relay never
-		// sets mandatory here.
-		return delay, hop.Publish(ctx, t.Name(WaitExchange), t.waitKey(dest), false, Republish(d, h))
-	case Levels:
-		exchange, key := t.levelRoute(delay, dest)
-		return delay.Truncate(time.Millisecond), hop.Publish(ctx, exchange, key, true /* mandatory */, Republish(d, h))
-	case TTL:
-		wait := step(t.Policy.Steps(), delay)
-		delete(h, HeaderNotBefore)
-		if delay > wait {
-			h[HeaderNotBefore] = now.Add(delay).UnixMilli()
+	r := t.delayer().route(t, dest, delay)
+	for k, v := range r.headers {
+		h[k] = v
+	}
+	err := hop.Publish(ctx, r.exchange, r.key, r.mandatory, Republish(d, h))
+	if errors.Is(err, ErrUnroutable) {
+		// A wait queue or binding was deleted while relay runs: declare
+		// the topology again, once, rather than loop on unroutables.
+		if derr := t.Plan().Declare(ctx, hop.conn); derr != nil {
+			return r.wait, fmt.Errorf("%w: %s: %w", errWaitQueueMissing, r.exchange, derr)
 		}
-		queue, key := t.WaitQueue(wait), StepName(wait)
-		if !t.requeues() {
-			queue = t.directWaitQueue(wait, dest)
-			key = queue
-		}
-		err := hop.Publish(ctx, t.Name(WaitExchange), key, true /* mandatory */, Republish(d, h))
+		err = hop.Publish(ctx, r.exchange, r.key, r.mandatory, Republish(d, h))
 		if errors.Is(err, ErrUnroutable) {
-			// The wait queue was deleted while relay runs: declare the
-			// topology again, once, rather than loop on unroutables.
-			if derr := t.Plan().Declare(ctx, hop.conn); derr != nil {
-				return wait, fmt.Errorf("%w: %s: %w", errWaitQueueMissing, queue, derr)
-			}
-			err = hop.Publish(ctx, t.Name(WaitExchange), key, true /* mandatory */, Republish(d, h))
-			if errors.Is(err, ErrUnroutable) {
-				err = fmt.Errorf("%w: %s is still not bound to %s", errWaitQueueMissing, queue, t.Name(WaitExchange))
-			}
-		}
-		return wait, err
-	}
-	return 0, fmt.Errorf("the %s backend does not schedule waits itself", t.Backend)
-}
-
-// levelRoute is where a message that waits delay and then goes to dest
-// enters the levels: the exchange of its delay's highest set bit, with a
-// routing key of one word per level, "1" where the delay's bit is set,
-// then dest. Lower levels with a 0 pass it on at once; a delay of 0 goes
-// straight to the deliver exchange.
-func (t Topology) levelRoute(delay time.Duration, dest string) (exchange, key string) {
-	ms := uint64(min(max(delay.Milliseconds(), 0), 1<<32-1))
-	var b strings.Builder
-	b.Grow(2*levelCount + len(dest))
-	top := -1
-	for k := levelCount - 1; k >= 0; k-- {
-		if ms&(1<<k) != 0 {
-			b.WriteString("1.")
-			if top < 0 {
-				top = k
-			}
-		} else {
-			b.WriteString("0.")
+			err = fmt.Errorf("%w: %s routes %q nowhere", errWaitQueueMissing, r.exchange, r.key)
 		}
 	}
-	b.WriteString(dest)
-	if top < 0 {
-		return t.deliverExchange(), b.String()
-	}
-	return t.levelExchange(top), b.String()
+	return r.wait, err
 }
 
 // Choose resolves Auto for topology t against the broker at url, and says

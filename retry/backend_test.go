@@ -166,3 +166,91 @@ func TestUnknownExchangeType(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryBackendWaitsExactly: every backend routes any wait, to the
+// millisecond, to a place that holds it exactly that long: the plugin's
+// x-delay, the bits of the levels' routing key, or a TTL step only when
+// the wait is that very step. A wait rounded up to a step would bring a
+// rate-limited copy back after its slot.
+func TestEveryBackendWaitsExactly(t *testing.T) {
+	policy := Policy{Delays: []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 900 * time.Millisecond}}
+	delays := []time.Duration{0, time.Millisecond, 299 * time.Millisecond, 300 * time.Millisecond, 700 * time.Millisecond,
+		900 * time.Millisecond, 1234 * time.Millisecond, 61 * time.Second, 26 * time.Hour, MaxDelay}
+	for _, b := range Backends() {
+		for _, h := range []Handoff{ViaStages, Direct} {
+			topo := Topology{Prefix: "p.", Routes: testRoutes, Backend: b, Handoff: h, QueueType: Quorum, Policy: policy}
+			if err := topo.Validate(); err != nil {
+				t.Fatalf("%s: %v", b, err)
+			}
+			dest := topo.waitDestinations()[0]
+			for _, d := range delays {
+				r := topo.delayer().route(topo, dest, d)
+				var held time.Duration
+				switch {
+				case r.headers[HeaderDelay] != nil:
+					held = time.Duration(r.headers[HeaderDelay].(int64)) * time.Millisecond
+				case strings.HasPrefix(r.exchange, "p.wait.level.") || r.exchange == topo.deliverExchange():
+					words := strings.Split(r.key, ".")
+					for i, w := range words[:levelCount] {
+						if w == "1" {
+							held += time.Duration(1<<(levelCount-1-i)) * time.Millisecond
+						}
+					}
+					if got := strings.Join(words[levelCount:], "."); got != dest {
+						t.Errorf("%s: a wait of %s ends in %s, want %s", b, d, got, dest)
+					}
+				default:
+					for _, q := range topo.Plan().Queues {
+						if q.Name == topo.WaitQueue(d) || q.Name == topo.directWaitQueue(d, dest) {
+							held = time.Duration(q.Args["x-message-ttl"].(int64)) * time.Millisecond
+						}
+					}
+				}
+				// The plugin holds at least 1 ms (x-delay 0 is clamped).
+				if r.wait != d || held != d && !(b == Plugin && d == 0 && held == time.Millisecond) {
+					t.Errorf("%s/%s: a wait of %s is held %s (reported %s)", b, handoffName(h), d, held, r.wait)
+				}
+			}
+		}
+	}
+}
+
+// TestValidateRefusesWhatTheBackendCannotDo: a setting a backend's
+// features do not cover is refused, with the setting and the backend
+// named, never silently degraded.
+func TestValidateRefusesWhatTheBackendCannotDo(t *testing.T) {
+	linear := Policy{Delays: []time.Duration{time.Second, 2 * time.Second}}
+	tests := []struct {
+		name string
+		topo Topology
+		want string
+	}{
+		{"native on classic queues", Topology{Routes: testRoutes, Backend: Native, QueueType: Classic, Policy: linear}, "quorum"},
+		{"native with jitter", Topology{Routes: testRoutes, Backend: Native, QueueType: Quorum, Policy: Policy{Delays: linear.Delays, Jitter: 0.2}}, "jitter 0.2 is set, but the native delay backend"},
+		{"native with a schedule it cannot follow", Topology{Routes: testRoutes, Backend: Native, QueueType: Quorum, Policy: Policy{Delays: []time.Duration{time.Second, 5 * time.Second}}}, "min(first × attempt, last)"},
+		{"an unknown backend", Topology{Routes: testRoutes, Backend: "carrier-pigeon", Policy: linear}, `delay backend "carrier-pigeon"`},
+		{"auto, unresolved", Topology{Routes: testRoutes, Backend: Auto, Policy: linear}, "resolved against the broker"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.topo.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate = %v, want an error saying %q", err, tt.want)
+			}
+		})
+	}
+	for _, b := range Backends() {
+		f, err := FeaturesOf(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []QueueType{Classic, Quorum} {
+			for _, h := range []Handoff{ViaStages, Direct} {
+				topo := Topology{Routes: testRoutes, Backend: b, QueueType: q, Handoff: h, Policy: linear}
+				if err := topo.Validate(); (err == nil) != f.Supports(q, h) {
+					t.Errorf("%s/%s/%s: Validate = %v, but Supports = %v", b, q, handoffName(h), err, f.Supports(q, h))
+				}
+			}
+		}
+	}
+}

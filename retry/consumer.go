@@ -18,8 +18,12 @@ type Message struct {
 	// Queue is the work queue the message was consumed from.
 	Queue string
 	// Attempt counts deliveries through the pipeline: 1 the first time,
-	// 2 after the first retry, and so on.
-	Attempt     int
+	// 2 after the first retry or deferral, and so on.
+	Attempt int
+	// Retries is how many retries the message has spent so far, on every
+	// backend (a deferral spends none): what a handler rotates on, say,
+	// to try another provider on each retry.
+	Retries     int
 	ContentType string
 	Headers     amqp.Table
 	Body        []byte
@@ -137,18 +141,14 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		c.Logger.Warn("dropped relay headers a producer set", "message_id", d.MessageId, "queue", c.Queue)
 		d.Headers = without(d.Headers, pipelineHeaders)
 	}
-	if t.Handoff == Direct && t.Backend == TTL {
+	if t.Handoff == Direct {
 		if done, err := c.waitLonger(ctx, pub, d); done {
 			return err
 		}
 	}
-	attempt := t.attempts(d.Headers) + 1
-	if t.Backend == Native {
-		// The broker counts the failed deliveries of a quorum queue.
-		attempt = min(headerIntOr(d.Headers, "x-delivery-count"), 1<<20) + 1
-	}
+	cnt := t.countsOf(d.Headers)
 	m := &Message{
-		ID: d.MessageId, Queue: c.Queue, Attempt: max(attempt, 1),
+		ID: d.MessageId, Queue: c.Queue, Attempt: cnt.attempts + 1, Retries: cnt.retries,
 		ContentType: d.ContentType, Headers: d.Headers, Body: d.Body, Redelivered: d.Redelivered,
 	}
 	start := time.Now()
@@ -191,34 +191,11 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 			reason = ReasonTooLarge
 		}
 		events[0].Outcome, events[0].Reason, events[0].Err = Parked, reason, err.Error()
-		settleErr = c.park(ctx, pub, d, err, RetryCount(d.Headers), reason)
+		settleErr = c.park(ctx, pub, d, err, cnt, reason)
 		log.Warn("permanent failure, parked", "outcome", Parked, "reason", reason, "error", err)
-	case t.Backend == Native:
-		events[0].Outcome, events[0].Err = Failed, err.Error()
-		if reason := t.nativePark(d, m.Attempt); reason != "" {
-			// The last attempt: park it here, with its error and its
-			// count, rather than reject it once more for the broker's
-			// delivery limit to dead-letter it, which would keep neither
-			// (AMQP 0-9-1 cannot attach a header to a reject). The limit
-			// stays as the backstop for a consumer that dies here.
-			events[0].Outcome, events[0].Reason = Parked, reason
-			settleErr = c.park(ctx, pub, d, err, m.Attempt-1, reason)
-			log.Warn("failed for the last time, parked", "outcome", Parked, "reason", reason, "error", err)
-			break
-		}
-		// The queue waits and redelivers it. A reject, never a nack: on
-		// RabbitMQ 4.3 only a reject raises the delivery count that the
-		// delay and the delivery limit follow; a nack raises the acquired
-		// count alone, and would come back at once, for ever. A
-		// Retry-After cannot travel with a reject over AMQP 0-9-1: the
-		// broker's schedule applies.
-		events = append(events, Event{Outcome: Retrying, MessageID: m.ID, Copy: e.Copy, Queue: c.Queue, Attempt: m.Attempt, Round: e.Round,
-			Delay: t.Policy.Delay(m.Attempt), At: time.Now(), Published: d.Timestamp})
-		settleErr = d.Reject(true /* requeue */)
-		log.Warn("failed, rejected for the broker to retry", "outcome", Failed, "delay_ms", t.Policy.Delay(m.Attempt).Milliseconds(), "error", err)
-	case t.Handoff == Direct:
+	case t.Handoff == Direct || t.waitsInQueue():
 		var next Event
-		next, settleErr = c.retry(ctx, pub, d, m.Attempt, err)
+		next, settleErr = c.retry(ctx, pub, d, cnt, m.Attempt, err)
 		events[0].Outcome, events[0].Err = Failed, err.Error()
 		if next.Outcome == Parked {
 			events[0] = next
@@ -249,18 +226,30 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 // retry is a direct hand-off: the consumer decides, as the error stage
 // would, and publishes the message to wait itself, to come back to this
 // very queue (the one destination it can name without trusting a header);
-// the broker routes it back when the wait is over. It returns the event of
-// what it decided (Retrying or Parked; none when the hand-off failed and
-// the message was nacked to the error stage instead).
-func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, attempt int, cause error) (Event, error) {
+// the broker routes it back when the wait is over. On a backend whose
+// work queues wait themselves (Native), a retry the broker waits exactly
+// as decided is rejected back into the queue instead, and only a wait the
+// broker would not keep (a deferral, a count the broker does not know) is
+// published. It returns the event of what it decided (Retrying or Parked;
+// none when the hand-off failed and the message was nacked to the error
+// stage instead).
+func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, cnt counts, attempt int, cause error) (Event, error) {
 	t := c.Topology
 	now := time.Now()
 	hint, _ := RetryAfter(cause)
-	dec := t.decide(d.Headers, hint, started(d), now)
+	dec := t.decideCounts(cnt, hint, started(d), now)
 	e := Event{MessageID: d.MessageId, Copy: t.Copy(d.Headers), Queue: c.Queue, Attempt: attempt, Round: replays(d.Headers), At: now, Published: d.Timestamp, Err: cause.Error()}
 	if dec.park != "" {
 		e.Outcome, e.Reason = Parked, dec.park
-		return e, c.park(ctx, pub, d, cause, dec.retries, dec.park)
+		return e, c.park(ctx, pub, d, cause, cnt, dec.park)
+	}
+	e.Outcome, e.Delay = Retrying, dec.delay
+	if r, ok := t.delayer().(rejecter); ok && !dec.deferred && r.rejects(t, cnt.rejected, dec.delay) {
+		// The queue waits and redelivers it. A reject, never a nack: on
+		// RabbitMQ 4.3 only a reject raises the delivery count that the
+		// delay and the delivery limit follow; a nack raises the acquired
+		// count alone, and would come back at once, for ever.
+		return e, d.Reject(true /* requeue */)
 	}
 	h := retryHeaders(d, dec, c.Queue, cause.Error(), now)
 	if _, err := t.schedule(ctx, pub, d, h, c.Queue, dec.delay, now); err != nil {
@@ -268,27 +257,15 @@ func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, attemp
 		_ = d.Nack(false, false /* requeue */)
 		return Event{}, err
 	}
-	e.Outcome, e.Delay = Retrying, dec.delay
 	return e, d.Ack(false)
 }
 
-// nativePark is the reason to park a message that failed its attempt on
-// the native backend, or "" to let the broker retry it: past the last
-// retry, or past the deadline.
-func (t Topology) nativePark(d *amqp.Delivery, attempt int) string {
-	start := started(d)
-	switch {
-	case attempt > t.Policy.Retries():
-		return ReasonMaxRetries
-	case t.Policy.deadline() > 0 && !start.IsZero() && time.Since(start) > t.Policy.deadline():
-		return ReasonDeadline
-	}
-	return ""
-}
-
 // waitLonger sends a message back to wait when it came back before the
-// time a downstream asked for (the TTL backend waits at most its longest
-// step at a time), up to MaxWaits times. It reports whether it did.
+// time its not-before header names, a round at a time, up to MaxWaits
+// times. It reports whether it did. No backend writes the header any more
+// (every backend waits a downstream's time exactly); a message that
+// carries one, from an earlier relay or forged, still waits no longer
+// than the rounds allow.
 func (c *Consumer) waitLonger(ctx context.Context, pub *Hop, d *amqp.Delivery) (bool, error) {
 	nb, ok := headerInt(d.Headers, HeaderNotBefore)
 	if !ok {
@@ -302,7 +279,7 @@ func (c *Consumer) waitLonger(ctx context.Context, pub *Hop, d *amqp.Delivery) (
 	}
 	h := Forward(d.Headers)
 	h[HeaderWaits] = int32(waits + 1)
-	wait, err := c.Topology.schedule(ctx, pub, d, h, c.Queue, left, now)
+	wait, err := c.Topology.schedule(ctx, pub, d, h, c.Queue, c.Topology.notBeforeRound(left), now)
 	if err != nil {
 		return false, nil // attempt it now rather than not at all
 	}
@@ -316,8 +293,18 @@ func (c *Consumer) waitLonger(ctx context.Context, pub *Hop, d *amqp.Delivery) (
 // park sends a permanent failure straight to the dead-letter exchange and
 // acks it after the confirm. If parking fails, the message is nacked so the
 // broker dead-letters it into the pipeline: retried, not lost.
-func (c *Consumer) park(ctx context.Context, pub *Hop, d *amqp.Delivery, cause error, retries int, reason string) error {
-	err := park(ctx, pub, c.Topology, d, parking{source: c.Queue, reason: reason, retries: retries, lastErr: cause.Error()}, time.Now())
+func (c *Consumer) park(ctx context.Context, pub *Hop, d *amqp.Delivery, cause error, cnt counts, reason string) error {
+	now := time.Now()
+	p := parking{source: c.Queue, reason: reason, retries: cnt.retries, lastErr: cause.Error()}
+	if cnt.rejected > 0 && headerString(d.Headers, HeaderFirstFailedAt) == "" {
+		// A reject carries no header: reckon the first failure from the
+		// waits the broker's schedule held it since.
+		p.firstFailed = now
+		for n := 1; n <= cnt.rejected; n++ {
+			p.firstFailed = p.firstFailed.Add(-c.Topology.Policy.Delay(n))
+		}
+	}
+	err := park(ctx, pub, c.Topology, d, p, now)
 	if err != nil {
 		c.Logger.Error("park permanent failure, sending it to the pipeline instead", "message_id", d.MessageId, "error", err)
 		_ = d.Nack(false, false /* requeue */)

@@ -28,12 +28,43 @@ type decision struct {
 // is parked; otherwise it waits the policy's delay for the next retry (or
 // the hint, if longer).
 func (t Topology) decide(h amqp.Table, hint time.Duration, start, now time.Time) decision {
-	p := t.Policy
-	d := decision{
-		retries:   min(RetryCount(h), p.Retries()),
-		attempts:  t.attempts(h) + 1,
+	return t.decideCounts(t.countsOf(h), hint, start, now)
+}
+
+// counts are a delivery's counts, read from its headers once.
+type counts struct {
+	// retries, attempts and deferrals are what the message has had so
+	// far, bounded by the policy.
+	retries, attempts, deferrals int
+	// rejected is, on a backend whose work queues wait themselves, the
+	// rejects the broker counted since the message was last published
+	// (x-delivery-count): retries relay's headers do not know of.
+	rejected int
+}
+
+// countsOf reads h's counts. On a backend whose work queue waits a
+// rejected message (Native), the broker's x-delivery-count adds the
+// retries it waited since relay last published the message.
+func (t Topology) countsOf(h amqp.Table) counts {
+	c := counts{
+		retries:   RetryCount(h),
+		attempts:  attempts(h),
 		deferrals: min(max(headerIntOr(h, HeaderDeferrals), 0), 1<<20),
 	}
+	if t.waitsInQueue() {
+		c.rejected = min(max(headerIntOr(h, "x-delivery-count"), 0), 1<<20)
+		c.retries += c.rejected
+		c.attempts += c.rejected
+	}
+	c.retries = min(c.retries, t.Policy.Retries())
+	c.attempts = min(c.attempts, t.Policy.Retries()+t.Policy.deferrals())
+	return c
+}
+
+// decideCounts is decide for counts read already.
+func (t Topology) decideCounts(c counts, hint time.Duration, start, now time.Time) decision {
+	p := t.Policy
+	d := decision{retries: c.retries, attempts: c.attempts + 1, deferrals: c.deferrals}
 	if hint < 0 || hint > MaxRetryAfter {
 		hint = 0 // a garbled hint must not hold a message back
 	}

@@ -2,6 +2,7 @@ package retry_test
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/relay-demo/relay/retry"
@@ -10,7 +11,9 @@ import (
 // Plan is everything a topology declares, before anything touches the
 // broker: what Declare creates, Delete removes and relay's topology
 // command draws. With the TTL backend each delay of the Policy is a wait
-// queue whose messages expire, after their delay, to requeue-queue.
+// queue whose messages expire, after their delay, to requeue-queue; any
+// other wait (a Retry-After, a scheduled send) goes through the 32 binary
+// delay levels it declares too, left out here.
 func ExampleTopology_Plan() {
 	topo := retry.Topology{
 		Prefix:  "shop.",
@@ -19,10 +22,19 @@ func ExampleTopology_Plan() {
 		Policy:  retry.Policy{Delays: []time.Duration{time.Second, 10 * time.Second}},
 	}
 	plan := topo.Plan()
+	level := func(name string) bool {
+		return strings.HasPrefix(name, "shop.wait.level.") || name == "shop.wait.deliver"
+	}
 	for _, e := range plan.Exchanges {
+		if level(e.Name) {
+			continue
+		}
 		fmt.Printf("exchange %s (%s)\n", e.Name, e.Kind)
 	}
 	for _, q := range plan.Queues {
+		if level(q.Name) {
+			continue
+		}
 		if ttl, ok := q.Args["x-message-ttl"]; ok {
 			fmt.Printf("queue %s: waits %vms, then to %s\n", q.Name, ttl, q.Args["x-dead-letter-routing-key"])
 			continue
@@ -30,7 +42,7 @@ func ExampleTopology_Plan() {
 		fmt.Printf("queue %s\n", q.Name)
 	}
 	for _, b := range plan.Bindings {
-		if b.Key != "" {
+		if b.Key != "" && !level(b.Exchange) {
 			fmt.Printf("bind %s -> %s with %q\n", b.Exchange, b.Queue, b.Key)
 		}
 	}

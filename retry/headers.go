@@ -27,9 +27,11 @@ const (
 	// asked for before the next attempt.
 	HeaderRetryAfter = "x-retry-after-ms"
 	// HeaderNotBefore is the earliest time (Unix milliseconds) the message
-	// may go back to its queue: set when the TTL backend's longest step is
-	// shorter than the wait a downstream asked for, so the message waits
-	// again until then.
+	// may go back to its queue. Earlier relays set it when the TTL
+	// backend's longest step was shorter than the wait a downstream asked
+	// for; every backend now waits such a time exactly, and a message
+	// that still carries one waits again until then, in bounded rounds
+	// (MaxWaits).
 	HeaderNotBefore = "x-retry-not-before"
 	// HeaderDeadSource is the work queue a parked message came from; the
 	// dead-letter exchange routes on it.
@@ -54,9 +56,8 @@ const (
 	// HeaderReplays counts how often a parked message was replayed: the
 	// round of retries it is in, 0 for the first.
 	HeaderReplays = "x-replays"
-	// HeaderWaits counts the extra rounds a message has waited in the TTL
-	// backend's longest wait queue because a downstream asked for a longer
-	// wait (HeaderNotBefore). It is bounded: see the requeue stage.
+	// HeaderWaits counts the extra rounds a message has waited for its
+	// HeaderNotBefore. It is bounded: see MaxWaits.
 	HeaderWaits = "x-retry-waits"
 	// HeaderPriorRetries is, on a replayed message, the retries it had in
 	// the rounds before this one, summed: a replay restarts

@@ -23,21 +23,20 @@ type Delayed struct {
 	// Mandatory is false for the delayed-message plugin, which returns
 	// every message published to it with mandatory as unroutable.
 	Mandatory bool
-	// Wait is how long the message will wait: the delay asked for (to the
-	// millisecond), or for the TTL backend the step at or after it.
+	// Wait is how long the message will wait: the delay asked for, to the
+	// millisecond.
 	Wait time.Duration
 }
 
-// ErrCannotDelay means a backend that cannot make a first delivery wait:
-// Native, whose delayed retry applies only to rejected messages.
+// ErrCannotDelay means a backend that cannot make a first delivery wait
+// (see Features.FirstDelivery).
 var ErrCannotDelay = errors.New("the delay backend cannot delay a first delivery")
 
 // Delay says where to publish a message that must reach work queue queue
-// (prefixed) after delay. Plugin and Levels wait exactly delay; TTL waits
-// the shortest of its steps that is at least delay, and refuses a delay
-// longer than its longest step (waiting again, as a retry may, would be
-// bounded and could end early); Native cannot delay a first delivery at
-// all (ErrCannotDelay).
+// (prefixed) after delay: every backend waits exactly delay, to the
+// millisecond (TTL and Native through the binary delay levels they declare
+// beside their own waits). A backend whose features say it cannot delay a
+// first delivery answers ErrCannotDelay.
 //
 // With the stages hand-off the message waits for requeue-queue, whose
 // stage sends it to queue as it sends back a retry: HeaderOriginalQueue
@@ -53,35 +52,22 @@ func (t Topology) Delay(queue string, delay time.Duration) (Delayed, error) {
 	if delay > MaxDelay {
 		return Delayed{}, fmt.Errorf("%w: %s is longer than %s, the longest wait any delay backend expresses", ErrDelayTooLong, delay, MaxDelay)
 	}
+	d, err := delayerOf(t.Backend)
+	if err != nil {
+		return Delayed{}, fmt.Errorf("the %s backend cannot delay a message: %w", t.Backend, err)
+	}
+	if !d.features().FirstDelivery {
+		return Delayed{}, fmt.Errorf("%w: the %s backend waits only a failed message", ErrCannotDelay, t.Backend)
+	}
 	dest := queue
 	h := amqp.Table{}
 	if t.requeues() {
 		dest = t.Name(RequeueQueue)
 		h[HeaderOriginalQueue] = queue
 	}
-	switch t.Backend {
-	case Plugin:
-		h[HeaderDelay] = clampDelay(delay)
-		return Delayed{Exchange: t.Name(WaitExchange), Key: t.waitKey(dest), Headers: h, Wait: delay.Truncate(time.Millisecond)}, nil
-	case Levels:
-		exchange, key := t.levelRoute(delay, dest)
-		return Delayed{Exchange: exchange, Key: key, Headers: h, Mandatory: true, Wait: delay.Truncate(time.Millisecond)}, nil
-	case TTL:
-		steps := t.Policy.Steps()
-		if longest := steps[len(steps)-1]; delay > longest {
-			return Delayed{}, fmt.Errorf("%w: the ttl backend waits at most its longest step, %s, and %s is longer: use the levels backend for longer waits",
-				ErrDelayTooLong, longest, delay)
-		}
-		wait := step(steps, delay)
-		key := StepName(wait)
-		if !t.requeues() {
-			key = t.directWaitQueue(wait, dest)
-		}
-		return Delayed{Exchange: t.Name(WaitExchange), Key: key, Headers: h, Mandatory: true, Wait: wait}, nil
-	case Native:
-		return Delayed{}, fmt.Errorf("%w: RabbitMQ 4.3's delayed retry delays only a rejected message, never a first delivery: choose levels, plugin or ttl", ErrCannotDelay)
-	}
-	return Delayed{}, fmt.Errorf("the %s backend cannot delay a message: resolve it first", t.Backend)
+	r := d.route(t, dest, delay)
+	maps.Copy(h, r.headers)
+	return Delayed{Exchange: r.exchange, Key: r.key, Headers: h, Mandatory: r.mandatory, Wait: r.wait}, nil
 }
 
 // PublishDelayed publishes msg along d, with d's headers added to msg's,

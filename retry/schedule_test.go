@@ -26,12 +26,14 @@ func TestDelay(t *testing.T) {
 			exchange: "p.wait.level.11", wait: 3 * time.Second, mandatory: true},
 		{name: "plugin, no mandatory", backend: Plugin, delay: 42 * time.Second,
 			exchange: "p.wait-exchange", key: "requeue", wait: 42 * time.Second, original: true},
-		{name: "ttl, the step at or after", backend: TTL, delay: 2 * time.Second,
-			exchange: "p.wait-exchange", key: "5s", wait: 5 * time.Second, mandatory: true, original: true},
+		{name: "ttl, between steps: exactly, in the levels", backend: TTL, delay: 2 * time.Second,
+			exchange: "p.wait.level.10", wait: 2 * time.Second, mandatory: true, original: true},
 		{name: "ttl, a step exactly", backend: TTL, delay: time.Minute,
 			exchange: "p.wait-exchange", key: "1m", wait: time.Minute, mandatory: true, original: true},
-		{name: "ttl, past the longest step", backend: TTL, delay: 2 * time.Minute, err: ErrDelayTooLong},
-		{name: "native refuses", backend: Native, delay: time.Second, err: ErrCannotDelay},
+		{name: "ttl, past the longest step: exactly, in the levels", backend: TTL, delay: 2 * time.Minute,
+			exchange: "p.wait.level.16", wait: 2 * time.Minute, mandatory: true, original: true},
+		{name: "native, in the levels to the work queue", backend: Native, delay: time.Second,
+			exchange: "p.wait.level.09", wait: time.Second, mandatory: true},
 		{name: "too long", backend: Levels, delay: MaxDelay + time.Millisecond, err: ErrDelayTooLong},
 	}
 	for _, tt := range tests {

@@ -140,7 +140,7 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 	if !t.Destination(claim) {
 		return s.refuse(ctx, pub, d, ev, ErrorQueue, claim, header, retries)
 	}
-	if t.Backend == Native {
+	if t.waitsInQueue() {
 		// The broker counted and delayed the retries in the work queue
 		// itself; what reaches this stage is done with: dead-lettered past
 		// the delivery limit (a consumer died on its last attempt), or
@@ -152,8 +152,8 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 			reason = ReasonMaxRetries
 		}
 		n := min(max(headerIntOr(d.Headers, "x-delivery-count"), headerIntOr(d.Headers, "x-acquired-count"), 1), 1<<20)
-		ev.Attempt = n
-		retries = min(n-1, t.Policy.Retries())
+		ev.Attempt = t.attempts(d.Headers) + n
+		retries = min(RetryCount(d.Headers)+n-1, t.Policy.Retries())
 		return s.park(ctx, pub, d, ev, parking{source: claim, reason: reason, retries: retries, lastErr: lastErr})
 	}
 	now := s.Now()
@@ -201,7 +201,7 @@ func (s *Stages) handleRequeue(ctx context.Context, pub *Hop, d *amqp.Delivery) 
 			// Not yet: a downstream asked for longer than any wait queue.
 			h := Forward(d.Headers)
 			h[HeaderWaits] = int32(waits + 1)
-			wait, err := s.Topology.schedule(ctx, pub, d, h, s.Topology.Name(RequeueQueue), left, s.Now())
+			wait, err := s.Topology.schedule(ctx, pub, d, h, s.Topology.Name(RequeueQueue), s.Topology.notBeforeRound(left), s.Now())
 			if errors.Is(err, errWaitQueueMissing) {
 				err = nil // go back now rather than not at all
 			} else {
@@ -250,10 +250,18 @@ func (s *Stages) park(ctx context.Context, pub *Hop, d *amqp.Delivery, ev Event,
 	return s.settle(ctx, d, park(ctx, pub, s.Topology, d, p, s.Now()), ev)
 }
 
-// MaxWaits bounds the extra rounds the TTL backend's longest wait queue
-// serves one message when a downstream asked for a wait longer than any
-// step: over a message's whole life, the requeue stage sends it to wait
-// again at most this often. The plugin backend waits any time at once.
+// notBeforeRound is one round of a not-before wait (see MaxWaits): what is
+// left, but no longer than the policy's longest delay, so the rounds bound
+// how long a header can hold a message back.
+func (t Topology) notBeforeRound(left time.Duration) time.Duration {
+	steps := t.Policy.Steps()
+	return min(left, steps[len(steps)-1])
+}
+
+// MaxWaits bounds the extra rounds a message waits for the time its
+// HeaderNotBefore names, each round at most the policy's longest delay:
+// over a message's whole life, the requeue stage (or a consumer with a
+// direct hand-off) sends it to wait again at most this often.
 const MaxWaits = 64
 
 // MaxRetryAfter bounds the wait a downstream can ask for. A longer (or
@@ -325,6 +333,9 @@ type parking struct {
 	lastErr string
 	// claimed is the queue a ReasonNoSource message claimed, if any.
 	claimed string
+	// firstFailed is when it first failed, where its headers cannot say
+	// (zero: they say, or it is now).
+	firstFailed time.Time
 }
 
 // Park publishes d to t's dead-letter exchange with the queue it is parked
@@ -348,6 +359,9 @@ func park(ctx context.Context, pub *Hop, t Topology, d *amqp.Delivery, p parking
 	h[HeaderParkedAt] = now.UTC().Format(time.RFC3339Nano)
 	if _, ok := h[HeaderFirstFailedAt]; !ok {
 		h[HeaderFirstFailedAt] = h[HeaderParkedAt]
+		if !p.firstFailed.IsZero() {
+			h[HeaderFirstFailedAt] = p.firstFailed.UTC().Format(time.RFC3339Nano)
+		}
 	}
 	lastErr := p.lastErr
 	if lastErr == "" {

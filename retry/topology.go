@@ -135,17 +135,6 @@ func StepName(d time.Duration) string {
 	}
 }
 
-// step picks the TTL wait queue for a wanted delay: the shortest step that
-// waits at least that long, else the longest step there is.
-func step(steps []time.Duration, want time.Duration) time.Duration {
-	for _, s := range steps {
-		if s >= want {
-			return s
-		}
-	}
-	return steps[len(steps)-1]
-}
-
 // Exchange is one exchange of a Plan.
 type Exchange struct {
 	Name string
@@ -225,11 +214,6 @@ func (t Topology) Plan() Plan {
 	for _, r := range t.WorkRoutes() {
 		args := t.queueArgs(true)
 		args["x-dead-letter-exchange"] = t.Name(ErrorExchange)
-		if t.Backend == Native {
-			for k, v := range t.nativeArgs() {
-				args[k] = v
-			}
-		}
 		p.Queues = append(p.Queues, Queue{Name: r.Queue, Args: args})
 		p.Bindings = append(p.Bindings, Binding{Exchange: ingress, Queue: r.Queue, Key: r.Key})
 	}
@@ -238,7 +222,7 @@ func (t Topology) Plan() Plan {
 	if t.requeues() {
 		p.Queues = append(p.Queues, Queue{Name: t.Name(RequeueQueue), Args: t.queueArgs(false), Keeps: true})
 	}
-	t.waitPlan(&p)
+	t.delayer().declare(t, &p)
 	p.Exchanges = append(p.Exchanges, Exchange{Name: t.Name(DeadExchange), Kind: amqp.ExchangeHeaders})
 	p.Queues = append(p.Queues, Queue{Name: t.Name(DeadQueue), Args: t.queueArgs(false), Keeps: true})
 	// x-match all with no other arguments matches every message: the
@@ -246,14 +230,20 @@ func (t Topology) Plan() Plan {
 	p.Bindings = append(p.Bindings, Binding{Exchange: t.Name(DeadExchange), Queue: t.Name(DeadQueue),
 		Args: amqp.Table{"x-match": "all"}})
 
+	// Where a wait starts, in drawings: the exchange a retry of the
+	// first delay is published to.
 	wait := t.Name(WaitExchange)
-	if t.Backend == Levels {
+	if dests := t.waitDestinations(); len(dests) > 0 {
+		wait = t.delayer().route(t, dests[0], t.Policy.Delay(1)).exchange
+	}
+	if strings.HasPrefix(wait, t.Name("wait.level.")) {
 		wait = t.levelExchange(levelCount - 1)
 	}
-	if t.Backend == Native {
+	if t.waitsInQueue() {
 		for _, r := range t.WorkRoutes() {
 			p.Moves = append(p.Moves,
 				Move{From: r.Queue, To: r.Queue, Label: "reject requeue=true: the broker waits"},
+				Move{From: r.Queue, To: t.levelExchange(levelCount - 1), Label: "a deferral: wait exactly"},
 				Move{From: r.Queue, To: t.Name(DeadExchange), Label: "permanent"})
 		}
 		p.Moves = append(p.Moves, Move{From: t.Name(ErrorQueue), To: t.Name(DeadExchange), Label: "error stage: park"})
@@ -293,12 +283,8 @@ func (t Topology) Validate() error {
 	default:
 		return fmt.Errorf("queue type %q: want classic or quorum", t.QueueType)
 	}
-	switch t.Backend {
-	case Plugin, TTL, Levels, Native:
-	case Auto:
-		return errors.New("delay backend auto must be resolved against the broker (retry.Resolve) before declaring")
-	default:
-		return fmt.Errorf("delay backend %q: want plugin, ttl, levels or native", t.Backend)
+	if _, err := delayerOf(t.Backend); err != nil {
+		return err
 	}
 	switch t.Handoff {
 	case ViaStages, Direct:

@@ -21,26 +21,19 @@ func TestStepName(t *testing.T) {
 	}
 }
 
-func TestStep(t *testing.T) {
-	steps := []time.Duration{time.Second, 5 * time.Second, time.Minute}
-	tests := []struct{ want, got time.Duration }{
-		{500 * time.Millisecond, time.Second},
-		{time.Second, time.Second},
-		{2 * time.Second, 5 * time.Second},
-		{time.Hour, time.Minute},
-	}
-	for _, tt := range tests {
-		if got := step(steps, tt.want); got != tt.got {
-			t.Errorf("step(%s) = %s, want %s", tt.want, got, tt.got)
+// names lists a plan's exchanges and queues, the delay levels apart:
+// levels counts the level queues.
+func names(p Plan) (exchanges, queues []string, levels int) {
+	for _, e := range p.Exchanges {
+		if !strings.Contains(e.Name, "wait.level.") && !strings.HasSuffix(e.Name, "wait.deliver") {
+			exchanges = append(exchanges, e.Name+":"+e.Kind)
 		}
 	}
-}
-
-func names(p Plan) (exchanges, queues []string) {
-	for _, e := range p.Exchanges {
-		exchanges = append(exchanges, e.Name+":"+e.Kind)
-	}
 	for _, q := range p.Queues {
+		if strings.Contains(q.Name, "wait.level.") {
+			levels++
+			continue
+		}
 		queues = append(queues, q.Name)
 	}
 	return
@@ -53,17 +46,27 @@ func TestPlan(t *testing.T) {
 		topo          Topology
 		wantExchanges []string
 		wantQueues    []string
+		wantLevels    int
 	}{
 		{"plugin", Topology{Routes: testRoutes, Backend: Plugin, Policy: policy},
 			[]string{"notification-exchange:direct", "error-exchange:fanout", "wait-exchange:x-delayed-message", "dead-letter-exchange:headers"},
-			[]string{"email-queue", "webhook-queue", "error-queue", "requeue-queue", "dead-letter-queue"}},
-		{"ttl with prefix", Topology{Routes: testRoutes, Prefix: "t.", Backend: TTL, Policy: policy},
+			[]string{"email-queue", "webhook-queue", "error-queue", "requeue-queue", "dead-letter-queue"}, 0},
+		{"ttl with prefix: its steps, and the levels for any other wait", Topology{Routes: testRoutes, Prefix: "t.", Backend: TTL, Policy: policy},
 			[]string{"t.notification-exchange:direct", "t.error-exchange:fanout", "t.wait-exchange:direct", "t.dead-letter-exchange:headers"},
-			[]string{"t.email-queue", "t.webhook-queue", "t.error-queue", "t.requeue-queue", "t.wait.500ms", "t.wait.5s", "t.dead-letter-queue"}},
+			[]string{"t.email-queue", "t.webhook-queue", "t.error-queue", "t.requeue-queue", "t.wait.500ms", "t.wait.5s", "t.dead-letter-queue"}, levelCount},
+		{"levels", Topology{Routes: testRoutes, Backend: Levels, Policy: policy},
+			[]string{"notification-exchange:direct", "error-exchange:fanout", "dead-letter-exchange:headers"},
+			[]string{"email-queue", "webhook-queue", "error-queue", "requeue-queue", "dead-letter-queue"}, levelCount},
+		{"native: no requeue-queue, the levels for deferrals", Topology{Routes: testRoutes, Backend: Native, QueueType: Quorum, Policy: Policy{Delays: []time.Duration{time.Second, 2 * time.Second}}},
+			[]string{"notification-exchange:direct", "error-exchange:fanout", "dead-letter-exchange:headers"},
+			[]string{"email-queue", "webhook-queue", "error-queue", "dead-letter-queue"}, levelCount},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ex, qs := names(tt.topo.Plan())
+			ex, qs, levels := names(tt.topo.Plan())
+			if levels != tt.wantLevels {
+				t.Errorf("%d level queues, want %d", levels, tt.wantLevels)
+			}
 			if diff := cmp.Diff(tt.wantExchanges, ex); diff != "" {
 				t.Errorf("exchanges (-want +got):\n%s", diff)
 			}

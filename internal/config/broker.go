@@ -200,9 +200,7 @@ func (b Broker) Topology(routes []retry.Route) (retry.Topology, error) {
 	default:
 		return t, Invalid("QUEUE_TYPE", b.QueueType, "classic or quorum")
 	}
-	switch t.Backend {
-	case retry.Auto, retry.Plugin, retry.TTL, retry.Levels, retry.Native:
-	default:
+	if _, err := retry.FeaturesOf(t.Backend); err != nil && t.Backend != retry.Auto {
 		return t, Invalid("DELAY_BACKEND", b.DelayBackend, "auto, plugin, ttl, levels or native")
 	}
 	switch b.Handoff {
@@ -227,6 +225,8 @@ func (b Broker) Topology(routes []retry.Route) (retry.Topology, error) {
 		return t, Invalid(b.schedule(), p.String(), "a linear schedule for DELAY_BACKEND=native, or DELAY_BACKEND=levels ("+err.Error()+")")
 	case t.Backend == retry.Native && t.QueueType != retry.Quorum:
 		return t, Invalid("QUEUE_TYPE", b.QueueType, "quorum: DELAY_BACKEND=native is RabbitMQ 4.3's delayed retry for quorum queues")
+	case errors.Is(err, retry.ErrUnsupported) && b.RetryJitter > 0:
+		return t, Invalid("RETRY_JITTER", fmt.Sprint(b.RetryJitter), "0 with DELAY_BACKEND="+b.DelayBackend+", which waits the broker's own schedule ("+err.Error()+")")
 	default:
 		return t, fmt.Errorf("configuration: %w", err)
 	}

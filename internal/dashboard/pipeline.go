@@ -137,7 +137,7 @@ func (p *Pipeline) byWorker(ev notification.Event) bool {
 	if ev.Reason == retry.ReasonPermanent || ev.Reason == retry.ReasonTooLarge {
 		return true
 	}
-	return p.topo.Backend == retry.Native || p.topo.Handoff == retry.Direct
+	return p.topo.WaitsInQueue() || p.topo.Handoff == retry.Direct
 }
 
 // arrows are the edges a message took for ev to be decided about it, in
@@ -147,7 +147,7 @@ func (p *Pipeline) byWorker(ev notification.Event) bool {
 func (p *Pipeline) arrows(ev notification.Event, q string) []string {
 	ingress := strings.TrimPrefix(p.topo.Ingress(), p.topo.Prefix)
 	stages := p.topo.HasRequeueStage()
-	native := p.topo.Backend == retry.Native
+	native := p.topo.WaitsInQueue()
 	id := diagram.EdgeID
 	var out []string
 	worker := ev.Outcome == retry.Delivered || ev.Outcome == retry.Failed ||
@@ -237,7 +237,7 @@ func (p *Pipeline) view(depths map[string]int) pipelineView {
 	for _, w := range p.waiting {
 		if !now.After(w.due.Add(waitGrace)) {
 			where := diagram.WaitID
-			if p.topo.Backend == retry.Native {
+			if p.topo.WaitsInQueue() {
 				where = w.queue
 			}
 			waits[where]++

@@ -133,7 +133,7 @@ func TestPipelinePicture(t *testing.T) {
 			},
 		},
 		{
-			backend: retry.TTL, wantWait: 3, wantRequeue: true, waitsIn: "wait",
+			backend: retry.TTL, wantWait: 3 + 32, wantRequeue: true, waitsIn: "wait",
 			events: []retry.Outcome{retry.Failed, retry.Retrying, retry.Requeued, retry.Delivered}, waitAfter: 2,
 			wantRates: map[string]float64{
 				ingress + ">" + email: 0.2, email + ">error-exchange": 0.1, "error-exchange>error-queue": 0.1,
@@ -142,8 +142,8 @@ func TestPipelinePicture(t *testing.T) {
 			},
 		},
 		{
-			// A wait queue per step and work queue.
-			backend: retry.TTL, handoff: retry.Direct, wantWait: 6, waitsIn: "wait",
+			// A wait queue per step and work queue, and the 32 levels for any other wait.
+			backend: retry.TTL, handoff: retry.Direct, wantWait: 6 + 32, waitsIn: "wait",
 			events: []retry.Outcome{retry.Failed, retry.Retrying, retry.Delivered}, waitAfter: 2,
 			wantRates: map[string]float64{
 				ingress + ">" + email: 0.2, email + ">wait": 0.1, "wait>" + email: 0.1,
@@ -168,8 +168,8 @@ func TestPipelinePicture(t *testing.T) {
 			},
 		},
 		{
-			// The broker holds the copy in its own queue.
-			backend: retry.Native, wantWait: -1, waitsIn: email,
+			// The broker holds the copy in its own queue; the levels hold a deferral.
+			backend: retry.Native, wantWait: 32, waitsIn: email,
 			events: []retry.Outcome{retry.Failed, retry.Retrying, retry.Delivered}, waitAfter: 2,
 			wantRates: map[string]float64{
 				ingress + ">" + email: 0.2, email + ">" + email: 0.1,
@@ -177,7 +177,7 @@ func TestPipelinePicture(t *testing.T) {
 			},
 		},
 		{
-			backend: retry.Native, handoff: retry.Direct, wantWait: -1, waitsIn: email,
+			backend: retry.Native, handoff: retry.Direct, wantWait: 32, waitsIn: email,
 			events: []retry.Outcome{retry.Failed, retry.Retrying, retry.Delivered}, waitAfter: 2,
 			wantRates: map[string]float64{
 				ingress + ">" + email: 0.2, email + ">" + email: 0.1,

@@ -67,7 +67,7 @@ func Handler(name string, send channel.Sender) retry.HandlerFunc {
 		}
 		// The retries so far pick the provider the attempt starts with;
 		// the provider it went through goes into its event.
-		ctx = channel.WithRetries(ctx, retry.RetryCount(m.Headers))
+		ctx = channel.WithRetries(ctx, m.Retries)
 		var via channel.Via
 		err = send(channel.WithVia(ctx, &via), n)
 		m.Via = via.Name()

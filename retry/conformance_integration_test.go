@@ -1,0 +1,381 @@
+//go:build integration
+
+package retry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/retry/retrytest"
+)
+
+// The conformance suite: the same promises, asserted on every delay
+// backend, with every queue type and hand-off the backend allows, on the
+// broker at hand, the way one Pub/Sub suite runs against every
+// implementation. A cell is one backend × queue type × hand-off. The
+// promises a backend makes are its Features; each is asserted here:
+//
+//   - schedule: a message that fails three times comes back after each
+//     delay of the policy, never early and late by at most the backend's
+//     Tolerance, its retry count rising by one each time (what a handler
+//     rotates providers on), and is delivered on the fourth attempt;
+//   - park: one that always fails is parked after the last retry with the
+//     reason, its last error, its count and the time it first failed;
+//   - permanent: one whose handler says no retry can help is parked at
+//     once;
+//   - deferral: one deferred twice (a Retry-After, then a rate-limit slot
+//     at an odd time that no step of the schedule matches) comes back
+//     exactly when asked each time, without spending a retry;
+//   - scheduled: a first delivery published to wait comes after its delay
+//     exactly (Features.FirstDelivery);
+//   - nothing is lost and nothing is handled twice.
+//
+// Which cells run depends on the broker: a backend runs where its
+// versions and needs are met. RELAY_EXPECT_BACKENDS (a space- or
+// comma-separated list, set by make test-compat for each node) names the
+// backends that must run on this broker: one that cannot fails the test,
+// so a node that came up as the wrong version, or without the plugin,
+// never turns its cells into quiet skips.
+func TestConformance(t *testing.T) {
+	url := retrytest.URL(t)
+	version, err := retrytest.Version(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugin, err := retry.HasPlugin(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect := expectedBackends(t)
+	var ran []string
+	for _, b := range retry.Backends() {
+		f, err := retry.FeaturesOf(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var why string
+		switch {
+		case !f.RunsOn(version):
+			why = fmt.Sprintf("it runs on RabbitMQ %s to %s, and the broker is %s", orAny(f.MinVersion), orAny(f.MaxVersion), version)
+		case strings.Contains(f.Needs, "delayed_message") && !plugin:
+			why = "the broker lacks " + f.Needs
+		}
+		if why != "" {
+			if expect[b] {
+				t.Errorf("the %s backend must run on this broker (RELAY_EXPECT_BACKENDS), but %s", b, why)
+			}
+			t.Logf("no %s cells on this broker: %s", b, why)
+			continue
+		}
+		delete(expect, b)
+		for _, q := range []retry.QueueType{retry.Classic, retry.Quorum} {
+			for _, h := range []retry.Handoff{retry.ViaStages, retry.Direct} {
+				if !f.Supports(q, h) {
+					continue
+				}
+				name := fmt.Sprintf("%s/%s/%s", b, q, handoffName(h))
+				ran = append(ran, name)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					runCell(t, url, retry.Topology{Backend: b, QueueType: q, Handoff: h}, f)
+				})
+			}
+		}
+	}
+	t.Logf("RabbitMQ %s: cells %s", version, strings.Join(ran, ", "))
+}
+
+// expectedBackends reads RELAY_EXPECT_BACKENDS.
+func expectedBackends(t *testing.T) map[retry.Backend]bool {
+	out := map[retry.Backend]bool{}
+	for _, w := range strings.FieldsFunc(os.Getenv("RELAY_EXPECT_BACKENDS"), func(r rune) bool { return r == ',' || r == ' ' }) {
+		if _, err := retry.FeaturesOf(retry.Backend(w)); err != nil {
+			t.Fatalf("RELAY_EXPECT_BACKENDS: %v", err)
+		}
+		out[retry.Backend(w)] = true
+	}
+	return out
+}
+
+func orAny(v string) string {
+	if v == "" {
+		return "any"
+	}
+	return v
+}
+
+func handoffName(h retry.Handoff) string {
+	if h == retry.ViaStages {
+		return "stages"
+	}
+	return string(h)
+}
+
+// call is one handler call: when it began, when it returned, and what the
+// message said of itself.
+type call struct {
+	attempt, retries int
+	start, end       time.Time
+	// asked is the wait the handler asked for, if it deferred.
+	asked time.Duration
+}
+
+// The suite's schedule: linear, so the native backend can follow it, and
+// none of its steps matches a deferral below.
+var conformanceDelays = []time.Duration{300 * time.Millisecond, 600 * time.Millisecond, 900 * time.Millisecond}
+
+const (
+	retryAfter = 700 * time.Millisecond
+	slotIn     = 1234 * time.Millisecond
+	scheduleIn = 1300 * time.Millisecond
+)
+
+func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
+	topo.Prefix = retrytest.Prefix(t)
+	topo.Routes = []retry.Route{{Queue: "work", Key: "work"}}
+	topo.Policy = retry.Policy{Delays: conformanceDelays}
+	topo.CopyHeader = "x-copy"
+	if err := topo.Validate(); err != nil {
+		t.Fatalf("a cell the backend declares it supports is refused: %v", err)
+	}
+
+	var mu sync.Mutex
+	calls := map[string][]call{}
+	p := retry.New(retry.Config{Topology: topo, Options: retry.Options{Concurrency: 8}})
+	p.Handle("work", "work", retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
+		c := call{attempt: m.Attempt, retries: m.Retries, start: time.Now()}
+		var err error
+		switch kind, _, _ := strings.Cut(m.ID, "."); kind {
+		case "schedule", "scheduled":
+			if m.Attempt <= len(conformanceDelays) && kind == "schedule" {
+				err = fmt.Errorf("attempt %d of %s failed", m.Attempt, m.ID)
+			}
+		case "park":
+			err = fmt.Errorf("downstream refused %s, attempt %d", m.ID, m.Attempt)
+		case "permanent":
+			err = retry.Permanent(fmt.Errorf("%s can never be delivered", m.ID))
+		case "deferral":
+			switch m.Attempt {
+			case 1:
+				c.asked = retryAfter
+				err = retry.After(errors.New("429: retry after 700ms"), c.asked)
+			case 2:
+				// A rate limit's slot, due at an odd moment: the copy
+				// must come back for it, not after it.
+				c.asked = slotIn
+				err = retry.After(errors.New("over the rate limit: slot in 1234ms"), c.asked)
+			}
+		}
+		c.end = time.Now()
+		mu.Lock()
+		calls[m.ID] = append(calls[m.ID], c)
+		mu.Unlock()
+		return err
+	}))
+	p.ServeStages()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, url) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("the pipeline did not stop within 30 s")
+		}
+		if c, err := retry.Dial(url, "relay test cleanup"); err == nil {
+			_ = topo.Delete(c)
+			c.Close()
+		}
+	})
+	conn := retrytest.Conn(t)
+	work := topo.WorkRoutes()[0].Queue
+	retrytest.Eventually(t, 30*time.Second, func() bool {
+		ch, err := conn.Channel()
+		if err != nil {
+			return false
+		}
+		defer ch.Close()
+		q, err := ch.QueueDeclarePassive(work, true, false, false, false, nil)
+		return err == nil && q.Consumers > 0
+	}, "the pipeline never consumed %s", work)
+
+	pub, err := retry.NewPublisher(conn, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	bg := context.Background()
+	msg := func(id string) amqp.Publishing {
+		return amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Timestamp: time.Now(), Body: []byte(id),
+			Headers: amqp.Table{"x-copy": "copy-of-" + id}}
+	}
+	for _, id := range []string{"schedule.1", "park.1", "permanent.1", "deferral.1"} {
+		if err := pub.Publish(bg, topo.Ingress(), "work", msg(id)); err != nil {
+			t.Fatalf("publish %s: %v", id, err)
+		}
+	}
+	var scheduledAt time.Time
+	if f.FirstDelivery {
+		d, err := topo.Delay(work, scheduleIn)
+		if err != nil {
+			t.Fatalf("the backend declares it delays a first delivery: %v", err)
+		}
+		scheduledAt = time.Now()
+		if err := pub.PublishDelayed(bg, d, msg("scheduled.1")); err != nil {
+			t.Fatalf("publish scheduled.1: %v", err)
+		}
+	}
+
+	parked := map[string]amqp.Delivery{}
+	want := map[string]int{"schedule.1": len(conformanceDelays) + 1, "park.1": len(conformanceDelays) + 1, "permanent.1": 1, "deferral.1": 3}
+	if f.FirstDelivery {
+		want["scheduled.1"] = 1
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	retrytest.Eventually(t, 60*time.Second, func() bool {
+		for {
+			d, ok, err := ch.Get(topo.Name(retry.DeadQueue), false /* autoAck */)
+			if err != nil || !ok {
+				break
+			}
+			parked[d.MessageId] = d
+			_ = d.Ack(false)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for id, n := range want {
+			if len(calls[id]) < n {
+				return false
+			}
+		}
+		return len(parked) >= 2
+	}, "not every message was handled or parked as it should be")
+	mu.Lock()
+	got := make(map[string][]call, len(calls))
+	for id, cs := range calls {
+		got[id] = slices.Clone(cs)
+	}
+	mu.Unlock()
+
+	tol := f.Tolerance
+	// onTime checks a wait: never early, late by at most the tolerance.
+	onTime := func(what string, from, to time.Time, wait time.Duration) {
+		t.Helper()
+		took := to.Sub(from)
+		switch {
+		case took < wait:
+			t.Errorf("%s: came back after %s, %s early (waited for %s)", what, took.Round(time.Millisecond), (wait - took).Round(time.Millisecond), wait)
+		case took > wait+tol:
+			t.Errorf("%s: came back after %s, %s late (waited for %s, tolerance %s)", what, took.Round(time.Millisecond), (took - wait).Round(time.Millisecond), wait, tol)
+		default:
+			t.Logf("%s: waited %s for %s", what, took.Round(time.Millisecond), wait)
+		}
+	}
+
+	// Nothing handled more often than the scenario asks.
+	for id, n := range want {
+		if len(got[id]) != n {
+			t.Errorf("%s handled %d times, want %d", id, len(got[id]), n)
+		}
+	}
+
+	// schedule: each delay of the policy, never early; the count rises
+	// by one a retry.
+	s := got["schedule.1"]
+	for i, c := range s {
+		if c.attempt != i+1 || c.retries != i {
+			t.Errorf("schedule.1 call %d: attempt %d, retries %d; want %d, %d", i+1, c.attempt, c.retries, i+1, i)
+		}
+		if i > 0 {
+			onTime(fmt.Sprintf("schedule.1 retry %d", i), s[i-1].end, c.start, conformanceDelays[i-1])
+		}
+	}
+
+	// park: after the last retry, with the reason, the last error, the
+	// count and when it first failed.
+	pk := got["park.1"]
+	if d, ok := parked["park.1"]; !ok {
+		t.Errorf("park.1 was not parked")
+	} else if len(pk) > 0 {
+		checkParked(t, d, retry.ReasonMaxRetries, len(conformanceDelays), fmt.Sprintf("downstream refused park.1, attempt %d", len(pk)), work)
+		first, err := time.Parse(time.RFC3339Nano, fmt.Sprint(d.Headers[retry.HeaderFirstFailedAt]))
+		parkedAt, perr := time.Parse(time.RFC3339Nano, fmt.Sprint(d.Headers[retry.HeaderParkedAt]))
+		switch {
+		case err != nil || perr != nil:
+			t.Errorf("park.1: %s %v, %s %v: want two times", retry.HeaderFirstFailedAt, d.Headers[retry.HeaderFirstFailedAt], retry.HeaderParkedAt, d.Headers[retry.HeaderParkedAt])
+		case first.Before(pk[0].start.Add(-10*time.Millisecond)) || first.After(pk[0].end.Add(tol)):
+			t.Errorf("park.1 first failed at %s by its headers; its first attempt ended at %s", first.Format(time.StampMilli), pk[0].end.Format(time.StampMilli))
+		case !first.Before(parkedAt):
+			t.Errorf("park.1 first failed at %s, parked at %s: the first failure must be kept", first.Format(time.StampMilli), parkedAt.Format(time.StampMilli))
+		}
+	}
+
+	// permanent: at once.
+	if d, ok := parked["permanent.1"]; !ok {
+		t.Errorf("permanent.1 was not parked")
+	} else {
+		checkParked(t, d, retry.ReasonPermanent, 0, "permanent.1 can never be delivered", work)
+	}
+
+	// deferral: exactly when asked, twice, without spending a retry.
+	df := got["deferral.1"]
+	for i, c := range df {
+		if c.retries != 0 || c.attempt != i+1 {
+			t.Errorf("deferral.1 call %d: attempt %d, retries %d; want %d, 0: a deferral spends no retry", i+1, c.attempt, c.retries, i+1)
+		}
+		if i > 0 {
+			onTime(fmt.Sprintf("deferral.1 wait %d", i), df[i-1].end, c.start, df[i-1].asked)
+		}
+	}
+
+	// scheduled: a first delivery, after its delay.
+	if sc := got["scheduled.1"]; f.FirstDelivery && len(sc) == 1 {
+		onTime("scheduled.1", scheduledAt, sc[0].start, scheduleIn)
+	}
+
+	for id := range parked {
+		if id != "park.1" && id != "permanent.1" {
+			t.Errorf("%s was parked: %v", id, parked[id].Headers[retry.HeaderDeadReason])
+		}
+	}
+}
+
+// checkParked checks a parked message's headers: the reason, the count,
+// the last error (the handler's own text) and where it came from.
+func checkParked(t *testing.T, d amqp.Delivery, reason string, retries int, lastErr, work string) {
+	t.Helper()
+	h := d.Headers
+	if h[retry.HeaderDeadReason] != reason {
+		t.Errorf("%s parked as %v, want %s", d.MessageId, h[retry.HeaderDeadReason], reason)
+	}
+	if n := retry.RetryCount(h); n != retries {
+		t.Errorf("%s parked with %s %d, want %d", d.MessageId, retry.HeaderRetryCount, n, retries)
+	}
+	if e := fmt.Sprint(h[retry.HeaderLastError]); e != lastErr {
+		t.Errorf("%s parked with last error %q, want the last attempt's, %q", d.MessageId, e, lastErr)
+	}
+	if h[retry.HeaderDeadSource] != work {
+		t.Errorf("%s parked from %v, want %s", d.MessageId, h[retry.HeaderDeadSource], work)
+	}
+	if h["x-copy"] != "copy-of-"+d.MessageId {
+		t.Errorf("%s parked without its copy header: %v", d.MessageId, h["x-copy"])
+	}
+	if string(d.Body) != d.MessageId {
+		t.Errorf("%s parked with body %q", d.MessageId, d.Body)
+	}
+}
