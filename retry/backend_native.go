@@ -22,7 +22,7 @@ type nativeBackend struct{}
 
 func (nativeBackend) features() Features {
 	return Features{
-		Backend: Native, How: "the quorum work queue holds a rejected message (x-delayed-retry-*); other waits in binary delay levels",
+		Backend: Native, How: "the quorum work queue holds a rejected message (`x-delayed-retry-*`); any other wait in the binary delay levels",
 		ExactDelays: true, Tolerance: 2 * time.Second, AnySchedule: false, Jitter: false, Deferrals: true, FirstDelivery: true, Cluster: true,
 		QueueTypes: []QueueType{Quorum}, Handoffs: []Handoff{ViaStages, Direct},
 		MinVersion: "4.3",

@@ -23,7 +23,7 @@ type ttlBackend struct{}
 
 func (ttlBackend) features() Features {
 	return Features{
-		Backend: TTL, How: "one queue per delay step (x-message-ttl); any other wait in binary delay levels",
+		Backend: TTL, How: "one queue per delay step (`x-message-ttl`); any other wait in the binary delay levels",
 		ExactDelays: true, Tolerance: 2 * time.Second, AnySchedule: true, Jitter: true, Deferrals: true, FirstDelivery: true, Cluster: true,
 		QueueTypes: []QueueType{Classic, Quorum}, Handoffs: []Handoff{ViaStages, Direct},
 	}

@@ -199,7 +199,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		events[0].Outcome, events[0].Err = Failed, err.Error()
 		if next.Outcome == Parked {
 			events[0] = next
-			events[0].Duration = took
+			events[0].Duration, events[0].Via = took, m.Via
 		} else if next.Outcome != "" {
 			events = append(events, next)
 		}

@@ -375,6 +375,19 @@ func waitDetail(exchanges []retry.Exchange, queues []retry.Queue) string {
 			return "held in the delayed exchange"
 		}
 	}
+	// The binary delay levels beside a backend's own step queues (ttl)
+	// serve any other wait: named apart.
+	var levels, own []retry.Queue
+	for _, q := range queues {
+		if strings.Contains(q.Name, "wait.level.") {
+			levels = append(levels, q)
+		} else {
+			own = append(own, q)
+		}
+	}
+	if len(levels) > 0 && len(own) > 0 {
+		return fmt.Sprintf("%s, and %d levels for any other wait", waitDetail(nil, own), len(levels))
+	}
 	var steps []time.Duration
 	for _, q := range queues {
 		if d, ok := ttl(q); ok && !slices.Contains(steps, d) {

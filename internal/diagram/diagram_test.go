@@ -32,17 +32,18 @@ func TestOf(t *testing.T) {
 			[]string{"notification-exchange", "email-queue", "error-exchange", "error-queue", "wait", "requeue-queue", "email-queue", "delivered:email-queue"}},
 		{retry.Plugin, retry.Direct, 0, "held in the delayed exchange",
 			[]string{"notification-exchange", "email-queue", "wait", "email-queue", "delivered:email-queue"}},
-		{retry.TTL, retry.ViaStages, 3, "3 queues, ttl 1s 2s 3s",
+		{retry.TTL, retry.ViaStages, 3 + 32, "3 queues, ttl 1s 2s 3s, and 32 levels for any other wait",
 			[]string{"notification-exchange", "email-queue", "error-exchange", "error-queue", "wait", "requeue-queue", "email-queue"}},
-		{retry.TTL, retry.Direct, 3, "3 queues, ttl 1s 2s 3s",
+		{retry.TTL, retry.Direct, 3 + 32, "3 queues, ttl 1s 2s 3s, and 32 levels for any other wait",
 			[]string{"notification-exchange", "email-queue", "wait", "email-queue"}},
 		{retry.Levels, retry.ViaStages, 32, "32 queues, ttl 1ms…597h",
 			[]string{"notification-exchange", "email-queue", "error-exchange", "error-queue", "wait", "requeue-queue", "email-queue"}},
 		{retry.Levels, retry.Direct, 32, "32 queues, ttl 1ms…597h",
 			[]string{"notification-exchange", "email-queue", "wait", "email-queue"}},
-		{retry.Native, retry.ViaStages, -1, "",
+		// The work queue holds a retry; the levels, a deferral.
+		{retry.Native, retry.ViaStages, 32, "32 queues, ttl 1ms…597h",
 			[]string{"notification-exchange", "email-queue", "email-queue", "dead-letter-exchange", "dead-letter-queue"}},
-		{retry.Native, retry.Direct, -1, "",
+		{retry.Native, retry.Direct, 32, "32 queues, ttl 1ms…597h",
 			[]string{"notification-exchange", "email-queue", "email-queue", "delivered:email-queue"}},
 	}
 	for _, tt := range tests {

@@ -28,8 +28,9 @@ type when struct {
 type scheduled struct {
 	// due is when the copies reach their queues.
 	due time.Time
-	// rounded says why due is later than the time asked for (the ttl
-	// backend waits in steps); empty when it is that time.
+	// rounded says why due is later than the time asked for, for a
+	// backend that rounds a wait; relay's four wait to the millisecond,
+	// so it is empty with them.
 	rounded string
 }
 
@@ -82,7 +83,7 @@ func schedule(t retry.Topology, w when, now time.Time) (scheduled, *Problem) {
 	d, err := t.Delay(routes[0].Queue, wait)
 	switch {
 	case errors.Is(err, retry.ErrCannotDelay):
-		return bad("scheduled sends need the levels, plugin or ttl delay backend, and this relay runs native (RabbitMQ 4.3's delayed retry delays only retries)")
+		return bad("scheduled sends need a delay backend that delays a first delivery: " + err.Error())
 	case errors.Is(err, retry.ErrDelayTooLong):
 		return bad(err.Error())
 	case err != nil:
@@ -91,8 +92,7 @@ func schedule(t retry.Topology, w when, now time.Time) (scheduled, *Problem) {
 	s := scheduled{due: now.Add(wait).Truncate(time.Millisecond)}
 	if d.Wait > wait {
 		s.due = now.Add(d.Wait).Truncate(time.Millisecond)
-		s.rounded = fmt.Sprintf("the ttl delay backend waits in steps (%s): the nearest at or after %s is %s",
-			t.Policy, wait.Round(time.Millisecond), d.Wait)
+		s.rounded = fmt.Sprintf("the %s delay backend waits %s for %s", t.Backend, d.Wait, wait.Round(time.Millisecond))
 	}
 	return s, nil
 }

@@ -14,7 +14,7 @@ func TestSchedule(t *testing.T) {
 	routes := []retry.Route{{Queue: "webhook-queue", Key: "webhook"}}
 	levels := retry.Topology{Routes: routes, Backend: retry.Levels}
 	ttl := retry.Topology{Routes: routes, Backend: retry.TTL, Policy: retry.Policy{Delays: []time.Duration{5 * time.Second, time.Minute}}}
-	native := retry.Topology{Routes: routes, Backend: retry.Native, QueueType: retry.Quorum}
+	native := retry.Topology{Routes: routes, Backend: retry.Native, QueueType: retry.Quorum, Policy: retry.Policy{Delays: []time.Duration{time.Second, 2 * time.Second}}}
 	tests := []struct {
 		name    string
 		topo    retry.Topology
@@ -35,10 +35,12 @@ func TestSchedule(t *testing.T) {
 		{name: "send_at 30 days", topo: levels, w: when{SendAt: str("2026-12-27T09:00:00Z")}, due: now.Add(MaxSchedule)},
 		{name: "delay not a duration", topo: levels, w: when{Delay: str("soon")}, field: "delay", detail: "not a duration"},
 		{name: "delay negative", topo: levels, w: when{Delay: str("-5s")}, field: "delay", detail: "not a positive"},
-		{name: "ttl rounds up to a step", topo: ttl, w: when{Delay: str("2s")}, due: now.Add(5 * time.Second), rounded: true},
+		// Every backend waits exactly: ttl and native through the delay
+		// levels they declare beside their own waits.
+		{name: "ttl, between its steps", topo: ttl, w: when{Delay: str("2s")}, due: now.Add(2 * time.Second)},
 		{name: "ttl, a step", topo: ttl, w: when{Delay: str("1m")}, due: now.Add(time.Minute)},
-		{name: "ttl past its longest step", topo: ttl, w: when{Delay: str("2m")}, field: "delay", detail: "longest step"},
-		{name: "native", topo: native, w: when{Delay: str("1m")}, field: "delay", detail: "native"},
+		{name: "ttl past its longest step", topo: ttl, w: when{Delay: str("2m")}, due: now.Add(2 * time.Minute)},
+		{name: "native", topo: native, w: when{Delay: str("1m")}, due: now.Add(time.Minute)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

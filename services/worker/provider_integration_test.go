@@ -39,6 +39,7 @@ type mailServer struct {
 
 	mu       sync.Mutex
 	downTill time.Time
+	sessions int // connections, answered or not
 	refuse   string
 	got      map[string][]time.Time // accepted, by message id
 	tries    map[string]int         // every DATA, by message id
@@ -77,6 +78,7 @@ func (m *mailServer) down(until time.Time) {
 func (m *mailServer) NewSession(*smtp.Conn) (smtp.Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.sessions++
 	if time.Now().Before(m.downTill) {
 		return nil, &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 3, 2}, Message: "down for maintenance"}
 	}
@@ -213,9 +215,19 @@ func startChannel(t *testing.T, name string, replicas int, env map[string]string
 	getenv := func(k string) string { return base[k] }
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	conn := retrytest.Conn(t)
-	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.Levels,
-		Policy: retry.Policy{Delays: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond}, MaxRetries: 8}}
+	conn, err := retry.Dial(base["AMQP_URL"], "relay test "+t.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	// The topology the processes declare, as the environment says.
+	delays, err := retry.ParseDelays(base["RETRY_DELAYS"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxRetries, _ := strconv.Atoi(base["RETRY_MAX"])
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.Backend(base["DELAY_BACKEND"]),
+		QueueType: retry.QueueType(base["QUEUE_TYPE"]), Policy: retry.Policy{Delays: delays, MaxRetries: maxRetries}}
 	if err := topo.Declare(ctx, conn); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,9 @@ func Run(ctx context.Context, name string, getenv func(string) string, stdout io
 	if err != nil {
 		return err
 	}
+	if notice := channel.LimitNotice(name, getenv); notice != "" {
+		proc.Log.Warn("rate limits shared through a store other replicas may not share", "channel", name, "detail", notice)
+	}
 	// Every channel's providers in the process, once per registry: in
 	// `relay all` the workers share one.
 	var already prometheus.AlreadyRegisteredError
