@@ -267,19 +267,12 @@ func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, cnt co
 // carries one, from an earlier relay or forged, still waits no longer
 // than the rounds allow.
 func (c *Consumer) waitLonger(ctx context.Context, pub *Hop, d *amqp.Delivery) (bool, error) {
-	nb, ok := headerInt(d.Headers, HeaderNotBefore)
+	now := time.Now()
+	round, h, ok := c.Topology.waitAgain(d.Headers, now)
 	if !ok {
 		return false, nil
 	}
-	now := time.Now()
-	left := time.UnixMilli(nb).Sub(now)
-	waits, _ := headerInt(d.Headers, HeaderWaits)
-	if left <= notBeforeSlack || left > MaxRetryAfter || waits < 0 || waits >= MaxWaits {
-		return false, nil
-	}
-	h := Forward(d.Headers)
-	h[HeaderWaits] = int32(waits + 1)
-	wait, err := c.Topology.schedule(ctx, pub, d, h, c.Queue, c.Topology.notBeforeRound(left), now)
+	wait, err := c.Topology.schedule(ctx, pub, d, h, c.Queue, round, now)
 	if err != nil {
 		return false, nil // attempt it now rather than not at all
 	}

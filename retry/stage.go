@@ -190,25 +190,14 @@ func (s *Stages) handleRequeue(ctx context.Context, pub *Hop, d *amqp.Delivery) 
 	if !s.Topology.Destination(queue) {
 		return s.refuse(ctx, pub, d, ev, RequeueQueue, queue, HeaderOriginalQueue, retries)
 	}
-	if nb, ok := headerInt(d.Headers, HeaderNotBefore); ok {
-		left := time.UnixMilli(nb).Sub(s.Now())
-		waits, _ := headerInt(d.Headers, HeaderWaits)
-		// The budget of extra rounds bounds how often a message can pass
-		// this stage without an attempt in between, whatever its headers
-		// say: a forged not-before cannot keep it circling. Past it, the
-		// message goes back early.
-		if left > notBeforeSlack && left <= MaxRetryAfter && waits >= 0 && waits < MaxWaits {
-			// Not yet: a downstream asked for longer than any wait queue.
-			h := Forward(d.Headers)
-			h[HeaderWaits] = int32(waits + 1)
-			wait, err := s.Topology.schedule(ctx, pub, d, h, s.Topology.Name(RequeueQueue), s.Topology.notBeforeRound(left), s.Now())
-			if errors.Is(err, errWaitQueueMissing) {
-				err = nil // go back now rather than not at all
-			} else {
-				ev.Outcome, ev.Attempt, ev.Delay = Waiting, s.Topology.attempts(d.Headers), wait
-				return s.settle(ctx, d, err, ev)
-			}
+	if round, h, ok := s.Topology.waitAgain(d.Headers, s.Now()); ok {
+		// Not yet: the message names a later time to go back.
+		wait, err := s.Topology.schedule(ctx, pub, d, h, s.Topology.Name(RequeueQueue), round, s.Now())
+		if !errors.Is(err, errWaitQueueMissing) {
+			ev.Outcome, ev.Attempt, ev.Delay = Waiting, s.Topology.attempts(d.Headers), wait
+			return s.settle(ctx, d, err, ev)
 		}
+		// The wait is gone: go back now rather than not at all.
 	}
 	h := Forward(d.Headers)
 	delete(h, HeaderNotBefore)
@@ -250,12 +239,27 @@ func (s *Stages) park(ctx context.Context, pub *Hop, d *amqp.Delivery, ev Event,
 	return s.settle(ctx, d, park(ctx, pub, s.Topology, d, p, s.Now()), ev)
 }
 
-// notBeforeRound is one round of a not-before wait (see MaxWaits): what is
-// left, but no longer than the policy's longest delay, so the rounds bound
-// how long a header can hold a message back.
-func (t Topology) notBeforeRound(left time.Duration) time.Duration {
+// waitAgain reports whether a message must wait again for the time its
+// HeaderNotBefore names, and if so the round to wait (what is left, but
+// no longer than the policy's longest delay) and the headers to publish
+// it with. The budget of rounds (MaxWaits) bounds how often a message
+// passes without an attempt in between, whatever its headers say: a
+// forged not-before cannot keep it circling. Past it, or when the time is
+// near, garbled or absurdly far, it goes back at once.
+func (t Topology) waitAgain(h amqp.Table, now time.Time) (time.Duration, amqp.Table, bool) {
+	nb, ok := headerInt(h, HeaderNotBefore)
+	if !ok {
+		return 0, nil, false
+	}
+	left := time.UnixMilli(nb).Sub(now)
+	waits, _ := headerInt(h, HeaderWaits)
+	if left <= notBeforeSlack || left > MaxRetryAfter || waits < 0 || waits >= MaxWaits {
+		return 0, nil, false
+	}
+	out := Forward(h)
+	out[HeaderWaits] = int32(waits + 1)
 	steps := t.Policy.Steps()
-	return min(left, steps[len(steps)-1])
+	return min(left, steps[len(steps)-1]), out, true
 }
 
 // MaxWaits bounds the extra rounds a message waits for the time its
