@@ -307,8 +307,8 @@ func checkHistory(t *testing.T, r *bench.Report, progress string) {
 	}
 	for _, f := range []string{bench.FigHistoryGetP50, bench.FigHistoryGetP99} {
 		row := rows[f]
-		if !positive(row.Relay) || !positive(row.Raw) || *row.Relay > 1000 || row.Detail != "with 3,000 stored" {
-			t.Errorf("%s: %+v; want latencies between 0 and 1s, with 3,000 stored", f, row)
+		if !positive(row.Relay) || !positive(row.Raw) || row.Detail != "with 3,000 stored" {
+			t.Errorf("%s: %+v; want latencies measured, with 3,000 stored", f, row)
 		}
 	}
 	if p50, p99 := rows[bench.FigHistoryGetP50], rows[bench.FigHistoryGetP99]; positive(p50.Relay) && positive(p99.Relay) && *p99.Relay < *p50.Relay {

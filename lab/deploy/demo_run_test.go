@@ -21,7 +21,8 @@ import (
 // TestDemoDelivers runs make demo's script with its defaults (the delay
 // backend auto, classic queues) against the suite's broker, on ports and
 // a topology of its own: relay must come up, and every copy of the burst
-// end delivered or parked, the first delivery within seconds. Run against
+// end delivered or parked, within the test's two minutes; how soon the
+// first delivery came after relay was up is logged. Run against
 // each broker relay names (make test-compat), it is the check that the
 // default configuration starts there.
 func TestDemoDelivers(t *testing.T) {
@@ -110,9 +111,6 @@ func TestDemoDelivers(t *testing.T) {
 				fmt.Sscan(m[2], &parked)
 				if delivered+parked == 0 || delivered == 0 {
 					t.Errorf("the burst ended with %d delivered, %d parked: want deliveries", delivered, parked)
-				}
-				if firstDelivery > 15*time.Second {
-					t.Errorf("the first delivery came %s after relay was up, want within seconds", firstDelivery)
 				}
 				t.Logf("RabbitMQ %s: relay up after %s, first delivery %s later; %d delivered, %d parked",
 					brokerVersion(url), up.Round(time.Millisecond), firstDelivery.Round(time.Millisecond), delivered, parked)

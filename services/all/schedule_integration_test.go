@@ -208,14 +208,16 @@ func startOn(t *testing.T, env map[string]string, topo retry.Topology) *retrytes
 	return logs
 }
 
+// TestScheduledSends sends 200 notifications scheduled 2 to 20 s ahead in
+// one batch, cancels half, and holds relay to what a scheduled send must
+// never do (runScheduled): arrive early, arrive once cancelled, or not
+// arrive. How late the others came is logged: make test-timing's
+// TestScheduleAccuracy reports it on a quiet broker.
 func TestScheduledSends(t *testing.T) {
 	for _, qt := range []string{"classic", "quorum"} {
 		t.Run(qt, func(t *testing.T) {
 			r := runScheduled(t, qt, 200, 0)
 			t.Logf("%s queues: %s", qt, r)
-			if p99 := quantile(r.late, 0.99); p99 > 2*time.Second {
-				t.Errorf("p99 lateness %s, more than 2s even for a busy machine", p99)
-			}
 		})
 	}
 }
@@ -388,12 +390,16 @@ func TestScheduledTTL(t *testing.T) {
 	}
 	sent := time.Now()
 	status, v := post("2s")
+	answered := time.Now()
 	if status != http.StatusAccepted || !strings.Contains(fmt.Sprint(v["rounded"]), "3s") {
 		t.Fatalf("delay 2s = %d %v, want 202 rounded to the 3s step", status, v)
 	}
+	// The API accepted it between sent and answered, and counts the 3 s
+	// from then, however long the request took.
 	due, err := time.Parse(time.RFC3339Nano, fmt.Sprint(v["due_at"]))
-	if err != nil || due.Sub(sent) < 3*time.Second-50*time.Millisecond || due.Sub(sent) > 4*time.Second {
-		t.Fatalf("due_at %v (%v), want about 3s after it was sent", v["due_at"], err)
+	if err != nil || due.Before(sent.Add(3*time.Second-50*time.Millisecond)) || due.After(answered.Add(3*time.Second)) {
+		t.Fatalf("due_at %v (%v), want 3s after the API accepted it, between %s and %s", v["due_at"], err,
+			sent.Add(3*time.Second).Format(time.StampMilli), answered.Add(3*time.Second).Format(time.StampMilli))
 	}
 	retrytest.Eventually(t, 15*time.Second, func() bool {
 		mu.Lock()
