@@ -24,7 +24,7 @@ test: ## unit and integration tests, the lab's too, with the race detector (brok
 	$(lab-test)
 
 .PHONY: test-timing
-test-timing: ## timing tests, one package at a time: how exactly the delay backends end a wait (binary levels at 10,000 pending), how late a scheduled send arrives (200, p99 within 100 ms)
+test-timing: ## timing tests, one package at a time: log how late the delay backends end a wait (binary levels at 10,000 pending) and how late scheduled sends arrive (200, p50/p99/most); assert only that none is early or lost
 	$(GO) test -count=1 -p 1 -tags 'integration timing' -run 'Accuracy' -timeout 10m -v ./retry/ ./services/all/
 
 VERSION ?= 4.3

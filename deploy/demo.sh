@@ -76,14 +76,16 @@ backup=$!
 pid=$!
 trap 'kill $pid $backup 2>/dev/null; wait $pid $backup 2>/dev/null' EXIT INT TERM
 
-# Ready means relay's own API answers: it logged that it listens, and
-# /readyz says it has the broker.
+# Ready means relay's own API answers: it logged that it listens (the API,
+# not the flaky downstreams, which start first), and /readyz says it has
+# the broker.
+listening_line='"msg":"listening","service":"api"'
 for _ in $(seq 1 150); do
-  if grep -q '"msg":"listening"' "$logfile" && curl -fs "$api/readyz" >/dev/null 2>&1; then break; fi
+  if grep -q "$listening_line" "$logfile" && curl -fs "$api/readyz" >/dev/null 2>&1; then break; fi
   if ! kill -0 $pid 2>/dev/null; then echo "relay all exited; the end of $logfile:"; tail -5 "$logfile"; exit 1; fi
   sleep 0.2
 done
-if ! grep -q '"msg":"listening"' "$logfile" || ! curl -fs "$api/readyz" >/dev/null; then
+if ! grep -q "$listening_line" "$logfile" || ! curl -fs "$api/readyz" >/dev/null; then
   echo "relay all did not become ready in 30s; the end of $logfile:"
   tail -5 "$logfile"
   exit 1

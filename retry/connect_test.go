@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 )
@@ -23,13 +23,7 @@ import (
 // nothing listens on.
 func closedURL(t *testing.T, password string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "amqp://guest:" + password + "@" + addr + "/"
+	return "amqp://guest:" + password + "@" + testenv.RefusedAddr(t) + "/"
 }
 
 func TestDialAnyNoNode(t *testing.T) {

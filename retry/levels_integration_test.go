@@ -38,14 +38,14 @@ func TestLevelsSchedule(t *testing.T) {
 				if len(seen.at) != 4 {
 					t.Fatalf("%d attempts, want 4", len(seen.at))
 				}
-				// Never early, and in order; how exactly a wait ends is
-				// measured by TestLevelsAccuracy (make test-timing), one
-				// package at a time: here every package of make test runs at
-				// once on the same cores, so the bound above is loose.
+				// Never early, and in order; how late a wait ends is measured
+				// by TestLevelsAccuracy (make test-timing), one package at a
+				// time: here every package of make test runs at once on the
+				// same cores, so it is logged, never held to a bound.
 				for i, want := range schedule {
 					gap := seen.at[i+1].Sub(seen.at[i])
-					if gap < want || gap > want+ms(500) {
-						t.Errorf("gap before retry %d = %s, want %s (+ hops)", i+1, gap, want)
+					if gap < want {
+						t.Errorf("gap before retry %d = %s, want at least %s", i+1, gap, want)
 					}
 					t.Logf("retry %d: scheduled %s, measured %s", i+1, want, gap.Round(time.Millisecond))
 				}

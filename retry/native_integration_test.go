@@ -25,16 +25,14 @@ import (
 // skipped, saying why, where there is none. Nothing here imitates the
 // broker: the delays measured are the broker's.
 
-// nativeTolerance is how much later than scheduled a native retry may
-// arrive. The broker holds the message in the queue's delayed set and
-// releases it on a timer after a Raft round; published measurements on
-// RabbitMQ 4.3.5 overshoot by 50 to 200 ms, and -race on two shared cores
-// adds scheduling noise. A delay that ignored the schedule (a fixed
-// minimum, as a nack instead of a reject would give) misses the window.
-const nativeTolerance = 300 * time.Millisecond
-
 // nativeEarly is how much earlier than scheduled a retry may arrive: the
-// clocks of a timer on the broker and of the test, nothing more.
+// clocks of a timer on the broker and of the test, nothing more. How much
+// later is logged, never held to a bound: the broker holds the message in
+// the queue's delayed set and releases it on a timer after a Raft round
+// (published measurements on RabbitMQ 4.3.5 overshoot by 50 to 200 ms), and
+// make test shares the cores with every other package's tests. A delay
+// that ignored the growing schedule (a fixed one, as a nack instead of a
+// reject would give) brings a later retry early.
 const nativeEarly = 20 * time.Millisecond
 
 type arrival struct {
@@ -156,9 +154,9 @@ func TestNativeRetriesThenParks(t *testing.T) {
 				continue
 			}
 			gap, wait := a.at.Sub(got[i-1].at), schedule[i-1]
-			if gap < wait-nativeEarly || gap > wait+nativeTolerance {
-				t.Errorf("%s: retry %d came %s after the attempt before, want %s (-%s, +%s)",
-					id, i, gap.Round(time.Millisecond), wait, nativeEarly, nativeTolerance)
+			if gap < wait-nativeEarly {
+				t.Errorf("%s: retry %d came %s after the attempt before, want at least %s (-%s)",
+					id, i, gap.Round(time.Millisecond), wait, nativeEarly)
 			}
 			t.Logf("%s: retry %d: scheduled %s, measured %s", id, i, wait, gap.Round(time.Millisecond))
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -131,13 +131,7 @@ func TestSendTimeoutIsTransient(t *testing.T) {
 }
 
 func TestSendTransportFailuresAreTransient(t *testing.T) {
-	// A listener's address, once closed, refuses connections.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := "http://" + ln.Addr().String() + "/hook"
-	ln.Close()
+	refused := "http://" + testenv.RefusedAddr(t) + "/hook"
 
 	srv, _ := newReceiver(t)
 	cancelled, cancel := context.WithCancel(context.Background())

@@ -8,8 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -72,16 +72,6 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 const token = "browser-token-0123456789abcdef"
 
 // outage is how long the flaky webhook receiver fails everything after it
@@ -102,7 +92,10 @@ func startRelay(t *testing.T, extra map[string]string) relay {
 	env := map[string]string{
 		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
 		"RETRY_DELAYS": "100ms,200ms", "RETRY_MAX": "2", "API_TOKENS": token, "DATA_DIR": t.TempDir(),
-		"HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		// Ports the system chooses as relay all binds them, read back
+		// from its log: a port found free and closed again may be
+		// another test's by the time relay all binds it.
+		"HTTP_ADDR": "127.0.0.1:0", "FLAKY_HTTP_ADDR": "127.0.0.1:0", "FLAKY_SMTP_ADDR": "127.0.0.1:0",
 		"FLAKY_WEBHOOK_SCENARIO": "outage", "FLAKY_OUTAGE": outage.String(), "FLAKY_EMAIL_SCENARIO": "healthy",
 	}
 	for k, v := range extra {
@@ -139,15 +132,20 @@ func startRelay(t *testing.T, extra map[string]string) relay {
 			t.Logf("relay all's log:\n%s", logs.String())
 		}
 	})
-	r := relay{api: "http://" + env["HTTP_ADDR"], hooks: "http://" + env["FLAKY_HTTP_ADDR"]}
+	var r relay
 	retrytest.Eventually(t, 15*time.Second, func() bool {
+		addrs, ok := all.Listening(logs.String())
+		if !ok {
+			return false
+		}
+		r = relay{api: "http://" + addrs.API, hooks: "http://" + addrs.FlakyHTTP}
 		resp, err := http.Get(r.api + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, "API never ready; log:\n%s", logs.String())
+	}, "relay all never listened or its API never became ready; log:\n%s", &logs)
 	return r
 }
 
@@ -740,12 +738,15 @@ func TestEndpointsInBrowser(t *testing.T) {
 // the first open with its error, the second closed with its limit.
 func TestProvidersInBrowser(t *testing.T) {
 	ctx := browser(t)
-	dead := "http://" + freePort(t) + "/sms" // nothing listens there
-	hooks := freePort(t)
+	dead := "http://" + testenv.RefusedAddr(t) + "/sms" // refuses every connection
+	backup := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(backup.Close)
 	r := startRelay(t, map[string]string{
-		"FLAKY_HTTP_ADDR": hooks, "FLAKY_WEBHOOK_SCENARIO": "healthy",
-		"SMS_PROVIDERS": "2", "SMS_1_NAME": "gone", "SMS_1_URL": dead,
-		"SMS_2_NAME": "backup", "SMS_2_URL": "http://" + hooks + "/webhooks/sms",
+		"FLAKY_WEBHOOK_SCENARIO": "healthy", "SMS_PROVIDERS": "2", "SMS_1_NAME": "gone", "SMS_1_URL": dead,
+		"SMS_2_NAME": "backup", "SMS_2_URL": backup.URL + "/sms",
 		"SMS_2_RATE": "20", "SMS_2_BURST": "3", "SMS_BREAKER_FAILURES": "1", "SMS_BREAKER_COOLDOWN": "5m",
 	})
 	row := func(key, state string) string {

@@ -66,6 +66,12 @@ func (t *Telemetry) ServeMetrics(ctx context.Context, addr string) error {
 	if err != nil {
 		return config.Invalid("METRICS_ADDR", addr, "a free host:port to serve /metrics on ("+err.Error()+")")
 	}
+	t.serveMetrics(ctx, ln)
+	return nil
+}
+
+// serveMetrics serves ServeMetrics' routes on ln until ctx is done.
+func (t *Telemetry) serveMetrics(ctx context.Context, ln net.Listener) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(t.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -79,5 +85,4 @@ func (t *Telemetry) ServeMetrics(ctx context.Context, addr string) error {
 		_ = srv.Shutdown(sctx)
 	}()
 	go func() { _ = srv.Serve(ln) }()
-	return nil
 }

@@ -4,6 +4,12 @@
 // CI=true, where it fails. .ci/run sets CI=true and provides all of it, so
 // there a missing piece is a broken build, never a quiet pass.
 //
+// It also holds the one address a test may name before anything listens
+// on it: RefusedAddr, where nothing ever will. Every other port a test
+// needs is one a listener already holds (127.0.0.1:0, handed to what
+// serves, or read back from the process that bound it): a port found free
+// and closed again may be taken by another test before it is bound.
+//
 // It is test-only code, imported by tests and by the packages that
 // serve them (retry/retrytest, internal/history/historytest).
 package testenv

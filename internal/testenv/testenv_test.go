@@ -1,11 +1,15 @@
 package testenv_test
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/relay-demo/relay/internal/testenv"
 )
@@ -88,5 +92,26 @@ func TestUnavailable(t *testing.T) {
 				t.Errorf("message %q names CI=true: %v, want %v", ended[0], got, tt.wantFatal)
 			}
 		})
+	}
+}
+
+// TestRefusedAddr checks that the address refuses connections and that
+// no listener can take its port while the test runs.
+func TestRefusedAddr(t *testing.T) {
+	addr := testenv.RefusedAddr(t)
+	if _, err := net.DialTimeout("tcp", addr, 5*time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dial %s: %v, want the connection refused", addr, err)
+	}
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
+		return // a port closed a moment ago there
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	for _, host := range []string{"127.0.0.1", ""} {
+		if ln, err := net.Listen("tcp", net.JoinHostPort(host, port)); !errors.Is(err, syscall.EADDRINUSE) {
+			if err == nil {
+				ln.Close()
+			}
+			t.Errorf("listen on %s's port at %q: %v, want EADDRINUSE", addr, host, err)
+		}
 	}
 }

@@ -148,9 +148,10 @@ func (r *Report) explain() []string {
 		out = append(out, fmt.Sprintf("**Throughput under a rate limit.** %d email workers (`relay worker email`, in one process "+
 			"with the retrier) share `SMTP_RATE=%g` through the history store (SQLite here) and deliver %d emails published "+
 			"at once to a local mail server, which notes when each arrives. An email over the limit waits in the delay "+
-			"backend for a slot it holds, without spending a retry. The throughput is first arrival to last; the target is "+
-			"every email once and no second of the clock above the limit by more than %.0f %% (the most in any one-second "+
-			"window, wherever it starts, is in brackets).\n\n",
+			"backend for a slot it holds, without spending a retry. The throughput, first arrival to last, is a figure: it "+
+			"falls on a loaded machine, where copies that come back late for their slots wait again. What must hold is every "+
+			"email once and no second of the clock above the limit by more than %.0f %% and the burst (the most in any "+
+			"one-second window, wherever it starts, is in brackets).\n\n",
 			r.RateLimit.Options.Replicas, r.RateLimit.Options.Rate, r.RateLimit.Options.Emails, RateLimitTolerance*100)+RateLimitMarkdown(*r.RateLimit))
 	}
 	return out

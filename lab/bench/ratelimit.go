@@ -25,8 +25,8 @@ import (
 	"github.com/relay-demo/relay/services/worker"
 )
 
-// RateLimitTolerance is how far above its limit a mail server may see
-// the emails of any one second.
+// RateLimitTolerance is how far above its limit, burst aside, a mail
+// server may see the emails of any one second.
 const RateLimitTolerance = 0.10
 
 // RateLimitOptions sizes a rate-limit measurement; zero fields take the
@@ -65,7 +65,9 @@ type RateLimitResult struct {
 	// arrived more than once.
 	Delivered  int `json:"delivered"`
 	Duplicates int `json:"duplicates"`
-	// Throughput is emails a second, first arrival to last.
+	// Throughput is emails a second, first arrival to last: a figure,
+	// which falls on a loaded machine, as copies that come back late for
+	// their slots wait again.
 	Throughput float64 `json:"throughput_per_s"`
 	// Ratio is Throughput over the limit: 1 is the whole limit used.
 	Ratio float64 `json:"ratio"`
@@ -74,9 +76,17 @@ type RateLimitResult struct {
 	// MaxInWindow the most in any one-second window, wherever it starts.
 	MaxInSecond int `json:"max_in_second"`
 	MaxInWindow int `json:"max_in_window"`
-	// MeetsTarget: every email arrived once, and no second saw more than
-	// the limit and RateLimitTolerance.
-	MeetsTarget bool `json:"meets_target"`
+	// WithinLimit is what must hold however loaded the machine: every
+	// email arrived, once, and no second of the clock saw more than
+	// MostInSecond allows. Throughput is no part of it.
+	WithinLimit bool `json:"within_limit"`
+}
+
+// MostInSecond is the most emails a mail server limited to o.Rate a second
+// with a burst of o.Burst may see in one second: the rate, and
+// RateLimitTolerance of it for the clocks, and the burst.
+func (o RateLimitOptions) MostInSecond() float64 {
+	return o.Rate*(1+RateLimitTolerance) + float64(o.Burst)
 }
 
 // RateLimit measures the email channel under a limit: Replicas email
@@ -183,7 +193,7 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 		perSecond[a.Unix()]++
 		res.MaxInSecond = max(res.MaxInSecond, perSecond[a.Unix()])
 	}
-	res.MeetsTarget = res.Delivered == opts.Emails && dups == 0 && float64(res.MaxInSecond) <= opts.Rate*(1+RateLimitTolerance)
+	res.WithinLimit = res.Delivered == opts.Emails && dups == 0 && float64(res.MaxInSecond) <= opts.MostInSecond()
 	return res, nil
 }
 
@@ -203,10 +213,10 @@ func mostInOneSecond(at []time.Time) int {
 // RateLimitMarkdown is the rate-limit figure as a markdown table.
 func RateLimitMarkdown(r RateLimitResult) string {
 	verdict := "yes"
-	if !r.MeetsTarget {
+	if !r.WithinLimit {
 		verdict = "**no**"
 	}
-	return fmt.Sprintf("| limit | replicas | emails | delivered | duplicates | throughput | of the limit | most in a second (any window) | within +%.0f %% |\n"+
+	return fmt.Sprintf("| limit | replicas | emails | delivered | duplicates | throughput | of the limit | most in a second (any window) | within +%.0f %% and the burst |\n"+
 		"|---|---|---|---|---|---|---|---|---|\n"+
 		"| %g/s, burst %d | %d | %d | %d | %d | %.1f/s | %.0f %% | %d (%d) | %s |\n",
 		RateLimitTolerance*100, r.Options.Rate, r.Options.Burst, r.Options.Replicas, r.Options.Emails, r.Delivered, r.Duplicates,

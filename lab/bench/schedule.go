@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -80,17 +79,13 @@ func (b *bench) scheduleRows(ctx context.Context, qt retry.QueueType) ([]Row, er
 		return nil, err
 	}
 	defer os.RemoveAll(dataDir)
-	addrs := make([]string, 3)
-	for i := range addrs {
-		if addrs[i], err = freeAddr(); err != nil {
-			return nil, err
-		}
-	}
 	prefix := b.names(qt, "schedule")
 	env := map[string]string{
 		"AMQP_URL": b.url, "TOPOLOGY_PREFIX": prefix, "QUEUE_TYPE": string(qt), "DELAY_BACKEND": string(retry.Levels),
 		"RETRY_DELAYS": "1s", "RETRY_MAX": "3", "API_TOKENS": benchToken, "DATA_DIR": dataDir, "SHUTDOWN_TIMEOUT": "5s",
-		"HTTP_ADDR": addrs[0], "FLAKY_HTTP_ADDR": addrs[1], "FLAKY_SMTP_ADDR": addrs[2],
+		// Ports the system chooses as relay all binds them, read back
+		// from its log.
+		"HTTP_ADDR": "127.0.0.1:0", "FLAKY_HTTP_ADDR": "127.0.0.1:0", "FLAKY_SMTP_ADDR": "127.0.0.1:0",
 		"FLAKY_EMAIL_SCENARIO": "healthy", "FLAKY_WEBHOOK_SCENARIO": "healthy", "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8",
 	}
 	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), QueueType: qt, Backend: retry.Levels,
@@ -100,15 +95,26 @@ func (b *bench) scheduleRows(ctx context.Context, qt retry.QueueType) ([]Row, er
 	b.janitor.queue(topo.Name(events.HistoryQueue))
 
 	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- all.Run(runCtx, func(k string) string { return env[k] }, io.Discard) }()
+	var log lockedBuffer
+	var runErr error
+	stopped := make(chan struct{})
+	go func() {
+		runErr = all.Run(runCtx, func(k string) string { return env[k] }, &log)
+		close(stopped)
+	}()
 	defer func() {
 		stop()
-		<-done
+		<-stopped
 	}()
+	addrs, err := listening(ctx, &log, stopped, &runErr)
+	if err != nil {
+		return nil, err
+	}
+	// The rest of the log is thrown away, as the bench's other figures do.
+	log.discard()
 	client := newClient(4)
 	defer client.CloseIdleConnections()
-	base := "http://" + addrs[0]
+	base := "http://" + addrs.API
 	if err := waitReady(ctx, client, base+"/readyz"); err != nil {
 		return nil, err
 	}
@@ -285,12 +291,56 @@ func (b *bench) drained(ctx context.Context, queue string, patience time.Duratio
 	}
 }
 
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// listening waits until relay all, writing its log to log, says where it
+// listens (all.Listening), for 15 s at most; stopped closes when it has
+// returned, with *runErr.
+func listening(ctx context.Context, log *lockedBuffer, stopped <-chan struct{}, runErr *error) (all.Addrs, error) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(15 * time.Second)
+	for {
+		if a, ok := all.Listening(log.String()); ok {
+			return a, nil
+		}
+		select {
+		case <-ctx.Done():
+			return all.Addrs{}, ctx.Err()
+		case <-stopped:
+			return all.Addrs{}, fmt.Errorf("relay all stopped before it listened: %v", *runErr)
+		case <-deadline:
+			return all.Addrs{}, errors.New("relay all did not say where it listens within 15s")
+		case <-tick.C:
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+}
+
+// lockedBuffer is a log the services of relay all write to at once, kept
+// until discard.
+type lockedBuffer struct {
+	mu         sync.Mutex
+	b          bytes.Buffer
+	discarding bool
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.discarding {
+		return len(p), nil
+	}
+	return l.b.Write(p)
+}
+
+// discard drops what was written and whatever is written from now on.
+func (l *lockedBuffer) discard() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.discarding = true
+	l.b = bytes.Buffer{}
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -106,8 +106,6 @@ func newRig(t *tee, c *cluster, rate float64) *rig {
 		Backend: backend, Policy: retry.Policy{Delays: d, MaxRetries: max}}
 
 	_, smtpPort, _ := net.SplitHostPort(down.SMTPAddr())
-	httpAddr := freeAddr(t)
-	r.api = "http://" + httpAddr
 	r.env = map[string]string{
 		"AMQP_URLS": strings.Join(c.urls(), ","),
 		// The first node as AMQP_URL too: a process that reads the one
@@ -115,10 +113,11 @@ func newRig(t *tee, c *cluster, rate float64) *rig {
 		"AMQP_URL":        c.nodes[0].url(),
 		"TOPOLOGY_PREFIX": r.prefix, "QUEUE_TYPE": "quorum", "DELAY_BACKEND": string(backend), "MANAGEMENT_URL": "off",
 		"RETRY_DELAYS": delays, "RETRY_MAX": fmt.Sprint(max),
-		"API_TOKENS": token, "HTTP_ADDR": httpAddr, "SHUTDOWN_TIMEOUT": "5s", "DATA_DIR": t.TempDir(),
+		// Ports the system chooses; startRelay reads the API's back.
+		"API_TOKENS": token, "HTTP_ADDR": "127.0.0.1:0", "SHUTDOWN_TIMEOUT": "5s", "DATA_DIR": t.TempDir(),
 		// relay all runs downstreams of its own; they listen on spare
 		// ports and nothing is sent to them.
-		"FLAKY_HTTP_ADDR": freeAddr(t), "FLAKY_SMTP_ADDR": freeAddr(t),
+		"FLAKY_HTTP_ADDR": "127.0.0.1:0", "FLAKY_SMTP_ADDR": "127.0.0.1:0",
 		"FLAKY_EMAIL_SCENARIO": flaky.Healthy, "FLAKY_WEBHOOK_SCENARIO": flaky.Healthy,
 		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": smtpPort, "SMTP_TLS": "none", "SMTP_TIMEOUT": "5s",
 		"EMAIL_FROM":     "relay@cluster.test",
@@ -141,14 +140,8 @@ func random(n int) []byte {
 
 func randomHex(n int) string { return fmt.Sprintf("%x", random(n)) }
 
-// freeAddr returns a loopback address with a port free at the moment.
-func freeAddr(t *tee) string {
-	t.Helper()
-	return fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
-}
-
 // startRelay runs `relay all` in the test process until the test ends,
-// and waits until its API is ready.
+// reads where its API listens from its log, and waits until it is ready.
 func (r *rig) startRelay() {
 	r.t.Helper()
 	logs, err := os.OpenFile(r.logs, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -173,6 +166,14 @@ func (r *rig) startRelay() {
 		}
 	})
 	if !poll(time.Minute, 100*time.Millisecond, func() bool {
+		if r.api == "" {
+			log, _ := os.ReadFile(r.logs)
+			addrs, ok := all.Listening(string(log))
+			if !ok {
+				return false
+			}
+			r.api = "http://" + addrs.API
+		}
 		resp, err := http.Get(r.api + "/readyz")
 		if err != nil {
 			return false
@@ -180,7 +181,7 @@ func (r *rig) startRelay() {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}) {
-		r.t.Fatalf("the API at %s never became ready; log:\n%s", r.api, tail(r.logs, 8<<10))
+		r.t.Fatalf("the API at %q never became ready; log:\n%s", r.api, tail(r.logs, 8<<10))
 	}
 }
 

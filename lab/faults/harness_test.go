@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -72,7 +73,7 @@ type rig struct {
 	dcfg   flaky.Config
 	env    map[string]string
 	hook   string // the webhook URL every notification targets
-	api    string // the API's base URL
+	api    string // the API's base URL, once relay has said where it listens
 	logs   string // the file relay logs to
 }
 
@@ -129,15 +130,15 @@ func newRig(t *testing.T, o options) *rig {
 	t.Cleanup(r.deleteTopology)
 
 	_, smtpPort, _ := net.SplitHostPort(down.SMTPAddr())
-	httpAddr := freeAddr(t)
-	r.api = "http://" + httpAddr
 	r.env = map[string]string{
 		"AMQP_URL": r.url, "TOPOLOGY_PREFIX": r.prefix, "QUEUE_TYPE": o.queueType, "DELAY_BACKEND": "ttl",
 		"RETRY_DELAYS": o.delays, "RETRY_MAX": fmt.Sprint(o.max),
-		"API_TOKENS": token, "HTTP_ADDR": httpAddr, "SHUTDOWN_TIMEOUT": "5s", "DATA_DIR": t.TempDir(),
+		// The first run's API listens on a port the system chooses, and
+		// every later run on the same (waitReady).
+		"API_TOKENS": token, "HTTP_ADDR": "127.0.0.1:0", "SHUTDOWN_TIMEOUT": "5s", "DATA_DIR": t.TempDir(),
 		// relay all runs downstreams of its own; they listen on spare
 		// ports and nothing is sent to them.
-		"FLAKY_HTTP_ADDR": freeAddr(t), "FLAKY_SMTP_ADDR": freeAddr(t),
+		"FLAKY_HTTP_ADDR": "127.0.0.1:0", "FLAKY_SMTP_ADDR": "127.0.0.1:0",
 		"FLAKY_EMAIL_SCENARIO": flaky.Healthy, "FLAKY_WEBHOOK_SCENARIO": flaky.Healthy,
 		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": smtpPort, "SMTP_TLS": "none", "SMTP_TIMEOUT": "5s",
 		"EMAIL_FROM":     "relay@faults.test",
@@ -183,16 +184,10 @@ func random(n int) []byte {
 	return b
 }
 
-// freeAddr returns a loopback address with a port free at the moment.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// logTail is the end of the log at path, read when it is printed.
+type logTail string
+
+func (l logTail) String() string { return tail(string(l), 8<<10) }
 
 // tail returns at most the last n bytes of a file.
 func tail(path string, n int64) string {
@@ -256,9 +251,27 @@ func (p *inProcess) stop(t *testing.T) {
 	})
 }
 
-// waitReady polls the API's /readyz until it answers 200.
+// waitReady polls the API's /readyz until it answers 200. After the first
+// run of relay, which listens on a port the system chooses, it reads the
+// API's address from the log and keeps it in r.env, so that every run
+// after binds the same, as a restarted deployment would, and the load's
+// clients reach it (through r.api).
 func (r *rig) waitReady(timeout time.Duration) {
 	r.t.Helper()
+	if r.api == "" {
+		var addrs all.Addrs
+		retrytest.Eventually(r.t, timeout, func() bool {
+			log, _ := os.ReadFile(r.logs)
+			a, ok := all.Listening(string(log))
+			addrs = a
+			return ok
+		}, "relay never said where it listens; log:\n%s", logTail(r.logs))
+		r.api = "http://" + addrs.API
+		// A copy: the running relay may read the map it was given.
+		env := maps.Clone(r.env)
+		env["HTTP_ADDR"] = addrs.API
+		r.env = env
+	}
 	retrytest.Eventually(r.t, timeout, func() bool {
 		resp, err := http.Get(r.api + "/readyz")
 		if err != nil {
@@ -266,7 +279,7 @@ func (r *rig) waitReady(timeout time.Duration) {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, "the API at %s never became ready; log:\n%s", r.api, tail(r.logs, 8<<10))
+	}, "the API at %s never became ready; log:\n%s", r.api, logTail(r.logs))
 }
 
 // load is a run of clients posting notifications to the API. A client

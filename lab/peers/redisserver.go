@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +27,10 @@ type redisServer struct {
 
 // startRedis starts redis-server with appendonly yes and the given
 // appendfsync policy (always, everysec), no RDB snapshots, and polls it
-// until it answers, at most for a deadline.
+// until it answers, at most for a deadline. redis-server binds the port
+// it is told: one found free, which another program may take meanwhile;
+// a server that finds it taken is started again on another, portAttempts
+// times at most.
 func startRedis(ctx context.Context, fsync string) (*redisServer, error) {
 	switch fsync {
 	case "always", "everysec", "no":
@@ -37,10 +41,27 @@ func startRedis(ctx context.Context, fsync string) (*redisServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis-server for the appendfsync %s row: %w", fsync, err)
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s, err := startRedisOn(ctx, exe, fsync, port)
+		if !errors.Is(err, errPortTaken) || attempt == portAttempts {
+			return s, err
+		}
 	}
+}
+
+// portAttempts is how many ports startRedis tries.
+const portAttempts = 3
+
+// errPortTaken is why a redis-server stopped whose port another program
+// took first.
+var errPortTaken = errors.New("port taken")
+
+// startRedisOn starts redis-server on port, as startRedis does.
+func startRedisOn(ctx context.Context, exe, fsync string, port int) (*redisServer, error) {
 	dir, err := os.MkdirTemp("", "peers-redis-")
 	if err != nil {
 		return nil, fmt.Errorf("redis data directory: %w", err)
@@ -57,6 +78,9 @@ func startRedis(ctx context.Context, fsync string) (*redisServer, error) {
 		"--logfile", "",
 		"--loglevel", "warning",
 	)
+	// Its log, read once it has exited: what it says when it cannot bind.
+	var out bytes.Buffer
+	s.cmd.Stdout, s.cmd.Stderr = &out, &out
 	if err := s.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis-server: %w", err)
@@ -67,19 +91,26 @@ func startRedis(ctx context.Context, fsync string) (*redisServer, error) {
 
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		perr := rdb.Ping(ctx).Err()
+		// A ping of its own deadline: on a port another program holds
+		// and never answers on, the server's exit is seen at once.
+		pctx, cancelPing := context.WithTimeout(ctx, 500*time.Millisecond)
+		perr := rdb.Ping(pctx).Err()
+		cancelPing()
 		if perr == nil {
 			return s, nil
 		}
 		select {
 		case err := <-exited:
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("redis-server on %s exited before it answered: %v", s.Addr, err)
+			if bytes.Contains(out.Bytes(), []byte("Address already in use")) {
+				err = errors.Join(err, errPortTaken)
+			}
+			return nil, fmt.Errorf("redis-server on %s exited before it answered: %w: %s", s.Addr, err, bytes.TrimSpace(out.Bytes()))
 		case <-ctx.Done():
 			return nil, errors.Join(fmt.Errorf("redis-server on %s does not answer: %w", s.Addr, perr), s.Stop())
 		case <-tick.C:
@@ -104,7 +135,8 @@ func (s *redisServer) Stop() error {
 	}
 }
 
-// freePort is a loopback TCP port nothing listens on now.
+// freePort is a loopback TCP port nothing listens on now: one another
+// program may take before redis-server binds it (startRedis tries again).
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

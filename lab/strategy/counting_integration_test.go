@@ -55,19 +55,22 @@ func TestDeliveryLimitCounting(t *testing.T) {
 			if err := ch.Publish("", q, false, false, amqp.Publishing{Body: []byte("x"), DeliveryMode: amqp.Persistent}); err != nil {
 				t.Fatal(err)
 			}
-			deliveries := 0
-			for deliveries < tries {
+			deliveries, dead := 0, false
+			for deliveries < tries && !dead {
+				// A returned message is back in the queue, one
+				// dead-lettered in the dead-letter queue: wait for
+				// either, however long the broker takes.
 				var d amqp.Delivery
-				var ok bool
-				// A returned message is back in the queue a moment later;
-				// one dead-lettered never is.
-				deadline := time.Now().Add(2 * time.Second)
-				for !ok && time.Now().Before(deadline) {
-					if d, ok, err = ch.Get(q, false /* autoAck */); err != nil {
-						t.Fatal(err)
+				var back bool
+				retrytest.Eventually(t, 30*time.Second, func() bool {
+					var err error
+					if d, back, err = ch.Get(q, false /* autoAck */); err != nil || back {
+						return err == nil
 					}
-				}
-				if !ok {
+					_, dead, err = ch.Get(q+".dead", true /* autoAck */)
+					return err == nil && dead
+				}, "after %d deliveries, the message is neither back in %s nor dead-lettered", deliveries, q)
+				if !back {
 					break
 				}
 				deliveries++
@@ -80,8 +83,8 @@ func TestDeliveryLimitCounting(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if deliveries != tt.want {
-				t.Errorf("RabbitMQ %s, %s with requeue: %d deliveries, want %d (x-delivery-limit %d)", version, tt.name, deliveries, tt.want, limit)
+			if deliveries != tt.want || dead != (tt.want < tries) {
+				t.Errorf("RabbitMQ %s, %s with requeue: %d deliveries, dead-lettered %v; want %d (x-delivery-limit %d)", version, tt.name, deliveries, dead, tt.want, limit)
 			}
 			t.Logf("RabbitMQ %s, %s with requeue, x-delivery-limit %d: %d deliveries", version, tt.name, limit, deliveries)
 		})

@@ -31,14 +31,15 @@ func TestNativeHistory(t *testing.T) {
 	env := map[string]string{
 		"AMQP_URL": url, "MANAGEMENT_URL": "off", "TOPOLOGY_PREFIX": prefix, "QUEUE_TYPE": "quorum",
 		"RETRY_DELAYS": "200ms,400ms,600ms", "FLAKY_WEBHOOK_SCENARIO": "flaky", "FLAKY_RATE": "1",
-		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": anyPort, "FLAKY_HTTP_ADDR": anyPort, "FLAKY_SMTP_ADDR": anyPort,
 	}
-	_, logs := startAll(t, env, retry.Policy{Delays: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 600 * time.Millisecond}})
+	r := startAll(t, env, retry.Policy{Delays: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 600 * time.Millisecond}})
+	logs := r.logs
 	if !strings.Contains(logs.String(), `"delay_backend":"native"`) {
 		t.Fatalf("auto did not choose native on RabbitMQ 4.3 with quorum queues; log:\n%s", logs.String())
 	}
-	api := "http://" + env["HTTP_ADDR"]
-	hook := "http://" + env["FLAKY_HTTP_ADDR"] + "/webhooks/native"
+	api := r.api
+	hook := r.hooks + "/webhooks/native"
 	req, _ := http.NewRequest(http.MethodPost, api+"/v1/notifications",
 		strings.NewReader(`{"webhook":{"url":"`+hook+`","payload":{"n":1}}}`))
 	req.Header.Set("Authorization", "Bearer "+token)

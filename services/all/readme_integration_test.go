@@ -51,13 +51,13 @@ func TestReadmeSendExample(t *testing.T) {
 	env := map[string]string{
 		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": retrytest.Prefix(t), "DELAY_BACKEND": "ttl",
 		"RETRY_DELAYS": "100ms,200ms", "FLAKY_EMAIL_SCENARIO": "healthy", "FLAKY_WEBHOOK_SCENARIO": "healthy",
-		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": anyPort, "FLAKY_HTTP_ADDR": anyPort, "FLAKY_SMTP_ADDR": anyPort,
 	}
-	_, logs := startAll(t, env, retry.Policy{Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}})
-	api := "http://" + env["HTTP_ADDR"]
+	r := startAll(t, env, retry.Policy{Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}})
+	logs, api := r.logs, r.api
 
 	// The example talks to the demo's addresses; here they are others.
-	for demo, here := range map[string]string{"http://localhost:8080": api, "http://127.0.0.1:9090": "http://" + env["FLAKY_HTTP_ADDR"]} {
+	for demo, here := range map[string]string{"http://localhost:8080": api, "http://127.0.0.1:9090": r.hooks} {
 		if !strings.Contains(code, demo) {
 			t.Fatalf("the README's example no longer uses %s; update this test with it:\n%s", demo, code)
 		}

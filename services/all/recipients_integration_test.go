@@ -27,10 +27,10 @@ func TestEmailPerRecipient(t *testing.T) {
 	env := map[string]string{
 		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
 		"RETRY_DELAYS": "100ms", "RETRY_MAX": "2", "FLAKY_EMAIL_SCENARIO": "permanent", "FLAKY_PERMANENT_MATCH": "reject",
-		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": anyPort, "FLAKY_HTTP_ADDR": anyPort, "FLAKY_SMTP_ADDR": anyPort,
 	}
-	startAll(t, env, retry.Policy{Delays: []time.Duration{100 * time.Millisecond}, MaxRetries: 2})
-	api := "http://" + env["HTTP_ADDR"]
+	r := startAll(t, env, retry.Policy{Delays: []time.Duration{100 * time.Millisecond}, MaxRetries: 2})
+	api := r.api
 	call := func(method, path, body string, into any) int {
 		t.Helper()
 		req, _ := http.NewRequest(method, api+path, strings.NewReader(body))
@@ -97,7 +97,7 @@ func TestEmailPerRecipient(t *testing.T) {
 			HeaderTo string   `json:"header_to"`
 		}
 	}
-	resp, err := http.Get("http://" + env["FLAKY_HTTP_ADDR"] + "/messages")
+	resp, err := http.Get(r.hooks + "/messages")
 	if err != nil {
 		t.Fatal(err)
 	}

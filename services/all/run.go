@@ -29,22 +29,22 @@ import (
 // each other: the workers deliver to the flaky downstreams on loopback
 // (DemoAllowCIDRs, for the demo only), one webhook secret is shared by the
 // sender and the receiver, and a fresh API token is made. It returns the
-// getenv the services read and the token, if one was made.
+// getenv the services read and the token, if one was made. The downstreams
+// are taken to listen where the environment says (FLAKY_HTTP_ADDR,
+// FLAKY_SMTP_ADDR); Run points the workers at the ports they got, which
+// the system chooses for an address at port 0.
 func Demo(getenv func(string) string) (func(string) string, string) {
-	smtpAddr := or(getenv("FLAKY_SMTP_ADDR"), ":2525")
-	_, smtpPort, _ := net.SplitHostPort(smtpAddr)
-	httpAddr := or(getenv("FLAKY_HTTP_ADDR"), ":9090")
-	_, httpPort, _ := net.SplitHostPort(httpAddr)
+	getenv, token := demo(getenv)
+	return downstreams(getenv, flakyPort(getenv("FLAKY_HTTP_ADDR"), ":9090"), flakyPort(getenv("FLAKY_SMTP_ADDR"), ":2525")), token
+}
+
+// demo fills in what the flaky downstreams and the workers share, and
+// the API token, and returns the token it made, if any.
+func demo(getenv func(string) string) (func(string) string, string) {
 	defaults := map[string]string{
 		"WEBHOOK_SECRET":         "whsec_" + base64.StdEncoding.EncodeToString(random(32)),
 		"FLAKY_EMAIL_SCENARIO":   "flaky",
 		"FLAKY_WEBHOOK_SCENARIO": "flaky",
-		"DEMO_WEBHOOK_URL":       "http://127.0.0.1:" + httpPort + "/webhooks/demo",
-	}
-	// Each channel says what points it at the flaky downstreams.
-	down := channel.Downstreams{SMTPHost: "127.0.0.1", SMTPPort: smtpPort, HTTP: "http://127.0.0.1:" + httpPort}
-	for _, c := range channel.All() {
-		maps.Copy(defaults, c.Demo(down))
 	}
 	token := ""
 	if getenv("API_TOKENS") == "" && getenv("API_AUTH") != "off" {
@@ -52,6 +52,25 @@ func Demo(getenv func(string) string) (func(string) string, string) {
 		defaults["API_TOKENS"] = token
 	}
 	return func(k string) string { return or(getenv(k), defaults[k]) }, token
+}
+
+// downstreams points each channel, where the environment leaves it
+// unset, at the flaky downstreams on loopback: the webhook receiver on
+// httpPort, the SMTP server on smtpPort.
+func downstreams(getenv func(string) string, httpPort, smtpPort string) func(string) string {
+	defaults := map[string]string{"DEMO_WEBHOOK_URL": "http://127.0.0.1:" + httpPort + "/webhooks/demo"}
+	// Each channel says what points it at the flaky downstreams.
+	down := channel.Downstreams{SMTPHost: "127.0.0.1", SMTPPort: smtpPort, HTTP: "http://127.0.0.1:" + httpPort}
+	for _, c := range channel.All() {
+		maps.Copy(defaults, c.Demo(down))
+	}
+	return func(k string) string { return or(getenv(k), defaults[k]) }
+}
+
+// flakyPort is the port of addr, or of def when addr is empty.
+func flakyPort(addr, def string) string {
+	_, port, _ := net.SplitHostPort(or(addr, def))
+	return port
 }
 
 func or(v, def string) string {
@@ -68,25 +87,40 @@ func random(n int) []byte {
 }
 
 // Run starts every service and stops them all when ctx is done or when
-// any of them fails.
+// any of them fails. HTTP_ADDR, FLAKY_HTTP_ADDR and FLAKY_SMTP_ADDR may
+// name port 0: the system chooses the ports, the workers are pointed at
+// the downstreams' and the "listening" lines of the log say which they
+// are (Listening reads them).
 func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	getenv, token := Demo(getenv)
+	getenv, token := demo(getenv)
 	out := &lockedWriter{w: stdout}
 	log := config.Logger(out, "all")
 	if token != "" {
 		log.Info("demo API token (set API_TOKENS to choose your own)", "token", token)
 	}
+	// One registry for every service: the API's /metrics serves it all.
+	ctx = runner.WithTelemetry(ctx, runner.NewTelemetry())
+	g, ctx := errgroup.WithContext(ctx)
+	// The flaky downstreams first: the workers are pointed at the ports
+	// they got.
+	down, err := flaky.Listen(ctx, getenv, out)
+	if err != nil {
+		return fmt.Errorf("flaky: %w", err)
+	}
+	g.Go(func() error {
+		if err := down.Wait(); err != nil {
+			return fmt.Errorf("flaky: %w", err)
+		}
+		return nil
+	})
+	getenv = downstreams(getenv, flakyPort(down.HTTPAddr(), ""), flakyPort(down.SMTPAddr(), ""))
 	if allow := getenv("WEBHOOK_ALLOW_CIDRS"); allow == channel.DemoAllowCIDRs {
 		log.Warn("webhook targets on loopback are allowed, so the workers reach the flaky downstreams: this is the demo setting, never a production one",
 			"webhook_allow_cidrs", allow)
 	} else {
 		log.Warn("webhook targets inside WEBHOOK_ALLOW_CIDRS are allowed besides the public internet", "webhook_allow_cidrs", allow)
 	}
-	// One registry for every service: the API's /metrics serves it all.
-	ctx = runner.WithTelemetry(ctx, runner.NewTelemetry())
-	g, ctx := errgroup.WithContext(ctx)
 	services := map[string]func(context.Context, func(string) string, io.Writer) error{
-		"flaky":   flaky.Run,
 		"retrier": retrier.Run,
 		"api":     api.Run,
 	}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -24,14 +23,31 @@ import (
 	"github.com/relay-demo/relay/services/all"
 )
 
-func freePort(t *testing.T) string {
+// anyPort is the address every test gives relay all to listen on: the
+// system chooses a free port as it binds, and the test reads it back from
+// the log (ready). A port found free and closed again before relay all
+// binds it may be another test's by then.
+const anyPort = "127.0.0.1:0"
+
+// ready waits until relay all, writing logs, listens and its API answers
+// /readyz, and returns its addresses.
+func ready(t *testing.T, logs *retrytest.Buffer) all.Addrs {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	var addrs all.Addrs
+	retrytest.Eventually(t, 15*time.Second, func() bool {
+		a, ok := all.Listening(logs.String())
+		if !ok {
+			return false
+		}
+		addrs = a
+		resp, err := http.Get("http://" + a.API + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, "relay all never listened or its API never became ready; log:\n%s", logs)
+	return addrs
 }
 
 type event struct {
@@ -51,10 +67,10 @@ func TestEndToEnd(t *testing.T) {
 	env := map[string]string{
 		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
 		"RETRY_DELAYS": "100ms,200ms,400ms", "RETRY_MAX": "8", "FLAKY_RATE": "0.5", "FLAKY_SEED": "3",
-		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": anyPort, "FLAKY_HTTP_ADDR": anyPort, "FLAKY_SMTP_ADDR": anyPort,
 	}
-	ctx, _ := startAll(t, env, retry.Policy{Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}, MaxRetries: 8})
-	api := "http://" + env["HTTP_ADDR"]
+	r := startAll(t, env, retry.Policy{Delays: []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}, MaxRetries: 8})
+	ctx, api := r.ctx, r.api
 
 	// Follow the event stream before sending anything.
 	sctx, stopStream := context.WithCancel(ctx)
@@ -86,7 +102,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}()
 
-	hook := "http://" + env["FLAKY_HTTP_ADDR"] + "/webhooks/e2e"
+	hook := r.hooks + "/webhooks/e2e"
 	const n = 8
 	ids := map[string]bool{}
 	for i := range n {
@@ -94,7 +110,7 @@ func TestEndToEnd(t *testing.T) {
 		if i == 0 {
 			// No such route on the receiver: a 404 is permanent, so this
 			// webhook copy is parked after one attempt.
-			url = "http://" + env["FLAKY_HTTP_ADDR"] + "/nowhere"
+			url = r.hooks + "/nowhere"
 		}
 		body := fmt.Sprintf(`{"email":{"to":["ada@example.com"],"subject":"n%d","text":"hi"},"webhook":{"url":%q,"payload":{"i":%d}}}`, i, url, i)
 		req, _ := http.NewRequest(http.MethodPost, api+"/v1/notifications", strings.NewReader(body))
@@ -132,7 +148,7 @@ func TestEndToEnd(t *testing.T) {
 			Accepted, Duplicates int
 		}
 	}
-	resp, err = http.Get("http://" + env["FLAKY_HTTP_ADDR"] + "/stats")
+	resp, err = http.Get(r.hooks + "/stats")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +215,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	env := map[string]string{
 		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
 		"RETRY_DELAYS": "100ms,200ms", "RETRY_MAX": "8", "FLAKY_RATE": "0.5", "FLAKY_SEED": "5",
-		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		"API_TOKENS": token, "DATA_DIR": t.TempDir(), "HTTP_ADDR": anyPort, "FLAKY_HTTP_ADDR": anyPort, "FLAKY_SMTP_ADDR": anyPort,
 	}
 	conn := retrytest.Conn(t)
 	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL,
@@ -212,20 +228,16 @@ func TestHistorySurvivesRestart(t *testing.T) {
 			ch.Close()
 		}
 	})
-	api := "http://" + env["HTTP_ADDR"]
+	// Each start listens on ports of its own: the API's and the
+	// downstreams' addresses are read again.
+	var api, hooks string
 	start := func() func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		var logs retrytest.Buffer
 		done := make(chan error, 1)
 		go func() { done <- all.Run(ctx, func(k string) string { return env[k] }, &logs) }()
-		retrytest.Eventually(t, 15*time.Second, func() bool {
-			resp, err := http.Get(api + "/readyz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		}, "API never ready; log:\n%s", logs.String())
+		addrs := ready(t, &logs)
+		api, hooks = "http://"+addrs.API, "http://"+addrs.FlakyHTTP
 		return func() {
 			cancel()
 			select {
@@ -252,7 +264,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		return resp.StatusCode, b.Bytes()
 	}
 	stop := start()
-	hook := "http://" + env["FLAKY_HTTP_ADDR"] + "/webhooks/history"
+	hook := hooks + "/webhooks/history"
 	var ids []string
 	for i := range 6 {
 		code, body := call(http.MethodPost, "/v1/notifications",
@@ -325,12 +337,19 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	t.Logf("%d notifications, %d failed attempts, read back after a restart", len(ids), failures)
 }
 
+// relayAll is relay all running in the test.
+type relayAll struct {
+	ctx   context.Context // ends when the test does
+	logs  *retrytest.Buffer
+	api   string // the API's base URL, http://127.0.0.1:port
+	hooks string // the flaky webhook receiver's base URL
+}
+
 // startAll runs relay all in-process with env (which must set
-// TOPOLOGY_PREFIX, DELAY_BACKEND=ttl and HTTP_ADDR) until the test ends,
-// waits for its API to be ready, and deletes what it declared afterwards;
-// policy is env's schedule, for the cleanup. The context ends when the
-// test does.
-func startAll(t *testing.T, env map[string]string, policy retry.Policy) (context.Context, *retrytest.Buffer) {
+// TOPOLOGY_PREFIX and DELAY_BACKEND=ttl) until the test ends, waits for
+// its API to be ready, and deletes what it declared afterwards; policy is
+// env's schedule, for the cleanup.
+func startAll(t *testing.T, env map[string]string, policy retry.Policy) relayAll {
 	t.Helper()
 	prefix := env["TOPOLOGY_PREFIX"]
 	conn := retrytest.Conn(t)
@@ -350,9 +369,8 @@ func startAll(t *testing.T, env map[string]string, policy retry.Policy) (context
 
 // runOn runs relay all in-process with env until the test ends, waits for
 // its API to be ready, and deletes topo (the one env declares) and the
-// history's queue and exchange afterwards, through conn. The context ends
-// when the test does.
-func runOn(t *testing.T, conn *amqp.Connection, env map[string]string, topo retry.Topology) (context.Context, *retrytest.Buffer) {
+// history's queue and exchange afterwards, through conn.
+func runOn(t *testing.T, conn *amqp.Connection, env map[string]string, topo retry.Topology) relayAll {
 	t.Helper()
 	prefix := topo.Prefix
 	t.Cleanup(func() {
@@ -383,14 +401,6 @@ func runOn(t *testing.T, conn *amqp.Connection, env map[string]string, topo retr
 		}
 	})
 
-	api := "http://" + env["HTTP_ADDR"]
-	retrytest.Eventually(t, 15*time.Second, func() bool {
-		resp, err := http.Get(api + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, "API never ready; log:\n%s", logs.String())
-	return ctx, logs
+	addrs := ready(t, logs)
+	return relayAll{ctx: ctx, logs: logs, api: "http://" + addrs.API, hooks: "http://" + addrs.FlakyHTTP}
 }

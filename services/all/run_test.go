@@ -1,6 +1,7 @@
 package all_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/relay-demo/relay/services/all"
@@ -47,5 +48,32 @@ func TestDemoPointsEveryChannelDownstream(t *testing.T) {
 		if got := getenv(k); got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
+	}
+}
+
+func TestListening(t *testing.T) {
+	api := `{"time":"2026-01-02T03:04:05Z","level":"INFO","msg":"listening","service":"api","addr":"127.0.0.1:41001","exchange":"x","auth":"token"}`
+	flaky := `{"time":"2026-01-02T03:04:05Z","level":"INFO","msg":"listening","service":"flaky","http_addr":"127.0.0.1:41002","smtp_addr":"127.0.0.1:41003","email_scenario":"healthy","webhook_scenario":"healthy"}`
+	again := `{"time":"2026-01-02T03:05:05Z","level":"INFO","msg":"listening","service":"api","addr":"127.0.0.1:41004","exchange":"x","auth":"token"}`
+	other := `{"time":"2026-01-02T03:04:05Z","level":"INFO","msg":"listening for nothing","service":"worker","addr":"127.0.0.1:1"}`
+	both := all.Addrs{API: "127.0.0.1:41001", FlakyHTTP: "127.0.0.1:41002", FlakySMTP: "127.0.0.1:41003"}
+	tests := []struct {
+		name   string
+		log    []string
+		want   all.Addrs
+		wantOK bool
+	}{
+		{"nothing yet", nil, all.Addrs{}, false},
+		{"the downstreams alone", []string{flaky, other}, all.Addrs{FlakyHTTP: "127.0.0.1:41002", FlakySMTP: "127.0.0.1:41003"}, false},
+		{"both", []string{flaky, "not json", other, api}, both, true},
+		{"a restart: the last counts", []string{flaky, api, again}, all.Addrs{API: "127.0.0.1:41004", FlakyHTTP: both.FlakyHTTP, FlakySMTP: both.FlakySMTP}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := all.Listening(strings.Join(tt.log, "\n"))
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("Listening = %+v, %v; want %+v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
 	}
 }

@@ -69,12 +69,12 @@ func runScheduled(t *testing.T, queueType string, n, per int) scheduleResult {
 	env := map[string]string{
 		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "levels", "QUEUE_TYPE": queueType,
 		"RETRY_DELAYS": "200ms,400ms", "RETRY_MAX": "3", "API_TOKENS": token, "DATA_DIR": t.TempDir(),
-		"HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		"HTTP_ADDR": anyPort, "FLAKY_HTTP_ADDR": anyPort, "FLAKY_SMTP_ADDR": anyPort,
 		"FLAKY_EMAIL_SCENARIO": "healthy", "FLAKY_WEBHOOK_SCENARIO": "healthy", "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8",
 	}
 	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.Levels, QueueType: retry.QueueType(queueType), Policy: policy}
-	logs := startOn(t, env, topo)
-	api := "http://" + env["HTTP_ADDR"]
+	relay := startOn(t, env, topo)
+	logs, api := relay.logs, relay.api
 
 	call := func(method, path string, body []byte) (int, []byte) {
 		req, _ := http.NewRequest(method, api+path, bytes.NewReader(body))
@@ -202,20 +202,21 @@ func runScheduled(t *testing.T, queueType string, n, per int) scheduleResult {
 // startOn runs relay all in-process with env until the test ends, waits
 // for its API to be ready, and deletes topo (the one env declares) and the
 // history's queue afterwards.
-func startOn(t *testing.T, env map[string]string, topo retry.Topology) *retrytest.Buffer {
+func startOn(t *testing.T, env map[string]string, topo retry.Topology) relayAll {
 	t.Helper()
-	_, logs := runOn(t, retrytest.Conn(t), env, topo)
-	return logs
+	return runOn(t, retrytest.Conn(t), env, topo)
 }
 
+// TestScheduledSends sends 200 notifications scheduled 2 to 20 s ahead in
+// one batch, cancels half, and holds relay to what a scheduled send must
+// never do (runScheduled): arrive early, arrive once cancelled, or not
+// arrive. How late the others came is logged: make test-timing's
+// TestScheduleAccuracy reports it on a quiet broker.
 func TestScheduledSends(t *testing.T) {
 	for _, qt := range []string{"classic", "quorum"} {
 		t.Run(qt, func(t *testing.T) {
 			r := runScheduled(t, qt, 200, 0)
 			t.Logf("%s queues: %s", qt, r)
-			if p99 := quantile(r.late, 0.99); p99 > 2*time.Second {
-				t.Errorf("p99 lateness %s, more than 2s even for a busy machine", p99)
-			}
 		})
 	}
 }
@@ -246,13 +247,12 @@ func TestScheduledRetries(t *testing.T) {
 	env := map[string]string{
 		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "levels",
 		"RETRY_DELAYS": "300ms", "RETRY_MAX": "3", "RETRY_DEADLINE": "2s", "API_TOKENS": token, "DATA_DIR": t.TempDir(),
-		"HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		"HTTP_ADDR": anyPort, "FLAKY_HTTP_ADDR": anyPort, "FLAKY_SMTP_ADDR": anyPort,
 		"FLAKY_EMAIL_SCENARIO": "healthy", "FLAKY_WEBHOOK_SCENARIO": "healthy", "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8",
 	}
 	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.Levels,
 		Policy: retry.Policy{Delays: []time.Duration{300 * time.Millisecond}, MaxRetries: 3}}
-	startOn(t, env, topo)
-	api := "http://" + env["HTTP_ADDR"]
+	api := startOn(t, env, topo).api
 	get := func(path string) map[string]any {
 		req, _ := http.NewRequest(http.MethodGet, api+path, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -363,15 +363,15 @@ func TestScheduledTTL(t *testing.T) {
 	env := map[string]string{
 		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
 		"RETRY_DELAYS": "1s,3s", "RETRY_MAX": "2", "API_TOKENS": token, "DATA_DIR": t.TempDir(),
-		"HTTP_ADDR": freePort(t), "FLAKY_HTTP_ADDR": freePort(t), "FLAKY_SMTP_ADDR": freePort(t),
+		"HTTP_ADDR": anyPort, "FLAKY_HTTP_ADDR": anyPort, "FLAKY_SMTP_ADDR": anyPort,
 		"FLAKY_EMAIL_SCENARIO": "healthy", "FLAKY_WEBHOOK_SCENARIO": "healthy", "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8",
 	}
 	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL,
 		Policy: retry.Policy{Delays: []time.Duration{time.Second, 3 * time.Second}, MaxRetries: 2}}
-	startOn(t, env, topo)
+	api := startOn(t, env, topo).api
 	post := func(delay string) (int, map[string]any) {
 		body := fmt.Sprintf(`{"webhook":{"url":%q,"payload":{}},"delay":%q}`, receiver.URL+"/hook", delay)
-		req, _ := http.NewRequest(http.MethodPost, "http://"+env["HTTP_ADDR"]+"/v1/notifications", strings.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, api+"/v1/notifications", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
@@ -387,13 +387,16 @@ func TestScheduledTTL(t *testing.T) {
 	for _, delay := range []string{"2s", "5s"} {
 		sent := time.Now()
 		status, v := post(delay)
+		answered := time.Now()
 		if status != http.StatusAccepted || v["rounded"] != nil {
 			t.Fatalf("delay %s = %d %v, want a 202, not rounded", delay, status, v)
 		}
+		// The API accepted it between sent and answered, and counts the
+		// delay from then, however long the request took.
 		at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(v["due_at"]))
 		want, _ := time.ParseDuration(delay)
-		if err != nil || at.Sub(sent) < want-50*time.Millisecond || at.Sub(sent) > want+time.Second {
-			t.Fatalf("delay %s: due_at %v (%v), want %s after it was sent", delay, v["due_at"], err, delay)
+		if err != nil || at.Before(sent.Add(want-50*time.Millisecond)) || at.After(answered.Add(want)) {
+			t.Fatalf("delay %s: due_at %v (%v), want %s after the API accepted it", delay, v["due_at"], err, delay)
 		}
 		due[fmt.Sprint(v["id"])] = at
 	}

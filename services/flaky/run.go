@@ -28,17 +28,25 @@ const shutdownTimeout = 5 * time.Second
 // Run reads the configuration from getenv, logs JSON to stdout, and serves
 // both downstreams until ctx is done, then shuts them down gracefully.
 func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := LoadConfig(getenv)
-	if err != nil {
-		return err
-	}
-	logger := config.Logger(stdout, "flaky")
-	logger.Info("starting", config.Masked(cfg)...)
-	srv, err := Start(ctx, cfg, logger)
+	srv, err := Listen(ctx, getenv, stdout)
 	if err != nil {
 		return err
 	}
 	return srv.Wait()
+}
+
+// Listen is Run up to the wait: it reads the configuration from getenv,
+// logs JSON to stdout, listens and serves both downstreams in the
+// background until ctx is done. Its Server says which ports it got, which
+// the system chooses for an address at port 0, such as 127.0.0.1:0.
+func Listen(ctx context.Context, getenv func(string) string, stdout io.Writer) (*Server, error) {
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
+		return nil, err
+	}
+	logger := config.Logger(stdout, "flaky")
+	logger.Info("starting", config.Masked(cfg)...)
+	return Start(ctx, cfg, logger)
 }
 
 // Server is a running flaky process: the SMTP server and the HTTP receiver.

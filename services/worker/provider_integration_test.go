@@ -392,23 +392,28 @@ func TestFailoverDuringPrimaryOutage(t *testing.T) {
 }
 
 // TestRateLimitAcrossReplicas: three worker replicas share a limit of
-// 50/s on one mail server. The server never sees more than 50 ± 10 % in
-// any second of its clock (the window a provider enforcing "so many a
-// second" counts in, as flaky's throttled scenario does), and every email
-// arrives, once. The most in any sliding one-second window is logged
-// too: sends leave relay on their slots, but reach the server after a
-// send's latency, which varies on a loaded machine.
+// 50/s, burst 1, on one mail server. The server never sees more than the
+// rate, 10 % and the burst in any second of its clock (the window a
+// provider enforcing "so many a second" counts in, as flaky's throttled
+// scenario does), and every email arrives, once. The throughput and the
+// most in any sliding one-second window are logged, never held to a
+// bound: sends leave relay on their slots, but reach the server after a
+// send's latency, which varies on a loaded machine, where copies that
+// come back late for their slots also wait again (relay-lab bench
+// --figures ratelimit measures it).
 func TestRateLimitAcrossReplicas(t *testing.T) {
 	srv := newMailServer(t)
-	const n, rate = 500, 50
+	const n, rate, burst = 500, 50, 1
 	s := startProviders(t, 3, map[string]string{
-		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": srv.port(), "SMTP_RATE": strconv.Itoa(rate), "SMTP_BURST": "1",
+		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": srv.port(), "SMTP_RATE": strconv.Itoa(rate), "SMTP_BURST": strconv.Itoa(burst),
 		"HISTORY_DSN": historytest.DSN(t, historytest.Postgres), "RETRY_DEFERRALS": "20",
 	})
 	ids := s.sendEmails(t, n, func(int) string { return "ada@example.com" }, 0)
 	var got map[string][]time.Time
 	var arrivals []time.Time
-	retrytest.Eventually(t, 60*time.Second, func() bool {
+	// 10 s at the rate; the deadline is there to end a test that lost
+	// emails, not to time them.
+	retrytest.Eventually(t, 3*time.Minute, func() bool {
 		got, _, arrivals = srv.snapshot()
 		return len(got) >= n
 	}, "not every email arrived")
@@ -422,7 +427,7 @@ func TestRateLimitAcrossReplicas(t *testing.T) {
 	}
 	slices.SortFunc(arrivals, func(a, b time.Time) int { return a.Compare(b) })
 	most, fixed := mostInASecond(arrivals)
-	limit := rate + rate/10
+	limit := rate + rate/10 + burst
 	if fixed > limit {
 		t.Errorf("the server saw %d emails in one second, want at most %d", fixed, limit)
 	}

@@ -3,12 +3,13 @@ package health
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relay-demo/relay/internal/testenv"
 )
 
 func TestRun(t *testing.T) {
@@ -23,12 +24,7 @@ func TestRun(t *testing.T) {
 		}
 	}))
 	defer ready.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String() + "/readyz"
-	ln.Close()
+	closed := "http://" + testenv.RefusedAddr(t) + "/readyz"
 
 	tests := []struct {
 		name    string
