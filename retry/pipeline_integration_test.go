@@ -413,8 +413,12 @@ func TestAutoChoosesPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != retry.Plugin || !strings.Contains(why, "plugin") {
-		t.Errorf("Choose = %s (%s), want plugin", got, why)
+	version, err := retrytest.Version(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != retry.Plugin || !strings.Contains(why, "plugin") || !strings.Contains(why, version) {
+		t.Errorf("Choose = %s (%s), want plugin, and the version in the reason", got, why)
 	}
 	resolved, err := retry.Resolve(context.Background(), topo, []string{url}, nil)
 	if err != nil {
