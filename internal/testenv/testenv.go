@@ -58,6 +58,6 @@ func Lacks(tb testing.TB, backend, format string, args ...any) {
 		tb.Fatalf(format+" (%s=%q: this broker must run the %s backend's tests, so this is a failure, not a skip)",
 			append(args, ExpectBackends, expect, backend)...)
 	}
-	tb.Skipf(format+" (%s=%q does not name %s: this broker runs no %s cell; make test-compat runs it on the node deploy/broker.sh starts for it)",
+	tb.Skipf(format+" (%s=%q does not name %s: this broker runs no %s cell; make test-compat runs it)",
 		append(args, ExpectBackends, expect, backend, backend)...)
 }

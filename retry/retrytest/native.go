@@ -75,7 +75,7 @@ func findNative() (u, skip string, failed error) {
 		return "", why, nil
 	}
 	if err := dockerReachable(); err != nil {
-		return "", fmt.Sprintf("no Docker engine is reachable for testcontainers (%s: %v), and %s", dockerLooked(), err, why), nil
+		return "", fmt.Sprintf("%s, and no Docker engine is reachable for testcontainers (%s: %v)", why, dockerLooked(), err), nil
 	}
 	u, err := startRabbit(NativeImage)
 	if err != nil && unpullable(err) {
