@@ -8,8 +8,12 @@
 #   deploy/broker.sh up 4.3      build the root once (cached), start a fresh node, wait until it answers
 #   deploy/broker.sh down 4.3    stop the node (and, with the root's last node, its epmd and mounts)
 #   deploy/broker.sh start 4.3   start the node again after a stop or a crash, keeping its data
-#   deploy/broker.sh run 4.3 CMD...    up, run CMD with AMQP_URL, MANAGEMENT_URL and RELAY_BROKER=4.3
-#                                set, then down whatever happened; exits with CMD's status
+#   deploy/broker.sh run 4.3 CMD...    up, run CMD with AMQP_URL, MANAGEMENT_URL, RELAY_BROKER=4.3
+#                                and RELAY_EXPECT_BACKENDS set, then down whatever happened;
+#                                exits with CMD's status
+#   deploy/broker.sh backends 4.0      print the delay backends whose tests must run on the node
+#                                (RELAY_EXPECT_BACKENDS): ttl and levels everywhere, plugin on
+#                                4.0 when it runs the plugin, native on 4.3
 #   deploy/broker.sh mount 4.3   build the root if missing and mount its /proc and /dev (for nodes run
 #                                from the root by other means, such as the cluster test)
 #   deploy/broker.sh unmount 4.3 unmount the root, unless a node of it still runs
@@ -27,10 +31,17 @@
 # gets one of its own). Each node keeps its configuration, data and logs in
 # /var/lib/relay/NODE inside the root; the root stays mounted while any of
 # its nodes runs.
+#
+# The 4.0 node runs the delayed-message exchange plugin (built for 4.0.x;
+# it cannot load on 4.3), from RELAY_DELAYED_PLUGIN, by default the copy in
+# shared/rabbitmq-plugins/ beside the repository. Without that file the
+# node runs without the plugin, with a warning; under CI=true that fails.
 set -euo pipefail
 
 CACHE=${RELAY_BROKER_CACHE:-/var/cache/relay/brokers}
 MIRROR=${RELAY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+DELAYED_PLUGIN=${RELAY_DELAYED_PLUGIN:-${repo%/*}/shared/rabbitmq-plugins/rabbitmq_delayed_message_exchange-4.0.7.ez}
 
 die() { printf 'broker.sh: %s\n' "$*" >&2; exit 1; }
 log() { printf 'broker.sh: %s\n' "$*" >&2; }
@@ -41,9 +52,11 @@ settings() {
 	case "$1" in
 	4.0)
 		SUITE=trixie NODE=relay40@localhost AMQP_PORT=5640 MGMT_PORT=15640 DIST_PORT=25640 EPMD_PORT=4340
+		BACKENDS="ttl levels" DELAYED=yes
 		;;
 	4.3)
 		SUITE=sid NODE=relay43@localhost AMQP_PORT=5643 MGMT_PORT=15643 DIST_PORT=25643 EPMD_PORT=4343
+		BACKENDS="ttl levels native" DELAYED=
 		;;
 	*)
 		die "unknown version ${1:-(none)}: choose 4.0 or 4.3"
@@ -117,12 +130,57 @@ in_root() {
 }
 
 configure() {
-	local dir=$ROOT$HOME_IN
+	local dir=$ROOT$HOME_IN plugins=rabbitmq_management own
 	mkdir -p "$dir/log"
 	: >"$dir/rabbitmq-env.conf"
 	printf '%s\n' "listeners.tcp.default = 127.0.0.1:$AMQP_PORT" \
 		"management.tcp.ip = 127.0.0.1" "management.tcp.port = $MGMT_PORT" >"$dir/rabbitmq.conf"
-	echo '[rabbitmq_management].' >"$dir/enabled_plugins"
+	if [ -n "$DELAYED" ] && delayed_plugin; then
+		# The plugin in a directory of its own, after the broker's own
+		# plugins on the node's plugin path.
+		own=$(cd "$ROOT" && ls -d usr/lib/rabbitmq/lib/rabbitmq_server-*/plugins | head -1)
+		[ -n "$own" ] || die "no plugins directory of rabbitmq-server in $ROOT"
+		mkdir -p "$dir/plugins"
+		cp "$DELAYED_PLUGIN" "$dir/plugins/"
+		echo "PLUGINS_DIR=/$own:$HOME_IN/plugins" >"$dir/rabbitmq-env.conf"
+		plugins=$plugins,rabbitmq_delayed_message_exchange
+	fi
+	echo "[$plugins]." >"$dir/enabled_plugins"
+}
+
+# delayed_plugin: whether the delayed-message plugin's file is there. Its
+# absence is a warning, and under CI=true an error: CI runs the plugin
+# backend's tests on the 4.0 node.
+delayed_plugin() {
+	[ -f "$DELAYED_PLUGIN" ] && return 0
+	local why="no delayed-message plugin at $DELAYED_PLUGIN (set RELAY_DELAYED_PLUGIN to the .ez of shared/rabbitmq-plugins/)"
+	[ "${CI:-}" != true ] || die "$why: under CI=true the $VERSION node must run the plugin backend's tests"
+	log "warning: $why: $NODE runs without the plugin, and the plugin backend's tests skip on it"
+	return 1
+}
+
+# runs_delayed: whether the node is configured with the delayed-message
+# plugin (up decided it).
+runs_delayed() { grep -q rabbitmq_delayed_message_exchange "$ROOT$HOME_IN/enabled_plugins" 2>/dev/null; }
+
+# backends: the delay backends whose tests must run on the node, for
+# RELAY_EXPECT_BACKENDS (internal/testenv reads it).
+backends() {
+	local b=$BACKENDS
+	runs_delayed && b="$b plugin"
+	echo "$b"
+}
+
+# check_delayed: a node configured with the plugin has the exchange type.
+check_delayed() {
+	runs_delayed || return 0
+	if in_root rabbitmqctl -q -n "$NODE" eval "rabbit_registry:lookup_module(exchange, 'x-delayed-message')." 2>&1 | grep -q '^{ok,'; then
+		log "$NODE runs the delayed-message plugin ($(basename "$DELAYED_PLUGIN"))"
+		return 0
+	fi
+	tail -30 "$ROOT$HOME_IN"/log/*.log >&2 2>/dev/null || true
+	down
+	die "$NODE did not load the delayed-message plugin (log: $ROOT$HOME_IN/log)"
 }
 
 answers() { in_root rabbitmq-diagnostics -q -n "$NODE" check_port_connectivity >/dev/null 2>&1; }
@@ -162,6 +220,7 @@ start() {
 	for i in $(seq 1 90); do
 		if answers && curl -fsS -o /dev/null -u guest:guest "http://127.0.0.1:$MGMT_PORT/api/overview" 2>/dev/null; then
 			log "$NODE is up: RabbitMQ $(in_root rabbitmqctl -q -n "$NODE" version)"
+			check_delayed
 			return
 		fi
 		sleep 2
@@ -235,7 +294,7 @@ run() {
 	trap '(lock && down)' EXIT
 	trap 'exit 130' INT TERM
 	local rc=0
-	AMQP_URL=$(url) MANAGEMENT_URL=$(mgmt) RELAY_BROKER=$VERSION "$@" || rc=$?
+	AMQP_URL=$(url) MANAGEMENT_URL=$(mgmt) RELAY_BROKER=$VERSION RELAY_EXPECT_BACKENDS=$(backends) "$@" || rc=$?
 	return "$rc"
 }
 
@@ -306,7 +365,7 @@ unmount)
 	lock
 	release
 	;;
-url | mgmt)
+url | mgmt | backends)
 	settings "${1:-}"
 	"$cmd"
 	;;

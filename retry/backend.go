@@ -418,7 +418,7 @@ func Choose(url string, t Topology) (Backend, string, error) {
 		return "", "", err
 	}
 	if plugin {
-		return Plugin, "the broker has the delayed-message plugin", nil
+		return Plugin, "RabbitMQ " + version + " with the delayed-message plugin", nil
 	}
 	return Levels, "no delayed-message plugin on RabbitMQ " + version + ": binary delay levels", nil
 }

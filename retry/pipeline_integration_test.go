@@ -392,15 +392,9 @@ func TestErrorWithoutSourceParks(t *testing.T) {
 }
 
 // TestPluginBackend runs the schedule through the delayed-message exchange,
-// on brokers that have the plugin.
+// on brokers that have the plugin (retrytest.PluginURL).
 func TestPluginBackend(t *testing.T) {
-	plugin, err := retry.HasPlugin(retrytest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !plugin {
-		t.Skip("broker has no rabbitmq_delayed_message_exchange plugin; the TTL backend tests cover this broker")
-	}
+	retrytest.PluginURL(t)
 	schedule := []time.Duration{ms(200), ms(400), ms(800)}
 	conn, topo := pipeline(t, retry.Topology{Backend: retry.Plugin, Policy: retry.Policy{Delays: schedule}})
 	arrivals := nackAll(t, conn, topo.WorkRoutes()[0].Queue)
@@ -410,6 +404,32 @@ func TestPluginBackend(t *testing.T) {
 	assertParked(t, d, "n-6", topo.WorkRoutes()[0].Queue, retry.ReasonMaxRetries, 3)
 	if _, ok := d.Headers[retry.HeaderDelay]; ok {
 		t.Error("parked message still carries x-delay")
+	}
+}
+
+// TestAutoChoosesPlugin asks Choose and Resolve for the backend of
+// DELAY_BACKEND=auto on a broker with the plugin: plugin, before 4.3 and,
+// with classic queues, on any version.
+func TestAutoChoosesPlugin(t *testing.T) {
+	url := retrytest.PluginURL(t)
+	topo := retry.Topology{Backend: retry.Auto, Routes: retrytest.Routes, Policy: retry.Policy{Delays: []time.Duration{ms(200), ms(400)}}}
+	got, why, err := retry.Choose(url, topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, err := retrytest.Version(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != retry.Plugin || !strings.Contains(why, "plugin") || !strings.Contains(why, version) {
+		t.Errorf("Choose = %s (%s), want plugin, and the version in the reason", got, why)
+	}
+	resolved, err := retry.Resolve(context.Background(), topo, []string{url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resolved.Backend != retry.Plugin {
+		t.Errorf("Resolve chose %s, want plugin", resolved.Backend)
 	}
 }
 

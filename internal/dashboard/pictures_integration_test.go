@@ -228,13 +228,7 @@ func TestPipelineLive(t *testing.T) {
 			case retry.Native:
 				url = retrytest.NativeURL(t)
 			case retry.Plugin:
-				ok, err := retry.HasPlugin(url)
-				if err != nil {
-					t.Fatalf("probe for the delayed-message plugin: %v", err)
-				}
-				if !ok {
-					t.Skip("the broker has no delayed-message plugin")
-				}
+				url = retrytest.PluginURL(t)
 			}
 			r := startPictured(t, url, tt.backend, tt.handoff)
 			var p struct {

@@ -10,14 +10,28 @@
 // serves, or read back from the process that bound it): a port found free
 // and closed again may be taken by another test before it is bound.
 //
+// A broker that lacks a delay backend (the delayed-message plugin, RabbitMQ
+// 4.3's native delayed retry) is another matter: most brokers do, and a
+// missing backend is no broken build, unless the broker was started to run
+// that backend's tests. RELAY_EXPECT_BACKENDS says which (Lacks).
+//
 // It is test-only code, imported by tests and by the packages that
 // serve them (retry/retrytest, internal/history/historytest).
 package testenv
 
 import (
 	"os"
+	"slices"
+	"strings"
 	"testing"
 )
+
+// ExpectBackends is the environment variable that names, separated by
+// spaces, the delay backends whose tests must run on the broker under test
+// ("ttl levels plugin"). make test-compat sets it for each node it starts,
+// from deploy/broker.sh backends VERSION: plugin on RabbitMQ 4.0 with the
+// delayed-message plugin, native on 4.3.
+const ExpectBackends = "RELAY_EXPECT_BACKENDS"
 
 // Unavailable ends the test for want of what format and args describe:
 // it fails the test when the environment variable CI is exactly "true",
@@ -29,4 +43,27 @@ func Unavailable(tb testing.TB, format string, args ...any) {
 		tb.Fatalf(format+" (CI=true: in CI this is a failure, not a skip)", args...)
 	}
 	tb.Skipf(format, args...)
+}
+
+// Expects reports whether ExpectBackends names backend: the broker under
+// test was started to run that backend's tests.
+func Expects(backend string) bool {
+	return slices.Contains(strings.Fields(os.Getenv(ExpectBackends)), backend)
+}
+
+// Lacks ends the test because the broker under test lacks the delay
+// backend it needs, as format and args describe: it fails the test when
+// ExpectBackends names backend, since the broker was started to run it and
+// a node of the wrong version or without its plugin must not pass as a
+// skip; otherwise it skips it, under CI=true too, saying that this broker
+// runs no such cell.
+func Lacks(tb testing.TB, backend, format string, args ...any) {
+	tb.Helper()
+	expect := os.Getenv(ExpectBackends)
+	if Expects(backend) {
+		tb.Fatalf(format+" (%s=%q: this broker must run the %s backend's tests, so this is a failure, not a skip)",
+			append(args, ExpectBackends, expect, backend)...)
+	}
+	tb.Skipf(format+" (%s=%q does not name %s: this broker runs no %s cell; make test-compat runs it)",
+		append(args, ExpectBackends, expect, backend, backend)...)
 }

@@ -34,14 +34,19 @@ func (r *recorder) Skipf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-// unavailable calls testenv.Unavailable on a recorder, in a goroutine of
-// its own as a test runs, and reports whether it returned.
+// unavailable calls testenv.Unavailable on a recorder (see end).
 func unavailable(format string, args ...any) (r *recorder, returned bool) {
+	return end(func(tb testing.TB) { testenv.Unavailable(tb, format, args...) })
+}
+
+// end calls f on a recorder, in a goroutine of its own as a test runs,
+// and reports whether it returned.
+func end(f func(testing.TB)) (r *recorder, returned bool) {
 	r = &recorder{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		testenv.Unavailable(r, format, args...)
+		f(r)
 		returned = true
 	}()
 	<-done
@@ -113,5 +118,56 @@ func TestRefusedAddr(t *testing.T) {
 			}
 			t.Errorf("listen on %s's port at %q: %v, want EADDRINUSE", addr, host, err)
 		}
+	}
+}
+
+func TestLacks(t *testing.T) {
+	tests := []struct {
+		name      string
+		expect    string
+		unset     bool
+		ci        string
+		wantFatal bool
+	}{
+		{name: "unset", unset: true},
+		{name: "unset under CI", unset: true, ci: "true"},
+		{name: "other backends under CI", expect: "ttl levels native", ci: "true"},
+		{name: "a longer name", expect: "ttl plugins"},
+		{name: "named", expect: "ttl levels plugin", wantFatal: true},
+		{name: "named alone, spaces around", expect: "  plugin ", wantFatal: true},
+		{name: "named under CI", expect: "plugin", ci: "true", wantFatal: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			setCI(t, tt.ci, false)
+			t.Setenv(testenv.ExpectBackends, tt.expect)
+			if tt.unset {
+				os.Unsetenv(testenv.ExpectBackends)
+			}
+			if got := testenv.Expects("plugin"); got != tt.wantFatal {
+				t.Errorf("Expects(plugin) = %v, want %v", got, tt.wantFatal)
+			}
+			r, returned := end(func(tb testing.TB) { testenv.Lacks(tb, "plugin", "no %s on the broker", "x-delayed-message") })
+			if returned {
+				t.Fatal("Lacks returned: the test it ends would have gone on")
+			}
+			ended, other := r.skip, r.fatal
+			if tt.wantFatal {
+				ended, other = r.fatal, r.skip
+			}
+			if len(ended) != 1 || len(other) != 0 {
+				t.Fatalf("Fatalf %q, Skipf %q; want one call to Fatalf: %v", r.fatal, r.skip, tt.wantFatal)
+			}
+			if !strings.HasPrefix(ended[0], "no x-delayed-message on the broker (RELAY_EXPECT_BACKENDS=") {
+				t.Errorf("message %q, want it to start with the one given and name the variable", ended[0])
+			}
+			want := "this broker runs no plugin cell"
+			if tt.wantFatal {
+				want = "must run the plugin backend's tests"
+			}
+			if !strings.Contains(ended[0], want) {
+				t.Errorf("message %q, want it to say %q", ended[0], want)
+			}
+		})
 	}
 }

@@ -96,6 +96,11 @@ func TestRunQuick(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The plugin's and the native backend's figures are n/a on a broker
+	// without them, unless that broker must run them (testenv.Expects).
+	if !plugin && testenv.Expects(string(retry.Plugin)) {
+		t.Errorf("the broker has no delayed-message plugin, but %s=%q names plugin", testenv.ExpectBackends, os.Getenv(testenv.ExpectBackends))
+	}
 	figures := []string{bench.FigIngestRate, bench.FigIngestP50, bench.FigIngestP99, bench.FigIngestMinimal, bench.FigBatchRate, bench.FigBatchMinimal, bench.FigWorkerRate,
 		bench.FigRetryRate, bench.FigRetryP50, bench.FigRetryP99, bench.FigRetryBrokerCPU,
 		bench.FigDirectRate, bench.FigDirectP50, bench.FigDirectP99, bench.FigDirectBrokerCPU,
@@ -114,6 +119,9 @@ func TestRunQuick(t *testing.T) {
 	native := []string{bench.FigNativeRate, bench.FigNativeBrokerCPU}
 	version, _ := strings.CutPrefix(r.Broker, "RabbitMQ ")
 	onNative := retry.VersionAtLeast(version, 4, 3)
+	if !onNative && testenv.Expects(string(retry.Native)) {
+		t.Errorf("the broker is %s, older than 4.3, but %s=%q names native", r.Broker, testenv.ExpectBackends, os.Getenv(testenv.ExpectBackends))
+	}
 	if onNative {
 		native = []string{bench.FigNativeRate, bench.FigNativeP50, bench.FigNativeP99, bench.FigNativeBrokerCPU}
 	}

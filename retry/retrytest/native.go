@@ -13,6 +13,7 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcrabbit "github.com/testcontainers/testcontainers-go/modules/rabbitmq"
 
+	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -33,13 +34,14 @@ var (
 // else localhost:5672, when that broker reports 4.3 or later, and otherwise
 // starts a NativeImage container with testcontainers.
 //
-// Where Docker is not reachable either, the test is skipped with the
-// reason, under CI=true too: unlike URL, a CI machine without Docker whose
-// broker is older than 4.3 has no broken build, it has no RabbitMQ 4.3,
-// and the skip says exactly that. So is a Docker engine that cannot pull
-// the image (no registry answers): make test-compat runs these tests on a
-// RabbitMQ 4.3 node of its own. A reachable Docker engine that has the
-// image and fails to start the container fails the test.
+// Where there is no such broker, testenv.Lacks ends the test: when
+// RELAY_EXPECT_BACKENDS names native (make test-compat's 4.3 node), the
+// broker at hand had to be it, no container is tried, and the test fails;
+// otherwise it is skipped with the reason, under CI=true too: a CI broker
+// older than 4.3 (the default 3.10) runs no native cell. So is a machine
+// without Docker, or whose Docker engine cannot pull the image (no registry
+// answers). A reachable Docker engine that has the image and fails to
+// start the container fails the test.
 func NativeURL(tb testing.TB) string {
 	tb.Helper()
 	nativeOnce.Do(func() { nativeURL, nativeSkip, nativeFailed = findNative() })
@@ -47,7 +49,7 @@ func NativeURL(tb testing.TB) string {
 		tb.Fatalf("no RabbitMQ 4.3 broker for the native delay backend: %v", nativeFailed)
 	}
 	if nativeURL == "" {
-		tb.Skipf("the native delay backend needs RabbitMQ 4.3 or later: %s", nativeSkip)
+		testenv.Lacks(tb, string(retry.Native), "the native delay backend needs RabbitMQ 4.3 or later: %s", nativeSkip)
 	}
 	return nativeURL
 }
@@ -68,8 +70,12 @@ func findNative() (u, skip string, failed error) {
 	default:
 		why = fmt.Sprintf("%s is RabbitMQ %s, older than 4.3", name, v)
 	}
+	if testenv.Expects(string(retry.Native)) {
+		// The broker at hand was started to be the 4.3 one: no other.
+		return "", why, nil
+	}
 	if err := dockerReachable(); err != nil {
-		return "", fmt.Sprintf("no Docker engine is reachable for testcontainers (%s: %v), and %s", dockerLooked(), err, why), nil
+		return "", fmt.Sprintf("%s, and no Docker engine is reachable for testcontainers (%s: %v)", why, dockerLooked(), err), nil
 	}
 	u, err := startRabbit(NativeImage)
 	if err != nil && unpullable(err) {
@@ -166,4 +172,22 @@ func startRabbit(image string) (u string, err error) {
 		return "", err
 	}
 	return c.AmqpURL(ctx)
+}
+
+// PluginURL returns the address of the broker at hand (URL) when it has
+// the delayed-message plugin, for tests of the plugin delay backend.
+// Without it testenv.Lacks ends the test: a failure when
+// RELAY_EXPECT_BACKENDS names plugin (make test-compat's 4.0 node), a skip
+// otherwise, under CI=true too (the default 3.10 broker has no plugin).
+func PluginURL(tb testing.TB) string {
+	tb.Helper()
+	u := URL(tb)
+	plugin, err := retry.HasPlugin(u)
+	if err != nil {
+		tb.Fatalf("probe for the delayed-message plugin: %v", err)
+	}
+	if !plugin {
+		testenv.Lacks(tb, string(retry.Plugin), "the broker has no x-delayed-message exchange type (the rabbitmq_delayed_message_exchange plugin is not enabled)")
+	}
+	return u
 }
