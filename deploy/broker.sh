@@ -12,8 +12,9 @@
 #                                and RELAY_EXPECT_BACKENDS set, then down whatever happened;
 #                                exits with CMD's status
 #   deploy/broker.sh backends 4.0      print the delay backends whose tests must run on the node
-#                                (RELAY_EXPECT_BACKENDS): ttl and levels everywhere, plugin on
-#                                4.0 when it runs the plugin, native on 4.3
+#                                (RELAY_EXPECT_BACKENDS): those .ci/cells names for the version
+#                                (ttl and levels everywhere, plugin on 4.0, native on 4.3), less
+#                                the plugin on a node that runs without it
 #   deploy/broker.sh mount 4.3   build the root if missing and mount its /proc and /dev (for nodes run
 #                                from the root by other means, such as the cluster test)
 #   deploy/broker.sh unmount 4.3 unmount the root, unless a node of it still runs
@@ -52,11 +53,11 @@ settings() {
 	case "$1" in
 	4.0)
 		SUITE=trixie NODE=relay40@localhost AMQP_PORT=5640 MGMT_PORT=15640 DIST_PORT=25640 EPMD_PORT=4340
-		BACKENDS="ttl levels" DELAYED=yes
+		DELAYED=yes
 		;;
 	4.3)
 		SUITE=sid NODE=relay43@localhost AMQP_PORT=5643 MGMT_PORT=15643 DIST_PORT=25643 EPMD_PORT=4343
-		BACKENDS="ttl levels native" DELAYED=
+		DELAYED=
 		;;
 	*)
 		die "unknown version ${1:-(none)}: choose 4.0 or 4.3"
@@ -165,9 +166,15 @@ runs_delayed() { grep -q rabbitmq_delayed_message_exchange "$ROOT$HOME_IN/enable
 
 # backends: the delay backends whose tests must run on the node, for
 # RELAY_EXPECT_BACKENDS (internal/testenv reads it).
+# They are the ones .ci/cells names for the version, less the plugin on a
+# node that runs without it (its file was missing, outside CI).
 backends() {
-	local b=$BACKENDS
-	runs_delayed && b="$b plugin"
+	local b
+	b=$(awk -v v="$VERSION" '$1 == v { for (i = 3; i <= NF; i++) printf "%s%s", (i > 3 ? " " : ""), $i }' "$repo/.ci/cells")
+	[ -n "$b" ] || die "$repo/.ci/cells names no delay backends for RabbitMQ $VERSION"
+	if ! runs_delayed; then
+		b=$(echo "$b" | tr ' ' '\n' | grep -vx plugin | tr '\n' ' ' | sed 's/ $//')
+	fi
 	echo "$b"
 }
 

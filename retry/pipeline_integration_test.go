@@ -317,7 +317,8 @@ func TestConsumerOutcomes(t *testing.T) {
 }
 
 // TestRetryAfterOutlastsLongestStep: a downstream's Retry-After longer than
-// any TTL step is still honoured, by waiting again.
+// any TTL step is honoured, waiting exactly in the delay levels the TTL
+// backend declares beside its steps.
 func TestRetryAfterOutlastsLongestStep(t *testing.T) {
 	conn, topo := pipeline(t, retry.Topology{Backend: retry.TTL,
 		Policy: retry.Policy{Delays: []time.Duration{ms(100)}}})
