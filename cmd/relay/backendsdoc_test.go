@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -38,18 +36,7 @@ func TestBackendsDoc(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if *update {
-		if doc != string(raw) {
-			if err := os.WriteFile(retriesDoc, []byte(doc), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("rewrote the tables of %s", retriesDoc)
-		}
-		return
-	}
-	if diff := cmp.Diff(string(raw), doc); diff != "" {
-		t.Errorf("docs/retries.md's tables of delay backends differ from the code and .ci/cells (-doc +code):\n%s\nRewrite them with: make docs", diff)
-	}
+	updateOrDiff(t, retriesDoc, string(raw), doc, "docs/retries.md's tables of delay backends differ from the code and .ci/cells")
 }
 
 // cell is a line of .ci/cells: a RabbitMQ version, the make target that

@@ -32,18 +32,25 @@ func TestConfigurationDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	updateOrDiff(t, configDoc, string(raw), got, "docs/configuration.md's tables differ from the code")
+}
+
+// updateOrDiff rewrites the generated parts of the doc at path with -update
+// (make docs), and otherwise fails the test with what differs between the
+// doc as it is and as the code writes it.
+func updateOrDiff(t *testing.T, path, doc, want, what string) {
+	t.Helper()
 	if *update {
-		if got != string(raw) {
-			if err := os.WriteFile(configDoc, []byte(got), 0o644); err != nil {
+		if want != doc {
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("rewrote the tables of %s", configDoc)
+			t.Logf("rewrote the tables of %s", path)
 		}
 		return
 	}
-	if diff := cmp.Diff(string(raw), got); diff != "" {
-		t.Errorf("docs/configuration.md's tables differ from the code (-doc +code):\n%s\n"+
-			"Rewrite them with: make docs", diff)
+	if diff := cmp.Diff(doc, want); diff != "" {
+		t.Errorf("%s (-doc +code):\n%s\nRewrite them with: make docs", what, diff)
 	}
 }
 
