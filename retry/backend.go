@@ -158,6 +158,20 @@ func (f Features) RunsOn(version string) bool {
 	return true
 }
 
+// Versions says which RabbitMQ versions the backend runs on: "any",
+// "4.3 or later", "4.2 or earlier".
+func (f Features) Versions() string {
+	switch {
+	case f.MinVersion != "" && f.MaxVersion != "":
+		return f.MinVersion + " to " + f.MaxVersion
+	case f.MinVersion != "":
+		return f.MinVersion + " or later"
+	case f.MaxVersion != "":
+		return f.MaxVersion + " or earlier"
+	}
+	return "any"
+}
+
 // waitRoute is where a message is published to wait and then reach its
 // destination.
 type waitRoute struct {

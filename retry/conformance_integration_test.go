@@ -66,7 +66,7 @@ func TestConformance(t *testing.T) {
 		var why string
 		switch {
 		case !f.RunsOn(version):
-			why = fmt.Sprintf("it runs on RabbitMQ %s to %s, and the broker is %s", orAny(f.MinVersion), orAny(f.MaxVersion), version)
+			why = fmt.Sprintf("it runs on RabbitMQ %s, and the broker is %s", f.Versions(), version)
 		case strings.Contains(f.Needs, "delayed_message") && !plugin:
 			why = "the broker lacks " + f.Needs
 		}
@@ -105,13 +105,6 @@ func expectedBackends(t *testing.T) map[retry.Backend]bool {
 		out[retry.Backend(w)] = true
 	}
 	return out
-}
-
-func orAny(v string) string {
-	if v == "" {
-		return "any"
-	}
-	return v
 }
 
 func handoffName(h retry.Handoff) string {
@@ -164,6 +157,14 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 			err = fmt.Errorf("downstream refused %s, attempt %d", m.ID, m.Attempt)
 		case "permanent":
 			err = retry.Permanent(fmt.Errorf("%s can never be delivered", m.ID))
+		case "mixed":
+			switch m.Attempt {
+			case 1, 3:
+				err = fmt.Errorf("attempt %d of %s failed", m.Attempt, m.ID)
+			case 2:
+				c.asked = retryAfter
+				err = retry.After(errors.New("429: retry after 700ms"), c.asked)
+			}
 		case "deferral":
 			switch m.Attempt {
 			case 1:
@@ -220,7 +221,7 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 		return amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Timestamp: time.Now(), Body: []byte(id),
 			Headers: amqp.Table{"x-copy": "copy-of-" + id}}
 	}
-	for _, id := range []string{"schedule.1", "park.1", "permanent.1", "deferral.1"} {
+	for _, id := range []string{"schedule.1", "park.1", "permanent.1", "deferral.1", "mixed.1"} {
 		if err := pub.Publish(bg, topo.Ingress(), "work", msg(id)); err != nil {
 			t.Fatalf("publish %s: %v", id, err)
 		}
@@ -238,7 +239,7 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 	}
 
 	parked := map[string]amqp.Delivery{}
-	want := map[string]int{"schedule.1": len(conformanceDelays) + 1, "park.1": len(conformanceDelays) + 1, "permanent.1": 1, "deferral.1": 3}
+	want := map[string]int{"schedule.1": len(conformanceDelays) + 1, "park.1": len(conformanceDelays) + 1, "permanent.1": 1, "deferral.1": 3, "mixed.1": 4}
 	if f.FirstDelivery {
 		want["scheduled.1"] = 1
 	}
@@ -340,6 +341,19 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 		}
 		if i > 0 {
 			onTime(fmt.Sprintf("deferral.1 wait %d", i), df[i-1].end, c.start, df[i-1].asked)
+		}
+	}
+
+	// mixed: a failure, a deferral, a failure: retries 0, 1, 1, 2, and
+	// each wait as the policy or the downstream said.
+	mx := got["mixed.1"]
+	mixedWaits := []time.Duration{conformanceDelays[0], retryAfter, conformanceDelays[1]}
+	for i, c := range mx {
+		if want := []int{0, 1, 1, 2}[i]; c.attempt != i+1 || c.retries != want {
+			t.Errorf("mixed.1 call %d: attempt %d, retries %d; want %d, %d", i+1, c.attempt, c.retries, i+1, want)
+		}
+		if i > 0 {
+			onTime(fmt.Sprintf("mixed.1 wait %d", i), mx[i-1].end, c.start, mixedWaits[i-1])
 		}
 	}
 

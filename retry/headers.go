@@ -281,7 +281,7 @@ func Claim(h amqp.Table) (queue, header string) {
 // must not travel on when the message is published again.
 var brokerHeaders = []string{
 	"x-death", "x-first-death-queue", "x-first-death-reason", "x-first-death-exchange",
-	"x-last-death-queue", "x-last-death-reason", "x-last-death-exchange", "x-delivery-count",
+	"x-last-death-queue", "x-last-death-reason", "x-last-death-exchange", "x-delivery-count", "x-acquired-count",
 	HeaderDelay, HeaderRetryAfter,
 }
 

@@ -117,22 +117,13 @@ func cellsTable(cells []cell) string {
 		for _, h := range f.Handoffs {
 			hs = append(hs, yes(h == retry.ViaStages, "stages", string(h)))
 		}
-		versions := "any"
-		switch {
-		case f.MinVersion != "" && f.MaxVersion != "":
-			versions = f.MinVersion + " to " + f.MaxVersion
-		case f.MinVersion != "":
-			versions = f.MinVersion + " or later"
-		case f.MaxVersion != "":
-			versions = f.MaxVersion + " or earlier"
-		}
 		var ran []string
 		for _, c := range cells {
 			if slices.Contains(c.backends, bk) {
 				ran = append(ran, fmt.Sprintf("%s (`make %s`)", c.version, c.target))
 			}
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", bk, strings.Join(qs, ", "), strings.Join(hs, ", "), versions,
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", bk, strings.Join(qs, ", "), strings.Join(hs, ", "), f.Versions(),
 			yes(f.Needs != "", f.Needs, "nothing"), yes(len(ran) > 0, strings.Join(ran, ", "), "none"))
 	}
 	return b.String()
