@@ -144,15 +144,18 @@ func (r *Report) explain() []string {
 			"messages are deferred at once and the healthy one barely notices. `WEBHOOK_ENDPOINT_CONCURRENCY` is set to "+
 			"the handlers' number here, so the cap does not throttle (a) itself.\n\n"+IsolationMarkdown(*r.Isolation))
 	}
-	if r.RateLimit != nil {
+	if len(r.RateLimits) > 0 {
+		o := r.RateLimits[0].Options
 		out = append(out, fmt.Sprintf("**Throughput under a rate limit.** %d email workers (`relay worker email`, in one process "+
 			"with the retrier) share `SMTP_RATE=%g` through the history store (SQLite here) and deliver %d emails published "+
-			"at once to a local mail server, which notes when each arrives. An email over the limit waits in the delay "+
+			"at once to a local mail server, which notes when each arrives; once per delay backend the broker runs, "+
+			"native on quorum queues, the others on classic, with `RETRY_DELAYS=%s` (linear, as native needs; a "+
+			"deferral waits for its slot, not for the schedule). An email over the limit waits in the delay "+
 			"backend for a slot it holds, without spending a retry. The throughput, first arrival to last, is a figure: it "+
 			"falls on a loaded machine, where copies that come back late for their slots wait again. What must hold is every "+
 			"email once and no second of the clock above the limit by more than %.0f %% and the burst (the most in any "+
 			"one-second window, wherever it starts, is in brackets).\n\n",
-			r.RateLimit.Options.Replicas, r.RateLimit.Options.Rate, r.RateLimit.Options.Emails, RateLimitTolerance*100)+RateLimitMarkdown(*r.RateLimit))
+			o.Replicas, o.Rate, o.Emails, RateLimitDelays, RateLimitTolerance*100)+RateLimitMarkdown(r.RateLimits))
 	}
 	return out
 }

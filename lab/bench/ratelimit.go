@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +41,17 @@ type RateLimitOptions struct {
 	Replicas int `json:"replicas"`
 	// Emails is how many emails are published, all at once (500).
 	Emails int `json:"emails"`
+	// Backend is the delay backend an email over the limit waits in
+	// (levels); QueueType the queues' type (quorum for native, which
+	// runs on nothing else, classic for the rest).
+	Backend   retry.Backend   `json:"backend"`
+	QueueType retry.QueueType `json:"queue_type"`
 }
+
+// RateLimitDelays is the workers' RETRY_DELAYS, on every backend: a linear
+// schedule, which native needs. A deferral to a slot waits for the slot,
+// not for this schedule; the schedule only shapes the topology.
+const RateLimitDelays = "200ms,400ms,600ms"
 
 func (o RateLimitOptions) withDefaults() RateLimitOptions {
 	if o.Rate <= 0 {
@@ -55,7 +66,36 @@ func (o RateLimitOptions) withDefaults() RateLimitOptions {
 	if o.Emails <= 0 {
 		o.Emails = 500
 	}
+	if o.Backend == "" {
+		o.Backend = retry.Levels
+	}
+	if o.QueueType == "" {
+		o.QueueType = retry.Classic
+		if o.Backend == retry.Native {
+			o.QueueType = retry.Quorum
+		}
+	}
 	return o
+}
+
+// rateLimitBackends are the delay backends the ratelimit figure runs on,
+// in retry.Backends' order: those chosen, or each the broker runs (ttl
+// and levels on any; native on RabbitMQ 4.3 or later; plugin where the
+// delayed-message plugin is enabled). A chosen one the broker does not
+// run is an error.
+func rateLimitBackends(chosen []retry.Backend, plugin, native bool) ([]retry.Backend, error) {
+	runs := map[retry.Backend]bool{retry.TTL: true, retry.Levels: true, retry.Native: native, retry.Plugin: plugin}
+	var out []retry.Backend
+	for _, b := range retry.Backends() {
+		switch {
+		case len(chosen) > 0 && !slices.Contains(chosen, b):
+		case runs[b]:
+			out = append(out, b)
+		case len(chosen) > 0:
+			return nil, fmt.Errorf("%w: --backends %s: the broker does not run it (native needs RabbitMQ 4.3 or later, plugin the delayed-message plugin)", errFlags, b)
+		}
+	}
+	return out, nil
 }
 
 // RateLimitResult is what the mail server saw.
@@ -94,7 +134,8 @@ func (o RateLimitOptions) MostInSecond() float64 {
 // sharing SMTP_RATE through a SQLite history store in a temporary
 // directory, deliver Emails emails published at once to a local mail
 // server, which counts them by the second. An email over the limit waits
-// in the delay backend (levels) for its slot.
+// in opts.Backend for its slot. The topology is the one the workers build
+// from their environment, so every backend takes the same path.
 func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateLimitResult, err error) {
 	opts = opts.withDefaults()
 	res.Options = opts
@@ -109,20 +150,28 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 	}
 	defer os.RemoveAll(dir)
 
-	prefix := b.prefix + "ratelimit."
+	prefix := b.prefix + "ratelimit." + string(opts.Backend) + "."
 	env := map[string]string{
-		"AMQP_URL": b.url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "levels", "RETRY_DEFERRALS": "50",
+		"AMQP_URL": b.url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": string(opts.Backend), "QUEUE_TYPE": string(opts.QueueType),
+		"RETRY_DELAYS": RateLimitDelays, "RETRY_DEFERRALS": "50", "MANAGEMENT_URL": b.mgmtURL,
 		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": strconv.Itoa(sink.port), "SMTP_TLS": "none", "EMAIL_FROM": "bench@relay.localhost",
 		"SMTP_RATE": strconv.FormatFloat(opts.Rate, 'f', -1, 64), "SMTP_BURST": strconv.Itoa(opts.Burst), "DATA_DIR": dir,
 		"LOG_LEVEL": "error",
 	}
 	getenv := func(k string) string { return env[k] }
+	cfg, err := worker.LoadConfig(getenv)
+	if err != nil {
+		return res, err
+	}
+	topo, err := cfg.Topology(channel.Routes())
+	if err != nil {
+		return res, err
+	}
 	conn, err := amqp.Dial(b.url)
 	if err != nil {
 		return res, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close()
-	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.Levels}
 	b.janitor.topology(topo)
 	b.janitor.exchange(events.ExchangeName(topo))
 	if err := topo.Declare(ctx, conn); err != nil {
@@ -210,17 +259,22 @@ func mostInOneSecond(at []time.Time) int {
 	return most
 }
 
-// RateLimitMarkdown is the rate-limit figure as a markdown table.
-func RateLimitMarkdown(r RateLimitResult) string {
-	verdict := "yes"
-	if !r.WithinLimit {
-		verdict = "**no**"
+// RateLimitMarkdown is the rate-limit figure as a markdown table, a row
+// per delay backend.
+func RateLimitMarkdown(rs []RateLimitResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| backend | queues | limit | replicas | emails | delivered | duplicates | throughput | of the limit | most in a second (any window) | within +%.0f %% and the burst |\n"+
+		"|---|---|---|---|---|---|---|---|---|---|---|\n", RateLimitTolerance*100)
+	for _, r := range rs {
+		verdict := "yes"
+		if !r.WithinLimit {
+			verdict = "**no**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %g/s, burst %d | %d | %d | %d | %d | %.1f/s | %.0f %% | %d (%d) | %s |\n",
+			r.Options.Backend, r.Options.QueueType, r.Options.Rate, r.Options.Burst, r.Options.Replicas, r.Options.Emails, r.Delivered, r.Duplicates,
+			r.Throughput, r.Ratio*100, r.MaxInSecond, r.MaxInWindow, verdict)
 	}
-	return fmt.Sprintf("| limit | replicas | emails | delivered | duplicates | throughput | of the limit | most in a second (any window) | within +%.0f %% and the burst |\n"+
-		"|---|---|---|---|---|---|---|---|---|\n"+
-		"| %g/s, burst %d | %d | %d | %d | %d | %.1f/s | %.0f %% | %d (%d) | %s |\n",
-		RateLimitTolerance*100, r.Options.Rate, r.Options.Burst, r.Options.Replicas, r.Options.Emails, r.Delivered, r.Duplicates,
-		r.Throughput, r.Ratio*100, r.MaxInSecond, r.MaxInWindow, verdict)
+	return b.String()
 }
 
 // mailSink is a local SMTP server that notes when each email arrives.
