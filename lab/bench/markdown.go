@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/relay-demo/relay/internal/history"
 )
 
 // markdown writes the report as the page docs/benchmarks.md.
@@ -154,8 +156,13 @@ func (r *Report) explain() []string {
 			"backend for a slot it holds, without spending a retry. The throughput, first arrival to last, is a figure: it "+
 			"falls on a loaded machine, where copies that come back late for their slots wait again. What must hold is every "+
 			"email once and no second of the clock above the limit by more than %.0f %% and the burst (the most in any "+
-			"one-second window, wherever it starts, is in brackets).\n\n",
-			o.Replicas, o.Rate, o.Emails, RateLimitDelays, RateLimitTolerance*100)+RateLimitMarkdown(r.RateLimits))
+			"one-second window, wherever it starts, is in brackets). The copies' events say why a backend falls short: "+
+			"a deferral waits %s less than its slot is away and keeps the slot if its next attempt starts no later than "+
+			"%s after it; one later (in brackets after the deferrals) takes a new slot at the back. With the stage "+
+			"hand-off the wait is scheduled by the error stage, counted from its own decision, so the hop from the "+
+			"worker's decision to it comes on top of the wait. The load is the machine's one-minute load average when "+
+			"the emails were published.\n\n",
+			o.Replicas, o.Rate, o.Emails, RateLimitDelays, RateLimitTolerance*100, rateHold, history.TicketGrace)+RateLimitMarkdown(r.RateLimits))
 	}
 	return out
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/events"
+	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/retrier"
@@ -101,6 +102,9 @@ func rateLimitBackends(chosen []retry.Backend, plugin, native bool) ([]retry.Bac
 // RateLimitResult is what the mail server saw.
 type RateLimitResult struct {
 	Options RateLimitOptions `json:"options"`
+	// Load is the machine's one-minute load average when the emails were
+	// published: the figures fall as it rises.
+	Load float64 `json:"load_1m"`
 	// Delivered counts the emails that arrived, Duplicates those that
 	// arrived more than once.
 	Delivered  int `json:"delivered"`
@@ -116,6 +120,22 @@ type RateLimitResult struct {
 	// MaxInWindow the most in any one-second window, wherever it starts.
 	MaxInSecond int `json:"max_in_second"`
 	MaxInWindow int `json:"max_in_window"`
+	// Deferrals counts the copies sent to wait for a slot; Missed those
+	// whose next attempt started more than history.TicketGrace after
+	// their slot, too late to keep it, so they took a new one at the
+	// back. SlotP50 and SlotMax are when a deferred copy's next attempt
+	// started against its slot (a deferral is due back rateHold before
+	// it: negative is early, and waits out the rest in hand). TransitP50
+	// and TransitMax are how long after the worker's decision the wait was
+	// scheduled: the error stage's hop, which the wait, counted from there,
+	// adds to it (none with a direct hand-off). All are read from the
+	// copies' events.
+	Deferrals  int           `json:"deferrals"`
+	Missed     int           `json:"missed"`
+	SlotP50    time.Duration `json:"slot_p50_ns"`
+	SlotMax    time.Duration `json:"slot_max_ns"`
+	TransitP50 time.Duration `json:"transit_p50_ns"`
+	TransitMax time.Duration `json:"transit_max_ns"`
 	// WithinLimit is what must hold however loaded the machine: every
 	// email arrived, once, and no second of the clock saw more than
 	// MostInSecond allows. Throughput is no part of it.
@@ -201,6 +221,21 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 		run(func(ctx context.Context) error { return worker.Run(ctx, "email", getenv, io.Discard) })
 	}
 
+	evs, err := events.Subscribe(runCtx, conn, topo)
+	if err != nil {
+		return res, err
+	}
+	var seen []notification.Event
+	var seenMu sync.Mutex
+	wg.Go(func() {
+		for ev := range evs {
+			seenMu.Lock()
+			seen = append(seen, ev)
+			seenMu.Unlock()
+		}
+	})
+
+	res.Load = loadAverage()
 	pub, err := retry.NewPublisher(conn, 0)
 	if err != nil {
 		return res, err
@@ -230,6 +265,23 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 			return res, ctx.Err()
 		}
 	}
+	// The last deliveries' events follow their emails by a moment.
+	for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait); {
+		seenMu.Lock()
+		n := delivered(seen)
+		seenMu.Unlock()
+		if n >= opts.Emails {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+	}
+	seenMu.Lock()
+	res.deferrals(seen)
+	seenMu.Unlock()
 	arrivals, dups := sink.result()
 	res.Delivered, res.Duplicates = len(arrivals)-dups, dups
 	if took := arrivals[len(arrivals)-1].Sub(arrivals[0]); took > 0 {
@@ -244,6 +296,67 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 	}
 	res.WithinLimit = res.Delivered == opts.Emails && dups == 0 && float64(res.MaxInSecond) <= opts.MostInSecond()
 	return res, nil
+}
+
+// rateHold is internal/channel's: a deferred send waits this much less
+// than its slot is away, and keeps the slot if back no later than
+// history.TicketGrace after it.
+const rateHold = 250 * time.Millisecond
+
+// delivered counts the delivered outcomes among evs.
+func delivered(evs []notification.Event) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Outcome == retry.Delivered {
+			n++
+		}
+	}
+	return n
+}
+
+// deferrals reads, copy by copy, each wait for a slot from the events: the
+// worker's failed attempt, the wait scheduled (retrying, with its delay),
+// and the next attempt, which started DurationMS before its own outcome.
+func (r *RateLimitResult) deferrals(evs []notification.Event) {
+	byID := map[string][]notification.Event{}
+	for _, ev := range evs {
+		byID[ev.ID] = append(byID[ev.ID], ev)
+	}
+	var back, transit []time.Duration
+	for _, copyEvs := range byID {
+		slices.SortStableFunc(copyEvs, func(a, b notification.Event) int { return a.At.Compare(b.At) })
+		var failed, due time.Time
+		for _, ev := range copyEvs {
+			switch {
+			case ev.Outcome == retry.Failed:
+				if !due.IsZero() {
+					back = append(back, ev.At.Add(-time.Duration(ev.DurationMS)*time.Millisecond).Sub(due))
+				}
+				failed, due = ev.At, time.Time{}
+			case ev.Outcome == retry.Retrying && !failed.IsZero():
+				r.Deferrals++
+				transit = append(transit, ev.At.Sub(failed))
+				due = failed.Add(time.Duration(ev.DelayMS) * time.Millisecond)
+			case ev.Outcome == retry.Delivered && !due.IsZero():
+				back = append(back, ev.At.Add(-time.Duration(ev.DurationMS)*time.Millisecond).Sub(due))
+				due = time.Time{}
+			}
+		}
+	}
+	for i, b := range back {
+		back[i] = b - rateHold
+		if back[i] > history.TicketGrace {
+			r.Missed++
+		}
+	}
+	slices.Sort(back)
+	slices.Sort(transit)
+	if len(back) > 0 {
+		r.SlotP50, r.SlotMax = back[len(back)/2], back[len(back)-1]
+	}
+	if len(transit) > 0 {
+		r.TransitP50, r.TransitMax = transit[len(transit)/2], transit[len(transit)-1]
+	}
 }
 
 // mostInOneSecond is the most of the sorted times in any one-second
@@ -263,16 +376,19 @@ func mostInOneSecond(at []time.Time) int {
 // per delay backend.
 func RateLimitMarkdown(rs []RateLimitResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| backend | queues | limit | replicas | emails | delivered | duplicates | throughput | of the limit | most in a second (any window) | within +%.0f %% and the burst |\n"+
-		"|---|---|---|---|---|---|---|---|---|---|---|\n", RateLimitTolerance*100)
+	fmt.Fprintf(&b, "| backend | queues | limit | replicas | emails | delivered | duplicates | throughput | of the limit | most in a second (any window) | within +%.0f %% and the burst "+
+		"| deferrals (late for their slot) | next attempt against its slot, p50 / max | error-stage hop, p50 / max | load (1 min) |\n"+
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", RateLimitTolerance*100)
 	for _, r := range rs {
 		verdict := "yes"
 		if !r.WithinLimit {
 			verdict = "**no**"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %g/s, burst %d | %d | %d | %d | %d | %.1f/s | %.0f %% | %d (%d) | %s |\n",
+		ms := func(d time.Duration) string { return fmt.Sprintf("%+d ms", d.Milliseconds()) }
+		fmt.Fprintf(&b, "| %s | %s | %g/s, burst %d | %d | %d | %d | %d | %.1f/s | %.0f %% | %d (%d) | %s | %d (%d) | %s / %s | %d / %d ms | %.1f |\n",
 			r.Options.Backend, r.Options.QueueType, r.Options.Rate, r.Options.Burst, r.Options.Replicas, r.Options.Emails, r.Delivered, r.Duplicates,
-			r.Throughput, r.Ratio*100, r.MaxInSecond, r.MaxInWindow, verdict)
+			r.Throughput, r.Ratio*100, r.MaxInSecond, r.MaxInWindow, verdict, r.Deferrals, r.Missed, ms(r.SlotP50), ms(r.SlotMax),
+			r.TransitP50.Milliseconds(), r.TransitMax.Milliseconds(), r.Load)
 	}
 	return b.String()
 }

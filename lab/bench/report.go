@@ -401,9 +401,9 @@ func (r *Report) text(w io.Writer) error {
 		if i == 0 {
 			fmt.Fprintln(w)
 		}
-		if _, err := fmt.Fprintf(w, "rate limit %g/s (burst %d), %d email workers, %s backend on %s queues: %.1f/s, %.0f %% of the limit; most in a second %d (in any one-second window %d); %d of %d delivered, %d twice\n",
+		if _, err := fmt.Fprintf(w, "rate limit %g/s (burst %d), %d email workers, %s backend on %s queues: %.1f/s, %.0f %% of the limit; most in a second %d (in any one-second window %d); %d of %d delivered, %d twice; %d deferrals, %d late for their slot; load %.1f\n",
 			rl.Options.Rate, rl.Options.Burst, rl.Options.Replicas, rl.Options.Backend, rl.Options.QueueType, rl.Throughput, rl.Ratio*100, rl.MaxInSecond, rl.MaxInWindow,
-			rl.Delivered, rl.Options.Emails, rl.Duplicates); err != nil {
+			rl.Delivered, rl.Options.Emails, rl.Duplicates, rl.Deferrals, rl.Missed, rl.Load); err != nil {
 			return err
 		}
 	}

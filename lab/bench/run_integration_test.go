@@ -578,8 +578,8 @@ func TestRateLimitFigure(t *testing.T) {
 			if rl.Throughput <= 0 || rl.Ratio <= 0 {
 				t.Errorf("throughput %v/s, %v of the limit: want both measured", rl.Throughput, rl.Ratio)
 			}
-			t.Logf("%s on %s queues: %.1f/s of %g/s (%.0f %%), most in a second %d, in any one-second window %d",
-				rl.Options.Backend, rl.Options.QueueType, rl.Throughput, rl.Options.Rate, rl.Ratio*100, rl.MaxInSecond, rl.MaxInWindow)
+			t.Logf("%s on %s queues: %.1f/s of %g/s (%.0f %%), most in a second %d, in any one-second window %d; %d deferrals, %d late for their slot; load %.1f",
+				rl.Options.Backend, rl.Options.QueueType, rl.Throughput, rl.Options.Rate, rl.Ratio*100, rl.MaxInSecond, rl.MaxInWindow, rl.Deferrals, rl.Missed, rl.Load)
 		})
 	}
 }
