@@ -27,24 +27,30 @@ func (r *Report) markdown(w io.Writer) error {
 	fmt.Fprintf(&b, "- machine: %s, %d cores, %s, %s\n", r.Machine.CPU, r.Machine.Cores, r.Machine.Go, r.Machine.OS)
 	fmt.Fprintf(&b, "- broker: %s, on loopback\n", r.Broker)
 	fmt.Fprintf(&b, "- command: `%s` (took %s)\n", r.Command, r.Elapsed.Round(time.Second))
-	o := r.Options
-	fmt.Fprintf(&b, "- sizes: %d requests and %d publishes per side with %d clients; batches of %d notifications from %d clients, %d notifications per side; "+
-		"%d messages per consumer (prefetch %d, relay concurrency %d); "+
-		"%d retry round trips per side, then %d more timed with %d in flight; retry delay %s; %d messages waiting in the delay stage of each backend; "+
-		"%d idle dashboard event streams; %d history events per round; %d notifications in the history while %d reads are timed\n",
-		o.Ingest, o.Ingest, o.Clients, o.BatchSize, o.BatchClients, o.batchNotifications(), o.Consume, o.Prefetch, o.Concurrency,
-		o.RoundTrips, o.Latency, o.Window, o.Delay, o.Waiting, o.Streams, o.Consume, o.HistoryNotifications, o.historyGets())
-	fmt.Fprintf(&b, "- rounds: each side measured %d time(s), alternating which goes first; a side's best rate counts, with "+
-		"its costs; latency percentiles are over every round's samples\n\n", o.Rounds)
-	b.WriteString(h2 + " Results\n\n")
-	if err := r.Table(&b); err != nil {
-		return err
+	// A run of the figures outside the table alone (such as the
+	// rate-limit figure) has no rows, and no table.
+	if len(r.Rows) > 0 {
+		o := r.Options
+		fmt.Fprintf(&b, "- sizes: %d requests and %d publishes per side with %d clients; batches of %d notifications from %d clients, %d notifications per side; "+
+			"%d messages per consumer (prefetch %d, relay concurrency %d); "+
+			"%d retry round trips per side, then %d more timed with %d in flight; retry delay %s; %d messages waiting in the delay stage of each backend; "+
+			"%d idle dashboard event streams; %d history events per round; %d notifications in the history while %d reads are timed\n",
+			o.Ingest, o.Ingest, o.Clients, o.BatchSize, o.BatchClients, o.batchNotifications(), o.Consume, o.Prefetch, o.Concurrency,
+			o.RoundTrips, o.Latency, o.Window, o.Delay, o.Waiting, o.Streams, o.Consume, o.HistoryNotifications, o.historyGets())
+		fmt.Fprintf(&b, "- rounds: each side measured %d time(s), alternating which goes first; a side's best rate counts, with "+
+			"its costs; latency percentiles are over every round's samples\n\n", o.Rounds)
+		b.WriteString(h2 + " Results\n\n")
+		if err := r.Table(&b); err != nil {
+			return err
+		}
+		b.WriteString("\nTargets are reported, not asserted. The cost columns are, per message, this process's CPU time, the\n")
+		b.WriteString("broker's CPU time, heap allocations and this process's peak resident memory while the throughput of that\n")
+		b.WriteString("row was measured; both sides run in the same process, so the raw side's cost is amqp091-go's own and the\n")
+		b.WriteString("difference is relay's. The broker's CPU is read from its process (`beam.smp`) and counts whatever else\n")
+		b.WriteString("the broker did meanwhile, for other clients included.\n\n")
+	} else {
+		b.WriteString("\n")
 	}
-	b.WriteString("\nTargets are reported, not asserted. The cost columns are, per message, this process's CPU time, the\n")
-	b.WriteString("broker's CPU time, heap allocations and this process's peak resident memory while the throughput of that\n")
-	b.WriteString("row was measured; both sides run in the same process, so the raw side's cost is amqp091-go's own and the\n")
-	b.WriteString("difference is relay's. The broker's CPU is read from its process (`beam.smp`) and counts whatever else\n")
-	b.WriteString("the broker did meanwhile, for other clients included.\n\n")
 	b.WriteString(h2 + " What limits each figure\n\n")
 	for _, p := range r.explain() {
 		b.WriteString(p + "\n\n")
@@ -162,7 +168,9 @@ func (r *Report) explain() []string {
 			"hand-off the wait is scheduled by the error stage, counted from its own decision, so the hop from the "+
 			"worker's decision to it comes on top of the wait. The load is the machine's one-minute load average when "+
 			"the emails were published.\n\n",
-			o.Replicas, o.Rate, o.Emails, RateLimitDelays, RateLimitTolerance*100, rateHold, history.TicketGrace)+RateLimitMarkdown(r.RateLimits))
+			o.Replicas, o.Rate, o.Emails, RateLimitDelays, RateLimitTolerance*100, rateHold, history.TicketGrace)+RateLimitMarkdown(r.RateLimits)+
+			fmt.Sprintf("\nMeasured by `%s` on %s, %s, with %d cores shared with whatever else ran, at the load in the last column.\n",
+				r.Command, r.Broker, r.Started.Format("2006-01-02"), r.Machine.Cores))
 	}
 	return out
 }
