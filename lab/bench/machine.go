@@ -34,6 +34,18 @@ func ThisMachine() Machine {
 	return m
 }
 
+// loadAverage is the machine's one-minute load average (/proc/loadavg);
+// 0 where it cannot be read.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var l float64
+	fmt.Sscan(string(b), &l)
+	return l
+}
+
 // cpuModel finds the first "model name" line of a /proc/cpuinfo.
 func cpuModel(cpuinfo []byte) string {
 	sc := bufio.NewScanner(bytes.NewReader(cpuinfo))

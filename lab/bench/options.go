@@ -33,6 +33,9 @@ type Options struct {
 	QueueTypes []retry.QueueType `json:"queue_types"`
 	// Figures are the figures to measure, from AllFigures.
 	Figures []string `json:"figures"`
+	// Backends are the delay backends the ratelimit figure runs on; empty:
+	// each the broker runs (see rateLimitBackends).
+	Backends []retry.Backend `json:"backends,omitempty"`
 	// Rounds is how many times each side of a figure is measured, in the
 	// order raw, relay, relay, raw, …; the best rate of each side counts.
 	Rounds int `json:"rounds"`
@@ -131,7 +134,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs := flag.NewFlagSet("relay-lab bench", flag.ContinueOnError)
 	fs.SetOutput(output)
 	var o Options
-	var queues, figures string
+	var queues, figures, backends string
 	var delayed int
 	fs.StringVar(&o.Format, "format", "text", "report `format`: text, markdown or json")
 	fs.StringVar(&o.Out, "out", "", "write the report to this `file` instead of stdout")
@@ -140,6 +143,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.BoolVar(&o.Quiet, "quiet", false, "no progress lines (they start with \"# \")")
 	fs.StringVar(&queues, "queues", "classic,quorum", "queue `types` to measure: classic, quorum or both")
 	fs.StringVar(&figures, "figures", strings.Join(AllFigures, ","), figuresUsage())
+	fs.StringVar(&backends, "backends", "", "comma-separated delay `backends` the ratelimit figure runs on: plugin, ttl, levels, native (default: each the broker runs: ttl and levels on any, native on RabbitMQ 4.3 or later, plugin where the delayed-message plugin is enabled)")
 	fs.IntVar(&o.Rounds, "rounds", 0, "measure each side this many times, alternating which goes first; the best rate counts (default 2, --quick 1)")
 	fs.IntVar(&o.Ingest, "ingest", 0, "HTTP requests, and raw publishes, per side (default 20000, --quick 1000)")
 	fs.IntVar(&o.Clients, "clients", 64, "concurrent keep-alive HTTP clients, and raw confirms outstanding")
@@ -210,6 +214,11 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	if o.Figures, err = parseFigures(figures); err != nil {
 		return Options{}, err
 	}
+	if backends != "" {
+		if o.Backends, err = parseBackends(backends); err != nil {
+			return Options{}, err
+		}
+	}
 	return o, o.Validate()
 }
 
@@ -222,6 +231,20 @@ func parseFigures(s string) ([]string, error) {
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func parseBackends(s string) ([]retry.Backend, error) {
+	var out []retry.Backend
+	for part := range strings.SplitSeq(s, ",") {
+		b := retry.Backend(strings.TrimSpace(part))
+		if !slices.Contains(retry.Backends(), b) {
+			return nil, fmt.Errorf("%w: --backends %q: want a comma-separated list of plugin, ttl, levels, native", errFlags, s)
+		}
+		if !slices.Contains(out, b) {
+			out = append(out, b)
 		}
 	}
 	return out, nil

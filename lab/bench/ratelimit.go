@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/events"
+	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/retrier"
@@ -40,7 +42,17 @@ type RateLimitOptions struct {
 	Replicas int `json:"replicas"`
 	// Emails is how many emails are published, all at once (500).
 	Emails int `json:"emails"`
+	// Backend is the delay backend an email over the limit waits in
+	// (levels); QueueType the queues' type (quorum for native, which
+	// runs on nothing else, classic for the rest).
+	Backend   retry.Backend   `json:"backend"`
+	QueueType retry.QueueType `json:"queue_type"`
 }
+
+// RateLimitDelays is the workers' RETRY_DELAYS, on every backend: a linear
+// schedule, which native needs. A deferral to a slot waits for the slot,
+// not for this schedule; the schedule only shapes the topology.
+const RateLimitDelays = "200ms,400ms,600ms"
 
 func (o RateLimitOptions) withDefaults() RateLimitOptions {
 	if o.Rate <= 0 {
@@ -55,12 +67,44 @@ func (o RateLimitOptions) withDefaults() RateLimitOptions {
 	if o.Emails <= 0 {
 		o.Emails = 500
 	}
+	if o.Backend == "" {
+		o.Backend = retry.Levels
+	}
+	if o.QueueType == "" {
+		o.QueueType = retry.Classic
+		if o.Backend == retry.Native {
+			o.QueueType = retry.Quorum
+		}
+	}
 	return o
+}
+
+// rateLimitBackends are the delay backends the ratelimit figure runs on,
+// in retry.Backends' order: those chosen, or each the broker runs (ttl
+// and levels on any; native on RabbitMQ 4.3 or later; plugin where the
+// delayed-message plugin is enabled). A chosen one the broker does not
+// run is an error.
+func rateLimitBackends(chosen []retry.Backend, plugin, native bool) ([]retry.Backend, error) {
+	runs := map[retry.Backend]bool{retry.TTL: true, retry.Levels: true, retry.Native: native, retry.Plugin: plugin}
+	var out []retry.Backend
+	for _, b := range retry.Backends() {
+		switch {
+		case len(chosen) > 0 && !slices.Contains(chosen, b):
+		case runs[b]:
+			out = append(out, b)
+		case len(chosen) > 0:
+			return nil, fmt.Errorf("%w: --backends %s: the broker does not run it (native needs RabbitMQ 4.3 or later, plugin the delayed-message plugin)", errFlags, b)
+		}
+	}
+	return out, nil
 }
 
 // RateLimitResult is what the mail server saw.
 type RateLimitResult struct {
 	Options RateLimitOptions `json:"options"`
+	// Load is the machine's one-minute load average when the emails were
+	// published: the figures fall as it rises.
+	Load float64 `json:"load_1m"`
 	// Delivered counts the emails that arrived, Duplicates those that
 	// arrived more than once.
 	Delivered  int `json:"delivered"`
@@ -76,6 +120,22 @@ type RateLimitResult struct {
 	// MaxInWindow the most in any one-second window, wherever it starts.
 	MaxInSecond int `json:"max_in_second"`
 	MaxInWindow int `json:"max_in_window"`
+	// Deferrals counts the copies sent to wait for a slot; Missed those
+	// whose next attempt started more than history.TicketGrace after
+	// their slot, too late to keep it, so they took a new one at the
+	// back. SlotP50 and SlotMax are when a deferred copy's next attempt
+	// started against its slot (a deferral is due back rateHold before
+	// it: negative is early, and waits out the rest in hand). TransitP50
+	// and TransitMax are how long after the worker's decision the wait was
+	// scheduled: the error stage's hop, which the wait, counted from there,
+	// adds to it (none with a direct hand-off). All are read from the
+	// copies' events.
+	Deferrals  int           `json:"deferrals"`
+	Missed     int           `json:"missed"`
+	SlotP50    time.Duration `json:"slot_p50_ns"`
+	SlotMax    time.Duration `json:"slot_max_ns"`
+	TransitP50 time.Duration `json:"transit_p50_ns"`
+	TransitMax time.Duration `json:"transit_max_ns"`
 	// WithinLimit is what must hold however loaded the machine: every
 	// email arrived, once, and no second of the clock saw more than
 	// MostInSecond allows. Throughput is no part of it.
@@ -94,7 +154,8 @@ func (o RateLimitOptions) MostInSecond() float64 {
 // sharing SMTP_RATE through a SQLite history store in a temporary
 // directory, deliver Emails emails published at once to a local mail
 // server, which counts them by the second. An email over the limit waits
-// in the delay backend (levels) for its slot.
+// in opts.Backend for its slot. The topology is the one the workers build
+// from their environment, so every backend takes the same path.
 func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateLimitResult, err error) {
 	opts = opts.withDefaults()
 	res.Options = opts
@@ -109,20 +170,28 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 	}
 	defer os.RemoveAll(dir)
 
-	prefix := b.prefix + "ratelimit."
+	prefix := b.prefix + "ratelimit." + string(opts.Backend) + "."
 	env := map[string]string{
-		"AMQP_URL": b.url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "levels", "RETRY_DEFERRALS": "50",
+		"AMQP_URL": b.url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": string(opts.Backend), "QUEUE_TYPE": string(opts.QueueType),
+		"RETRY_DELAYS": RateLimitDelays, "RETRY_DEFERRALS": "50", "MANAGEMENT_URL": b.mgmtURL,
 		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": strconv.Itoa(sink.port), "SMTP_TLS": "none", "EMAIL_FROM": "bench@relay.localhost",
 		"SMTP_RATE": strconv.FormatFloat(opts.Rate, 'f', -1, 64), "SMTP_BURST": strconv.Itoa(opts.Burst), "DATA_DIR": dir,
 		"LOG_LEVEL": "error",
 	}
 	getenv := func(k string) string { return env[k] }
+	cfg, err := worker.LoadConfig(getenv)
+	if err != nil {
+		return res, err
+	}
+	topo, err := cfg.Topology(channel.Routes())
+	if err != nil {
+		return res, err
+	}
 	conn, err := amqp.Dial(b.url)
 	if err != nil {
 		return res, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close()
-	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.Levels}
 	b.janitor.topology(topo)
 	b.janitor.exchange(events.ExchangeName(topo))
 	if err := topo.Declare(ctx, conn); err != nil {
@@ -152,6 +221,21 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 		run(func(ctx context.Context) error { return worker.Run(ctx, "email", getenv, io.Discard) })
 	}
 
+	evs, err := events.Subscribe(runCtx, conn, topo)
+	if err != nil {
+		return res, err
+	}
+	var seen []notification.Event
+	var seenMu sync.Mutex
+	wg.Go(func() {
+		for ev := range evs {
+			seenMu.Lock()
+			seen = append(seen, ev)
+			seenMu.Unlock()
+		}
+	})
+
+	res.Load = loadAverage()
 	pub, err := retry.NewPublisher(conn, 0)
 	if err != nil {
 		return res, err
@@ -181,6 +265,23 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 			return res, ctx.Err()
 		}
 	}
+	// The last deliveries' events follow their emails by a moment.
+	for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait); {
+		seenMu.Lock()
+		n := delivered(seen)
+		seenMu.Unlock()
+		if n >= opts.Emails {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+	}
+	seenMu.Lock()
+	res.deferrals(seen)
+	seenMu.Unlock()
 	arrivals, dups := sink.result()
 	res.Delivered, res.Duplicates = len(arrivals)-dups, dups
 	if took := arrivals[len(arrivals)-1].Sub(arrivals[0]); took > 0 {
@@ -197,6 +298,67 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 	return res, nil
 }
 
+// rateHold is internal/channel's: a deferred send waits this much less
+// than its slot is away, and keeps the slot if back no later than
+// history.TicketGrace after it.
+const rateHold = 250 * time.Millisecond
+
+// delivered counts the delivered outcomes among evs.
+func delivered(evs []notification.Event) int {
+	n := 0
+	for _, ev := range evs {
+		if ev.Outcome == retry.Delivered {
+			n++
+		}
+	}
+	return n
+}
+
+// deferrals reads, copy by copy, each wait for a slot from the events: the
+// worker's failed attempt, the wait scheduled (retrying, with its delay),
+// and the next attempt, which started DurationMS before its own outcome.
+func (r *RateLimitResult) deferrals(evs []notification.Event) {
+	byID := map[string][]notification.Event{}
+	for _, ev := range evs {
+		byID[ev.ID] = append(byID[ev.ID], ev)
+	}
+	var back, transit []time.Duration
+	for _, copyEvs := range byID {
+		slices.SortStableFunc(copyEvs, func(a, b notification.Event) int { return a.At.Compare(b.At) })
+		var failed, due time.Time
+		for _, ev := range copyEvs {
+			switch {
+			case ev.Outcome == retry.Failed:
+				if !due.IsZero() {
+					back = append(back, ev.At.Add(-time.Duration(ev.DurationMS)*time.Millisecond).Sub(due))
+				}
+				failed, due = ev.At, time.Time{}
+			case ev.Outcome == retry.Retrying && !failed.IsZero():
+				r.Deferrals++
+				transit = append(transit, ev.At.Sub(failed))
+				due = failed.Add(time.Duration(ev.DelayMS) * time.Millisecond)
+			case ev.Outcome == retry.Delivered && !due.IsZero():
+				back = append(back, ev.At.Add(-time.Duration(ev.DurationMS)*time.Millisecond).Sub(due))
+				due = time.Time{}
+			}
+		}
+	}
+	for i, b := range back {
+		back[i] = b - rateHold
+		if back[i] > history.TicketGrace {
+			r.Missed++
+		}
+	}
+	slices.Sort(back)
+	slices.Sort(transit)
+	if len(back) > 0 {
+		r.SlotP50, r.SlotMax = back[len(back)/2], back[len(back)-1]
+	}
+	if len(transit) > 0 {
+		r.TransitP50, r.TransitMax = transit[len(transit)/2], transit[len(transit)-1]
+	}
+}
+
 // mostInOneSecond is the most of the sorted times in any one-second
 // window.
 func mostInOneSecond(at []time.Time) int {
@@ -210,17 +372,25 @@ func mostInOneSecond(at []time.Time) int {
 	return most
 }
 
-// RateLimitMarkdown is the rate-limit figure as a markdown table.
-func RateLimitMarkdown(r RateLimitResult) string {
-	verdict := "yes"
-	if !r.WithinLimit {
-		verdict = "**no**"
+// RateLimitMarkdown is the rate-limit figure as a markdown table, a row
+// per delay backend.
+func RateLimitMarkdown(rs []RateLimitResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| backend | queues | limit | replicas | emails | delivered | duplicates | throughput | of the limit | most in a second (any window) | within +%.0f %% and the burst "+
+		"| deferrals (late for their slot) | next attempt against its slot, p50 / max | error-stage hop, p50 / max | load (1 min) |\n"+
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", RateLimitTolerance*100)
+	for _, r := range rs {
+		verdict := "yes"
+		if !r.WithinLimit {
+			verdict = "**no**"
+		}
+		ms := func(d time.Duration) string { return fmt.Sprintf("%+d ms", d.Milliseconds()) }
+		fmt.Fprintf(&b, "| %s | %s | %g/s, burst %d | %d | %d | %d | %d | %.1f/s | %.0f %% | %d (%d) | %s | %d (%d) | %s / %s | %d / %d ms | %.1f |\n",
+			r.Options.Backend, r.Options.QueueType, r.Options.Rate, r.Options.Burst, r.Options.Replicas, r.Options.Emails, r.Delivered, r.Duplicates,
+			r.Throughput, r.Ratio*100, r.MaxInSecond, r.MaxInWindow, verdict, r.Deferrals, r.Missed, ms(r.SlotP50), ms(r.SlotMax),
+			r.TransitP50.Milliseconds(), r.TransitMax.Milliseconds(), r.Load)
 	}
-	return fmt.Sprintf("| limit | replicas | emails | delivered | duplicates | throughput | of the limit | most in a second (any window) | within +%.0f %% and the burst |\n"+
-		"|---|---|---|---|---|---|---|---|---|\n"+
-		"| %g/s, burst %d | %d | %d | %d | %d | %.1f/s | %.0f %% | %d (%d) | %s |\n",
-		RateLimitTolerance*100, r.Options.Rate, r.Options.Burst, r.Options.Replicas, r.Options.Emails, r.Delivered, r.Duplicates,
-		r.Throughput, r.Ratio*100, r.MaxInSecond, r.MaxInWindow, verdict)
+	return b.String()
 }
 
 // mailSink is a local SMTP server that notes when each email arrives.

@@ -222,9 +222,10 @@ type Report struct {
 	// figures beside a sick one, with and without the breaker. Nil when
 	// that figure was not measured.
 	Isolation *IsolationResult `json:"isolation,omitempty"`
-	// RateLimit is the email channel under a limit: the throughput that
-	// reached the mail server against the limit, and its busiest second.
-	RateLimit *RateLimitResult `json:"rate_limit,omitempty"`
+	// RateLimits are the email channel under a limit, one per delay
+	// backend: the throughput that reached the mail server against the
+	// limit, and its busiest second.
+	RateLimits []RateLimitResult `json:"rate_limits,omitempty"`
 }
 
 // Evaluate fills each row's ratio and verdict.
@@ -396,9 +397,13 @@ func (r *Report) text(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if rl := r.RateLimit; rl != nil {
-		if _, err := fmt.Fprintf(w, "\nrate limit %g/s (burst %d), %d email workers: %.1f/s, %.0f %% of the limit; most in a second %d (in any one-second window %d); %d of %d delivered, %d twice\n",
-			rl.Options.Rate, rl.Options.Burst, rl.Options.Replicas, rl.Throughput, rl.Ratio*100, rl.MaxInSecond, rl.MaxInWindow, rl.Delivered, rl.Options.Emails, rl.Duplicates); err != nil {
+	for i, rl := range r.RateLimits {
+		if i == 0 {
+			fmt.Fprintln(w)
+		}
+		if _, err := fmt.Fprintf(w, "rate limit %g/s (burst %d), %d email workers, %s backend on %s queues: %.1f/s, %.0f %% of the limit; most in a second %d (in any one-second window %d); %d of %d delivered, %d twice; %d deferrals, %d late for their slot; load %.1f\n",
+			rl.Options.Rate, rl.Options.Burst, rl.Options.Replicas, rl.Options.Backend, rl.Options.QueueType, rl.Throughput, rl.Ratio*100, rl.MaxInSecond, rl.MaxInWindow,
+			rl.Delivered, rl.Options.Emails, rl.Duplicates, rl.Deferrals, rl.Missed, rl.Load); err != nil {
 			return err
 		}
 	}

@@ -428,19 +428,25 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 		r.Isolation = &res
 	}
 	if slices.Contains(b.opts.Figures, "ratelimit") {
-		opts := RateLimitOptions{}
-		if b.opts.Quick {
-			opts = RateLimitOptions{Rate: 50, Replicas: 2, Emails: 150}
-		}
-		b.progress("ratelimit: email workers sharing a limit on one mail server")
-		res, err := b.RateLimit(ctx, opts)
-		if cerr := b.janitor.clean(); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
+		backends, err := rateLimitBackends(b.opts.Backends, plugin, native)
 		if err != nil {
-			return nil, fmt.Errorf("ratelimit: %w", err)
+			return nil, err
 		}
-		r.RateLimit = &res
+		for _, backend := range backends {
+			opts := RateLimitOptions{Backend: backend}
+			if b.opts.Quick {
+				opts = RateLimitOptions{Rate: 50, Replicas: 2, Emails: 150, Backend: backend}
+			}
+			b.progress("ratelimit, %s: email workers sharing a limit on one mail server", backend)
+			res, err := b.RateLimit(ctx, opts)
+			if cerr := b.janitor.clean(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("ratelimit, %s: %w", backend, err)
+			}
+			r.RateLimits = append(r.RateLimits, res)
+		}
 	}
 	r.BrokerMemLimit = b.memLimit
 	r.Elapsed = time.Since(started)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -525,17 +526,20 @@ func exists(t *testing.T, conn *amqp.Connection, declare func(*amqp.Channel) err
 	return true
 }
 
-// TestRateLimitFigure runs the rate-limit figure alone and holds it to
-// what must hold however loaded the machine: every email arrives, once,
-// and no second of the clock sees more than the limit allows
-// (RateLimitOptions.MostInSecond). The throughput against the limit is a
-// figure of make bench, logged here and never held to a bound: on a
-// loaded machine copies come back late for their slots and wait again.
+// TestRateLimitFigure runs the rate-limit figure alone, on every delay
+// backend the broker runs (ttl and levels on any, native on RabbitMQ 4.3
+// or later, plugin with the delayed-message plugin), so each backend's
+// deferral path is exercised, and holds each to what must hold however
+// loaded the machine: every email arrives, once, and no second of the
+// clock sees more than the limit allows (RateLimitOptions.MostInSecond).
+// The throughput against the limit is a figure of make bench, logged here
+// and never held to a bound: on a loaded machine copies come back late
+// for their slots and wait again.
 func TestRateLimitFigure(t *testing.T) {
 	url := retrytest.URL(t)
 	out := filepath.Join(t.TempDir(), "report.json")
 	var progress watched
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	if err := bench.Run(ctx, []string{"--quick", "--figures", "ratelimit", "--queues", "classic", "--format", "json", "--out", out}, envFor(url), &progress); err != nil {
 		t.Fatalf("Run: %v\n%s", err, progress.String())
@@ -548,23 +552,42 @@ func TestRateLimitFigure(t *testing.T) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("report: %v\n%s", err, b)
 	}
-	rl := r.RateLimit
-	if rl == nil {
-		t.Fatalf("no rate-limit figure in %s", b)
+	plugin, err := retry.HasPlugin(url)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if rl.Delivered != rl.Options.Emails || rl.Duplicates != 0 {
-		t.Errorf("%d of %d emails delivered, %d twice: want every email once", rl.Delivered, rl.Options.Emails, rl.Duplicates)
+	version, _ := strings.CutPrefix(r.Broker, "RabbitMQ ")
+	want := []retry.Backend{retry.TTL, retry.Levels}
+	if plugin {
+		want = append([]retry.Backend{retry.Plugin}, want...)
 	}
-	if most := rl.Options.MostInSecond(); float64(rl.MaxInSecond) > most {
-		t.Errorf("%d emails in one second of the clock, want at most %g (%g/s, +%.0f %%, burst %d)",
-			rl.MaxInSecond, most, rl.Options.Rate, bench.RateLimitTolerance*100, rl.Options.Burst)
+	if retry.VersionAtLeast(version, 4, 3) {
+		want = append(want, retry.Native)
 	}
-	if want := rl.Delivered == rl.Options.Emails && rl.Duplicates == 0 && float64(rl.MaxInSecond) <= rl.Options.MostInSecond(); rl.WithinLimit != want {
-		t.Errorf("within limit = %v, want %v for %+v", rl.WithinLimit, want, *rl)
+	var got []retry.Backend
+	for _, rl := range r.RateLimits {
+		got = append(got, rl.Options.Backend)
 	}
-	if rl.Throughput <= 0 || rl.Ratio <= 0 {
-		t.Errorf("throughput %v/s, %v of the limit: want both measured", rl.Throughput, rl.Ratio)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("backends measured on %s (-want +got):\n%s", r.Broker, diff)
 	}
-	t.Logf("%.1f/s of %g/s (%.0f %%), most in a second %d, in any one-second window %d",
-		rl.Throughput, rl.Options.Rate, rl.Ratio*100, rl.MaxInSecond, rl.MaxInWindow)
+	for _, rl := range r.RateLimits {
+		t.Run(string(rl.Options.Backend), func(t *testing.T) {
+			if rl.Delivered != rl.Options.Emails || rl.Duplicates != 0 {
+				t.Errorf("%d of %d emails delivered, %d twice: want every email once", rl.Delivered, rl.Options.Emails, rl.Duplicates)
+			}
+			if most := rl.Options.MostInSecond(); float64(rl.MaxInSecond) > most {
+				t.Errorf("%d emails in one second of the clock, want at most %g (%g/s, +%.0f %%, burst %d)",
+					rl.MaxInSecond, most, rl.Options.Rate, bench.RateLimitTolerance*100, rl.Options.Burst)
+			}
+			if want := rl.Delivered == rl.Options.Emails && rl.Duplicates == 0 && float64(rl.MaxInSecond) <= rl.Options.MostInSecond(); rl.WithinLimit != want {
+				t.Errorf("within limit = %v, want %v for %+v", rl.WithinLimit, want, rl)
+			}
+			if rl.Throughput <= 0 || rl.Ratio <= 0 {
+				t.Errorf("throughput %v/s, %v of the limit: want both measured", rl.Throughput, rl.Ratio)
+			}
+			t.Logf("%s on %s queues: %.1f/s of %g/s (%.0f %%), most in a second %d, in any one-second window %d; %d deferrals, %d late for their slot; load %.1f",
+				rl.Options.Backend, rl.Options.QueueType, rl.Throughput, rl.Options.Rate, rl.Ratio*100, rl.MaxInSecond, rl.MaxInWindow, rl.Deferrals, rl.Missed, rl.Load)
+		})
+	}
 }
