@@ -254,3 +254,30 @@ func TestValidateRefusesWhatTheBackendCannotDo(t *testing.T) {
 		}
 	}
 }
+
+// TestHandedHint: the error stage waits until the moment the worker
+// reckoned, not the hint again from its own clock, and never longer than
+// the hint.
+func TestHandedHint(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	ms := func(t time.Time) int64 { return t.UnixMilli() }
+	tests := []struct {
+		name string
+		h    amqp.Table
+		want time.Duration
+	}{
+		{"no hint", amqp.Table{}, 0},
+		{"a hint alone: from now", amqp.Table{HeaderRetryAfter: int64(1500)}, 1500 * time.Millisecond},
+		{"sat 600ms in error-queue: the rest", amqp.Table{HeaderRetryAfter: int64(1500), HeaderNotBefore: ms(now.Add(900 * time.Millisecond))}, 900 * time.Millisecond},
+		{"the moment passed: at once, still a deferral", amqp.Table{HeaderRetryAfter: int64(1500), HeaderNotBefore: ms(now.Add(-time.Second))}, time.Millisecond},
+		{"a not-before past the hint: the hint", amqp.Table{HeaderRetryAfter: int64(1500), HeaderNotBefore: ms(now.Add(time.Hour))}, 1500 * time.Millisecond},
+		{"a not-before without a hint: none", amqp.Table{HeaderNotBefore: ms(now.Add(time.Second))}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := handedHint(tt.h, now); got != tt.want {
+				t.Errorf("handedHint = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -307,15 +307,20 @@ func (c *Consumer) park(ctx context.Context, pub *Hop, d *amqp.Delivery, cause e
 }
 
 // fail publishes a failed message to the error exchange with its error
-// text (and the wait a downstream asked for), then acks; if the hand-off
+// text (and the wait a downstream asked for, with the moment it ends),
+// then acks; if the hand-off
 // fails, it nacks instead and the queue's dead-letter exchange takes the
 // message to the same place, without the text.
 func (c *Consumer) fail(ctx context.Context, pub *Hop, d *amqp.Delivery, cause error, after time.Duration) error {
 	h := Forward(d.Headers)
 	h[HeaderOriginalQueue] = c.Queue
 	h[HeaderLastError] = truncate(cause.Error(), maxHeaderError)
+	delete(h, HeaderNotBefore)
 	if after > 0 {
+		// The wait asked for, and the moment it ends: the error stage
+		// waits until then, however long the failure sat in error-queue.
 		h[HeaderRetryAfter] = after.Milliseconds()
+		h[HeaderNotBefore] = time.Now().Add(after).UnixMilli()
 	}
 	err := pub.Publish(ctx, c.Topology.Name(ErrorExchange), c.Queue, true /* mandatory */, Republish(d, h))
 	if err != nil {

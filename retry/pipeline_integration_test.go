@@ -501,3 +501,50 @@ func TestPluginWithoutPluginFailsFast(t *testing.T) {
 		t.Errorf("error %q does not say what to choose instead", err)
 	}
 }
+
+// TestDeferralTimedFromTheWorker: a wait a downstream asked for ends when
+// the worker reckoned, however long the failure sat in error-queue before
+// the error stage took it (a burst of failures, a retrier restarting): a
+// rate-limited copy must come back for its slot, not that much later.
+func TestDeferralTimedFromTheWorker(t *testing.T) {
+	conn := retrytest.Conn(t)
+	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, Policy: retry.Policy{Delays: []time.Duration{ms(100)}}})
+	const asked, lag = 2500 * time.Millisecond, 2 * time.Second
+	var seen attempts
+	var failedAt time.Time
+	consume(t, conn, topo, func(ctx context.Context, m *retry.Message) error {
+		if seen.add(m) == 1 {
+			seen.mu.Lock()
+			failedAt = time.Now()
+			seen.mu.Unlock()
+			return retry.After(errors.New("over the rate limit"), asked)
+		}
+		return nil
+	})
+	publish(t, conn, topo, "email", "slot-1", nil)
+	retrytest.Eventually(t, 10*time.Second, func() bool { return seen.count() == 1 }, "no first attempt")
+	// The error stage starts only a while after the failure.
+	retrytest.Eventually(t, 10*time.Second, func() bool {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		return !failedAt.IsZero() && time.Since(failedAt) >= lag
+	}, "the failure was never recorded")
+	runStages(t, conn, topo)
+	retrytest.Eventually(t, 20*time.Second, func() bool { return seen.count() == 2 }, "no second attempt")
+	seen.mu.Lock()
+	gap := seen.at[1].Sub(failedAt)
+	retries := retry.RetryCount(seen.list[1].Headers)
+	seen.mu.Unlock()
+	if gap < asked {
+		t.Errorf("back %s after the failure, before the %s asked", gap.Round(time.Millisecond), asked)
+	}
+	// Timed from the error stage's clock it would be back after asked +
+	// lag at the earliest.
+	if gap >= asked+lag {
+		t.Errorf("back %s after the failure: the %s the failure sat in error-queue were added to the %s asked", gap.Round(time.Millisecond), lag, asked)
+	}
+	if retries != 0 {
+		t.Errorf("the deferral spent a retry: %s %d", retry.HeaderRetryCount, retries)
+	}
+	t.Logf("asked %s, the error stage took the failure %s later, back after %s", asked, lag, gap.Round(time.Millisecond))
+}

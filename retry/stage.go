@@ -157,7 +157,7 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 		return s.park(ctx, pub, d, ev, parking{source: claim, reason: reason, retries: retries, lastErr: lastErr})
 	}
 	now := s.Now()
-	hint := time.Duration(headerIntOr(d.Headers, HeaderRetryAfter)) * time.Millisecond
+	hint := handedHint(d.Headers, now)
 	dec := t.decide(d.Headers, hint, started(d), now)
 	if dec.park != "" {
 		return s.park(ctx, pub, d, ev, parking{source: claim, reason: dec.park, retries: retries, lastErr: lastErr})
@@ -173,6 +173,25 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 	}
 	ev.Outcome, ev.Delay = Retrying, dec.delay
 	return s.settle(ctx, d, err, ev)
+}
+
+// handedHint is the wait a downstream asked for, as a worker handed the
+// failure on: until the moment in HeaderNotBefore, which the worker
+// reckoned when it decided, so the time the failure sat in error-queue is
+// not added to the wait (a rate-limited copy would come back after its
+// slot); at most HeaderRetryAfter, so no header can lengthen what was
+// asked, and at least a millisecond, so a wait already over is still a
+// deferral that spends no retry. Without a not-before it is
+// HeaderRetryAfter from now.
+func handedHint(h amqp.Table, now time.Time) time.Duration {
+	after := time.Duration(headerIntOr(h, HeaderRetryAfter)) * time.Millisecond
+	if after <= 0 {
+		return 0
+	}
+	if nb, ok := headerInt(h, HeaderNotBefore); ok {
+		return min(max(time.UnixMilli(nb).Sub(now), time.Millisecond), after)
+	}
+	return after
 }
 
 // handleRequeue sends one message whose wait is over back to its queue.
