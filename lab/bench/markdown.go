@@ -165,8 +165,8 @@ func (r *Report) explain() []string {
 			"one-second window, wherever it starts, is in brackets). The copies' events say why a backend falls short: "+
 			"a deferral waits %s less than its slot is away and keeps the slot if its next attempt starts no later than "+
 			"%s after it; one later (in brackets after the deferrals) takes a new slot at the back. With the stage "+
-			"hand-off the wait is scheduled by the error stage, counted from its own decision, so the hop from the "+
-			"worker's decision to it comes on top of the wait. The load is the machine's one-minute load average when "+
+			"hand-off the worker sends the moment the wait ends along with the failure, so the hop to the error stage "+
+			"does not lengthen it. The load is the machine's one-minute load average when "+
 			"the emails were published.\n\n",
 			o.Replicas, o.Rate, o.Emails, RateLimitDelays, RateLimitTolerance*100, rateHold, history.TicketGrace)+RateLimitMarkdown(r.RateLimits)+
 			fmt.Sprintf("\nMeasured by `%s` on %s, %s, with %d cores shared with whatever else ran, at the load in the last column.\n",
