@@ -273,8 +273,10 @@ func TestPipelineLive(t *testing.T) {
 					t.Errorf("a box %q: every wait queue belongs in the wait box", n.ID)
 				}
 			}
-			if wait == (tt.backend == retry.Native) {
-				t.Errorf("a wait box: %v; want one on every backend but native", wait)
+			// Every backend has one: native's holds the delay levels its
+			// deferrals wait in.
+			if !wait {
+				t.Errorf("no wait box; want one on every backend")
 			}
 		})
 	}
