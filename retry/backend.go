@@ -78,7 +78,7 @@ const MaxDelay = (1<<32 - 1) * time.Millisecond
 const levelCount = 32
 
 // Features is what a delay backend promises. The conformance suite
-// (retry/conformance) asserts every promise a backend makes, on every
+// (TestConformance) asserts every promise a backend makes, on every
 // queue type and hand-off it allows, and Topology.Validate refuses a
 // setting that needs a promise the backend does not make, naming the
 // setting: nothing is silently degraded. docs/retries.md's table of
