@@ -68,8 +68,12 @@
 // Plugin waits in an x-delayed-message exchange, TTL in one queue per
 // delay step, Levels in 32 queues of 2^k ms each that together serve any
 // delay exactly, and Native (RabbitMQ 4.3 and later, quorum queues) in the
-// work queue itself. Auto picks Native where it can, else the plugin where
-// the broker has it, else Levels; see Choose.
+// work queue itself. TTL and Native declare the levels too, for every wait
+// their own cannot keep exactly (a Retry-After, a rate limit's slot, a
+// scheduled send), so every backend waits any delay to the millisecond.
+// Each backend is one type that declares its Features; Topology.Validate
+// refuses what a backend does not promise. Auto picks Native where it can,
+// else the plugin where the broker has it, else Levels; see Choose.
 //
 // # Further reading
 //
