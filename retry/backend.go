@@ -306,7 +306,7 @@ func (t Topology) validateBackend() error {
 		if !f.Supports(t.QueueType, ViaStages) && !f.Supports(t.QueueType, Direct) {
 			return fmt.Errorf("%w: the %s delay backend runs with %s queues, not %s", ErrUnsupported, t.Backend, queueTypes(f.QueueTypes), orClassic(t.QueueType))
 		}
-		return fmt.Errorf("%w: the %s delay backend does not run with the %s hand-off", ErrUnsupported, t.Backend, handoffName(t.Handoff))
+		return fmt.Errorf("%w: the %s delay backend does not run with the %s hand-off", ErrUnsupported, t.Backend, t.Handoff)
 	}
 	if t.Policy.Jitter > 0 && !f.Jitter {
 		return fmt.Errorf("%w: jitter %g is set, but the %s delay backend waits its own schedule and cannot spread it: set no jitter, or choose levels, plugin or ttl", ErrUnsupported, t.Policy.Jitter, t.Backend)
@@ -329,7 +329,8 @@ func orClassic(q QueueType) string {
 	return string(q)
 }
 
-func handoffName(h Handoff) string {
+// String names the hand-off as RETRY_HANDOFF spells it: stages or direct.
+func (h Handoff) String() string {
 	if h == ViaStages {
 		return "stages"
 	}

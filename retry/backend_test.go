@@ -208,7 +208,7 @@ func TestEveryBackendWaitsExactly(t *testing.T) {
 				}
 				// The plugin holds at least 1 ms (x-delay 0 is clamped).
 				if r.wait != d || held != d && !(b == Plugin && d == 0 && held == time.Millisecond) {
-					t.Errorf("%s/%s: a wait of %s is held %s (reported %s)", b, handoffName(h), d, held, r.wait)
+					t.Errorf("%s/%s: a wait of %s is held %s (reported %s)", b, h, d, held, r.wait)
 				}
 			}
 		}
@@ -248,7 +248,7 @@ func TestValidateRefusesWhatTheBackendCannotDo(t *testing.T) {
 			for _, h := range []Handoff{ViaStages, Direct} {
 				topo := Topology{Routes: testRoutes, Backend: b, QueueType: q, Handoff: h, Policy: linear}
 				if err := topo.Validate(); (err == nil) != f.Supports(q, h) {
-					t.Errorf("%s/%s/%s: Validate = %v, but Supports = %v", b, q, handoffName(h), err, f.Supports(q, h))
+					t.Errorf("%s/%s/%s: Validate = %v, but Supports = %v", b, q, h, err, f.Supports(q, h))
 				}
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -38,7 +37,22 @@ import (
 //     exactly when asked each time, without spending a retry;
 //   - scheduled: a first delivery published to wait comes after its delay
 //     exactly (Features.FirstDelivery);
+//   - cancelled: a copy cancelled while it waits (a scheduled send, and a
+//     retry) comes back when due, is never attempted again and is neither
+//     retried nor parked: the handler learns of the cancellation as
+//     relay's worker does, when the copy comes back;
+//   - too large: a message whose headers leave no room for relay's in a
+//     frame is moved aside (parked as headers-too-large, its large
+//     headers dropped) without an attempt, and the queue goes on;
+//   - aside: messages whose headers exceed the frame itself, put in the
+//     work queue over the management API (no AMQP client can publish
+//     them), close the connection each is delivered to; each is moved
+//     aside over the management API and parked, and a message behind them
+//     is still delivered (runAside);
 //   - nothing is lost and nothing is handled twice.
+//
+// The count across a broker restart is the same promise on a broker that
+// stops: lab/faults runs it on these cells (TestCountAcrossRestart).
 //
 // Which cells run depends on the broker: a backend runs where its
 // versions and needs are met. RELAY_EXPECT_BACKENDS (a space- or
@@ -48,70 +62,19 @@ import (
 // never turns its cells into quiet skips.
 func TestConformance(t *testing.T) {
 	url := retrytest.URL(t)
-	version, err := retrytest.Version(url)
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range retrytest.Cells(t, url) {
+		t.Run(c.Name(), func(t *testing.T) {
+			t.Parallel()
+			t.Run("promises", func(t *testing.T) {
+				t.Parallel()
+				runCell(t, url, c.Topology(), c.Features)
+			})
+			t.Run("aside", func(t *testing.T) {
+				t.Parallel()
+				runAside(t, url, c.Topology())
+			})
+		})
 	}
-	plugin, err := retry.HasPlugin(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect := expectedBackends(t)
-	var ran []string
-	for _, b := range retry.Backends() {
-		f, err := retry.FeaturesOf(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var why string
-		switch {
-		case !f.RunsOn(version):
-			why = fmt.Sprintf("it runs on RabbitMQ %s, and the broker is %s", f.Versions(), version)
-		case strings.Contains(f.Needs, "delayed_message") && !plugin:
-			why = "the broker lacks " + f.Needs
-		}
-		if why != "" {
-			if expect[b] {
-				t.Errorf("the %s backend must run on this broker (RELAY_EXPECT_BACKENDS), but %s", b, why)
-			}
-			t.Logf("no %s cells on this broker: %s", b, why)
-			continue
-		}
-		delete(expect, b)
-		for _, q := range []retry.QueueType{retry.Classic, retry.Quorum} {
-			for _, h := range []retry.Handoff{retry.ViaStages, retry.Direct} {
-				if !f.Supports(q, h) {
-					continue
-				}
-				name := fmt.Sprintf("%s/%s/%s", b, q, handoffName(h))
-				ran = append(ran, name)
-				t.Run(name, func(t *testing.T) {
-					t.Parallel()
-					runCell(t, url, retry.Topology{Backend: b, QueueType: q, Handoff: h}, f)
-				})
-			}
-		}
-	}
-	t.Logf("RabbitMQ %s: cells %s", version, strings.Join(ran, ", "))
-}
-
-// expectedBackends reads RELAY_EXPECT_BACKENDS.
-func expectedBackends(t *testing.T) map[retry.Backend]bool {
-	out := map[retry.Backend]bool{}
-	for _, w := range strings.FieldsFunc(os.Getenv("RELAY_EXPECT_BACKENDS"), func(r rune) bool { return r == ',' || r == ' ' }) {
-		if _, err := retry.FeaturesOf(retry.Backend(w)); err != nil {
-			t.Fatalf("RELAY_EXPECT_BACKENDS: %v", err)
-		}
-		out[retry.Backend(w)] = true
-	}
-	return out
-}
-
-func handoffName(h retry.Handoff) string {
-	if h == retry.ViaStages {
-		return "stages"
-	}
-	return string(h)
 }
 
 // call is one handler call: when it began, when it returned, and what the
@@ -144,20 +107,39 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 
 	var mu sync.Mutex
 	calls := map[string][]call{}
-	p := retry.New(retry.Config{Topology: topo, Options: retry.Options{Concurrency: 8}})
+	// cancelled is what a client took back, as relay's history store
+	// keeps it; outcomes is the pipeline's last word on each message.
+	cancelled := map[string]bool{}
+	outcomes := map[string][]retry.Outcome{}
+	observe := func(e retry.Event) {
+		if e.Outcome.Terminal() {
+			mu.Lock()
+			outcomes[e.MessageID] = append(outcomes[e.MessageID], e.Outcome)
+			mu.Unlock()
+		}
+	}
+	p := retry.New(retry.Config{Topology: topo, Options: retry.Options{Concurrency: 8, Observe: observe}})
 	p.Handle("work", "work", retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
 		c := call{attempt: m.Attempt, retries: m.Retries, start: time.Now()}
+		mu.Lock()
+		stop := cancelled[m.ID]
+		mu.Unlock()
 		var err error
-		switch kind, _, _ := strings.Cut(m.ID, "."); kind {
-		case "schedule", "scheduled":
+		switch kind, _, _ := strings.Cut(m.ID, "."); {
+		case stop:
+			// What relay's worker does for a copy taken back.
+			err = retry.Cancel(errors.New("cancelled by the client"))
+		case kind == "retrying":
+			err = fmt.Errorf("attempt %d of %s failed", m.Attempt, m.ID)
+		case kind == "schedule" || kind == "scheduled":
 			if m.Attempt <= len(conformanceDelays) && kind == "schedule" {
 				err = fmt.Errorf("attempt %d of %s failed", m.Attempt, m.ID)
 			}
-		case "park":
+		case kind == "park" || kind == "big":
 			err = fmt.Errorf("downstream refused %s, attempt %d", m.ID, m.Attempt)
-		case "permanent":
+		case kind == "permanent":
 			err = retry.Permanent(fmt.Errorf("%s can never be delivered", m.ID))
-		case "mixed":
+		case kind == "mixed":
 			switch m.Attempt {
 			case 1, 3:
 				err = fmt.Errorf("attempt %d of %s failed", m.Attempt, m.ID)
@@ -165,7 +147,7 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 				c.asked = retryAfter
 				err = retry.After(errors.New("429: retry after 700ms"), c.asked)
 			}
-		case "deferral":
+		case kind == "deferral":
 			switch m.Attempt {
 			case 1:
 				c.asked = retryAfter
@@ -221,9 +203,13 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 		return amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Timestamp: time.Now(), Body: []byte(id),
 			Headers: amqp.Table{"x-copy": "copy-of-" + id}}
 	}
-	for _, id := range []string{"schedule.1", "park.1", "permanent.1", "deferral.1", "mixed.1"} {
-		if err := pub.Publish(bg, topo.Ingress(), "work", msg(id)); err != nil {
-			t.Fatalf("publish %s: %v", id, err)
+	// big.1's headers fit in a frame, with less room than relay needs
+	// for its own and the broker's x-death.
+	big := msg("big.1")
+	big.Headers["x-padding"] = strings.Repeat("p", conn.Config.FrameSize-2048)
+	for _, m := range []amqp.Publishing{msg("schedule.1"), msg("park.1"), msg("permanent.1"), msg("deferral.1"), msg("mixed.1"), msg("retrying.1"), big} {
+		if err := pub.Publish(bg, topo.Ingress(), "work", m); err != nil {
+			t.Fatalf("publish %s: %v", m.MessageId, err)
 		}
 	}
 	var scheduledAt time.Time
@@ -233,15 +219,33 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 			t.Fatalf("the backend declares it delays a first delivery: %v", err)
 		}
 		scheduledAt = time.Now()
-		if err := pub.PublishDelayed(bg, d, msg("scheduled.1")); err != nil {
-			t.Fatalf("publish scheduled.1: %v", err)
+		for _, id := range []string{"scheduled.1", "scheduled.2"} {
+			if err := pub.PublishDelayed(bg, d, msg(id)); err != nil {
+				t.Fatalf("publish %s: %v", id, err)
+			}
 		}
+		// Taken back while it waits.
+		mu.Lock()
+		cancelled["scheduled.2"] = true
+		mu.Unlock()
 	}
+	// retrying.1 is taken back once its first attempt failed, while it
+	// waits for its retry.
+	retrytest.Eventually(t, 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(calls["retrying.1"]) > 0 {
+			cancelled["retrying.1"] = true
+			return true
+		}
+		return false
+	}, "retrying.1 was never attempted")
 
 	parked := map[string]amqp.Delivery{}
-	want := map[string]int{"schedule.1": len(conformanceDelays) + 1, "park.1": len(conformanceDelays) + 1, "permanent.1": 1, "deferral.1": 3, "mixed.1": 4}
+	want := map[string]int{"schedule.1": len(conformanceDelays) + 1, "park.1": len(conformanceDelays) + 1, "permanent.1": 1, "deferral.1": 3, "mixed.1": 4,
+		"retrying.1": 2, "big.1": 0}
 	if f.FirstDelivery {
-		want["scheduled.1"] = 1
+		want["scheduled.1"], want["scheduled.2"] = 1, 1
 	}
 	ch, err := conn.Channel()
 	if err != nil {
@@ -264,12 +268,16 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 				return false
 			}
 		}
-		return len(parked) >= 2
+		return len(parked) >= 3 && len(outcomes["retrying.1"]) > 0 && (!f.FirstDelivery || len(outcomes["scheduled.2"]) > 0)
 	}, "not every message was handled or parked as it should be")
 	mu.Lock()
 	got := make(map[string][]call, len(calls))
 	for id, cs := range calls {
 		got[id] = slices.Clone(cs)
+	}
+	ends := make(map[string][]retry.Outcome, len(outcomes))
+	for id, o := range outcomes {
+		ends[id] = slices.Clone(o)
 	}
 	mu.Unlock()
 
@@ -362,8 +370,41 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 		onTime("scheduled.1", scheduledAt, sc[0].start, scheduleIn)
 	}
 
+	// cancelled: back when due, then acked unsent, never again.
+	if f.FirstDelivery {
+		if sc := got["scheduled.2"]; len(sc) == 1 {
+			onTime("scheduled.2 (cancelled)", scheduledAt, sc[0].start, scheduleIn)
+		}
+	}
+	if r := got["retrying.1"]; len(r) == 2 {
+		onTime("retrying.1 (cancelled in its wait)", r[0].end, r[1].start, conformanceDelays[0])
+	}
+	for _, id := range []string{"retrying.1", "scheduled.2"} {
+		if id == "scheduled.2" && !f.FirstDelivery {
+			continue
+		}
+		if o := ends[id]; !slices.Equal(o, []retry.Outcome{retry.Cancelled}) {
+			t.Errorf("%s, cancelled while it waited, ended %v; want once %s", id, o, retry.Cancelled)
+		}
+	}
+
+	// too large: moved aside unattempted, its large header dropped.
+	if d, ok := parked["big.1"]; !ok {
+		t.Errorf("big.1, whose headers leave relay no room, was not parked")
+	} else {
+		if d.Headers[retry.HeaderDeadReason] != retry.ReasonTooLarge {
+			t.Errorf("big.1 parked as %v, want %s", d.Headers[retry.HeaderDeadReason], retry.ReasonTooLarge)
+		}
+		if _, kept := d.Headers["x-padding"]; kept {
+			t.Error("big.1 was parked with its oversized header")
+		}
+		if d.Headers[retry.HeaderDeadSource] != work || string(d.Body) != "big.1" {
+			t.Errorf("big.1 parked from %v with body %q", d.Headers[retry.HeaderDeadSource], d.Body)
+		}
+	}
+
 	for id := range parked {
-		if id != "park.1" && id != "permanent.1" {
+		if id != "park.1" && id != "permanent.1" && id != "big.1" {
 			t.Errorf("%s was parked: %v", id, parked[id].Headers[retry.HeaderDeadReason])
 		}
 	}
@@ -391,5 +432,87 @@ func checkParked(t *testing.T, d amqp.Delivery, reason string, retries int, last
 	}
 	if string(d.Body) != d.MessageId {
 		t.Errorf("%s parked with body %q", d.MessageId, d.Body)
+	}
+}
+
+// runAside puts two messages whose headers exceed the AMQP frame into the
+// cell's work queue over the management API, then a normal one behind
+// them: both must be parked as headers-too-large, and the normal one
+// delivered, whatever the queue type, hand-off and backend.
+func runAside(t *testing.T, url string, topo retry.Topology) {
+	mgmt := retrytest.Management(t)
+	conn := retrytest.Conn(t)
+	topo.Routes = []retry.Route{{Queue: "work", Key: "work"}}
+	topo.Policy = retry.Policy{Delays: conformanceDelays}
+	// Declared first, so the oversized messages wait in the work queue
+	// before the consumer starts.
+	topo = retrytest.Declare(t, conn, topo)
+	work := topo.WorkRoutes()[0].Queue
+	var mu sync.Mutex
+	handled := map[string]int{}
+	p := retry.New(retry.Config{Topology: topo, Options: retry.Options{Concurrency: 4, Management: mgmt}})
+	p.Handle("work", "work", retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
+		mu.Lock()
+		handled[m.ID]++
+		mu.Unlock()
+		return nil
+	}))
+	p.ServeStages()
+	ids := []string{"huge.1", "huge.2"}
+	for _, id := range ids {
+		retrytest.PublishHTTP(t, mgmt, work, id, map[string]any{"x-padding": strings.Repeat("p", 2*conn.Config.FrameSize)}, id)
+	}
+	retrytest.PublishHTTP(t, mgmt, work, "normal.1", map[string]any{}, "normal.1")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, url) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("the pipeline did not stop within 30 s")
+		}
+	})
+
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	parked := map[string]amqp.Delivery{}
+	retrytest.Eventually(t, 60*time.Second, func() bool {
+		for {
+			d, ok, err := ch.Get(topo.Name(retry.DeadQueue), false /* autoAck */)
+			if err != nil || !ok {
+				break
+			}
+			parked[d.MessageId] = d
+			_ = d.Ack(false)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return len(parked) >= len(ids) && handled["normal.1"] > 0
+	}, "the oversized messages were not moved aside, or the message behind them not delivered")
+	for _, id := range ids {
+		d, ok := parked[id]
+		switch {
+		case !ok:
+			t.Errorf("%s was not parked", id)
+		case d.Headers[retry.HeaderDeadReason] != retry.ReasonTooLarge:
+			t.Errorf("%s parked as %v, want %s", id, d.Headers[retry.HeaderDeadReason], retry.ReasonTooLarge)
+		case d.Headers["x-padding"] != nil:
+			t.Errorf("%s parked with its oversized header", id)
+		case string(d.Body) != id:
+			t.Errorf("%s parked with body %q", id, d.Body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range handled {
+		if id != "normal.1" || n != 1 {
+			t.Errorf("%s handled %d times; only normal.1, once, should be", id, n)
+		}
 	}
 }

@@ -1,0 +1,214 @@
+//go:build faults
+
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/retry/retrytest"
+)
+
+// restartDelays is the schedule of TestCountAcrossRestart: a first wait
+// long enough that the broker stops while every cell's messages wait in
+// it; the same after, as the native backend follows only a linear
+// schedule.
+var restartDelays = []time.Duration{5 * time.Second, 5 * time.Second, 5 * time.Second}
+
+// TestCountAcrossRestart is the conformance suite's (retry.TestConformance)
+// promise that the retry count survives a broker restart, on every cell
+// the broker runs (delay backend × queue type × hand-off; RELAY_EXPECT_BACKENDS
+// names the backends that must run). In each cell one message fails three
+// times and is delivered on its fourth attempt, another always fails; the
+// broker's application is stopped and started while both wait for their
+// first retry. The count must go on where it was: the first is delivered
+// with three retries behind it, never counted from zero again, and the
+// second is parked with three, never retried past the schedule. An attempt
+// the restart cut short may run again with the same count (at least once);
+// a count never goes down.
+func TestCountAcrossRestart(t *testing.T) {
+	needBrokerControl(t)
+	url := retrytest.URL(t)
+	ensureBroker(t, url)
+	t.Cleanup(func() { ensureBroker(t, url) })
+
+	type seen struct{ attempt, retries int }
+	var mu sync.Mutex
+	calls := map[string][]seen{}
+	type cell struct {
+		retrytest.Cell
+		topo retry.Topology
+	}
+	var cells []cell
+	for _, c := range retrytest.Cells(t, url) {
+		topo := c.Topology()
+		topo.Prefix = retrytest.Prefix(t)
+		topo.Routes = []retry.Route{{Queue: "work", Key: "work"}}
+		topo.Policy = retry.Policy{Delays: restartDelays}
+		if err := topo.Validate(); err != nil {
+			t.Fatalf("%s: %v", c.Name(), err)
+		}
+		cells = append(cells, cell{c, topo})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		conn, err := retry.Dial(url, "relay test cleanup")
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		defer conn.Close()
+		for _, c := range cells {
+			if err := c.topo.Delete(conn); err != nil {
+				t.Errorf("cleanup %s: %v", c.Name(), err)
+			}
+		}
+	})
+	for _, c := range cells {
+		p := retry.New(retry.Config{Topology: c.topo, Options: retry.Options{Concurrency: 4}, Name: "relay " + c.Name()})
+		p.Handle("work", "work", retry.HandlerFunc(func(ctx context.Context, m *retry.Message) error {
+			mu.Lock()
+			calls[m.ID] = append(calls[m.ID], seen{m.Attempt, m.Retries})
+			mu.Unlock()
+			if strings.HasSuffix(m.ID, "/delivered") && m.Retries >= len(restartDelays) {
+				return nil
+			}
+			return fmt.Errorf("attempt %d (retries %d) of %s failed", m.Attempt, m.Retries, m.ID)
+		}))
+		p.ServeStages()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Run(ctx, url); err != nil && ctx.Err() == nil {
+				t.Errorf("%s: pipeline: %v", c.Name(), err)
+			}
+		}()
+	}
+
+	conn := retrytest.Conn(t)
+	for _, c := range cells {
+		work := c.topo.WorkRoutes()[0].Queue
+		retrytest.Eventually(t, 60*time.Second, func() bool {
+			ch, err := conn.Channel()
+			if err != nil {
+				return false
+			}
+			defer ch.Close()
+			q, err := ch.QueueDeclarePassive(work, true, false, false, false, nil)
+			return err == nil && q.Consumers > 0
+		}, "%s: the pipeline never consumed %s", c.Name(), work)
+	}
+	pub, err := retry.NewPublisher(conn, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range cells {
+		for _, kind := range []string{"delivered", "parked"} {
+			id := c.Name() + "/" + kind
+			ids = append(ids, id)
+			if err := pub.Publish(context.Background(), c.topo.Ingress(), "work", amqp.Publishing{
+				MessageId: id, DeliveryMode: amqp.Persistent, Timestamp: time.Now(), Body: []byte(id),
+			}); err != nil {
+				t.Fatalf("publish %s: %v", id, err)
+			}
+		}
+	}
+	pub.Close()
+	retrytest.Eventually(t, 30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			if len(calls[id]) == 0 {
+				return false
+			}
+		}
+		return true
+	}, "not every message had its first attempt")
+
+	// Every message now waits for its first retry.
+	restartBroker(t, url, 2*time.Second)
+
+	// After the restart: wait for every outcome on a connection of its own.
+	parked := map[string]amqp.Delivery{}
+	ok := poll(3*time.Minute, 250*time.Millisecond, func() bool {
+		c, err := amqp.Dial(url)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		ch, err := c.Channel()
+		if err != nil {
+			return false
+		}
+		for _, cl := range cells {
+			for {
+				d, got, err := ch.Get(cl.topo.Name(retry.DeadQueue), false /* autoAck */)
+				if err != nil || !got {
+					break
+				}
+				parked[d.MessageId] = d
+				_ = d.Ack(false)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, cl := range cells {
+			id := cl.Name() + "/delivered"
+			if last := calls[id]; len(last) == 0 || last[len(last)-1].retries < len(restartDelays) {
+				return false
+			}
+			if _, ok := parked[cl.Name()+"/parked"]; !ok {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if !ok {
+		for _, id := range ids {
+			t.Logf("%s: attempts %v", id, calls[id])
+		}
+		t.Fatalf("not every cell delivered its first message and parked its second within 3 minutes of the restart")
+	}
+	for _, cl := range cells {
+		for _, id := range []string{cl.Name() + "/delivered", cl.Name() + "/parked"} {
+			s := calls[id]
+			var counts []int
+			for i, c := range s {
+				counts = append(counts, c.retries)
+				if i > 0 && c.retries < s[i-1].retries {
+					t.Errorf("%s: its count went down across the restart: retries %v", id, counts)
+				}
+			}
+			for n := 0; n <= len(restartDelays); n++ {
+				if !slices.Contains(counts, n) {
+					t.Errorf("%s: no attempt with %d retries behind it: retries %v", id, n, counts)
+				}
+			}
+			if max := slices.Max(counts); max > len(restartDelays) {
+				t.Errorf("%s: retried past its schedule of %d: retries %v", id, len(restartDelays), counts)
+			}
+			t.Logf("%s: retries %v", id, counts)
+		}
+		d := parked[cl.Name()+"/parked"]
+		if n := retry.RetryCount(d.Headers); n != len(restartDelays) || d.Headers[retry.HeaderDeadReason] != retry.ReasonMaxRetries {
+			t.Errorf("%s/parked: parked as %v with count %d; want %s with %d", cl.Name(), d.Headers[retry.HeaderDeadReason], n, retry.ReasonMaxRetries, len(restartDelays))
+		}
+		if _, again := parked[cl.Name()+"/delivered"]; again {
+			t.Errorf("%s/delivered was parked too", cl.Name())
+		}
+	}
+}
