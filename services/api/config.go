@@ -10,6 +10,7 @@ import (
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
+	"github.com/relay-demo/relay/internal/history"
 )
 
 // MinTokenLength is the shortest bearer token API_TOKENS accepts.
@@ -34,6 +35,8 @@ type Config struct {
 	// HistoryDSN names the history store: empty for SQLite under DataDir,
 	// or a PostgreSQL URL, which several API replicas can share.
 	HistoryDSN string `env:"HISTORY_DSN" help:"empty (SQLite in DATA_DIR), a postgres:// URL, or sqlite:/path/to/file.db"`
+	// SealKey seals the endpoints' signing secrets in the history.
+	SealKey string `env:"HISTORY_SEAL_KEY" secret:"true" help:"a 32-byte key in base64 (openssl rand -base64 32) that seals the endpoints' signing secrets in the history, the same for the API and the webhook workers; empty stores them in plaintext"`
 	// HistoryRetention is how long the history keeps a notification.
 	HistoryRetention time.Duration `env:"HISTORY_RETENTION" envDefault:"720h" help:"a positive duration such as 720h (30 days)"`
 	// IdempotencyTTL is how long an Idempotency-Key is remembered.
@@ -136,6 +139,9 @@ func (c Config) Validate() error {
 		return config.Invalid("API_RATE_BURST", fmt.Sprint(c.RateBurst), "a whole number of copies, 1 or more; 0 for twice API_RATE_LIMIT")
 	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
 		return config.Invalid("DATA_DIR", c.DataDir, "a writable directory (or set HISTORY_DSN)")
+	}
+	if _, err := history.SealOptions(c.SealKey); err != nil {
+		return fmt.Errorf("configuration: HISTORY_SEAL_KEY is not valid: %w", err)
 	}
 	for i, t := range c.Tokens {
 		if len(t) < MinTokenLength {
