@@ -96,6 +96,10 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 	if cfg.DashboardPublic {
 		log.Warn("DASHBOARD_PUBLIC=true: anyone who reaches the dashboard sees notification ids, recipients and statuses; error texts, payloads and replay still need a token")
 	}
+	mgmt, err := cfg.Management()
+	if err != nil {
+		return nil, err
+	}
 	seal, err := history.SealOptions(cfg.SealKey)
 	if err != nil {
 		return nil, fmt.Errorf("configuration: HISTORY_SEAL_KEY is not valid: %w", err)
@@ -155,8 +159,9 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 		MaxStreams:          cfg.DashboardMaxStreams,
 		MaxStreamsPerClient: cfg.DashboardMaxStreamsPerClient,
 	})
-	// The history's feed; /readyz reports it when it is stuck.
-	feed := &events.Feed{Topology: topo, Sink: store, Log: log}
+	// The history's feed; /readyz reports it when it is stuck. The
+	// management API moves aside a message too large for the AMQP frame.
+	feed := &events.Feed{Topology: topo, Sink: store, Log: log, Management: mgmt}
 	// Inside relay all, the registry is shared: /metrics shows every
 	// service's metrics.
 	reg := runner.TelemetryFrom(ctx).Registry
