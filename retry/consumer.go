@@ -20,6 +20,9 @@ type Message struct {
 	// Attempt counts deliveries through the pipeline: 1 the first time,
 	// 2 after the first retry or deferral, and so on.
 	Attempt int
+	// Round is how often the message was replayed from the dead-letter
+	// queue: Attempt counts from 1 again in each round.
+	Round int
 	// Retries is how many retries the message has spent so far, on every
 	// backend (a deferral spends none): what a handler rotates on, say,
 	// to try another provider on each retry.
@@ -148,7 +151,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 	}
 	cnt := t.countsOf(d.Headers)
 	m := &Message{
-		ID: d.MessageId, Queue: c.Queue, Attempt: cnt.attempts + 1, Retries: cnt.retries,
+		ID: d.MessageId, Queue: c.Queue, Attempt: cnt.attempts + 1, Round: replays(d.Headers), Retries: cnt.retries,
 		ContentType: d.ContentType, Headers: d.Headers, Body: d.Body, Redelivered: d.Redelivered,
 	}
 	start := time.Now()
@@ -171,7 +174,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		<-c.slots
 	}
 	took := time.Since(start)
-	e := Event{MessageID: m.ID, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: replays(d.Headers), At: time.Now(), Published: d.Timestamp, Duration: took, Via: m.Via}
+	e := Event{MessageID: m.ID, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: m.Round, At: time.Now(), Published: d.Timestamp, Duration: took, Via: m.Via}
 	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt, "duration_ms", took.Milliseconds())
 
 	var settleErr error

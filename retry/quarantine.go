@@ -46,6 +46,9 @@ type quarantine struct {
 
 	mu    sync.Mutex
 	state map[string]suspicion
+	// stalled holds, for a queue whose culprit is at the head and cannot
+	// be moved, why not and how to fix it.
+	stalled map[string]error
 }
 
 // suspicion is what the quarantine does on a queue's next connection.
@@ -58,7 +61,49 @@ const (
 )
 
 func newQuarantine(m *Management, t Topology, log *slog.Logger) *quarantine {
-	return &quarantine{mgmt: m, topo: t, log: log, state: map[string]suspicion{}}
+	return &quarantine{mgmt: m, topo: t, log: log, state: map[string]suspicion{}, stalled: map[string]error{}}
+}
+
+// Quarantine is the guard Consumer and the Stages keep against a message
+// whose headers exceed the AMQP frame, for a queue consumed by a loop of
+// one's own (relay's history feed has one). On each fresh connection, call
+// Check before consuming and take the deliveries it returns one at a time
+// (prefetch 1) before widening the window; when consuming ends, tell
+// Observe how, and whether it ended within those deliveries. The culprit,
+// once at the head, is parked as headers-too-large over the management
+// API, as a Consumer parks one. Without the management API it cannot be
+// moved: Stalled says so, with the fix.
+type Quarantine struct{ q *quarantine }
+
+// NewQuarantine returns a Quarantine that moves culprits aside over m (nil:
+// none can be moved) and parks them in t's dead-letter queue.
+func NewQuarantine(m *Management, t Topology, log *slog.Logger) *Quarantine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Quarantine{q: newQuarantine(m, t, log)}
+}
+
+// Check runs on a fresh connection before queue is consumed with a window
+// of prefetch: it moves the culprit aside if it is at the head, and returns
+// how many deliveries to take one at a time (0: none).
+func (g *Quarantine) Check(ctx context.Context, conn *amqp.Connection, queue string, prefetch int) int {
+	return g.q.check(ctx, conn, queue, prefetch)
+}
+
+// Observe notes how consuming queue ended (err nil when it stopped of its
+// own accord), and whether it ended before the deliveries Check asked to
+// take one at a time were all taken.
+func (g *Quarantine) Observe(queue string, err error, stillCareful bool) {
+	g.q.observe(queue, err, stillCareful)
+}
+
+// Stalled returns why a message too large for the AMQP frame stalls queue
+// and cannot be moved aside, with the fix, or nil.
+func (g *Quarantine) Stalled(queue string) error {
+	g.q.mu.Lock()
+	defer g.q.mu.Unlock()
+	return g.q.stalled[queue]
 }
 
 // frameTooLarge reports whether err is, or wraps, a connection closed by
@@ -97,6 +142,7 @@ func (q *quarantine) observe(queue string, err error, wasCareful bool) {
 		}
 	case err == nil || !wasCareful:
 		delete(q.state, queue)
+		delete(q.stalled, queue)
 		return
 	default:
 		return
@@ -127,13 +173,12 @@ func (q *quarantine) check(ctx context.Context, conn *amqp.Connection, queue str
 		return window
 	}
 	if q.mgmt == nil {
-		q.log.Error("a message too large for the AMQP frame stalls the queue; without the management API relay cannot move it aside",
-			"queue", queue, "fix", "enable rabbitmq_management (rabbitmq-plugins enable rabbitmq_management) and set MANAGEMENT_URL, or delete the message by hand")
+		q.stall(queue, errors.New("without the management API relay cannot move it aside"),
+			"enable rabbitmq_management (rabbitmq-plugins enable rabbitmq_management) and set MANAGEMENT_URL, or delete the message by hand (the management UI's Get messages, ack mode Reject requeue false)")
 		return window
 	}
 	if err := q.mgmt.Check(ctx, conn); errors.Is(err, ErrOtherCluster) {
-		q.log.Error("a message too large for the AMQP frame stalls the queue; relay cannot move it aside: the management API is another cluster's",
-			"queue", queue, "error", err.Error(), "fix", "set MANAGEMENT_URL to the management API of the cluster relay connects to, or delete the message by hand")
+		q.stall(queue, err, "set MANAGEMENT_URL to the management API of the cluster relay connects to, or delete the message by hand")
 		return window
 	}
 	moved, err := q.moveHead(ctx, conn, queue)
@@ -144,6 +189,19 @@ func (q *quarantine) check(ctx context.Context, conn *amqp.Connection, queue str
 		q.log.Warn("parked a message too large for the AMQP frame", "queue", queue, "message_id", moved, "reason", ReasonTooLarge)
 	}
 	return window
+}
+
+// stall logs, and keeps for Stalled, that a culprit at the head of queue
+// cannot be moved aside, why, and the fix. AMQP 0-9-1 offers no way
+// around the management API: the culprit's delivery tag arrives, but its
+// oversized header frame closes the connection before it can be rejected,
+// and basic.get fails the same way.
+func (q *quarantine) stall(queue string, why error, fix string) {
+	q.log.Error("a message too large for the AMQP frame stalls the queue, and relay cannot move it aside",
+		"queue", queue, "error", why.Error(), "fix", fix)
+	q.mu.Lock()
+	q.stalled[queue] = fmt.Errorf("a message too large for the AMQP frame stalls %s, and relay cannot move it aside (%w): %s", queue, why, fix)
+	q.mu.Unlock()
 }
 
 // moveHead takes the head message of queue over the management API and

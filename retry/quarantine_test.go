@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -79,5 +80,31 @@ func TestQuarantineStaysCareful(t *testing.T) {
 	q.observe(queue, nil, false)
 	if got := q.check(context.Background(), nil, queue, window); got != 0 {
 		t.Errorf("after a consumer got past its window: careful for %d deliveries, want 0", got)
+	}
+}
+
+// TestQuarantineStalled: without the management API, a culprit at the head
+// of the queue cannot be moved; Stalled says so, with the fix, until a
+// consumer gets past its careful window.
+func TestQuarantineStalled(t *testing.T) {
+	const queue, window = "q", 8
+	lost := fmt.Errorf("%w: consuming %q", ErrConnectionLost, queue)
+	g := NewQuarantine(nil, Topology{}, nil)
+	g.Observe(queue, lost, false)
+	g.Check(context.Background(), nil, queue, window)
+	if err := g.Stalled(queue); err != nil {
+		t.Errorf("Stalled after one loss = %v, want nil: the culprit is not known to be at the head yet", err)
+	}
+	g.Observe(queue, lost, true)
+	g.Check(context.Background(), nil, queue, window)
+	if err := g.Stalled(queue); err == nil || !strings.Contains(err.Error(), "MANAGEMENT_URL") {
+		t.Errorf("Stalled with the culprit at the head = %v, want the fix", err)
+	}
+	if err := g.Stalled("other"); err != nil {
+		t.Errorf("Stalled(another queue) = %v", err)
+	}
+	g.Observe(queue, nil, false)
+	if err := g.Stalled(queue); err != nil {
+		t.Errorf("Stalled once a consumer got past its window = %v, want nil", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/internal/config"
+	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/webhooks"
 )
@@ -81,7 +82,8 @@ var Webhook = Define(Spec[WebhookPart]{
 		s := webhooks.NewSender(webhooks.Config{Timeout: cfg.Timeout, Allow: allow}, sig)
 		// The store is opened by the first delivery to an endpoint: a
 		// worker that only sees bare URLs never touches it.
-		w := newWebhookSender(s, cfg.EndpointConfig, openStore(cfg.HistoryStoreDSN()), EndpointCacheTTL, time.Now)
+		seal, _ := history.SealOptions(cfg.SealKey) // checked above
+		w := newWebhookSender(s, cfg.EndpointConfig, openStore(cfg.HistoryStoreDSN(), seal...), EndpointCacheTTL, time.Now)
 		return w.deliver, w.endpoints.close, nil
 	},
 	Demo: func(d Downstreams) map[string]string {

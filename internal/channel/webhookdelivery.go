@@ -60,6 +60,9 @@ func (c EndpointConfig) check() error {
 	if _, err := parseRate("WEBHOOK_ENDPOINT_", c.Rate, c.Burst); err != nil {
 		return err
 	}
+	if _, err := history.SealOptions(c.SealKey); err != nil {
+		return fmt.Errorf("configuration: HISTORY_SEAL_KEY is not valid: %w", err)
+	}
 	if err := history.CheckDSN(c.HistoryStoreDSN()); err != nil {
 		if c.HistoryDSN != "" {
 			return fmt.Errorf("configuration: HISTORY_DSN is not valid: %w", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -108,8 +109,16 @@ type Feed struct {
 	// StuckAfter is how long one batch may keep failing before Stuck
 	// reports it; zero means DefaultStuckAfter.
 	StuckAfter time.Duration
+	// Management, if set, lets the feed move aside a message whose
+	// headers are too large to be delivered over AMQP, as the retry
+	// consumers do (retry.Quarantine): it is parked as headers-too-large.
+	// Without it such a message stalls the history queue, and Stuck says
+	// so.
+	Management *retry.Management
 
 	failing atomic.Pointer[failure]
+	once    sync.Once
+	guard   atomic.Pointer[retry.Quarantine]
 }
 
 // DefaultStuckAfter is Feed.StuckAfter's default: long enough for a
@@ -135,6 +144,11 @@ var ErrStuck = errors.New("the history store keeps failing")
 // stands still) and the history queue grows. Retrying goes on, in case the
 // cause goes away; /readyz says why in the meantime.
 func (f *Feed) Stuck() error {
+	if g := f.guard.Load(); g != nil {
+		if err := g.Stalled(f.Topology.Name(HistoryQueue)); err != nil {
+			return fmt.Errorf("%w: %w", ErrStuck, err)
+		}
+	}
 	fl := f.failing.Load()
 	if fl == nil {
 		return nil
@@ -151,6 +165,12 @@ func (f *Feed) Stuck() error {
 
 // Run declares the history queue and feeds the sink from it on conn until
 // ctx is done or the connection is lost.
+//
+// A message too large for the AMQP frame closes the connection it is
+// delivered on, and comes back at the head of the queue: after such a
+// loss the feed takes its next deliveries one at a time, each stored at
+// once, until the culprit is at the head, where the quarantine moves it
+// aside (see Management).
 func (f *Feed) Run(ctx context.Context, conn *amqp.Connection) error {
 	batch, linger, log := f.Batch, f.Linger, f.Log
 	if batch <= 0 {
@@ -162,6 +182,20 @@ func (f *Feed) Run(ctx context.Context, conn *amqp.Connection) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	f.once.Do(func() { f.guard.Store(retry.NewQuarantine(f.Management, f.Topology, log)) })
+	guard, queue := f.guard.Load(), f.Topology.Name(HistoryQueue)
+	// Two batches' worth in flight: one being stored, one filling.
+	prefetch := 2 * batch
+	careful := guard.Check(ctx, conn, queue, prefetch)
+	taken := 0
+	err := f.run(ctx, conn, batch, linger, log, prefetch, careful, &taken)
+	guard.Observe(queue, err, careful > 0 && taken < careful)
+	return err
+}
+
+// run is Run on one connection, taking the first careful deliveries one
+// at a time and counting the deliveries it takes in taken.
+func (f *Feed) run(ctx context.Context, conn *amqp.Connection, batch int, linger time.Duration, log *slog.Logger, prefetch, careful int, taken *int) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("open history channel: %w", err)
@@ -170,10 +204,18 @@ func (f *Feed) Run(ctx context.Context, conn *amqp.Connection) error {
 	if err := DeclareHistory(ch, f.Topology, retry.BrokerVersion(conn)); err != nil {
 		return err
 	}
-	// Two batches' worth in flight: one being stored, one filling.
-	if err := ch.Qos(2*batch, 0, false /* global */); err != nil {
+	window := prefetch
+	if careful > 0 {
+		window = 1
+	}
+	if err := ch.Qos(window, 0, false /* global */); err != nil {
 		return fmt.Errorf("history queue: set prefetch: %w", err)
 	}
+	// Why the channel closed: the quarantine tells a lost connection with
+	// a reason (a broker restart) from one without (an oversized frame, as
+	// often as not).
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	connClosed := conn.NotifyClose(make(chan *amqp.Error, 1))
 	user := retry.User(conn)
 	if user == "" {
 		log.Warn("relay's connection carries no user name: the history takes events from anyone who can publish to the events exchange")
@@ -200,13 +242,21 @@ func (f *Feed) Run(ctx context.Context, conn *amqp.Connection) error {
 			return nil
 		case d, ok := <-deliveries:
 			if !ok {
-				return fmt.Errorf("%w: history queue", retry.ErrConnectionLost)
+				return lost(closed, connClosed)
+			}
+			*taken++
+			if *taken == careful {
+				// Past the careful deliveries: the usual window.
+				if err := ch.Qos(prefetch, 0, false /* global */); err != nil {
+					return fmt.Errorf("history queue: set prefetch: %w", err)
+				}
 			}
 			if len(held) == 0 {
 				timer.Reset(linger)
 			}
 			held = append(held, d)
-			if len(held) < batch {
+			// One at a time, none waits for a batch to fill.
+			if len(held) < batch && *taken > careful {
 				continue
 			}
 			timer.Stop()
@@ -220,6 +270,28 @@ func (f *Feed) Run(ctx context.Context, conn *amqp.Connection) error {
 		}
 		held = held[:0]
 	}
+}
+
+// lost is the error of a history channel closed under the feed, with the
+// reason the channel or its connection gave, if any within a second.
+func lost(closed, connClosed <-chan *amqp.Error) error {
+	var reason *amqp.Error
+	select {
+	case reason = <-closed:
+	default:
+	}
+	if reason == nil {
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case reason = <-connClosed:
+		case <-t.C:
+		}
+	}
+	if reason == nil {
+		return fmt.Errorf("%w: history queue", retry.ErrConnectionLost)
+	}
+	return fmt.Errorf("%w: history queue: %w", retry.ErrConnectionLost, reason)
 }
 
 // store decodes a batch and writes it, retrying until the sink takes it

@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,6 +127,85 @@ func TestFeedFillsTheHistory(t *testing.T) {
 				st, err := q.QueueDeclarePassive(topo.Name(HistoryQueue), true, false, false, false, nil)
 				return err == nil && st.Messages == 0
 			}, "the history queue did not drain")
+		})
+	}
+}
+
+// TestFeedMovesOversizedAside puts a message whose headers exceed the
+// AMQP frame at the head of the history queue, over the management API,
+// with an accepted record behind it. With the management API the feed
+// parks it as headers-too-large and stores the record; without, the queue
+// stalls and Stuck says why and how to fix it.
+func TestFeedMovesOversizedAside(t *testing.T) {
+	for _, withManagement := range []bool{true, false} {
+		name := map[bool]string{true: "management", false: "no management"}[withManagement]
+		t.Run(name, func(t *testing.T) {
+			m := retrytest.Management(t)
+			conn := retrytest.Conn(t)
+			topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL})
+			cleanupExchange(t, topo)
+			t.Cleanup(func() {
+				if ch, err := retrytest.Conn(t).Channel(); err == nil {
+					_, _ = ch.QueueDelete(topo.Name(HistoryQueue), false, false, false)
+				}
+			})
+			ch, err := conn.Channel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ch.Close()
+			if err := DeclareHistory(ch, topo, retry.BrokerVersion(conn)); err != nil {
+				t.Fatal(err)
+			}
+			retrytest.PublishHTTP(t, m, topo.Name(HistoryQueue), "oversized", map[string]any{
+				"x-padding": strings.Repeat("p", 2*conn.Config.FrameSize)}, `{"type":"attempt"}`)
+			acc, err := AcceptedPublishing(notification.Accepted{ID: "ntf_behind", CreatedAt: time.Now().UTC(), Channels: []string{"email"}}, "api")
+			if err != nil {
+				t.Fatal(err)
+			}
+			acc.UserId = retry.User(conn)
+			if err := ch.Publish(ExchangeName(topo), AcceptedRoutingKey, false, false, acc); err != nil {
+				t.Fatal(err)
+			}
+
+			store := historytest.Open(t, historytest.SQLite)
+			f := &Feed{Topology: topo, Sink: store, Linger: 20 * time.Millisecond}
+			if withManagement {
+				f.Management = m
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				done <- retry.Supervise(ctx, retrytest.URL(t), "relay test history", slog.New(slog.DiscardHandler), f.Run)
+			}()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("feed: %v", err)
+				}
+			}()
+
+			if !withManagement {
+				retrytest.Eventually(t, 30*time.Second, func() bool {
+					err := f.Stuck()
+					return errors.Is(err, ErrStuck) && strings.Contains(err.Error(), "too large for the AMQP frame") && strings.Contains(err.Error(), "MANAGEMENT_URL")
+				}, "the stalled history queue is not reported: Stuck = %v", f.Stuck())
+				if _, err := store.Get(context.Background(), "ntf_behind"); !errors.Is(err, history.ErrNotFound) {
+					t.Errorf("the record behind the culprit was stored without the management API: %v", err)
+				}
+				return
+			}
+			retrytest.Eventually(t, 30*time.Second, func() bool {
+				_, err := store.Get(context.Background(), "ntf_behind")
+				return err == nil
+			}, "the record behind the oversized message never reached the history")
+			parked, err := (retry.DeadLetters{Conn: conn, Topology: topo}).List(context.Background(), retry.Filter{}, 0)
+			if err != nil || len(parked) != 1 || parked[0].ID != "oversized" || parked[0].Reason != retry.ReasonTooLarge {
+				t.Errorf("parked = %+v, %v; want the oversized message, %s", parked, err, retry.ReasonTooLarge)
+			}
+			if err := f.Stuck(); err != nil {
+				t.Errorf("Stuck = %v after the culprit was moved aside", err)
+			}
 		})
 	}
 }

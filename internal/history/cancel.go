@@ -23,8 +23,10 @@ type Cancellation struct {
 	// nothing.
 	Already []notification.CopyRef
 	// Untouched are the copies it could not cancel, with their status:
-	// delivered or parked, queued for their first attempt, on their way
-	// to a worker already, or notification.StatusSending, held by a worker sending it (HoldCopy).
+	// delivered (also one a worker gave back delivered, ReleaseCopy,
+	// before the history heard of it) or parked, queued for their first
+	// attempt, on their way to a worker already, or
+	// notification.StatusSending, held by a worker sending it (HoldCopy).
 	Untouched []notification.CopyStatus
 }
 
@@ -34,8 +36,10 @@ type Cancellation struct {
 // notification.StatusCancelled. Workers take a copy (HoldCopy) before they send a
 // scheduled or retried copy, so none of these is delivered, even one
 // whose message is already on its way; a copy a worker holds is not
-// cancelled and is answered in Untouched as notification.StatusSending. It is idempotent; an unknown id is an error
-// wrapping ErrNotFound.
+// cancelled and is answered in Untouched as notification.StatusSending,
+// and one a worker gave back delivered as notification.StatusDelivered,
+// however far behind the history is. It is idempotent; an unknown id is
+// an error wrapping ErrNotFound.
 func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (Cancellation, error) {
 	var out Cancellation
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -51,6 +55,9 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 		type open struct {
 			ref   notification.CopyRef
 			round int
+			// after is the last attempt the copy's worker gave it back
+			// from, failed, in round.
+			after int
 		}
 		var todo []open
 		rows, err := tx.QueryContext(ctx, s.d.q(`SELECT channel, recipient, status, round FROM copies WHERE notification_id = $1 ORDER BY channel, recipient`), id)
@@ -67,7 +74,7 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 			ref := notification.CopyRef{Channel: c.Channel, Recipient: c.Recipient}
 			switch c.Status {
 			case notification.StatusScheduled, notification.StatusRetrying:
-				candidates = append(candidates, open{ref, round})
+				candidates = append(candidates, open{ref: ref, round: round})
 			case notification.StatusCancelled:
 				out.Already = append(out.Already, ref)
 			default:
@@ -78,18 +85,28 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 		if err != nil {
 			return fmt.Errorf("read copies of %q: %w", id, err)
 		}
-		// A copy a worker holds is on its way: it is not cancelled, and
-		// the worker, asking after this, finds no copy it may not send.
+		// A copy a worker holds is on its way, and one a worker gave back
+		// delivered has gone out, whatever the history says yet: neither is
+		// cancelled, and the worker, asking after this, finds no copy it
+		// may not send.
 		for _, o := range candidates {
-			held, err := s.holdForCancel(ctx, tx, id, o.ref, now)
+			h, err := s.holdForCancel(ctx, tx, id, o.ref, now)
 			if err != nil {
 				return err
 			}
-			if held {
-				todo = append(todo, o)
-			} else {
-				out.Untouched = append(out.Untouched, notification.CopyStatus{Channel: o.ref.Channel, Recipient: o.ref.Recipient, Status: notification.StatusSending})
+			if h.status != "" {
+				out.Untouched = append(out.Untouched, notification.CopyStatus{Channel: o.ref.Channel, Recipient: o.ref.Recipient, Status: h.status})
+				continue
 			}
+			// An attempt that failed before the history heard of it: the
+			// cancellation is of the attempt after it.
+			switch {
+			case h.round > o.round:
+				o.round, o.after = h.round, h.attempt
+			case h.round == o.round:
+				o.after = h.attempt
+			}
+			todo = append(todo, o)
 		}
 		if len(todo) == 0 {
 			return nil
@@ -106,6 +123,7 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 				id, o.ref.Channel, o.ref.Recipient, o.round, string(retry.Requeued)).Scan(&last); err != nil {
 				return fmt.Errorf("read events of %q: %w", id, err)
 			}
+			last = max(last, o.after)
 			rowsOut = append(rowsOut, id, o.ref.Channel, o.ref.Recipient, o.round, last+1, string(retry.Cancelled), s.d.ts(at),
 				"", CancelReason, int64(0), int64(0), service, "")
 			affected[copyKey{id, o.ref.Channel, o.ref.Recipient}] = true
@@ -149,23 +167,56 @@ func (s *Store) Cancelled(ctx context.Context, id, channel, recipient string) (b
 	return true, nil
 }
 
+// cancelHold is what holdForCancel found: the copy taken for the
+// cancellation (status ""), or the status a copy it could not take is
+// answered with. round and attempt name the failed attempt a worker gave
+// the copy back from, if it did.
+type cancelHold struct {
+	status         notification.Status
+	round, attempt int
+}
+
 // holdForCancel takes copy ref of notification id for a cancellation,
-// for good, unless a worker holds it and its hold has not lapsed: it
-// reports whether the copy is the cancellation's.
-func (s *Store) holdForCancel(ctx context.Context, tx *sql.Tx, id string, ref notification.CopyRef, now time.Time) (bool, error) {
-	var state string
-	err := tx.QueryRowContext(ctx, s.d.q(`INSERT INTO copy_holds (notification_id, channel, recipient, state, until)
-		VALUES ($1, $2, $3, 'cancelled', 0)
-		ON CONFLICT (notification_id, channel, recipient) DO UPDATE SET state = 'cancelled', until = 0
-		WHERE copy_holds.state = 'cancelled' OR copy_holds.until < $4
-		RETURNING state`), id, ref.Channel, ref.Recipient, now.UnixMicro()).Scan(&state)
+// for good, unless a worker holds it and its hold has not lapsed
+// (answered notification.StatusSending), or a worker gave it back
+// delivered (notification.StatusDelivered).
+func (s *Store) holdForCancel(ctx context.Context, tx *sql.Tx, id string, ref notification.CopyRef, now time.Time) (cancelHold, error) {
+	var h cancelHold
+	var was string
+	err := tx.QueryRowContext(ctx, s.d.q(`SELECT state, round, attempt FROM copy_holds
+		WHERE notification_id = $1 AND channel = $2 AND recipient = $3`), id, ref.Channel, ref.Recipient).Scan(&was, &h.round, &h.attempt)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("hold %s copy of %q: %w", ref.Channel, id, err)
+		return cancelHold{}, fmt.Errorf("read the hold on the %s copy of %q: %w", ref.Channel, id, err)
 	}
-	return true, nil
+	if was != string(retry.Failed) {
+		h.round, h.attempt = 0, 0
+	}
+	// The read above only numbers the cancellation; this one statement
+	// decides, against a worker's HoldCopy or ReleaseCopy at the same
+	// moment.
+	var state string
+	err = tx.QueryRowContext(ctx, s.d.q(`INSERT INTO copy_holds (notification_id, channel, recipient, state, until)
+		VALUES ($1, $2, $3, 'cancelled', $5)
+		ON CONFLICT (notification_id, channel, recipient) DO UPDATE SET state = 'cancelled', until = excluded.until, round = 0, attempt = 0
+		WHERE copy_holds.state IN ('cancelled', 'failed') OR (copy_holds.state = 'sending' AND copy_holds.until < $4)
+		RETURNING state`), id, ref.Channel, ref.Recipient, now.UnixMicro(), micro(now).UnixMicro()).Scan(&state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return cancelHold{}, fmt.Errorf("hold %s copy of %q: %w", ref.Channel, id, err)
+	default:
+		return h, nil
+	}
+	if err := tx.QueryRowContext(ctx, s.d.q(`SELECT state FROM copy_holds
+		WHERE notification_id = $1 AND channel = $2 AND recipient = $3`), id, ref.Channel, ref.Recipient).Scan(&state); err != nil {
+		return cancelHold{}, fmt.Errorf("read the hold on the %s copy of %q: %w", ref.Channel, id, err)
+	}
+	if state == string(retry.Delivered) {
+		return cancelHold{status: notification.StatusDelivered}, nil
+	}
+	return cancelHold{status: notification.StatusSending}, nil
 }
 
 // HoldCopy is what a worker asks before it sends a copy of a scheduled
@@ -178,8 +229,8 @@ func (s *Store) HoldCopy(ctx context.Context, id, channel, recipient string, hol
 	var state string
 	err = s.write.QueryRowContext(ctx, s.d.q(`INSERT INTO copy_holds (notification_id, channel, recipient, state, until)
 		VALUES ($1, $2, $3, 'sending', $4)
-		ON CONFLICT (notification_id, channel, recipient) DO UPDATE SET until = excluded.until
-		WHERE copy_holds.state = 'sending'
+		ON CONFLICT (notification_id, channel, recipient) DO UPDATE SET state = 'sending', until = excluded.until
+		WHERE copy_holds.state <> 'cancelled'
 		RETURNING state`), id, channel, recipient, now.Add(hold).UnixMicro()).Scan(&state)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -190,11 +241,30 @@ func (s *Store) HoldCopy(ctx context.Context, id, channel, recipient string, hol
 	return false, nil
 }
 
-// ReleaseCopy gives back a copy a worker took with HoldCopy; a cancellation
-// after it cancels the copy's next attempt.
-func (s *Store) ReleaseCopy(ctx context.Context, id, channel, recipient string) error {
-	if _, err := s.write.ExecContext(ctx, s.d.q(`DELETE FROM copy_holds
-		WHERE notification_id = $1 AND channel = $2 AND recipient = $3 AND state = 'sending'`), id, channel, recipient); err != nil {
+// AttemptEnd is how the attempt at a copy a worker held ended, as
+// ReleaseCopy records it.
+type AttemptEnd struct {
+	// Round and Attempt name the attempt, as its event does.
+	Round, Attempt int
+	// Delivered says the copy went out. An attempt that did not deliver
+	// leaves the copy to its next attempt, which a cancellation may take.
+	Delivered bool
+}
+
+// ReleaseCopy gives back a copy a worker took with HoldCopy, once its
+// attempt ended, and records on it, in the same statement, how the
+// attempt ended. The history hears of the attempt later, through the
+// events; until it does, Cancel reads the outcome here: a copy given back
+// delivered is answered as delivered, never cancelled, and a cancellation
+// after a failed attempt cancels the copy's next attempt.
+func (s *Store) ReleaseCopy(ctx context.Context, id, channel, recipient string, end AttemptEnd, now time.Time) error {
+	state := retry.Failed
+	if end.Delivered {
+		state = retry.Delivered
+	}
+	if _, err := s.write.ExecContext(ctx, s.d.q(`UPDATE copy_holds SET state = $4, until = $5, round = $6, attempt = $7
+		WHERE notification_id = $1 AND channel = $2 AND recipient = $3 AND state = 'sending'`),
+		id, channel, recipient, string(state), micro(now).UnixMicro(), end.Round, end.Attempt); err != nil {
 		return fmt.Errorf("release the %s copy of %q: %w", channel, id, err)
 	}
 	return nil

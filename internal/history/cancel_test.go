@@ -144,7 +144,7 @@ func TestCancelWhileSending(t *testing.T) {
 		if cancelled, err := s.HoldCopy(ctx, "ntf_held", "webhook", "", time.Minute, at); !cancelled || err != nil {
 			t.Errorf("HoldCopy of the cancelled webhook copy = %v, %v; want cancelled", cancelled, err)
 		}
-		if err := s.ReleaseCopy(ctx, "ntf_held", "email", ""); err != nil {
+		if err := s.ReleaseCopy(ctx, "ntf_held", "email", "", history.AttemptEnd{Attempt: 1}, at.Add(time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		if got, err = s.Cancel(ctx, "ntf_held", "test", at.Add(2*time.Second)); err != nil || len(got.Cancelled) != 1 || got.Cancelled[0].Channel != "email" {
@@ -163,6 +163,103 @@ func TestCancelWhileSending(t *testing.T) {
 		}
 		if got, err = s.Cancel(ctx, "ntf_lapsed", "test", at.Add(2*time.Minute)); err != nil || len(got.Cancelled) != 1 {
 			t.Errorf("Cancel after the hold lapsed = %+v, %v; want the copy cancelled", got, err)
+		}
+	})
+}
+
+// TestCancelAfterTheAttempt: the history hears of an attempt through the
+// events, long after it ended when the history queue is behind. Until it
+// does, a copy given back delivered is answered as delivered, never
+// cancelled, however long after; a copy given back failed is cancelled,
+// from the attempt after the failed one; a copy never held is cancelled.
+func TestCancelAfterTheAttempt(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *history.Store) {
+		ctx := ctxOf(t)
+		due := t0.Add(time.Minute)
+		if err := s.Accept(ctx, []notification.Accepted{
+			{ID: "ntf_sent", CreatedAt: t0, DueAt: due, Channels: []string{"email", "webhook"}, Payload: []byte(`{}`)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// The email copy went out; the webhook copy's first attempt
+		// failed. The history has heard of neither.
+		for _, end := range []struct {
+			channel string
+			end     history.AttemptEnd
+		}{
+			{"email", history.AttemptEnd{Attempt: 1, Delivered: true}},
+			{"webhook", history.AttemptEnd{Attempt: 1}},
+		} {
+			if cancelled, err := s.HoldCopy(ctx, "ntf_sent", end.channel, "", time.Minute, due); cancelled || err != nil {
+				t.Fatalf("HoldCopy(%s) = %v, %v", end.channel, cancelled, err)
+			}
+			if err := s.ReleaseCopy(ctx, "ntf_sent", end.channel, "", end.end, due.Add(100*time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range get(t, s, "ntf_sent").Copies {
+			if c.Status != notification.StatusScheduled {
+				t.Fatalf("%s copy: %s, want scheduled still: the history has heard of no attempt", c.Channel, c.Status)
+			}
+		}
+		// An hour later, the hold on the delivered copy long past.
+		later := due.Add(time.Hour)
+		got, err := s.Cancel(ctx, "ntf_sent", "test", later)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]notification.CopyRef{{Channel: "webhook"}}, got.Cancelled); diff != "" {
+			t.Errorf("cancelled (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]notification.CopyStatus{{Channel: "email", Status: notification.StatusDelivered}}, got.Untouched); diff != "" {
+			t.Errorf("untouched (-want +got):\n%s", diff)
+		}
+		// The webhook copy's next attempt is the one cancelled.
+		if c := get(t, s, "ntf_sent").Copies[1]; c.Status != notification.StatusCancelled || len(c.Attempts) != 1 || c.Attempts[0].N != 2 {
+			t.Errorf("webhook copy after Cancel: %+v; want cancelled at attempt 2", c)
+		}
+		if cancelled, err := s.HoldCopy(ctx, "ntf_sent", "webhook", "", time.Minute, later); !cancelled || err != nil {
+			t.Errorf("HoldCopy of the cancelled webhook copy = %v, %v; want cancelled", cancelled, err)
+		}
+		// The history hears of the attempts at last: each as it was.
+		record(t, s,
+			notification.Event{ID: "ntf_sent", Channel: "email", Attempt: 1, Outcome: retry.Delivered, At: due, Service: "worker"},
+			notification.Event{ID: "ntf_sent", Channel: "webhook", Attempt: 1, Outcome: retry.Failed, At: due, Error: "503", DelayMS: 200, Service: "worker"},
+			notification.Event{ID: "ntf_sent", Channel: "webhook", Attempt: 1, Outcome: retry.Retrying, At: due, DelayMS: 200, Service: "retrier"},
+		)
+		for _, c := range get(t, s, "ntf_sent").Copies {
+			want := map[string]notification.Status{"email": notification.StatusDelivered, "webhook": notification.StatusCancelled}[c.Channel]
+			if c.Status != want {
+				t.Errorf("%s copy: %s, want %s", c.Channel, c.Status, want)
+			}
+		}
+		// Asking again answers the same.
+		again, err := s.Cancel(ctx, "ntf_sent", "test", later.Add(time.Second))
+		if err != nil || len(again.Already) != 1 || len(again.Untouched) != 1 || again.Untouched[0].Status != notification.StatusDelivered {
+			t.Errorf("Cancel again = %+v, %v; want the webhook copy already cancelled, the email copy delivered", again, err)
+		}
+
+		// A copy given back delivered whose message comes back (its ack
+		// was lost) is held again: on its way once more, then delivered.
+		if err := s.Accept(ctx, []notification.Accepted{{ID: "ntf_again", CreatedAt: t0, DueAt: due, Channels: []string{"webhook"}}}); err != nil {
+			t.Fatal(err)
+		}
+		cancel := func(want notification.Status) {
+			t.Helper()
+			got, err := s.Cancel(ctx, "ntf_again", "test", due.Add(time.Second))
+			if err != nil || len(got.Cancelled) != 0 || len(got.Untouched) != 1 || got.Untouched[0].Status != want {
+				t.Errorf("Cancel = %+v, %v; want the copy untouched, %s", got, err, want)
+			}
+		}
+		for range 2 {
+			if cancelled, err := s.HoldCopy(ctx, "ntf_again", "webhook", "", time.Minute, due); cancelled || err != nil {
+				t.Fatalf("HoldCopy = %v, %v; want the copy held", cancelled, err)
+			}
+			cancel(notification.StatusSending)
+			if err := s.ReleaseCopy(ctx, "ntf_again", "webhook", "", history.AttemptEnd{Attempt: 1, Delivered: true}, due); err != nil {
+				t.Fatal(err)
+			}
+			cancel(notification.StatusDelivered)
 		}
 	})
 }

@@ -158,8 +158,8 @@ type EndpointPage struct {
 const endpointColumns = `id, url, description, enabled, disabled_reason, disabled_at, secret, previous_secret, previous_until,
 	created_at, updated_at, reset_at, circuit_state, circuit_since, circuit_error, failing_since, circuit_updated_at`
 
-// scanEndpoint reads a row of endpointColumns.
-func scanEndpoint(row interface{ Scan(...any) error }) (*Endpoint, error) {
+// scanEndpoint reads a row of endpointColumns, its secrets opened.
+func (s *Store) scanEndpoint(row interface{ Scan(...any) error }) (*Endpoint, error) {
 	var e Endpoint
 	var secret, previous string
 	err := row.Scan(&e.ID, &e.URL, &e.Description, &e.Enabled, &e.DisabledReason, nullTimeCol{&e.DisabledAt},
@@ -169,7 +169,12 @@ func scanEndpoint(row interface{ Scan(...any) error }) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.Secret, e.PreviousSecret = Secret(secret), Secret(previous)
+	if e.Secret, err = s.openSecret(e.ID, secret); err != nil {
+		return nil, err
+	}
+	if e.PreviousSecret, err = s.openSecret(e.ID, previous); err != nil {
+		return nil, err
+	}
 	return &e, nil
 }
 
@@ -183,7 +188,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) error {
 	}
 	res, err := s.write.ExecContext(ctx, s.d.q(`INSERT INTO endpoints (id, url, description, enabled, secret, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (id) DO NOTHING`),
-		e.ID, e.URL, e.Description, s.d.bool(true), e.Secret.Reveal(), s.d.ts(micro(e.CreatedAt)))
+		e.ID, e.URL, e.Description, s.d.bool(true), s.sealSecret(e.ID, e.Secret.Reveal()), s.d.ts(micro(e.CreatedAt)))
 	if err != nil {
 		return fmt.Errorf("create endpoint %q: %w", e.ID, err)
 	}
@@ -195,7 +200,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) error {
 
 // Endpoint returns the endpoint id, or an error wrapping ErrNotFound.
 func (s *Store) Endpoint(ctx context.Context, id string) (*Endpoint, error) {
-	e, err := scanEndpoint(s.read.QueryRowContext(ctx, s.d.q(`SELECT `+endpointColumns+` FROM endpoints WHERE id = $1`), id))
+	e, err := s.scanEndpoint(s.read.QueryRowContext(ctx, s.d.q(`SELECT `+endpointColumns+` FROM endpoints WHERE id = $1`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("endpoint %q: %w", id, ErrNotFound)
 	}
@@ -226,7 +231,7 @@ func (s *Store) ListEndpoints(ctx context.Context, q EndpointQuery) (EndpointPag
 	}
 	var page EndpointPage
 	err = each(rows, func() error {
-		e, err := scanEndpoint(rows)
+		e, err := s.scanEndpoint(rows)
 		if err != nil {
 			return err
 		}
@@ -291,7 +296,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id string, c EndpointChange,
 	}
 	set = append(set, "updated_at = "+arg(s.d.ts(micro(now))))
 	// Both backends evaluate every CASE against the row as it was.
-	e, err := scanEndpoint(s.write.QueryRowContext(ctx, s.d.q(`UPDATE endpoints SET `+strings.Join(set, ", ")+
+	e, err := s.scanEndpoint(s.write.QueryRowContext(ctx, s.d.q(`UPDATE endpoints SET `+strings.Join(set, ", ")+
 		` WHERE id = $1 RETURNING `+endpointColumns), args...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("endpoint %q: %w", id, ErrNotFound)
@@ -332,9 +337,9 @@ func (s *Store) RotateEndpointSecret(ctx context.Context, id string, secret Secr
 	} else {
 		previous = "''"
 	}
-	e, err := scanEndpoint(s.write.QueryRowContext(ctx, s.d.q(`UPDATE endpoints SET previous_secret = `+previous+`,
+	e, err := s.scanEndpoint(s.write.QueryRowContext(ctx, s.d.q(`UPDATE endpoints SET previous_secret = `+previous+`,
 		previous_until = $2, secret = $3, updated_at = $4 WHERE id = $1 RETURNING `+endpointColumns),
-		id, until, secret.Reveal(), s.d.ts(micro(now))))
+		id, until, s.sealSecret(id, secret.Reveal()), s.d.ts(micro(now))))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("endpoint %q: %w", id, ErrNotFound)
 	}

@@ -16,26 +16,37 @@ const defaultPruneBatch = 1000
 const (
 	pruneNotifications = `SELECT id FROM notifications WHERE created_at < $1 ORDER BY created_at LIMIT $2`
 	pruneKeys          = `SELECT scope, key FROM idempotency_keys WHERE expires_at < $1 ORDER BY expires_at LIMIT $2`
+	// A copy's hold outlives its notification until it is as old as the
+	// notifications pruned: a worker may hold a copy, and give it back,
+	// before the history hears of the notification.
+	pruneHolds = `SELECT notification_id, channel, recipient FROM copy_holds h WHERE until < $1
+		AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = h.notification_id) LIMIT $2`
 )
 
 // Prune deletes the notifications created before before, with their
 // copies, events and attempts, and the idempotency keys that expired
-// before it. It deletes in batches, each its own transaction, so that a
+// before it, and the holds on copies (HoldCopy, Cancel) of notifications
+// no longer there. It deletes in batches, each its own transaction, so that a
 // large prune never holds the write lock for long, and returns how many
 // notifications and keys it deleted. It then refreshes the planner's
 // statistics.
 func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
 	ts := s.d.ts(micro(before))
 	var total int64
-	for _, stmt := range []struct{ what, query string }{
-		{"notifications", `DELETE FROM notifications WHERE id IN (` + pruneNotifications + `)`},
-		{"idempotency keys", `DELETE FROM idempotency_keys WHERE (scope, key) IN (` + pruneKeys + `)`},
+	for _, stmt := range []struct {
+		what, query string
+		before      any
+		counted     bool
+	}{
+		{"notifications", `DELETE FROM notifications WHERE id IN (` + pruneNotifications + `)`, ts, true},
+		{"idempotency keys", `DELETE FROM idempotency_keys WHERE (scope, key) IN (` + pruneKeys + `)`, ts, true},
+		{"copy holds", `DELETE FROM copy_holds WHERE (notification_id, channel, recipient) IN (` + pruneHolds + `)`, micro(before).UnixMicro(), false},
 	} {
 		for {
 			if err := ctx.Err(); err != nil {
 				return total, err
 			}
-			res, err := s.write.ExecContext(ctx, s.d.q(stmt.query), ts, s.pruneBatch)
+			res, err := s.write.ExecContext(ctx, s.d.q(stmt.query), stmt.before, s.pruneBatch)
 			if err != nil {
 				return total, fmt.Errorf("prune %s: %w", stmt.what, err)
 			}
@@ -43,7 +54,9 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
 			if err != nil {
 				return total, fmt.Errorf("prune %s: %w", stmt.what, err)
 			}
-			total += n
+			if stmt.counted {
+				total += n
+			}
 			if n < int64(s.pruneBatch) {
 				break
 			}

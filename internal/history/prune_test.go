@@ -156,3 +156,41 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.b.String()
 }
+
+// TestPruneHolds: the holds on the copies of pruned notifications go with
+// them once as old; a hold on a copy of a notification the history has
+// not heard of yet stays, since the history may still hear of it.
+func TestPruneHolds(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *history.Store) {
+		ctx := ctxOf(t)
+		oldIDs, newIDs := pruneFixture(t, s, 3, 2)
+		weekAgo := t0.Add(-7 * 24 * time.Hour)
+		hold := func(id string, at time.Time) {
+			t.Helper()
+			if _, err := s.HoldCopy(ctx, id, "email", "", time.Minute, at); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.ReleaseCopy(ctx, id, "email", "", history.AttemptEnd{Attempt: 2, Delivered: true}, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hold(oldIDs[0], weekAgo)
+		hold(newIDs[0], weekAgo) // a long scheduled notification's
+		hold("ntf_unheard", t0)
+		hold("ntf_unheard_long_ago", weekAgo)
+		if _, err := s.Prune(ctx, t0.Add(-24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := history.QueryText(ctx, s, "SELECT notification_id FROM copy_holds ORDER BY notification_id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range rows {
+			got = append(got, r[0])
+		}
+		if want := []string{newIDs[0], "ntf_unheard"}; strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("holds after pruning: %v, want %v", got, want)
+		}
+	})
+}

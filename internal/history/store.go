@@ -24,9 +24,11 @@ package history
 
 import (
 	"context"
+	"crypto/cipher"
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -60,6 +62,11 @@ type Store struct {
 	// pruneBatch bounds how many notifications one Prune statement
 	// deletes.
 	pruneBatch int
+	// sealer seals the endpoints' secrets (WithSealKey); nil stores them
+	// in plaintext.
+	sealer cipher.AEAD
+	// path is the SQLite database file, "" on PostgreSQL.
+	path string
 }
 
 // Open opens the store the DSN names and applies its migrations.
@@ -68,8 +75,11 @@ type Store struct {
 //   - postgres://… or postgresql://…: PostgreSQL (pgx connection string;
 //     pool settings such as pool_max_conns are honoured);
 //   - sqlite:/path/file.db, file:/path/file.db, or a plain file path:
-//     SQLite, creating the file and its parent directories.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+//     SQLite, creating the file (and its write-ahead log) readable by its
+//     owner only, and its parent directories likewise.
+//
+// Options, such as WithSealKey, apply before the migrations.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	kind, target, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
@@ -84,7 +94,17 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, opt := range opts {
+		if err := opt(s); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
 	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.sealStored(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -178,10 +198,19 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	if err := checkTempDir(sqliteTempDirs(os.Getenv)); err != nil {
 		return nil, err
 	}
+	// The database holds payloads, recipients, idempotency keys and the
+	// endpoints' secrets: what relay creates only its user may read.
+	// SQLite gives the write-ahead log and its index the database file's
+	// mode.
 	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create directory for sqlite database: %w", err)
 		}
+	}
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("create sqlite database %q: %w", path, err)
 	}
 	uri := "file:" + (&url.URL{Path: path}).EscapedPath()
 	// The writer begins its transactions IMMEDIATE: it takes the write
@@ -210,7 +239,25 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	read.SetMaxOpenConns(n)
 	read.SetMaxIdleConns(n)
 	read.SetConnMaxIdleTime(0)
-	return &Store{d: sqlite, write: write, read: read, pruneBatch: defaultPruneBatch}, nil
+	return &Store{d: sqlite, write: write, read: read, pruneBatch: defaultPruneBatch, path: path}, nil
+}
+
+// Exposed lists the files of a SQLite store that users other than its
+// owner may read or write, with their modes ("data/history.db 0644"):
+// files an earlier release created, or someone opened up since. Open
+// creates them for their owner only, and leaves existing ones as they
+// are. Nil on PostgreSQL.
+func (s *Store) Exposed() []string {
+	if s.path == "" {
+		return nil
+	}
+	var out []string
+	for _, name := range []string{s.path, s.path + "-wal", s.path + "-shm"} {
+		if fi, err := os.Stat(name); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			out = append(out, fmt.Sprintf("%s %04o", name, fi.Mode().Perm()))
+		}
+	}
+	return out
 }
 
 // pingSQLite opens the writer's first connection. Turning WAL on needs

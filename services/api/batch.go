@@ -99,11 +99,18 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 		}
 		createdAt := deps.Now().UTC()
 		channels := make([][]string, len(items))
+		copies := 0
 		for i, n := range valid {
 			if n != nil {
 				n.ID, n.CreatedAt = deps.NewID(), createdAt
 				channels[i] = n.Channels()
+				copies += len(copyRefs(n, channels[i]))
 			}
+		}
+		// The whole batch or nothing: a client told to wait resends it as
+		// it was.
+		if p := deps.chargeCopies(r, copies); p != nil {
+			return p
 		}
 		errs := publishBatch(r.Context(), deps, m, pub, ingress, valid, channels)
 		failed := 0

@@ -10,6 +10,7 @@ import (
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
+	"github.com/relay-demo/relay/internal/history"
 )
 
 // MinTokenLength is the shortest bearer token API_TOKENS accepts.
@@ -34,6 +35,8 @@ type Config struct {
 	// HistoryDSN names the history store: empty for SQLite under DataDir,
 	// or a PostgreSQL URL, which several API replicas can share.
 	HistoryDSN string `env:"HISTORY_DSN" help:"empty (SQLite in DATA_DIR), a postgres:// URL, or sqlite:/path/to/file.db"`
+	// SealKey seals the endpoints' signing secrets in the history.
+	SealKey string `env:"HISTORY_SEAL_KEY" secret:"true" help:"a 32-byte key in base64 (openssl rand -base64 32) that seals the endpoints' signing secrets in the history, the same for the API and the webhook workers; empty stores them in plaintext"`
 	// HistoryRetention is how long the history keeps a notification.
 	HistoryRetention time.Duration `env:"HISTORY_RETENTION" envDefault:"720h" help:"a positive duration such as 720h (30 days)"`
 	// IdempotencyTTL is how long an Idempotency-Key is remembered.
@@ -50,13 +53,16 @@ type Config struct {
 	// MaxBatch is the most notifications one POST /v1/notifications/batch
 	// may hold.
 	MaxBatch int `env:"MAX_BATCH" envDefault:"500" help:"a whole number of notifications, from 1 to 10000"`
-	// RateLimit is how many requests a second each token may send to /v1/
-	// (each client address with API_AUTH=off), and how many missing or
-	// wrong tokens each client address may send; 0 turns limiting off.
-	RateLimit float64 `env:"API_RATE_LIMIT" envDefault:"0" help:"requests a second per token, such as 50 or 0.5; 0 for no limit"`
-	// RateBurst is how many requests a token may send at once above the
-	// rate; LoadConfig makes 0 twice API_RATE_LIMIT.
-	RateBurst int `env:"API_RATE_BURST" envDefault:"0" help:"a whole number of requests, 1 or more; 0 for twice API_RATE_LIMIT"`
+	// RateLimit is how many copies a second each token may make through
+	// /v1/ (each client address with API_AUTH=off): a request that sends
+	// notifications costs one per copy they make, any other request one.
+	// Each client address may also send that many missing or wrong tokens
+	// a second. 0 turns limiting off.
+	RateLimit float64 `env:"API_RATE_LIMIT" envDefault:"0" help:"copies a second per token (a notification costs one per copy, any other request one), such as 50 or 0.5; 0 for no limit"`
+	// RateBurst is how many copies a token may make at once above the
+	// rate, and so the most one request may make; LoadConfig makes 0
+	// twice API_RATE_LIMIT.
+	RateBurst int `env:"API_RATE_BURST" envDefault:"0" help:"a whole number of copies, 1 or more, also the most one request may make; 0 for twice API_RATE_LIMIT"`
 }
 
 // maxBatchCeiling is the highest MAX_BATCH accepted: a batch fans out
@@ -128,11 +134,14 @@ func (c Config) Validate() error {
 	case c.MaxBatch < 1 || c.MaxBatch > maxBatchCeiling:
 		return config.Invalid("MAX_BATCH", fmt.Sprint(c.MaxBatch), fmt.Sprintf("a whole number of notifications, from 1 to %d", maxBatchCeiling))
 	case c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0):
-		return config.Invalid("API_RATE_LIMIT", fmt.Sprint(c.RateLimit), "requests a second per token, such as 50 or 0.5; 0 for no limit")
+		return config.Invalid("API_RATE_LIMIT", fmt.Sprint(c.RateLimit), "copies a second per token, such as 50 or 0.5; 0 for no limit")
 	case c.RateBurst < 0:
-		return config.Invalid("API_RATE_BURST", fmt.Sprint(c.RateBurst), "a whole number of requests, 1 or more; 0 for twice API_RATE_LIMIT")
+		return config.Invalid("API_RATE_BURST", fmt.Sprint(c.RateBurst), "a whole number of copies, 1 or more; 0 for twice API_RATE_LIMIT")
 	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
 		return config.Invalid("DATA_DIR", c.DataDir, "a writable directory (or set HISTORY_DSN)")
+	}
+	if _, err := history.SealOptions(c.SealKey); err != nil {
+		return fmt.Errorf("configuration: HISTORY_SEAL_KEY is not valid: %w", err)
 	}
 	for i, t := range c.Tokens {
 		if len(t) < MinTokenLength {

@@ -46,6 +46,7 @@ func TestConfigRejects(t *testing.T) {
 		{"negative burst", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "5", "API_RATE_BURST": "-2"}, []string{"API_RATE_BURST", "1 or more"}},
 		{"fractional burst", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "5", "API_RATE_BURST": "2.5"}, []string{"API_RATE_BURST"}},
 		{"bad history dsn", map[string]string{"API_TOKENS": tokenA, "HISTORY_DSN": "mysql://root:s3cret@db/relay", "MANAGEMENT_URL": "off", "DELAY_BACKEND": "ttl"}, []string{"HISTORY_DSN"}},
+		{"short seal key", map[string]string{"API_TOKENS": tokenA, "HISTORY_SEAL_KEY": "s3cret"}, []string{"HISTORY_SEAL_KEY", "openssl rand -base64 32"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -56,21 +56,29 @@ type accepted struct {
 
 // acceptedOf is the answer for n, published to channels.
 func acceptedOf(n *notification.Notification, channels []string) *accepted {
-	a := &accepted{ID: n.ID, Channels: channels, Copies: make([]notification.CopyRef, 0, len(channels))}
+	a := &accepted{ID: n.ID, Channels: channels, Copies: copyRefs(n, channels)}
 	if !n.DueAt.IsZero() {
 		due := n.DueAt.UTC()
 		a.DueAt = &due
 	}
+	return a
+}
+
+// copyRefs are the copies n makes on channels: one per channel, or one per
+// recipient on a channel that delivers to each on its own (email). They
+// are what the answer lists and what the rate limit counts.
+func copyRefs(n *notification.Notification, channels []string) []notification.CopyRef {
+	out := make([]notification.CopyRef, 0, len(channels))
 	for _, name := range channels {
 		if c, err := channel.Lookup(name); err == nil && c.PerRecipient() {
 			for _, r := range channel.RecipientsOf(n, name) {
-				a.Copies = append(a.Copies, notification.CopyRef{Channel: name, Recipient: r})
+				out = append(out, notification.CopyRef{Channel: name, Recipient: r})
 			}
 			continue
 		}
-		a.Copies = append(a.Copies, notification.CopyRef{Channel: name})
+		out = append(out, notification.CopyRef{Channel: name})
 	}
-	return a
+	return out
 }
 
 // handleCreateNotification takes a notification, publishes one copy per
@@ -124,6 +132,10 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 				_, _ = w.Write(claim.done)
 				return nil
 			}
+		}
+		if p := deps.chargeCopies(r, len(copyRefs(n, channels))); p != nil {
+			claim.release(deps)
+			return p
 		}
 		if err := publish(r.Context(), deps, m, pub, ingress, n, channels); err != nil {
 			claim.release(deps)

@@ -732,7 +732,7 @@ func TestOpenAPI(t *testing.T) {
 		ProblemNotFound, ProblemMethodNotAllowed, ProblemBodyTooLarge, ProblemUnsupportedMediaType,
 		ProblemInvalidFields, ProblemBrokerUnavailable, ProblemNotReady, ProblemInternal, ProblemNotDestination,
 		ProblemKeyReused, ProblemKeyInFlight, ProblemHistoryUnavailable, ProblemInvalidQuery, ProblemInvalidBatch,
-		ProblemRateLimited} {
+		ProblemRateLimited, ProblemTooManyCopies} {
 		if !bytes.Contains(rec.Body.Bytes(), []byte(`"`+typ+`"`)) {
 			t.Errorf("openapi.json does not list problem type %s", typ)
 		}

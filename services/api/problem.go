@@ -36,6 +36,7 @@ const (
 	ProblemInvalidQuery         = ProblemBase + "invalid-query"
 	ProblemInvalidBatch         = ProblemBase + "invalid-batch"
 	ProblemRateLimited          = ProblemBase + "rate-limited"
+	ProblemTooManyCopies        = ProblemBase + "too-many-copies"
 	ProblemNothingToCancel      = ProblemBase + "nothing-to-cancel"
 )
 
@@ -98,6 +99,13 @@ func rateLimited(detail string, wait time.Duration) *Problem {
 	p := newProblem(ProblemRateLimited, http.StatusTooManyRequests, "Too many requests", detail)
 	p.RetryAfter = max(1, int(math.Ceil(wait.Seconds())))
 	return p
+}
+
+// tooManyCopies refuses a request that makes more copies than its rate
+// limit lets a client send at once: waiting does not help, splitting it
+// does.
+func tooManyCopies(detail string) *Problem {
+	return newProblem(ProblemTooManyCopies, http.StatusRequestEntityTooLarge, "Too many copies", detail)
 }
 
 func unavailable(detail string) *Problem {

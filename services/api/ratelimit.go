@@ -79,6 +79,22 @@ func (l *limiter) take(key string, now time.Time) (bool, time.Duration) {
 	return false, l.wait(b, now)
 }
 
+// takeN spends n of key's tokens if it holds them all; if not, it says
+// how long until it will, or, for n over the burst, that it never will
+// (a wait below zero).
+func (l *limiter) takeN(key string, n int, now time.Time) (bool, time.Duration) {
+	if n > l.burst {
+		return false, -1
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.get(key, now)
+	if b.AllowN(now, n) {
+		return true, 0
+	}
+	return false, time.Duration(math.Ceil((float64(n) - b.TokensAt(now)) / float64(l.rate) * float64(time.Second)))
+}
+
 // check says whether key holds a token, without spending it, and if not
 // how long until it will. A key the limiter does not follow holds a full
 // bucket, and is not followed for being checked.
@@ -156,16 +172,25 @@ func perSecond(rate float64) string {
 	return strconv.FormatFloat(rate, 'f', -1, 64)
 }
 
+// rateKey is the bucket a request to /v1/ spends from, and how to name
+// it to the client: its bearer token's, found by requireToken, or while
+// authentication is off its client address's.
+func rateKey(r *http.Request) (key, whose string) {
+	if id := identity(r.Context()); id != "" {
+		return id, "with this token"
+	}
+	return "addr " + clientAddr(r), "from this address"
+}
+
 // limitRate answers 429 to a client over its rate. Each bearer token has
 // a bucket of its own; while authentication is off, each client address.
-// It runs after requireToken, which has found the token's identity.
+// It runs after requireToken, which has found the token's identity. Every
+// request costs one token here; a request that makes notifications pays
+// for the rest of its copies in chargeCopies.
 func limitRate(l *limiter, now func() time.Time) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			key, whose := identity(r.Context()), "with this token"
-			if key == "" {
-				key, whose = "addr "+clientAddr(r), "from this address"
-			}
+			key, whose := rateKey(r)
 			if ok, wait := l.take(key, now()); !ok {
 				problem.Write(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",
 					perSecond(float64(l.rate)), whose, int(l.burst)), wait))
@@ -174,6 +199,32 @@ func limitRate(l *limiter, now func() time.Time) func(http.Handler) http.Handler
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// chargeCopies makes a request that publishes copies notifications pay
+// for every copy, not only for the request: limitRate took one token, this
+// the rest, so that API_RATE_LIMIT bounds the copies a token makes however
+// they are packed, one to a request or thousands in a batch. It answers nil
+// when the bucket held them all (they are spent then), else the problem to
+// answer with, having spent nothing: 429 with Retry-After when the bucket
+// will hold them, 413 when they are more than its burst, which no wait
+// makes room for.
+func (d Deps) chargeCopies(r *http.Request, copies int) *Problem {
+	l := d.perClient
+	if l == nil || copies <= 1 {
+		return nil
+	}
+	key, whose := rateKey(r)
+	if copies > l.burst {
+		return tooManyCopies(fmt.Sprintf("the request makes %d copies, and at most %d may be sent at once %s (API_RATE_BURST); send them in parts of %d copies or fewer",
+			copies, l.burst, whose, l.burst))
+	}
+	ok, wait := l.takeN(key, copies-1, d.Now())
+	if ok {
+		return nil
+	}
+	return rateLimited(fmt.Sprintf("the request makes %d copies, more than %s a second %s allows now (a burst of %d at most); try again after Retry-After",
+		copies, perSecond(float64(l.rate)), whose, l.burst), wait)
 }
 
 // limitDashboard puts the dashboard's data under the limits /v1/ has, so

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/relay-demo/relay/internal/dashboard"
+	"github.com/relay-demo/relay/internal/events"
 )
 
 // clock is a settable clock for the limiters; tests move it by hand.
@@ -34,10 +35,11 @@ func limited(t *testing.T, rate float64, burst int, change func(*Deps)) (http.Ha
 	return h, c
 }
 
-// postFrom posts a notification from addr with the Authorization header auth
-// ("" for none) and returns the status and the Retry-After header.
+// postFrom posts a notification of one copy from addr with the
+// Authorization header auth ("" for none) and returns the status and the
+// Retry-After header.
 func postFrom(h http.Handler, addr, auth string) (int, string) {
-	req := httptest.NewRequest(http.MethodPost, "/v1/notifications", strings.NewReader(bothParts))
+	req := httptest.NewRequest(http.MethodPost, "/v1/notifications", strings.NewReader(webhookOnly))
 	req.RemoteAddr = addr
 	req.Header.Set("Content-Type", "application/json")
 	if auth != "" {
@@ -107,6 +109,72 @@ func TestRateLimitBurst(t *testing.T) {
 				t.Errorf("after the wait: status %d, want 202", code)
 			}
 		})
+	}
+}
+
+// emailTo is an email notification to n recipients: n copies.
+func emailTo(n int) string {
+	to := make([]string, n)
+	for i := range to {
+		to[i] = fmt.Sprintf("%q", fmt.Sprintf("user%d@example.com", i))
+	}
+	return `{"email":{"to":[` + strings.Join(to, ",") + `],"subject":"Hi","text":"hello"}}`
+}
+
+// TestRateLimitCountsCopies: API_RATE_LIMIT counts the copies a token's
+// requests make, not the requests. One batch of 500 emails to 50
+// recipients each, 25,000 copies, is refused whole, 413, as is anything
+// over the burst, which waiting never makes room for; a batch within the
+// burst spends it, and one the bucket cannot pay for yet is a 429 with
+// Retry-After that spends nothing but the request. Nothing refused is
+// published.
+func TestRateLimitCountsCopies(t *testing.T) {
+	var fake *fakePublisher
+	c := &clock{t: now}
+	h, _, _ := testServer(t, func(d *Deps, f *fakePublisher) {
+		d.RateLimit, d.RateBurst, d.Now, d.MaxBody, fake = 10, 20, c.now, 4<<20, f
+	})
+	steps := []struct {
+		name       string
+		advance    time.Duration
+		path, body string
+		wantStatus int
+		wantType   string
+		wantAfter  string
+		wantCopies int // published by this step
+	}{
+		{name: "25,000 copies in one batch", path: "/v1/notifications/batch", body: batchOf(repeat(emailTo(50), 500)...),
+			wantStatus: 413, wantType: ProblemTooManyCopies},
+		{name: "one email to 21 recipients, over the burst", path: "/v1/notifications", body: emailTo(21),
+			wantStatus: 413, wantType: ProblemTooManyCopies},
+		{name: "the burst, less what the refusals cost", advance: 200 * time.Millisecond, path: "/v1/notifications/batch",
+			body: batchOf(repeat(emailTo(5), 4)...), wantStatus: 202, wantCopies: 20},
+		{name: "then not one copy more", path: "/v1/notifications", body: webhookOnly, wantStatus: 429, wantType: ProblemRateLimited, wantAfter: "1"},
+		{name: "two seconds earn 20", advance: 2 * time.Second, path: "/v1/notifications/batch",
+			body: batchOf(emailTo(5), emailTo(5)), wantStatus: 202, wantCopies: 10},
+		{name: "a batch the bucket cannot pay for yet", path: "/v1/notifications/batch",
+			body: batchOf(emailTo(10), bothParts, emailTo(3)), wantStatus: 429, wantType: ProblemRateLimited, wantAfter: "1"},
+		{name: "what it held, less the refused request", path: "/v1/notifications", body: emailTo(9), wantStatus: 202, wantCopies: 9},
+	}
+	for _, st := range steps {
+		c.advance(st.advance)
+		before := len(fake.sent)
+		rec := call(h, http.MethodPost, st.path, st.body, nil)
+		copies := 0
+		for _, p := range fake.sent[before:] {
+			if p.Key != events.AcceptedRoutingKey {
+				copies++
+			}
+		}
+		var p problemBody
+		_ = json.Unmarshal(rec.Body.Bytes(), &p)
+		if rec.Code != st.wantStatus || (st.wantType != "" && p.Type != st.wantType) || rec.Header().Get("Retry-After") != st.wantAfter || copies != st.wantCopies {
+			t.Errorf("%s: %d %s, Retry-After %q, %d copies published; want %d %s, Retry-After %q, %d copies",
+				st.name, rec.Code, p.Type, rec.Header().Get("Retry-After"), copies, st.wantStatus, st.wantType, st.wantAfter, st.wantCopies)
+		}
+		if rec.Code == 413 && !strings.Contains(p.Detail, "API_RATE_BURST") {
+			t.Errorf("%s: detail %q does not say what to do", st.name, p.Detail)
+		}
 	}
 }
 

@@ -96,7 +96,15 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 	if cfg.DashboardPublic {
 		log.Warn("DASHBOARD_PUBLIC=true: anyone who reaches the dashboard sees notification ids, recipients and statuses; error texts, payloads and replay still need a token")
 	}
-	store, err := history.Open(ctx, cfg.HistoryStoreDSN())
+	mgmt, err := cfg.Management()
+	if err != nil {
+		return nil, err
+	}
+	seal, err := history.SealOptions(cfg.SealKey)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: HISTORY_SEAL_KEY is not valid: %w", err)
+	}
+	store, err := history.Open(ctx, cfg.HistoryStoreDSN(), seal...)
 	if err != nil {
 		if errors.Is(err, history.ErrNoTempDir) {
 			return nil, fmt.Errorf("configuration: the history store (SQLite): %w", err)
@@ -106,7 +114,13 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 		}
 		return nil, fmt.Errorf("configuration: DATA_DIR=%q: %w", cfg.DataDir, err)
 	}
-	log.Info("history store open", "backend", store.Backend(), "retention", cfg.HistoryRetention.String())
+	log.Info("history store open", "backend", store.Backend(), "retention", cfg.HistoryRetention.String(), "sealed", store.Sealed())
+	if !store.Sealed() {
+		log.Warn("HISTORY_SEAL_KEY is not set: the endpoints' signing secrets are stored in the history in plaintext")
+	}
+	if files := store.Exposed(); len(files) > 0 {
+		log.Warn("the history's files are open to other users: they hold payloads, recipients and secrets; chmod 600 them", "files", files)
+	}
 	// Spans go to OTLP when the OTEL_* variables say so.
 	tr, err := tracing.Start(ctx, "relay-api", log)
 	if err != nil {
@@ -145,8 +159,9 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 		MaxStreams:          cfg.DashboardMaxStreams,
 		MaxStreamsPerClient: cfg.DashboardMaxStreamsPerClient,
 	})
-	// The history's feed; /readyz reports it when it is stuck.
-	feed := &events.Feed{Topology: topo, Sink: store, Log: log}
+	// The history's feed; /readyz reports it when it is stuck. The
+	// management API moves aside a message too large for the AMQP frame.
+	feed := &events.Feed{Topology: topo, Sink: store, Log: log, Management: mgmt}
 	// Inside relay all, the registry is shared: /metrics shows every
 	// service's metrics.
 	reg := runner.TelemetryFrom(ctx).Registry

@@ -101,12 +101,15 @@ type Deps struct {
 	// MaxBatch is the most notifications POST /v1/notifications/batch
 	// takes at once; zero means DefaultMaxBatch.
 	MaxBatch int
-	// RateLimit is how many requests a second each token may send to /v1/
-	// (each client address while AuthOff); zero means no limit. Each
-	// client address may also send that many missing or wrong tokens.
+	// RateLimit is how many copies a second each token may make through
+	// /v1/ (each client address while AuthOff): a request that sends
+	// notifications costs a token per copy, any other request one. Zero
+	// means no limit. Each client address may also send that many missing
+	// or wrong tokens.
 	RateLimit float64
-	// RateBurst is how many requests over the rate a token may send at
-	// once; zero means DefaultBurst(RateLimit).
+	// RateBurst is how many copies over the rate a token may make at
+	// once, and so the most one request may make; zero means
+	// DefaultBurst(RateLimit).
 	RateBurst int
 	// LimiterKeys bounds the tokens and addresses the rate limits follow;
 	// zero means DefaultLimiterKeys.

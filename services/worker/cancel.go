@@ -19,8 +19,8 @@ import (
 type Cancellations interface {
 	// HoldCopy takes the copy for hold, or reports it cancelled.
 	HoldCopy(ctx context.Context, id, channel, recipient string, hold time.Duration, now time.Time) (cancelled bool, err error)
-	// ReleaseCopy gives it back once the attempt ended.
-	ReleaseCopy(ctx context.Context, id, channel, recipient string) error
+	// ReleaseCopy gives it back once the attempt ended, and records how.
+	ReleaseCopy(ctx context.Context, id, channel, recipient string, end history.AttemptEnd, now time.Time) error
 }
 
 // copyHold is how long a copy held for an attempt stays held should its
@@ -43,7 +43,7 @@ const copyHold = 5 * time.Minute
 // Nothing needs to reach the broker: a cancelled message stays where it
 // waits until it is due, and is dropped then.
 func checkCancelled(name string, c Cancellations, next retry.HandlerFunc) retry.HandlerFunc {
-	return func(ctx context.Context, m *retry.Message) error {
+	return func(ctx context.Context, m *retry.Message) (err error) {
 		_, scheduled := m.Headers[notification.HeaderDueAt]
 		if !scheduled && m.Attempt <= 1 {
 			return next(ctx, m)
@@ -57,16 +57,23 @@ func checkCancelled(name string, c Cancellations, next retry.HandlerFunc) retry.
 		if cancelled {
 			return retry.Cancel(errors.New(history.CancelReason))
 		}
+		// Given back with how the attempt ended (a panic is a failure)
+		// before the pipeline acks it: the history hears of the attempt
+		// later, through the events, and a cancellation in between reads
+		// the outcome here. A hold not given back lapses after copyHold:
+		// until then a cancellation answers that the copy is on its way.
+		ended := false
 		defer func() {
-			// A hold not given back lapses after copyHold: until then a
-			// cancellation answers that the copy is on its way.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if err := c.ReleaseCopy(rctx, m.ID, name, recipient); err != nil {
-				slog.Warn("release a copy after its attempt", "id", m.ID, "channel", name, "error", err)
+			end := history.AttemptEnd{Round: m.Round, Attempt: m.Attempt, Delivered: ended && err == nil}
+			if rerr := c.ReleaseCopy(rctx, m.ID, name, recipient, end, time.Now()); rerr != nil {
+				slog.Warn("release a copy after its attempt", "id", m.ID, "channel", name, "error", rerr)
 			}
 		}()
-		return next(ctx, m)
+		err = next(ctx, m)
+		ended = true
+		return err
 	}
 }
 
@@ -101,12 +108,12 @@ func (h *historyCancellations) HoldCopy(ctx context.Context, id, channel, recipi
 	return s.HoldCopy(ctx, id, channel, recipient, hold, now)
 }
 
-func (h *historyCancellations) ReleaseCopy(ctx context.Context, id, channel, recipient string) error {
+func (h *historyCancellations) ReleaseCopy(ctx context.Context, id, channel, recipient string, end history.AttemptEnd, now time.Time) error {
 	s, err := h.open(ctx)
 	if err != nil {
 		return err
 	}
-	return s.ReleaseCopy(ctx, id, channel, recipient)
+	return s.ReleaseCopy(ctx, id, channel, recipient, end, now)
 }
 
 func (h *historyCancellations) Close() error {

@@ -9,6 +9,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 )
@@ -20,6 +21,7 @@ type fakeCancellations struct {
 	err       error
 	asked     int
 	released  []string
+	ends      []history.AttemptEnd
 }
 
 func (f *fakeCancellations) HoldCopy(_ context.Context, id, channel, recipient string, hold time.Duration, _ time.Time) (bool, error) {
@@ -30,8 +32,9 @@ func (f *fakeCancellations) HoldCopy(_ context.Context, id, channel, recipient s
 	return f.cancelled[id+"/"+channel+"/"+recipient], f.err
 }
 
-func (f *fakeCancellations) ReleaseCopy(_ context.Context, id, channel, recipient string) error {
+func (f *fakeCancellations) ReleaseCopy(_ context.Context, id, channel, recipient string, end history.AttemptEnd, _ time.Time) error {
 	f.released = append(f.released, id+"/"+channel+"/"+recipient)
+	f.ends = append(f.ends, end)
 	return nil
 }
 
@@ -41,6 +44,7 @@ func TestCheckCancelled(t *testing.T) {
 		name          string
 		msg           retry.Message
 		err           error
+		sendErr       error
 		wantAsked     bool
 		wantSent      bool
 		wantCancelled bool
@@ -48,6 +52,9 @@ func TestCheckCancelled(t *testing.T) {
 	}{
 		{name: "first attempt, sent at once: not asked", msg: retry.Message{ID: "ntf_a", Attempt: 1}, wantSent: true},
 		{name: "scheduled, not cancelled", msg: retry.Message{ID: "ntf_a", Attempt: 1, Headers: due}, wantAsked: true, wantSent: true},
+		{name: "scheduled, not cancelled, the attempt fails", msg: retry.Message{ID: "ntf_a", Attempt: 1, Headers: due}, sendErr: errors.New("503"),
+			wantAsked: true, wantSent: true, wantErr: true},
+		{name: "a retry in a later round", msg: retry.Message{ID: "ntf_a", Attempt: 2, Round: 1}, wantAsked: true, wantSent: true},
 		{name: "scheduled, cancelled", msg: retry.Message{ID: "ntf_b", Attempt: 1, Headers: due}, wantAsked: true, wantCancelled: true},
 		{name: "a retry, cancelled", msg: retry.Message{ID: "ntf_b", Attempt: 3}, wantAsked: true, wantCancelled: true},
 		{name: "a recipient's copy, another recipient's cancelled", msg: retry.Message{ID: "ntf_c", Attempt: 2,
@@ -60,7 +67,7 @@ func TestCheckCancelled(t *testing.T) {
 			store := &fakeCancellations{err: tt.err, cancelled: map[string]bool{
 				"ntf_b/webhook/": true, "ntf_c/webhook/grace@example.com": true}}
 			sent := false
-			h := checkCancelled("webhook", store, func(context.Context, *retry.Message) error { sent = true; return nil })
+			h := checkCancelled("webhook", store, func(context.Context, *retry.Message) error { sent = true; return tt.sendErr })
 			m := tt.msg
 			err := h(t.Context(), &m)
 			if (store.asked > 0) != tt.wantAsked || sent != tt.wantSent || retry.IsCancelled(err) != tt.wantCancelled ||
@@ -73,6 +80,28 @@ func TestCheckCancelled(t *testing.T) {
 			if wantReleased := tt.wantSent && tt.wantAsked; slices.Contains(store.released, key) != wantReleased || len(store.released) > 1 {
 				t.Errorf("released %v; want %s released: %v", store.released, key, wantReleased)
 			}
+			// With how the attempt ended, which a cancellation reads
+			// before the history hears of it.
+			if len(store.ends) == 1 {
+				want := history.AttemptEnd{Round: m.Round, Attempt: m.Attempt, Delivered: tt.sendErr == nil}
+				if store.ends[0] != want {
+					t.Errorf("given back as %+v, want %+v", store.ends[0], want)
+				}
+			}
 		})
+	}
+}
+
+// TestCheckCancelledPanic: an attempt that panics gives its copy back as
+// failed, never as delivered.
+func TestCheckCancelledPanic(t *testing.T) {
+	store := &fakeCancellations{}
+	h := checkCancelled("webhook", store, func(context.Context, *retry.Message) error { panic("boom") })
+	m := retry.Message{ID: "ntf_a", Attempt: 2}
+	if err := retry.Call(t.Context(), h, &m); err == nil {
+		t.Fatal("a panicking attempt succeeded")
+	}
+	if want := []history.AttemptEnd{{Attempt: 2}}; !slices.Equal(store.ends, want) {
+		t.Errorf("given back as %+v, want %+v", store.ends, want)
 	}
 }

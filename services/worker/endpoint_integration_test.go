@@ -20,6 +20,7 @@ import (
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/events"
+	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/flaky"
@@ -32,6 +33,7 @@ import (
 // one history store (DATA_DIR) and a private topology.
 type endpointStack struct {
 	base, token string
+	topo        retry.Topology
 }
 
 func startEndpointStack(t *testing.T, env map[string]string) *endpointStack {
@@ -104,7 +106,7 @@ func startEndpointStack(t *testing.T, env map[string]string) *endpointStack {
 		}
 		return addr != ""
 	}, "the API never listened; log:\n%s", apiLogs)
-	s := &endpointStack{base: "http://" + addr, token: token}
+	s := &endpointStack{base: "http://" + addr, token: token, topo: topo}
 	retrytest.Eventually(t, 15*time.Second, func() bool {
 		resp, err := http.Get(s.base + "/readyz")
 		if err != nil {
