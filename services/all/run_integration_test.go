@@ -23,12 +23,6 @@ import (
 	"github.com/relay-demo/relay/services/all"
 )
 
-// anyPort is the address every test gives relay all to listen on: the
-// system chooses a free port as it binds, and the test reads it back from
-// the log (ready). A port found free and closed again before relay all
-// binds it may be another test's by then.
-const anyPort = "127.0.0.1:0"
-
 // ready waits until relay all, writing logs, listens and its API answers
 // /readyz, and returns its addresses.
 func ready(t *testing.T, logs *retrytest.Buffer) all.Addrs {

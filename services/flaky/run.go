@@ -177,6 +177,10 @@ func (s *Server) supervise(ctx context.Context, stopServing context.CancelFunc, 
 	// once shutdown has begun, so stragglers are cut at the socket.
 	wg.Go(func() { shutdown("smtp", s.smtpSrv.Shutdown, s.smtpLn.closeConns) })
 	wg.Wait()
+	// The SMTP server closes only the listeners its Serve has registered:
+	// stopped the moment it started, it may not have yet, and would
+	// accept for ever. Its listener is closed here whatever happened.
+	s.smtpLn.Close()
 	for ; running > 0; running-- {
 		errs = append(errs, <-errc)
 	}

@@ -458,3 +458,29 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		t.Errorf("Run: err = %v, want one naming FLAKY_WEBHOOK_SCENARIO", err)
 	}
 }
+
+// TestStopsWhenStoppedAtOnce stops servers the moment they start, before
+// their serving goroutines may have begun: each must still stop within
+// seconds. relay all does this when one of its services refuses its
+// configuration.
+func TestStopsWhenStoppedAtOnce(t *testing.T) {
+	cfg := testConfig(t, nil)
+	for i := range 50 {
+		ctx, cancel := context.WithCancel(context.Background())
+		srv, err := Start(ctx, cfg, slog.New(slog.DiscardHandler))
+		cancel()
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- srv.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("server %d: Wait: %v", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("server %d still serves 5s after it was stopped", i)
+		}
+	}
+}
