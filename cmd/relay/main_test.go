@@ -105,10 +105,13 @@ func exitWithin(t *testing.T, done <-chan error, limit time.Duration, what strin
 	}
 }
 
-// TestAllEndsOnSIGTERM starts relay all, waits for it to listen, and
-// wants SIGTERM to end it within seconds, with exit code 0.
+// TestAllEndsOnSIGTERM starts relay all with a misspelled setting, wants
+// a warning about it, waits for relay all to listen, and wants SIGTERM to
+// end it within seconds, with exit code 0.
 func TestAllEndsOnSIGTERM(t *testing.T) {
-	cmd, stdout, stderr, done := relayProcess(t, "all", brokerNowhere(t))
+	env := brokerNowhere(t)
+	env["RETRY_DELAY"] = "5s"
+	cmd, stdout, stderr, done := relayProcess(t, "all", env)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, ok := all.Listening(stdout.String()); ok {
@@ -122,6 +125,9 @@ func TestAllEndsOnSIGTERM(t *testing.T) {
 			t.Fatalf("relay all ended before it was stopped (%v); stderr:\n%s\nstdout:\n%s", err, stderr, stdout)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+	if want := "relay: warning: RETRY_DELAY is set, but relay reads no such variable: did you mean RETRY_DELAYS?"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr:\n%s\nwant %q", stderr, want)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
