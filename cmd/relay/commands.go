@@ -112,9 +112,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	c, rest, err := lookup(args)
 	if err != nil {
-		if errors.Is(err, errUnknown) {
-			usage(stderr)
-		}
 		return err
 	}
 	if c.env != nil && isHelp(rest) {
@@ -152,9 +149,20 @@ func lookup(args []string) (command, []string, error) {
 		}
 	}
 	if len(verbs) > 0 {
-		return command{}, nil, fmt.Errorf("%w: relay %s needs one of: %s", errUsage, name, strings.Join(verbs, ", "))
+		if isHelp(rest) {
+			return command{name: name, summary: "list the " + name + " commands", run: groupHelp(name)}, rest, nil
+		}
+		return command{}, nil, unknownVerb(name, first(rest), verbs)
 	}
-	return command{}, nil, fmt.Errorf("%w: %w %q", errUsage, errUnknown, strings.Join(args, " "))
+	return command{}, nil, unknownCommand(args)
+}
+
+// first is args' first word, or "".
+func first(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return args[0]
 }
 
 // help is `relay help`: the command list; `relay help env [--format
@@ -169,6 +177,12 @@ func help(ctx context.Context, args []string, getenv func(string) string, stdout
 		return envCommand(args[1:], stdout)
 	}
 	c, rest, err := lookup(args)
+	if err != nil && len(args) == 1 {
+		// A group of commands, such as dead, lists its own.
+		if g, _, gerr := lookup([]string{args[0], "--help"}); gerr == nil {
+			return g.run(ctx, nil, getenv, stdout)
+		}
+	}
 	if err != nil {
 		return err
 	}

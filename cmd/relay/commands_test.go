@@ -27,7 +27,14 @@ func TestDispatch(t *testing.T) {
 		{[]string{"status", "-h"}, flag.ErrHelp, ""},
 		{[]string{"nope"}, errUsage, "unknown command"},
 		{[]string{"help", "nope"}, errUsage, "unknown command"},
+		{[]string{"stauts", "ntf_1"}, errUsage, `relay: unknown command "stauts": did you mean relay status?`},
+		{[]string{"help", "sned"}, errUsage, "did you mean relay send?"},
 		{[]string{"dead"}, errUsage, "list, replay, purge"},
+		{[]string{"dead", "lsit"}, errUsage, `relay dead has no command "lsit": did you mean relay dead list? (relay dead needs one of: list, replay, purge, show)`},
+		{[]string{"dead", "--help"}, nil, "dead replay"},
+		{[]string{"dead", "-h"}, nil, "dead purge"},
+		{[]string{"help", "dead"}, nil, "dead show"},
+		{[]string{"worker", "--help"}, nil, "worker email"},
 		{[]string{"retrier", "extra"}, errUsage, "configured by environment"},
 		{[]string{"api", "--help"}, nil, "HTTP_ADDR"},
 		{[]string{"api", "-h"}, nil, "AMQP_URL"},
@@ -85,6 +92,7 @@ func TestLookup(t *testing.T) {
 		{name: "verb missing", args: []string{"worker"}, wantErr: errUsage, wantMsg: "relay worker needs one of: "},
 		{name: "unknown verb", args: []string{"dead", "frob"}, wantErr: errUsage, wantMsg: "relay dead needs one of: list, replay"},
 		{name: "unknown", args: []string{"serve"}, wantErr: errUnknown, wantMsg: `"serve"`},
+		{name: "a group's help", args: []string{"dead", "--help"}, want: "dead", wantRest: []string{"--help"}},
 		{name: "empty", args: nil, wantErr: errUsage},
 	}
 	for _, tt := range tests {
