@@ -5,6 +5,7 @@
 package problem
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -56,11 +57,11 @@ func (p *Problem) Error() string {
 // MarshalJSON writes the standard members, then those of Members.
 func (p *Problem) MarshalJSON() ([]byte, error) {
 	type plain Problem // without this method
-	body, err := json.Marshal((*plain)(p))
+	body, err := marshal((*plain)(p))
 	if err != nil || p.Members == nil {
 		return body, err
 	}
-	more, err := json.Marshal(p.Members)
+	more, err := marshal(p.Members)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +69,19 @@ func (p *Problem) MarshalJSON() ([]byte, error) {
 		return body, nil
 	}
 	return append(append(body[:len(body)-1], ','), more[1:]...), nil
+}
+
+// marshal is json.Marshal without its HTML escaping: a problem is read by
+// people and programs, never run as HTML (Write sends it with nosniff),
+// and "Bearer <token>" should read as such, not as Bearer \u003ctoken\u003e.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // Write answers with p and the headers it calls for.
@@ -81,7 +95,7 @@ func Write(w http.ResponseWriter, p *Problem) {
 	if p.Authenticate != "" {
 		h.Set("WWW-Authenticate", p.Authenticate)
 	}
-	body, err := json.Marshal(p)
+	body, err := marshal(p)
 	if err != nil {
 		// A Problem's members are strings and numbers; this cannot happen.
 		body = []byte(`{"type":"` + Internal + `","title":"Internal error","status":500}`)

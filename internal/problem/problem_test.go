@@ -99,3 +99,19 @@ func TestMembers(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteKeepsAngleBrackets checks a problem reads as written: "Bearer
+// <token>", not "Bearer \u003ctoken\u003e", in its members too.
+func TestWriteKeepsAngleBrackets(t *testing.T) {
+	p := New(Base+"unauthorized", http.StatusUnauthorized, "Missing or invalid bearer token", "send Authorization: Bearer <token> & more")
+	p.Members = struct {
+		Hint string `json:"hint"`
+	}{"<see docs>"}
+	rec := httptest.NewRecorder()
+	Write(rec, p)
+	want := `{"type":"https://relay.dev/problems/unauthorized","title":"Missing or invalid bearer token","status":401,` +
+		`"detail":"send Authorization: Bearer <token> & more","hint":"<see docs>"}` + "\n"
+	if diff := cmp.Diff(want, rec.Body.String()); diff != "" {
+		t.Errorf("body (-want +got):\n%s", diff)
+	}
+}
