@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/retry"
 )
 
 // OneLine returns s with every run of white space, line breaks included,
@@ -63,13 +64,21 @@ func Millis(ms int64) string {
 }
 
 // Label names an attempt: "attempt 2", "attempt 1, round 1" after a
-// replay, and "round 1" for the replay itself.
+// replay, and "round 1" for the replay itself. A cancellation is no
+// attempt, nothing was sent: it stands before the attempt it stopped,
+// "before attempt 1".
 func Label(a notification.Attempt) string {
+	var l string
 	switch {
 	case a.N == 0:
 		return "round " + strconv.Itoa(a.Round)
 	case a.Round > 0:
-		return "attempt " + strconv.Itoa(a.N) + ", round " + strconv.Itoa(a.Round)
+		l = "attempt " + strconv.Itoa(a.N) + ", round " + strconv.Itoa(a.Round)
+	default:
+		l = "attempt " + strconv.Itoa(a.N)
 	}
-	return "attempt " + strconv.Itoa(a.N)
+	if a.Outcome == retry.Cancelled {
+		return "before " + l
+	}
+	return l
 }

@@ -66,6 +66,8 @@ func TestLabel(t *testing.T) {
 		{notification.Attempt{N: 2}, "attempt 2"},
 		{notification.Attempt{N: 1, Round: 1}, "attempt 1, round 1"},
 		{notification.Attempt{N: 0, Round: 2, Outcome: retry.Replayed}, "round 2"},
+		{notification.Attempt{N: 1, Outcome: retry.Cancelled}, "before attempt 1"},
+		{notification.Attempt{N: 3, Round: 1, Outcome: retry.Cancelled}, "before attempt 3, round 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

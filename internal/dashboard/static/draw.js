@@ -303,7 +303,9 @@
       else mark = svg("circle", { cx, cy: y, r });
       mark.setAttribute("class", "mark " + m.outcome);
       mark.setAttribute("data-outcome", m.outcome);
-      const what = m.n === 0 ? "replayed" : "attempt " + m.n + " " + m.outcome + (m.reason ? " (" + m.reason + ")" : "");
+      // A cancellation sends nothing: it stands before the attempt it stopped.
+      const what = (m.n === 0 ? "replayed" : m.outcome === "cancelled" ? "cancelled before attempt " + m.n : "attempt " + m.n + " " + m.outcome) +
+        (m.n !== 0 && m.reason ? " (" + m.reason + ")" : "");
       mark.append(svg("title", null, what + " at +" + fmtDur(m.at - t0)));
       root.append(mark);
       if (m.outcome !== "failed") label.push(what);

@@ -243,7 +243,7 @@ webhook  retrying  the retry stage has not scheduled the next attempt yet
 email    scheduled  due 2026-05-03 10:01:32.000 (in 1m30s)
 
 webhook  cancelled
-  10:00:01.000  attempt 1  cancelled
+  10:00:01.000  before attempt 1  cancelled
 `,
 		},
 		{
