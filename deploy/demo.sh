@@ -20,6 +20,9 @@ export HTTP_ADDR=${HTTP_ADDR:-:8080}
 backup_smtp=${FLAKY_BACKUP_SMTP_ADDR:-127.0.0.1:2526}
 backup_http=${FLAKY_BACKUP_HTTP_ADDR:-127.0.0.1:9092}
 primary_smtp=${FLAKY_SMTP_ADDR:-:2525}
+primary_http=${FLAKY_HTTP_ADDR:-:9090}
+# relay send's webhooks go to relay all's receiver, wherever it listens.
+export DEMO_WEBHOOK_URL=${DEMO_WEBHOOK_URL:-http://127.0.0.1:${primary_http##*:}/webhooks/demo}
 export SMTP_PROVIDERS=${SMTP_PROVIDERS:-2}
 export SMTP_1_NAME=${SMTP_1_NAME:-flaky} SMTP_1_HOST=${SMTP_1_HOST:-127.0.0.1} SMTP_1_PORT=${SMTP_1_PORT:-${primary_smtp##*:}}
 export SMTP_2_NAME=${SMTP_2_NAME:-backup} SMTP_2_HOST=${SMTP_2_HOST:-127.0.0.1} SMTP_2_PORT=${SMTP_2_PORT:-${backup_smtp##*:}}
@@ -55,12 +58,19 @@ if ! listening "$broker_host" "$broker_port"; then
   fi
 fi
 
-# The API's port must be free: otherwise another program answers in
-# relay's place and the demo fails with puzzling 401s.
+# The ports relay listens on must be free: otherwise another program
+# answers in relay's place and the demo fails with puzzling 401s (the
+# API's) or undelivered copies (the fake downstreams').
 if listening 127.0.0.1 "$port"; then
   echo "port $port is taken by another program: stop it, or choose another port with HTTP_ADDR=:8081 make demo"
   exit 1
 fi
+for addr in "$primary_http" "$primary_smtp"; do
+  if listening 127.0.0.1 "${addr##*:}"; then
+    echo "port ${addr##*:} is taken by another program: stop it, or move relay's fake downstreams with FLAKY_HTTP_ADDR=:9190 FLAKY_SMTP_ADDR=:2625 make demo"
+    exit 1
+  fi
+done
 
 for addr in "$backup_smtp" "$backup_http"; do
   if listening 127.0.0.1 "${addr##*:}"; then
@@ -92,6 +102,9 @@ if ! grep -q "$listening_line" "$logfile" || ! curl -fs "$api/readyz" >/dev/null
 fi
 
 echo "relay is up (logs in $logfile). Dashboard: $api/   Token: $API_TOKENS"
+# What relay warned of at start, a misspelled variable say, is worth
+# seeing before the burst.
+grep '^relay: warning: ' "$logfile" || true
 echo "Sending ${DEMO_N:-10} notifications with the schedule $RETRY_DELAYS and ${FLAKY_RATE} transient failures:"
 # Errors are cut to fit the terminal; 100 columns when it is not one.
 width=100

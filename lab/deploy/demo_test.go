@@ -24,24 +24,41 @@ func runDemo(t *testing.T, env ...string) (string, error) {
 }
 
 // TestDemoRefusesATakenPort checks that make demo says so when another
-// program holds the API's port, instead of reporting relay up and then
-// failing with that program's answers.
+// program holds a port relay would listen on, the API's or a fake
+// downstream's, instead of reporting relay up and then failing with that
+// program's answers.
 func TestDemoRefusesATakenPort(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
-	out, err := runDemo(t, "AMQP_URL="+retrytest.URL(t), "HTTP_ADDR=:"+strconv.Itoa(port))
-	if err == nil {
-		t.Fatalf("demo.sh succeeded with its port taken:\n%s", out)
-	}
-	if want := "port " + strconv.Itoa(port) + " is taken by another program"; !strings.Contains(out, want) {
-		t.Errorf("demo.sh said:\n%s\nwant %q", out, want)
-	}
-	if strings.Contains(out, "relay is up") {
-		t.Errorf("demo.sh said relay is up:\n%s", out)
+	for _, variable := range []string{"HTTP_ADDR", "FLAKY_HTTP_ADDR", "FLAKY_SMTP_ADDR"} {
+		t.Run(variable, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+			env := map[string]string{
+				"AMQP_URL": retrytest.URL(t), "HTTP_ADDR": ":" + freeLoopbackPort(t),
+				"FLAKY_HTTP_ADDR": ":" + freeLoopbackPort(t), "FLAKY_SMTP_ADDR": ":" + freeLoopbackPort(t),
+				"FLAKY_BACKUP_HTTP_ADDR": "127.0.0.1:" + freeLoopbackPort(t), "FLAKY_BACKUP_SMTP_ADDR": "127.0.0.1:" + freeLoopbackPort(t),
+			}
+			env[variable] = ":" + port
+			var list []string
+			for k, v := range env {
+				list = append(list, k+"="+v)
+			}
+			out, err := runDemo(t, list...)
+			if err == nil {
+				t.Fatalf("demo.sh succeeded with port %s (%s) taken:\n%s", port, variable, out)
+			}
+			for _, want := range []string{"port " + port + " is taken by another program", variable + "="} {
+				if !strings.Contains(out, want) {
+					t.Errorf("demo.sh said:\n%s\nwant %q", out, want)
+				}
+			}
+			if strings.Contains(out, "relay is up") {
+				t.Errorf("demo.sh said relay is up:\n%s", out)
+			}
+		})
 	}
 }
 
