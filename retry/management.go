@@ -96,21 +96,33 @@ type statusError struct {
 
 func (e *statusError) Error() string { return e.msg }
 
-// ManagementFor derives the management API's address from an AMQP URL: the
-// same host and credentials, port 15672 (15671 and https for amqps), and
-// the URL's virtual host.
+// ErrManagementUnknown is ManagementFor's error for an AMQP URL that names
+// a port other than the default: a broker moved off 5672 has moved its
+// management API off 15672 too, to a port the AMQP URL does not tell, and
+// port 15672 of its host is likely another broker's.
+var ErrManagementUnknown = errors.New("the management API's address cannot be derived from the AMQP URL")
+
+// ManagementFor derives the management API's address from an AMQP URL on
+// the default port (5672, or 5671 for amqps): the same host and
+// credentials, port 15672 (15671 and https for amqps), and the URL's
+// virtual host. For an AMQP URL on any other port it derives nothing
+// (ErrManagementUnknown): give that broker's management API yourself.
 func ManagementFor(amqpURL string) (*Management, error) {
 	u, err := url.Parse(amqpURL)
 	if err != nil {
 		return nil, errors.New("derive the management API address: the AMQP URL does not parse")
 	}
-	scheme, port := "http", "15672"
+	scheme, amqpPort, port := "http", "5672", "15672"
 	switch u.Scheme {
 	case "amqp":
 	case "amqps":
-		scheme, port = "https", "15671"
+		scheme, amqpPort, port = "https", "5671", "15671"
 	default:
 		return nil, fmt.Errorf("derive the management API address: scheme %q, want amqp or amqps", u.Scheme)
+	}
+	if p := u.Port(); p != "" && p != amqpPort {
+		return nil, fmt.Errorf("%w: it names port %s, not %s, so port %s of %s may be another broker's API",
+			ErrManagementUnknown, p, amqpPort, port, u.Hostname())
 	}
 	vhost := "/"
 	if p := strings.TrimPrefix(u.Path, "/"); p != "" {

@@ -161,3 +161,42 @@ func TestHeldWatchOtherCluster(t *testing.T) {
 		t.Errorf("the watch logged on its own: %s", logs.String())
 	}
 }
+
+// TestManagementFor checks what is derived from an AMQP URL: the same host
+// and credentials on the management port, only for a broker on the
+// default port; moved elsewhere, nothing.
+func TestManagementFor(t *testing.T) {
+	tests := []struct {
+		amqp      string
+		want      string
+		wantVhost string
+		wantErr   error // nil, ErrManagementUnknown, or any (errAny)
+	}{
+		{"amqp://u:p@rabbit:5672/", "http://u:p@rabbit:15672", "/", nil},
+		{"amqp://rabbit", "http://guest:guest@rabbit:15672", "/", nil},
+		{"amqps://u:p@rabbit:5671/prod", "https://u:p@rabbit:15671", "prod", nil},
+		{"amqp://u:p@rabbit/a%2Fb", "http://u:p@rabbit:15672", "a/b", nil},
+		{"amqp://u:p@localhost:5673/", "", "", ErrManagementUnknown},
+		{"amqps://u:p@rabbit:5672/", "", "", ErrManagementUnknown},
+		{"http://rabbit:15672", "", "", errAny},
+		{"amqp//u:p@localhost:5672/", "", "", errAny},
+	}
+	for _, tt := range tests {
+		t.Run(tt.amqp, func(t *testing.T) {
+			m, err := ManagementFor(tt.amqp)
+			switch {
+			case tt.wantErr == nil && err != nil:
+				t.Fatalf("ManagementFor: %v", err)
+			case tt.wantErr == errAny && err == nil, tt.wantErr == ErrManagementUnknown && !errors.Is(err, ErrManagementUnknown):
+				t.Fatalf("ManagementFor = %+v, %v; want %v", m, err, tt.wantErr)
+			case tt.wantErr != nil:
+				return
+			}
+			if m.URL != tt.want || m.Vhost != tt.wantVhost {
+				t.Errorf("ManagementFor = %s vhost %q, want %s vhost %q", m.URL, m.Vhost, tt.want, tt.wantVhost)
+			}
+		})
+	}
+}
+
+var errAny = errors.New("any error")

@@ -30,6 +30,9 @@ type Config struct {
 	// StageConcurrency and StagePrefetch are the stages' Concurrency and
 	// Prefetch; zero means 32 and 64.
 	StageConcurrency, StagePrefetch int
+	// NoManagement, with Management nil, means no management API at all
+	// rather than the one ManagementFor derives.
+	NoManagement bool
 	// Name names the pipeline's connections in the management UI; empty
 	// means "relay".
 	Name string
@@ -218,8 +221,12 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 		return err
 	}
 	mgmt := p.cfg.Management
-	if mgmt == nil {
-		mgmt, _ = ManagementFor(urls[0])
+	if mgmt == nil && !p.cfg.NoManagement {
+		var err error
+		if mgmt, err = ManagementFor(urls[0]); errors.Is(err, ErrManagementUnknown) {
+			p.cfg.Logger.Warn("the pipeline does without the management API: no watch for dead letters a quorum queue holds, no moving aside of messages too large for an AMQP frame",
+				"error", err.Error(), "fix", "set Options.Management to the broker's management API, or NoManagement")
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	// The management API relay derives from the AMQP URL may be another

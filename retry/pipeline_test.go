@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/retry/retrytest"
 )
 
 // TestPipelineTopology: the pipeline declares its Config's topology, with
@@ -76,6 +78,48 @@ func TestPipelineStagesForgotten(t *testing.T) {
 			}
 			if got := strings.Contains(log.String(), warning); got != tt.wantLog {
 				t.Errorf("warned %t, want %t; log:\n%s", got, tt.wantLog, log.String())
+			}
+		})
+	}
+}
+
+// TestPipelineManagementNotDerived: a pipeline given no management API
+// derives none from a broker URL off the default port, and says so in its
+// log, unless told it has none (NoManagement). Nothing listens at the
+// URL: the log line of the first failed dial comes after the decision.
+func TestPipelineManagementNotDerived(t *testing.T) {
+	const warning = "the pipeline does without the management API"
+	tests := []struct {
+		name         string
+		url          string
+		noManagement bool
+		wantLog      bool
+	}{
+		{"another port", "amqp://guest:guest@127.0.0.1:1/", false, true},
+		{"another port, none wanted", "amqp://guest:guest@127.0.0.1:1/", true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			log := &retrytest.Buffer{}
+			p := retry.New(retry.Config{
+				Topology:     retry.Topology{Prefix: "mgmt-not-derived.", Backend: retry.TTL},
+				Options:      retry.Options{Logger: slog.New(slog.NewTextHandler(log, nil))},
+				NoManagement: tt.noManagement,
+			})
+			p.StagesElsewhere()
+			p.Handle("jobs", "job", retry.HandlerFunc(func(context.Context, *retry.Message) error { return nil }))
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- p.Run(ctx, tt.url) }()
+			retrytest.Eventually(t, 10*time.Second, func() bool {
+				return strings.Contains(log.String(), "broker connection lost")
+			}, "the pipeline never tried the broker; log:\n%s", log)
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run = %v", err)
+			}
+			if got := strings.Contains(log.String(), warning); got != tt.wantLog {
+				t.Errorf("warned %t, want %t; log:\n%s", got, tt.wantLog, log)
 			}
 		})
 	}
