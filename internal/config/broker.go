@@ -27,7 +27,7 @@ type Broker struct {
 	MetricsAddr  string  `env:"METRICS_ADDR" help:"a host:port such as :9100 where workers and the retrier serve Prometheus /metrics (empty: none; the API serves its own)"`
 	// ManagementURL reaches the broker's management HTTP API, which lets
 	// relay move aside a message too large for an AMQP frame.
-	ManagementURL string `env:"MANAGEMENT_URL" help:"the broker's management HTTP API, used to move aside a message too large for an AMQP frame and, by the retry stages, to watch for dead letters a quorum queue holds and does not forward: an http:// or https:// URL with credentials such as http://guest:guest@localhost:15672; empty: derived from the first broker URL (same host and credentials, port 15672); off: none, and such a message stalls its queue until removed by hand"`
+	ManagementURL string `env:"MANAGEMENT_URL" help:"the broker's management HTTP API, used to move aside a message too large for an AMQP frame and, by the retry stages, to watch for dead letters a quorum queue holds and does not forward: an http:// or https:// URL with credentials such as http://guest:guest@localhost:15672; empty: derived from the first broker URL when it names the default port 5672 (same host and credentials, port 15672), none for a broker on another port, whose API is not on 15672; off: none, and such a message stalls its queue until removed by hand"`
 
 	RetryDelays     string        `env:"RETRY_DELAYS" help:"a comma-separated list of durations such as 500ms,5s,1m,5m, the wait before each retry (empty: 500ms,5s,1m,5m unless RETRY_INITIAL is set)"`
 	RetryMax        int           `env:"RETRY_MAX" help:"a whole number of retries before a message is parked, 0 for the schedule's length (5 for exponential); past the schedule the last delay repeats"`
@@ -58,8 +58,12 @@ func (b Broker) Derived() map[string]string {
 		}
 	}
 	if strings.TrimSpace(b.ManagementURL) == "" && len(b.URLs()) > 0 {
-		if m, err := retry.ManagementFor(b.URLs()[0]); err == nil {
+		m, err := retry.ManagementFor(b.URLs()[0])
+		switch {
+		case err == nil:
 			out["MANAGEMENT_URL"] = m.URL
+		case errors.Is(err, retry.ErrManagementUnknown):
+			out["MANAGEMENT_URL"] = "off" // ManagementMissing says why
 		}
 	}
 	return out
@@ -114,26 +118,46 @@ func (b Broker) URLs() []string {
 	return []string{b.AMQPURL}
 }
 
-// checkURLs checks every entry of AMQP_URLS. AMQP_URL is left to the dial
-// to refuse, as it always was.
+// checkURLs checks AMQP_URL, or every entry of AMQP_URLS when it is set,
+// so that a malformed broker URL is blamed on its variable at start
+// rather than on the dial, or on the MANAGEMENT_URL derived from it.
 func (b Broker) checkURLs() error {
+	if len(b.AMQPURLs) == 0 {
+		if why := badURL(b.AMQPURL); why != "" {
+			return Invalid("AMQP_URL", retry.RedactURL(b.AMQPURL), "an amqp:// or amqps:// URL such as amqp://guest:guest@localhost:5672/ (it "+why+")")
+		}
+		return nil
+	}
 	const want = "a comma-separated list of amqp:// or amqps:// URLs, one per node, such as amqp://guest:guest@rabbit-1:5672/,amqp://guest:guest@rabbit-2:5672/"
 	for i, raw := range b.AMQPURLs {
 		entry := fmt.Sprintf("entry %d of %d", i+1, len(b.AMQPURLs))
 		if raw == "" {
 			return Invalid("AMQP_URLS", b.AMQPURLs.String(), want+" ("+entry+" is empty)")
 		}
-		u, err := url.Parse(raw)
-		switch {
-		case err != nil:
-			return Invalid("AMQP_URLS", b.AMQPURLs.String(), want+" ("+entry+" does not parse: percent-encode reserved characters such as % @ : / , in the user name and password)")
-		case u.Scheme != "amqp" && u.Scheme != "amqps":
-			return Invalid("AMQP_URLS", b.AMQPURLs.String(), want+" ("+entry+" has the scheme "+strconv.Quote(u.Scheme)+")")
-		case u.Hostname() == "":
-			return Invalid("AMQP_URLS", b.AMQPURLs.String(), want+" ("+entry+" names no host)")
+		if why := badURL(raw); why != "" {
+			return Invalid("AMQP_URLS", b.AMQPURLs.String(), want+" ("+entry+" "+why+")")
 		}
 	}
 	return nil
+}
+
+// badURL says what is wrong with raw as a broker URL, or "".
+func badURL(raw string) string {
+	for _, scheme := range []string{"amqp", "amqps"} {
+		if strings.HasPrefix(raw, scheme+"//") || strings.HasPrefix(raw, scheme+":/") && !strings.HasPrefix(raw, scheme+"://") {
+			return "lacks the \"://\" after " + scheme
+		}
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "does not parse: percent-encode reserved characters such as % @ : / , in the user name and password"
+	case u.Scheme != "amqp" && u.Scheme != "amqps":
+		return "has the scheme " + strconv.Quote(u.Scheme)
+	case u.Hostname() == "":
+		return "names no host"
+	}
+	return ""
 }
 
 // Policy builds the retry policy, naming the variable at fault.
@@ -235,10 +259,11 @@ func (b Broker) Topology(routes []retry.Route) (retry.Topology, error) {
 
 // Management returns the client of the broker's management API: the one
 // MANAGEMENT_URL names, else one derived from the first of URLs (same host
-// and credentials, port 15672); nil when MANAGEMENT_URL is off. On a
-// cluster, every node serves the management API of the whole cluster;
-// point MANAGEMENT_URL at a load balancer in front of them to keep it
-// reachable while that first node is down.
+// and credentials, port 15672) when that names the default port; nil when
+// MANAGEMENT_URL is off, or empty with a broker on another port (see
+// ManagementMissing). On a cluster, every node serves the management API
+// of the whole cluster; point MANAGEMENT_URL at a load balancer in front
+// of them to keep it reachable while that first node is down.
 func (b Broker) Management() (*retry.Management, error) {
 	switch v := strings.TrimSpace(b.ManagementURL); {
 	case v == "off":
@@ -255,11 +280,43 @@ func (b Broker) Management() (*retry.Management, error) {
 		m.URL = v
 		return m, nil
 	}
+	// A malformed broker URL is its own variable's fault.
+	if err := b.checkURLs(); err != nil {
+		return nil, err
+	}
 	m, err := retry.ManagementFor(b.URLs()[0])
-	if err != nil {
-		return nil, Invalid("MANAGEMENT_URL", "", "an http(s) URL, or off: it cannot be derived from "+b.urlsVar()+" ("+err.Error()+")")
+	switch {
+	case errors.Is(err, retry.ErrManagementUnknown):
+		return nil, nil
+	case err != nil:
+		return nil, Invalid(b.urlsVar(), retry.RedactURL(b.URLs()[0]), "a broker URL the management API's address can be derived from, or set MANAGEMENT_URL ("+err.Error()+")")
 	}
 	return m, nil
+}
+
+// ManagementMissing returns why relay runs without the management API
+// though MANAGEMENT_URL is not off: it is empty and the first broker URL
+// names a port other than the default, so the API's address cannot be
+// derived (retry.ErrManagementUnknown). It returns nil otherwise.
+func (b Broker) ManagementMissing() error {
+	if strings.TrimSpace(b.ManagementURL) != "" || b.checkURLs() != nil {
+		return nil
+	}
+	first := b.URLs()[0]
+	if _, err := retry.ManagementFor(first); !errors.Is(err, retry.ErrManagementUnknown) {
+		return nil
+	}
+	u, _ := url.Parse(first)
+	scheme, user := "http", "guest:guest"
+	if u.Scheme == "amqps" {
+		scheme = "https"
+	}
+	if u.User != nil {
+		user = u.User.Username() + ":<password>"
+	}
+	return fmt.Errorf("MANAGEMENT_URL is empty and cannot be derived from %s, which names port %s: port 15672 of %s may be another broker's. "+
+		"Set MANAGEMENT_URL to this broker's management API, such as %s://%s@%s:<its management port>, or to off",
+		b.urlsVar(), u.Port(), u.Hostname(), scheme, user, u.Hostname())
 }
 
 // urlsVar names the variable URLs come from.

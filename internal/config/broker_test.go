@@ -84,6 +84,51 @@ func TestBrokerURLsInvalid(t *testing.T) {
 	}
 }
 
+// TestBrokerURLInvalid checks that a malformed AMQP_URL stops the start
+// with an error that names AMQP_URL, whichever of the broker's settings
+// reads it first, and shows no password.
+func TestBrokerURLInvalid(t *testing.T) {
+	tests := []struct {
+		name string
+		url  string
+		want string
+	}{
+		{"the colon missing", "amqp//guest:s3cret@localhost:5672/", `lacks the "://" after amqp`},
+		{"a slash missing", "amqps:/guest:s3cret@localhost:5671/", `lacks the "://" after amqps`},
+		{"scheme", "http://guest:s3cret@localhost:5672/", `has the scheme "http"`},
+		{"no host", "amqp:///vhost", "names no host"},
+		{"does not parse", "amqp://guest:s3cr%t@localhost/", "does not parse"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b Broker
+			env := map[string]string{"AMQP_URL": tt.url}
+			if err := Parse(func(k string) string { return env[k] }, &b); err != nil {
+				t.Fatal(err)
+			}
+			_, terr := b.Topology(nil)
+			_, merr := b.Management()
+			for name, err := range map[string]error{"Topology": terr, "Management": merr} {
+				if err == nil {
+					t.Fatalf("%s with AMQP_URL=%q = nil error, want one", name, tt.url)
+				}
+				msg := err.Error()
+				for _, w := range []string{"AMQP_URL=", tt.want} {
+					if !strings.Contains(msg, w) {
+						t.Errorf("%s: error %q does not contain %q", name, msg, w)
+					}
+				}
+				if strings.Contains(msg, "MANAGEMENT_URL") {
+					t.Errorf("%s: error %q blames MANAGEMENT_URL for AMQP_URL", name, msg)
+				}
+				if strings.Contains(msg, "s3cr") {
+					t.Errorf("%s: error shows the password: %s", name, msg)
+				}
+			}
+		})
+	}
+}
+
 // TestMaskedURLList checks the start-up log's AMQP_URLS: every node is
 // named, and no password shows.
 func TestMaskedURLList(t *testing.T) {
@@ -148,6 +193,62 @@ func TestManagementFromURLs(t *testing.T) {
 			}
 			if m.URL != tt.want {
 				t.Errorf("Management().URL = %q, want %q", m.URL, tt.want)
+			}
+		})
+	}
+}
+
+// TestManagementOffTheDefaultPort checks that no management API is
+// derived for a broker moved off port 5672, whose API is not on 15672
+// (which may be another broker's), and that relay says how to name it.
+func TestManagementOffTheDefaultPort(t *testing.T) {
+	tests := []struct {
+		name        string
+		env         map[string]string
+		want        string // the management API's URL; empty: none
+		wantMissing []string
+		wantDerived string
+	}{
+		{"the default port", map[string]string{"AMQP_URL": "amqp://u:p@localhost:5672/"}, "http://u:p@localhost:15672", nil, "http://u:***@localhost:15672"},
+		{"another port", map[string]string{"AMQP_URL": "amqp://u:p@localhost:5673/"}, "",
+			[]string{"MANAGEMENT_URL is empty", "AMQP_URL, which names port 5673", "port 15672 of localhost may be another broker's", "http://u:<password>@localhost:<its management port>", "or to off"},
+			"off"},
+		{"another port, the first of AMQP_URLS", map[string]string{"AMQP_URLS": "amqps://rabbit-1:5999/,amqps://rabbit-2:5671/"}, "",
+			[]string{"AMQP_URLS, which names port 5999", "https://guest:guest@rabbit-1:<its management port>"}, "off"},
+		{"another port, MANAGEMENT_URL set", map[string]string{"AMQP_URL": "amqp://u:p@localhost:5673/", "MANAGEMENT_URL": "http://u:p@localhost:15673"}, "http://u:p@localhost:15673", nil, ""},
+		{"another port, off", map[string]string{"AMQP_URL": "amqp://u:p@localhost:5673/", "MANAGEMENT_URL": "off"}, "", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b Broker
+			if err := Parse(func(k string) string { return tt.env[k] }, &b); err != nil {
+				t.Fatal(err)
+			}
+			m, err := b.Management()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ""; m != nil && m.URL != tt.want || m == nil && tt.want != got {
+				t.Errorf("Management() = %+v, want %q", m, tt.want)
+			}
+			missing := b.ManagementMissing()
+			if (missing != nil) != (tt.wantMissing != nil) {
+				t.Fatalf("ManagementMissing() = %v, want it to say %q", missing, tt.wantMissing)
+			}
+			for _, w := range tt.wantMissing {
+				if !strings.Contains(missing.Error(), w) {
+					t.Errorf("ManagementMissing() = %q, want it to say %q", missing, w)
+				}
+			}
+			var derived string
+			kv := Masked(b)
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == "MANAGEMENT_URL" {
+					derived = kv[i+1].(string)
+				}
+			}
+			if tt.wantDerived != "" && derived != tt.wantDerived {
+				t.Errorf("the start-up log's MANAGEMENT_URL = %q, want %q", derived, tt.wantDerived)
 			}
 		})
 	}

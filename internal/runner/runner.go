@@ -54,6 +54,10 @@ func Start(ctx context.Context, name string, stdout io.Writer, cfg any, broker c
 	if err != nil {
 		return nil, err
 	}
+	if err := broker.ManagementMissing(); err != nil {
+		log.Warn("relay does without the management API: no watch for dead letters a quorum queue holds, no moving aside of messages too large for an AMQP frame",
+			"error", err.Error())
+	}
 	tr, err := tracing.Start(ctx, "relay-"+name, log)
 	if err != nil {
 		return nil, err
@@ -88,7 +92,9 @@ func (p *Process) Observe(ev retry.Event) {
 // around any middleware the caller adds.
 func (p *Process) Pipeline(rc retry.Config, handlers map[string]retry.Handler) *retry.Pipeline {
 	rc.Topology = p.topo
-	rc.Management, rc.Logger, rc.Observe = p.mgmt, p.Log, p.Observe
+	// No management API (MANAGEMENT_URL=off, or not derivable) is none:
+	// the pipeline derives no other.
+	rc.Management, rc.NoManagement, rc.Logger, rc.Observe = p.mgmt, p.mgmt == nil, p.Log, p.Observe
 	if rc.Name == "" {
 		rc.Name = "relay " + p.Name
 	}
