@@ -44,7 +44,16 @@ broker_port=5672
 [ "$hostport" != "$broker_host" ] && broker_port=${hostport##*:}
 [ "$broker_host" = localhost ] && broker_host=127.0.0.1
 if ! listening "$broker_host" "$broker_port"; then
-  if [ "$broker_host" = 127.0.0.1 ] && command -v rabbitmq-server >/dev/null 2>&1; then
+  if [ "$broker_host" = 127.0.0.1 ] && [ "$broker_port" != 5672 ]; then
+    # The local rabbitmq-server listens on 5672: started for another port,
+    # a mistyped one say, it would not answer there.
+    echo "no RabbitMQ broker on $broker_host:$broker_port, the port AMQP_URL names ($AMQP_URL)."
+    if listening 127.0.0.1 5672; then
+      echo "One listens on the default port 5672: AMQP_URL=amqp://guest:guest@localhost:5672/ make demo"
+    fi
+    echo "Start your broker on $broker_port, or set AMQP_URL to one that runs (amqp://user:password@host:port/). make demo starts the local rabbitmq-server only for the default port, 5672."
+    exit 1
+  elif [ "$broker_host" = 127.0.0.1 ] && command -v rabbitmq-server >/dev/null 2>&1; then
     echo "no broker on $broker_host:$broker_port: starting the local rabbitmq-server"
     rabbitmq-server -detached >/dev/null 2>&1 || true
     for _ in $(seq 1 90); do

@@ -4,7 +4,9 @@ package deploy
 
 import (
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -59,6 +61,34 @@ func TestDemoRefusesATakenPort(t *testing.T) {
 				t.Errorf("demo.sh said relay is up:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestDemoLeavesAnotherPortAlone gives make demo a local broker port
+// nothing listens on, a mistyped one: it must say what it found and how
+// to point it elsewhere, and not start the local rabbitmq-server, which
+// would listen on 5672 and not answer there. A rabbitmq-server first on
+// PATH records whether it was started.
+func TestDemoLeavesAnotherPortAlone(t *testing.T) {
+	bin := t.TempDir()
+	started := filepath.Join(bin, "started")
+	stub := "#!/bin/sh\ntouch " + started + "\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bin, "rabbitmq-server"), []byte(stub), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port := freeLoopbackPort(t)
+	out, err := runDemo(t, "AMQP_URL=amqp://guest:guest@localhost:"+port+"/", "HTTP_ADDR=:0",
+		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	if err == nil {
+		t.Fatalf("demo.sh succeeded without a broker:\n%s", out)
+	}
+	if _, err := os.Stat(started); err == nil {
+		t.Errorf("demo.sh started rabbitmq-server for port %s:\n%s", port, out)
+	}
+	for _, want := range []string{"no RabbitMQ broker on 127.0.0.1:" + port, "set AMQP_URL", "only for the default port, 5672"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo.sh said:\n%s\nwant it to mention %q", out, want)
+		}
 	}
 }
 
