@@ -18,6 +18,11 @@ help: ## list the targets
 build: ## build the relay binary into bin/
 	$(GO) build -o bin/relay ./cmd/relay
 
+.PHONY: install
+install: ## install relay (and the lab's relay-lab) into $(go env GOPATH)/bin, the directory to have on PATH
+	$(GO) install ./cmd/relay
+	$(lab-install)
+
 .PHONY: test
 test: ## unit and integration tests, the lab's too, with the race detector (broker: AMQP_URL, else localhost, else testcontainers)
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) -tags integration $(PKGS)

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -79,6 +81,21 @@ func completionTree(ctx context.Context) []compWord {
 	return append(top, h)
 }
 
+// progName is the name relay was run as, the one a completion script
+// registers for: relay once installed (go install ./cmd/relay, make
+// install), whatever a copy of the template calls its binary. A test
+// binary stands for relay.
+func progName() string {
+	name := filepath.Base(os.Args[0])
+	if name == "" || strings.HasSuffix(name, ".test") || !validProg.MatchString(name) {
+		return "relay"
+	}
+	return name
+}
+
+// validProg matches a name the scripts can register without quoting.
+var validProg = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
 // flagLine matches a flag in the help the flag package prints.
 var flagLine = regexp.MustCompile(`^ {1,4}-([A-Za-z0-9][A-Za-z0-9_.-]*)`)
 
@@ -109,6 +126,8 @@ var completionScripts = template.Must(template.New("").Funcs(template.FuncMap{
 		return strings.Join(names, " ")
 	},
 	"join": func(s []string) string { return strings.Join(s, " ") },
+	// prog is the name the scripts complete: the one relay was run as.
+	"prog": progName,
 	// fishq quotes s for fish, in single quotes.
 	"fishq": func(s string) string {
 		return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
@@ -121,8 +140,8 @@ var completionScripts = template.Must(template.New("").Funcs(template.FuncMap{
 		return b.String()
 	},
 }).Parse(`{{define "bash"}}# bash completion for relay, written by ` + "`relay completion bash`" + `.
-# Load it in this shell:  source <(relay completion bash)
-# or for every shell:     relay completion bash > /etc/bash_completion.d/relay
+# Load it in this shell:  source <({{prog}} completion bash)
+# or for every shell:     {{prog}} completion bash > /etc/bash_completion.d/{{prog}}
 _relay() {
 	local cur=${COMP_WORDS[COMP_CWORD]} words=""
 	if [[ $COMP_CWORD -eq 1 ]]; then
@@ -151,13 +170,13 @@ _relay() {
 	fi
 	COMPREPLY=($(compgen -W "$words" -- "$cur"))
 }
-complete -F _relay relay
+complete -F _relay {{prog}}
 {{end}}
 
-{{- define "zsh"}}#compdef relay
+{{- define "zsh"}}#compdef {{prog}}
 # zsh completion for relay, written by ` + "`relay completion zsh`" + `.
-# Load it in this shell:  source <(relay completion zsh)
-# or for every shell:     relay completion zsh > "${fpath[1]}/_relay"
+# Load it in this shell:  source <({{prog}} completion zsh)
+# or for every shell:     {{prog}} completion zsh > "${fpath[1]}/_{{prog}}"
 _relay() {
 	local -a opts
 	if (( CURRENT == 2 )); then
@@ -189,13 +208,13 @@ _relay() {
 if [[ "${funcstack[1]}" == _relay ]]; then
 	_relay "$@"
 else
-	compdef _relay relay
+	compdef _relay {{prog}}
 fi
 {{end}}
 
 {{- define "fish"}}# fish completion for relay, written by ` + "`relay completion fish`" + `.
-# Load it in this shell:  relay completion fish | source
-# or for every shell:     relay completion fish > ~/.config/fish/completions/relay.fish
+# Load it in this shell:  {{prog}} completion fish | source
+# or for every shell:     {{prog}} completion fish > ~/.config/fish/completions/{{prog}}.fish
 
 # __relay_at succeeds when the words after relay, before the cursor, start
 # with its arguments; with --only, when they are exactly its arguments.
@@ -215,18 +234,18 @@ function __relay_at
 	return 0
 end
 
-complete -c relay -f
+complete -c {{prog}} -f
 {{- range .}}
-complete -c relay -n '__relay_at --only' -a {{.Name}} -d {{fishq .Summary}}
+complete -c {{prog}} -n '__relay_at --only' -a {{.Name}} -d {{fishq .Summary}}
 {{- $cmd := .Name}}
 {{- range .Subs}}
-complete -c relay -n '__relay_at --only {{$cmd}}' -a {{.Name}} -d {{fishq .Summary}}
+complete -c {{prog}} -n '__relay_at --only {{$cmd}}' -a {{.Name}} -d {{fishq .Summary}}
 {{- if .Flags}}
-complete -c relay -n '__relay_at {{$cmd}} {{.Name}}'{{fishflags .Flags}}
+complete -c {{prog}} -n '__relay_at {{$cmd}} {{.Name}}'{{fishflags .Flags}}
 {{- end}}
 {{- end}}
 {{- if .Flags}}
-complete -c relay -n '__relay_at {{.Name}}'{{fishflags .Flags}}
+complete -c {{prog}} -n '__relay_at {{.Name}}'{{fishflags .Flags}}
 {{- end}}
 {{- end}}
 {{end}}`))

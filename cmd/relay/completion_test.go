@@ -182,3 +182,34 @@ func needShell(t *testing.T, shell string) string {
 	}
 	return bin
 }
+
+// TestCompletionForTheNameRun runs relay under another name, as a copy of
+// the template may call its binary, and wants each script to complete
+// that name.
+func TestCompletionForTheNameRun(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := filepath.Join(t.TempDir(), "billing")
+	if err := os.Symlink(self, renamed); err != nil {
+		t.Fatal(err)
+	}
+	for shell, want := range map[string]string{
+		"bash": "complete -F _relay billing\n",
+		"zsh":  "compdef _relay billing\n",
+		"fish": "complete -c billing -f\n",
+	} {
+		t.Run(shell, func(t *testing.T) {
+			cmd := exec.Command(renamed, "-test.run=^$")
+			cmd.Env = append(os.Environ(), asMain+"=1", "RELAY_TEST_ARGS=completion "+shell)
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("billing completion %s: %v", shell, err)
+			}
+			if !strings.Contains(string(out), want) || strings.Contains(string(out), " relay\n") {
+				t.Errorf("billing completion %s registers for another name; want %q:\n%s", shell, want, out)
+			}
+		})
+	}
+}
