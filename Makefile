@@ -28,6 +28,10 @@ test: ## unit and integration tests, the lab's too, with the race detector (brok
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) -tags integration $(PKGS)
 	$(lab-test)
 
+.PHONY: setup
+setup: ## install and start what make test needs, on Debian (needs root; what runs already is left alone): RabbitMQ with its management plugin, PostgreSQL, Redis, chromium, curl, nodejs, zsh, fish
+	@.ci/setup
+
 .PHONY: test-timing
 test-timing: ## timing tests, one package at a time: log how late the delay backends end a wait (binary levels at 10,000 pending) and how late scheduled sends arrive (200, p50/p99/most); assert only that none is early or lost
 	$(GO) test -count=1 -p 1 -tags 'integration timing' -run 'Accuracy' -timeout 10m -v ./retry/ ./services/all/
