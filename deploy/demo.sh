@@ -114,12 +114,18 @@ echo "relay is up (logs in $logfile). Dashboard: $api/   Token: $API_TOKENS"
 # What relay warned of at start, a misspelled variable say, is worth
 # seeing before the burst.
 grep '^relay: warning: ' "$logfile" || true
-echo "Sending ${DEMO_N:-10} notifications with the schedule $RETRY_DELAYS and ${FLAKY_RATE} transient failures:"
-# Errors are cut to fit the terminal; 100 columns when it is not one.
-width=100
-if [ -t 1 ]; then width=$(tput cols 2>/dev/null || echo 100); fi
-[ "$width" -ge 40 ] 2>/dev/null || width=100
-"$relay" send --api "$api" --token "$API_TOKENS" --n "${DEMO_N:-10}" --watch --timeout 2m --width "$width"
+down=${DEMO_DOWN:-1}
+echo "Sending ${DEMO_N:-10} notifications with the schedule $RETRY_DELAYS and ${FLAKY_RATE} transient failures;"
+echo "the webhook of the last $down goes to an endpoint that is always down, retried through the whole schedule and parked:"
+# Errors are cut to fit the terminal, and printed whole when the output
+# is not one (a file, a pipe).
+fit=(--full)
+if [ -t 1 ]; then
+  width=$(tput cols 2>/dev/null || echo 100)
+  [ "$width" -ge 40 ] 2>/dev/null || width=100
+  fit=(--width "$width")
+fi
+"$relay" send --api "$api" --token "$API_TOKENS" --n "${DEMO_N:-10}" --down "$down" --watch --timeout 2m "${fit[@]}"
 echo
 echo "Open $api/ to watch more; send more with:"
 echo "  $relay send --api $api --token $API_TOKENS --n 20"

@@ -11,11 +11,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/relay-demo/relay/internal/apiclient"
+	"github.com/relay-demo/relay/services/flaky"
 )
 
 // Run parses the flags and sends.
@@ -31,6 +33,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	channels := fs.String("channels", "email,webhook", "channels each notification uses: email, webhook or both")
 	to := fs.String("to", "ada@example.com", "email recipient")
 	hook := fs.String("webhook-url", or(getenv("DEMO_WEBHOOK_URL"), "http://localhost:9090/webhooks/demo"), "webhook target `url`")
+	down := fs.Int("down", 0, "send the last `N` notifications' webhooks to the flaky receiver's endpoint that is always down ("+flaky.PathDown+" beside --webhook-url), to watch one retry through the whole schedule and be parked")
 	key := fs.String("idempotency-prefix", "", "send Idempotency-Key <prefix>-<n>, so a rerun yields the same ids")
 	watch := fs.Bool("watch", false, "follow each notification's attempts in the API's history until it is delivered or parked")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up watching after this long")
@@ -79,10 +82,35 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case *in > 0:
 		body["delay"] = in.String()
 	}
+	var downBody map[string]any
+	switch {
+	case *down < 0 || *down > *n:
+		return fmt.Errorf("--down %d: want 0 to --n (%d)", *down, *n)
+	case *down > 0 && body["webhook"] == nil:
+		return fmt.Errorf("--down %d: the down endpoint takes webhooks; add webhook to --channels", *down)
+	case *down > 0:
+		u, err := url.Parse(*hook)
+		if err != nil {
+			return fmt.Errorf("--webhook-url %q: %w", *hook, err)
+		}
+		u.Path, u.RawQuery = flaky.PathDown, ""
+		if downBody, err = notificationBody(*channels, *to, u.String()); err != nil {
+			return err
+		}
+		for _, k := range []string{"send_at", "delay"} {
+			if v, ok := body[k]; ok {
+				downBody[k] = v
+			}
+		}
+	}
 	client := api.Client()
 
 	var sent []apiclient.Accepted
 	for i := range *n {
+		body := body
+		if i >= *n-*down {
+			body = downBody
+		}
 		if i > 0 && *interval > 0 {
 			select {
 			case <-ctx.Done():

@@ -451,3 +451,46 @@ func TestSendWaits(t *testing.T) {
 		})
 	}
 }
+
+// TestSendDown checks that --down sends the last notifications' webhooks
+// to the flaky receiver's endpoint that is always down, beside
+// --webhook-url, and the others where --webhook-url says.
+func TestSendDown(t *testing.T) {
+	var mu sync.Mutex
+	var hooks []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Webhook struct{ URL string } `json:"webhook"`
+			Delay   string               `json:"delay"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		hooks = append(hooks, body.Webhook.URL+" "+body.Delay)
+		id := fmt.Sprintf("ntf_%d", len(hooks))
+		mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+		json.NewEncoder(w).Encode(apiclient.Accepted{ID: id, Channels: []string{"webhook"}})
+	}))
+	defer srv.Close()
+	args := []string{"--api", srv.URL, "--channels", "webhook", "--n", "3", "--down", "1", "--in", "1s",
+		"--webhook-url", "http://127.0.0.1:9191/webhooks/demo?x=1"}
+	if err := Run(context.Background(), args, func(string) string { return "" }, &bytes.Buffer{}); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	want := []string{"http://127.0.0.1:9191/webhooks/demo?x=1 1s", "http://127.0.0.1:9191/webhooks/demo?x=1 1s", "http://127.0.0.1:9191/webhooks/down 1s"}
+	if diff := cmp.Diff(want, hooks); diff != "" {
+		t.Errorf("webhook targets (-want +got):\n%s", diff)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--n", "2", "--down", "3"}, "--down 3: want 0 to --n (2)"},
+		{[]string{"--channels", "email", "--down", "1"}, "add webhook to --channels"},
+	} {
+		err := Run(context.Background(), append([]string{"--api", srv.URL}, tt.args...), func(string) string { return "" }, &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Run(%v) = %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}
