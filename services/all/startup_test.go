@@ -121,3 +121,34 @@ func TestRunRefusesConfigurationAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestRunEndsWhenAPortIsTaken starts relay all with each of its ports
+// held by another program and wants it to end within seconds, naming the
+// address.
+func TestRunEndsWhenAPortIsTaken(t *testing.T) {
+	for _, variable := range []string{"HTTP_ADDR", "FLAKY_HTTP_ADDR", "FLAKY_SMTP_ADDR"} {
+		t.Run(variable, func(t *testing.T) {
+			held, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Close()
+			env := map[string]string{
+				"AMQP_URL": "amqp://guest:guest@" + closedPort(t) + "/", "MANAGEMENT_URL": "off", "DELAY_BACKEND": "ttl",
+				"DATA_DIR": t.TempDir(), "HTTP_ADDR": anyPort, "FLAKY_HTTP_ADDR": anyPort, "FLAKY_SMTP_ADDR": anyPort,
+			}
+			env[variable] = held.Addr().String()
+			logs := &retrytest.Buffer{}
+			done := make(chan error, 1)
+			go func() { done <- all.Run(t.Context(), func(k string) string { return env[k] }, logs) }()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), held.Addr().String()) {
+					t.Errorf("relay all = %v, want an error naming %s", err, held.Addr())
+				}
+			case <-time.After(startupLimit):
+				t.Fatalf("relay all still runs %s after finding %s taken; log:\n%s", startupLimit, held.Addr(), logs)
+			}
+		})
+	}
+}
