@@ -3,9 +3,7 @@ package api
 import (
 	"fmt"
 	"math"
-	"net"
 	"net/http"
-	"net/netip"
 	"path"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/relay-demo/relay/internal/peer"
 	"github.com/relay-demo/relay/internal/problem"
 )
 
@@ -130,27 +129,6 @@ func (l *limiter) size() int {
 	return len(l.buckets)
 }
 
-// clientAddr is the address a request comes from, without its port, as a
-// limiter key: an IPv6 address counts by its /64, which one client
-// usually holds whole. Behind a proxy, every client is the proxy:
-// X-Forwarded-For is not trusted, as anyone can send it.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	ip = ip.Unmap()
-	if ip.Is6() {
-		p, _ := ip.WithZone("").Prefix(64)
-		return p.String()
-	}
-	return ip.String()
-}
-
 // perSecond writes a rate for a message: "50", "0.5".
 func perSecond(rate float64) string {
 	return strconv.FormatFloat(rate, 'f', -1, 64)
@@ -164,7 +142,7 @@ func limitRate(l *limiter, now func() time.Time) func(http.Handler) http.Handler
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			key, whose := identity(r.Context()), "with this token"
 			if key == "" {
-				key, whose = "addr "+clientAddr(r), "from this address"
+				key, whose = "addr "+peer.Addr(r), "from this address"
 			}
 			if ok, wait := l.take(key, now()); !ok {
 				problem.Write(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",
@@ -194,7 +172,7 @@ func limitDashboard(d Deps) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			addr := clientAddr(r)
+			addr := peer.Addr(r)
 			key, whose := "addr "+addr, "from this address"
 			if auth != "" && !d.AuthOff {
 				if ok, wait := d.authFailures.check(addr, d.Now()); !ok {
