@@ -83,7 +83,8 @@ type Deps struct {
 	// DefaultMaxStreams.
 	MaxStreams int
 	// MaxStreamsPerClient caps the event streams open at once from one
-	// client address; zero means DefaultMaxStreamsPerClient.
+	// client address (peer.Addr: an IPv6 address with its /64); zero
+	// means DefaultMaxStreamsPerClient.
 	MaxStreamsPerClient int
 	// Log receives errors; nil discards.
 	Log *slog.Logger

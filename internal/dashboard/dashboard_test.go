@@ -771,6 +771,48 @@ func TestStreamCaps(t *testing.T) {
 	}
 }
 
+// TestStreamCapPerIPv6Network opens event streams from different
+// addresses of one IPv6 /64, as one client holding a whole network can:
+// they count as one client, as the API's rate limits count them, so the
+// per-client cap holds however many addresses the client uses. Another
+// /64, and an IPv4 client, still get theirs.
+func TestStreamCapPerIPv6Network(t *testing.T) {
+	hub := NewHub()
+	s := newServer(Deps{Hub: hub, Authenticate: authenticate, MaxStreams: 10, MaxStreamsPerClient: 2},
+		timing{ping: time.Minute, write: time.Second})
+	// The test's connections all come from loopback: the address a
+	// request claims to come from is set here, before the dashboard
+	// sees it.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.RemoteAddr = r.Header.Get("X-Test-Remote-Addr")
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(hub.Close) // ends the streams before srv.Close waits for them
+	open := func(remote string) int {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/dashboard/events", nil)
+		req.Header.Set("Authorization", "Bearer "+goodToken)
+		req.Header.Set("X-Test-Remote-Addr", remote)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cancel(); resp.Body.Close() })
+		return resp.StatusCode
+	}
+	var got []int
+	for _, remote := range []string{"[2001:db8:1:2::1]:40000", "[2001:db8:1:2::2]:40001", "[2001:db8:1:2:ffff:ffff:ffff:ffff]:40002",
+		"[2001:db8:1:2:abcd::9]:40003", "[2001:db8:1:3::1]:40004", "192.0.2.7:40005"} {
+		got = append(got, open(remote))
+	}
+	if diff := cmp.Diff([]int{200, 200, 429, 429, 200, 200}, got); diff != "" {
+		t.Errorf("streams from one /64, then another /64 and an IPv4 address (-want +got):\n%s", diff)
+	}
+}
+
 // TestSlowClientDropped opens a stream that never reads and floods it:
 // the stream ends, by the hub dropping it or by the write timeout, and
 // gives its place back.
