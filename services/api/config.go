@@ -51,12 +51,20 @@ type Config struct {
 	// may hold.
 	MaxBatch int `env:"MAX_BATCH" envDefault:"500" help:"a whole number of notifications, from 1 to 10000"`
 	// RateLimit is how many requests a second each token may send to /v1/
-	// (each client address with API_AUTH=off), and how many missing or
-	// wrong tokens each client address may send; 0 turns limiting off.
+	// and the dashboard's data (each client address with API_AUTH=off); 0
+	// turns limiting off.
 	RateLimit float64 `env:"API_RATE_LIMIT" envDefault:"0" help:"requests a second per token, such as 50 or 0.5; 0 for no limit"`
 	// RateBurst is how many requests a token may send at once above the
 	// rate; LoadConfig makes 0 twice API_RATE_LIMIT.
 	RateBurst int `env:"API_RATE_BURST" envDefault:"0" help:"a whole number of requests, 1 or more; 0 for twice API_RATE_LIMIT"`
+	// AuthFailureRate is how many missing or wrong bearer tokens each
+	// client address may send a second, to /v1/ and the dashboard
+	// together. It cannot be turned off: guessing tokens is always
+	// limited.
+	AuthFailureRate float64 `env:"API_AUTH_FAILURE_RATE" envDefault:"1" help:"missing or wrong bearer tokens a second per client address, such as 1 or 0.2; more than 0"`
+	// AuthFailureBurst is how many missing or wrong tokens a client
+	// address may send at once above AuthFailureRate.
+	AuthFailureBurst int `env:"API_AUTH_FAILURE_BURST" envDefault:"10" help:"a whole number of missing or wrong bearer tokens, 1 or more"`
 }
 
 // maxBatchCeiling is the highest MAX_BATCH accepted: a batch fans out
@@ -131,6 +139,10 @@ func (c Config) Validate() error {
 		return config.Invalid("API_RATE_LIMIT", fmt.Sprint(c.RateLimit), "requests a second per token, such as 50 or 0.5; 0 for no limit")
 	case c.RateBurst < 0:
 		return config.Invalid("API_RATE_BURST", fmt.Sprint(c.RateBurst), "a whole number of requests, 1 or more; 0 for twice API_RATE_LIMIT")
+	case c.AuthFailureRate <= 0 || math.IsNaN(c.AuthFailureRate) || math.IsInf(c.AuthFailureRate, 0):
+		return config.Invalid("API_AUTH_FAILURE_RATE", fmt.Sprint(c.AuthFailureRate), "missing or wrong bearer tokens a second per client address, such as 1 or 0.2; more than 0")
+	case c.AuthFailureBurst < 1:
+		return config.Invalid("API_AUTH_FAILURE_BURST", fmt.Sprint(c.AuthFailureBurst), "a whole number of missing or wrong bearer tokens, 1 or more")
 	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
 		return config.Invalid("DATA_DIR", c.DataDir, "a writable directory (or set HISTORY_DSN)")
 	}

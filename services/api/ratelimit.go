@@ -24,6 +24,18 @@ const DefaultLimiterKeys = 10_000
 // long enough for their bucket to be full again.
 const sweepEvery = time.Minute
 
+// The limit on failed authentications when Deps leaves it at zero, as
+// API_AUTH_FAILURE_RATE and API_AUTH_FAILURE_BURST default to: a client
+// that mistyped its token sees the 401s of its first tries, while one
+// that guesses gets one guess a second.
+const (
+	// DefaultAuthFailureRate is how many missing or wrong tokens a client
+	// address may send a second.
+	DefaultAuthFailureRate = 1.0
+	// DefaultAuthFailureBurst is how many it may send at once.
+	DefaultAuthFailureBurst = 10
+)
+
 // DefaultBurst is the burst for a rate when none is configured: twice the
 // rate, at least 1.
 func DefaultBurst(rate float64) int {
@@ -157,18 +169,19 @@ func limitRate(l *limiter, now func() time.Time) func(http.Handler) http.Handler
 // limitDashboard puts the dashboard's data under the limits /v1/ has, so
 // that it is no faster way to guess a token (GET /dashboard/session
 // answers whether one is right) nor to read the history. A request with a
-// bearer token is checked as requireToken checks one: from an address
-// whose wrong tokens have spent its bucket, 429 before the token is
-// looked at; a wrong token spends one (and the dashboard answers 401); a
-// right one spends from the token's own bucket, shared with /v1/. A
-// request without a token to a data route (/dashboard/...) spends from
-// its address's bucket. The page and its files are not limited.
+// bearer token is checked as requireToken checks one, whatever the rate
+// limit: from an address whose wrong tokens have spent its bucket, 429
+// before the token is looked at; a wrong token spends one (and the
+// dashboard answers 401). With a rate limit, a right token spends from
+// the token's own bucket, shared with /v1/, and a request without a token
+// to a data route (/dashboard/...) spends from its address's bucket. The
+// page and its files are not limited.
 func limitDashboard(d Deps) func(http.Handler) http.Handler {
 	match := tokenMatcher(d.Tokens)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			auth := r.Header.Get("Authorization")
-			if auth == "" && !strings.HasPrefix(path.Clean("/"+r.URL.Path), "/dashboard/") {
+			if auth == "" && (d.perClient == nil || !strings.HasPrefix(path.Clean("/"+r.URL.Path), "/dashboard/")) {
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -188,6 +201,10 @@ func limitDashboard(d Deps) func(http.Handler) http.Handler {
 					return
 				}
 				key, whose = id, "with this token"
+			}
+			if d.perClient == nil {
+				next.ServeHTTP(w, r)
+				return
 			}
 			if ok, wait := d.perClient.take(key, d.Now()); !ok {
 				problem.Write(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",
