@@ -39,8 +39,8 @@ type Config struct {
 	// IdempotencyTTL is how long an Idempotency-Key is remembered.
 	IdempotencyTTL time.Duration `env:"IDEMPOTENCY_TTL" envDefault:"24h" help:"a positive duration such as 24h"`
 	// DashboardPublic shows the dashboard without a token: its list, the
-	// details and the live events, but no error text, payload or header;
-	// replay still needs a token.
+	// details and the live events, but no error text, payload, header or
+	// webhook URL past its host; replay still needs a token.
 	DashboardPublic bool `env:"DASHBOARD_PUBLIC" envDefault:"false" help:"true or false"`
 	// DashboardMaxStreams caps the dashboard's event streams open at once.
 	DashboardMaxStreams int `env:"DASHBOARD_MAX_STREAMS" envDefault:"2000" help:"a whole number of streams, 1 or more"`
