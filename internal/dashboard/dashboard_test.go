@@ -247,7 +247,11 @@ func (f *fakeHistory) List(_ context.Context, q history.Query) (history.Page, er
 	}
 	var p history.Page
 	for _, n := range f.notifications {
-		if q.Search != "" && !strings.HasPrefix(n.ID, q.Search) && !strings.Contains(strings.Join(n.Recipients, " "), q.Search) {
+		recipients := n.Recipients
+		if q.Public {
+			recipients = recipientsFor(recipients, false)
+		}
+		if q.Search != "" && !strings.HasPrefix(n.ID, q.Search) && !strings.Contains(strings.Join(recipients, " "), q.Search) {
 			continue
 		}
 		s := history.Summary{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: n.Channels, Recipients: n.Recipients}

@@ -62,7 +62,8 @@ type Store struct {
 	pruneBatch int
 }
 
-// Open opens the store the DSN names and applies its migrations.
+// Open opens the store the DSN names, applies its migrations and fills in
+// the text a visitor's search looks in where they left none.
 //
 // The DSN is one of:
 //   - postgres://… or postgresql://…: PostgreSQL (pgx connection string;
@@ -85,6 +86,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, err
 	}
 	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.fillPublicSearch(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}

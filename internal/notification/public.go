@@ -16,6 +16,11 @@ const PublicMask = "***"
 // path), the query or the fragment, and the mask says nothing of how long
 // or how many they are; an email address, a phone number or an endpoint
 // id as it is. Anything else that looks like a URL is masked whole.
+//
+// The history keeps each notification's recipients through it for a
+// visitor's search (history.Query.Public): a change to what it shows
+// needs a migration that clears that text (public_search), which the
+// store then makes again with the new rule.
 func PublicRecipient(r string) string {
 	u, err := url.Parse(r)
 	web := err == nil && (u.Scheme == "http" || u.Scheme == "https")
