@@ -43,8 +43,8 @@ func guessFrom(search func(query string) listView, known string, max int) (recov
 	return recovered, requests
 }
 
-// TestSearchIsNoOracle attacks a public dashboard over a real store as the
-// third hostile probe did: notifications to webhook URLs with a token in
+// TestSearchIsNoOracle attacks a public dashboard over a real store:
+// notifications to webhook URLs with a token in
 // their query and in their path, and a visitor without a token who knows
 // how each secret starts, searches for it a character further each time
 // with one notification a page, and reads the answers and their cursors.
