@@ -1,7 +1,6 @@
 package dashboard
 
 import (
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -58,17 +57,8 @@ func (s *server) allow(r *http.Request) (full bool, refusal *problem.Problem) {
 	return false, unauthorized("send Authorization: Bearer <token>, a token from the API's API_TOKENS", `Bearer realm="relay"`)
 }
 
-// clientOf is the address a request comes from, without its port: what
-// the per-client cap counts. Behind a proxy, every client is the proxy.
-func clientOf(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
-// limiter counts the open event streams, in total and per client.
+// limiter counts the open event streams, in total and per client: a
+// client is a peer.Addr, as the API's rate limits count one.
 type limiter struct {
 	max, perClient int
 
@@ -94,7 +84,7 @@ func (l *limiter) acquire(client string) (release func(), refusal *problem.Probl
 	case l.total >= l.max:
 		return nil, tooMany("the dashboard serves " + strconv.Itoa(l.max) + " event streams already (DASHBOARD_MAX_STREAMS); try again later")
 	case l.clients[client] >= l.perClient:
-		return nil, tooMany("this address has " + strconv.Itoa(l.perClient) + " event streams open already (DASHBOARD_MAX_STREAMS_PER_CLIENT); close one first")
+		return nil, tooMany("this address (an IPv6 one with its /64) has " + strconv.Itoa(l.perClient) + " event streams open already (DASHBOARD_MAX_STREAMS_PER_CLIENT); close one first")
 	}
 	l.total++
 	l.clients[client]++

@@ -525,8 +525,9 @@ func TestDashboardInBrowser(t *testing.T) {
 
 // TestPublicDashboard runs relay with DASHBOARD_PUBLIC=true: visitors
 // without a token get the list, the detail and the live events with no
-// error text and no payload, the page says it is public, and replay still
-// needs the token.
+// error text, no payload and no webhook URL past its host, and cannot
+// find a notification by what they do not see; the page says it is
+// public, and replay still needs the token.
 func TestPublicDashboard(t *testing.T) {
 	r := startRelay(t, map[string]string{"DASHBOARD_PUBLIC": "true"})
 	id, copies := r.parkedWebhook(t, "public@example.com")
@@ -535,14 +536,16 @@ func TestPublicDashboard(t *testing.T) {
 		t.Fatal("the API shows no error text for the failed attempt")
 	}
 
-	for _, path := range []string{"/dashboard/notifications", "/dashboard/notifications/" + id, "/dashboard/queues"} {
+	for _, path := range []string{"/dashboard/notifications", "/dashboard/notifications/" + id, "/dashboard/queues",
+		"/dashboard/timelines?id=" + id, "/dashboard/notifications?q=127.0.0.1"} {
 		code, body := r.call(t, http.MethodGet, path, "", false)
 		if code != http.StatusOK || !strings.Contains(string(body), "{") {
 			t.Errorf("GET %s without a token = %d %s, want 200 on a public dashboard", path, code, body)
 		}
 		// The error text itself, and its status code as an error would
-		// carry it (a bare "503" can be part of a timestamp).
-		for _, leak := range []string{secret, "status 503", `"error"`, `"order"`, "payload"} {
+		// carry it (a bare "503" can be part of a timestamp); the
+		// webhook URL's path.
+		for _, leak := range []string{secret, "status 503", `"error"`, `"order"`, "payload", "/webhooks/"} {
 			if strings.Contains(string(body), leak) {
 				t.Errorf("GET %s without a token shows %q:\n%s", path, leak, body)
 			}
@@ -550,6 +553,14 @@ func TestPublicDashboard(t *testing.T) {
 	}
 	if code, _ := r.call(t, http.MethodGet, "/dashboard/notifications/"+id, "", true); code != http.StatusOK {
 		t.Errorf("GET the detail with the token = %d", code)
+	}
+	// A search for the URL's path finds the notification with the token
+	// only: without one, the answer is the answer to a search for nothing.
+	if _, body := r.call(t, http.MethodGet, "/dashboard/notifications?limit=1&q=webhooks/browser", "", false); string(body) != "{\"notifications\":[]}\n" {
+		t.Errorf("a search for the URL's path without a token = %s, want nothing", body)
+	}
+	if _, body := r.call(t, http.MethodGet, "/dashboard/notifications?limit=1&q=webhooks/browser", "", true); !strings.Contains(string(body), id) {
+		t.Errorf("a search for the URL's path with the token = %s, want %s", body, id)
 	}
 	for _, path := range []string{"/v1/notifications/" + id, "/v1/dead-letters?id=" + id} {
 		if code, _ := r.call(t, http.MethodGet, path, "", false); code != http.StatusUnauthorized {

@@ -15,7 +15,8 @@
 // the live events and the queue depths; replay goes through the API's
 // /v1/dead-letters routes. A public dashboard (DASHBOARD_PUBLIC=true)
 // shows visitors without a token the list, the details and the live
-// events, but never an error text, a payload or a message's headers.
+// events, but never an error text, a payload, a message's headers or
+// what a webhook URL holds after its host (notification.PublicRecipient).
 package dashboard
 
 import (
@@ -83,7 +84,8 @@ type Deps struct {
 	// DefaultMaxStreams.
 	MaxStreams int
 	// MaxStreamsPerClient caps the event streams open at once from one
-	// client address; zero means DefaultMaxStreamsPerClient.
+	// client address (peer.Addr: an IPv6 address with its /64); zero
+	// means DefaultMaxStreamsPerClient.
 	MaxStreamsPerClient int
 	// Log receives errors; nil discards.
 	Log *slog.Logger

@@ -247,7 +247,11 @@ func (f *fakeHistory) List(_ context.Context, q history.Query) (history.Page, er
 	}
 	var p history.Page
 	for _, n := range f.notifications {
-		if q.Search != "" && !strings.HasPrefix(n.ID, q.Search) && !strings.Contains(strings.Join(n.Recipients, " "), q.Search) {
+		recipients := n.Recipients
+		if q.Public {
+			recipients = recipientsFor(recipients, false)
+		}
+		if q.Search != "" && !strings.HasPrefix(n.ID, q.Search) && !strings.Contains(strings.Join(recipients, " "), q.Search) {
 			continue
 		}
 		s := history.Summary{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: n.Channels, Recipients: n.Recipients}
@@ -402,9 +406,11 @@ func TestDetailRedacted(t *testing.T) {
 	if !anonymous.Redacted || full.Redacted {
 		t.Errorf("redacted: anonymous %v, authenticated %v; want true, false", anonymous.Redacted, full.Redacted)
 	}
-	// The redacted view is the full one less the error texts and payload.
+	// The redacted view is the full one less the error texts and payload,
+	// with each webhook URL as its scheme and host.
 	want := full
 	want.Redacted, want.Payload = true, nil
+	want.Recipients = []string{"ada@example.com", "https://hooks.example/***"}
 	want.Copies = append([]notification.Copy(nil), full.Copies...)
 	for i := range want.Copies {
 		c := &want.Copies[i]
@@ -771,6 +777,48 @@ func TestStreamCaps(t *testing.T) {
 	}
 }
 
+// TestStreamCapPerIPv6Network opens event streams from different
+// addresses of one IPv6 /64, as one client holding a whole network can:
+// they count as one client, as the API's rate limits count them, so the
+// per-client cap holds however many addresses the client uses. Another
+// /64, and an IPv4 client, still get theirs.
+func TestStreamCapPerIPv6Network(t *testing.T) {
+	hub := NewHub()
+	s := newServer(Deps{Hub: hub, Authenticate: authenticate, MaxStreams: 10, MaxStreamsPerClient: 2},
+		timing{ping: time.Minute, write: time.Second})
+	// The test's connections all come from loopback: the address a
+	// request claims to come from is set here, before the dashboard
+	// sees it.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.RemoteAddr = r.Header.Get("X-Test-Remote-Addr")
+		s.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(hub.Close) // ends the streams before srv.Close waits for them
+	open := func(remote string) int {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/dashboard/events", nil)
+		req.Header.Set("Authorization", "Bearer "+goodToken)
+		req.Header.Set("X-Test-Remote-Addr", remote)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cancel(); resp.Body.Close() })
+		return resp.StatusCode
+	}
+	var got []int
+	for _, remote := range []string{"[2001:db8:1:2::1]:40000", "[2001:db8:1:2::2]:40001", "[2001:db8:1:2:ffff:ffff:ffff:ffff]:40002",
+		"[2001:db8:1:2:abcd::9]:40003", "[2001:db8:1:3::1]:40004", "192.0.2.7:40005"} {
+		got = append(got, open(remote))
+	}
+	if diff := cmp.Diff([]int{200, 200, 429, 429, 200, 200}, got); diff != "" {
+		t.Errorf("streams from one /64, then another /64 and an IPv4 address (-want +got):\n%s", diff)
+	}
+}
+
 // TestSlowClientDropped opens a stream that never reads and floods it:
 // the stream ends, by the hub dropping it or by the write timeout, and
 // gives its place back.
@@ -919,51 +967,69 @@ func TestPageHasEveryElement(t *testing.T) {
 }
 
 // TestPublicHidesURLSecrets: on a public dashboard, a visitor without a
-// token sees a webhook URL without its query and user information, in the
-// list and the detail, and cannot find a notification by searching for
-// what is hidden; a token shows the URL whole.
+// token sees each webhook URL as its scheme, host and a fixed mask, in
+// every answer it can get: the list, a search, the detail, the timelines
+// and the live events. The secrets a receiver puts after the host, in the
+// path (Slack's and Discord's webhook URLs are all path), the query or the
+// user information, appear in none, and a search for them finds nothing;
+// a token shows the URLs whole.
 func TestPublicHidesURLSecrets(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	const slack = "https://hooks.example/services/T000/B000/XXXXsecretpath"
+	urls := []string{slack, "https://hooks.example/in?tok=SECRET123", "https://user:pw0rd@hooks.example/basic#frag"}
+	secrets := []string{"services", "T000", "B000", "XXXX", "secretpath", "/in", "tok=", "SECRET123", "user", "pw0rd", "basic", "frag"}
 	n := &notification.View{ID: "ntf_hook", CreatedAt: at, Accepted: true, Channels: []string{"email", "webhook"},
-		Recipients: []string{"ada@example.com", "https://hooks.example/in?tok=SECRET123", "https://user:pw0rd@hooks.example/basic"},
-		Copies:     []notification.Copy{{Channel: "webhook", Status: notification.StatusDelivered, UpdatedAt: at}}}
-	h := New(Deps{History: &fakeHistory{notifications: []*notification.View{n}}, Authenticate: authenticate, Public: true})
-	for _, path := range []string{"/dashboard/notifications", "/dashboard/notifications/ntf_hook", "/dashboard/notifications?q=hooks.example"} {
-		resp, body := get(t, h, path, "")
-		if resp.StatusCode != 200 || !strings.Contains(body, `"https://hooks.example/in?***"`) || !strings.Contains(body, `"https://hooks.example/basic?***"`) ||
-			!strings.Contains(body, "ada@example.com") {
-			t.Errorf("anonymous GET %s = %d %s, want the URLs without their secrets", path, resp.StatusCode, body)
-		}
-		if strings.Contains(body, "SECRET123") || strings.Contains(body, "pw0rd") || strings.Contains(body, "user:") {
-			t.Errorf("anonymous GET %s shows a secret: %s", path, body)
+		Recipients: append([]string{"ada@example.com"}, urls...)}
+	for _, u := range urls {
+		// A copy per URL, as a channel that delivers to each recipient on
+		// its own would have.
+		n.Copies = append(n.Copies, notification.Copy{Channel: "webhook", Recipient: u, Status: notification.StatusDelivered, UpdatedAt: at,
+			Attempts: []notification.Attempt{{N: 1, At: at, Outcome: retry.Delivered}}})
+	}
+	hub := NewHub()
+	t.Cleanup(hub.Close)
+	h := New(Deps{Hub: hub, History: &fakeHistory{notifications: []*notification.View{n}}, Authenticate: authenticate, Public: true})
+	leaks := func(what, body string) {
+		t.Helper()
+		for _, s := range secrets {
+			if strings.Contains(body, s) {
+				t.Errorf("anonymous %s shows %q: %s", what, s, body)
+			}
 		}
 	}
-	for _, q := range []string{"SECRET", "tok=", "pw0rd", "user:pw"} {
+	for _, path := range []string{"/dashboard/notifications", "/dashboard/notifications/ntf_hook", "/dashboard/notifications?q=hooks.example",
+		"/dashboard/notifications?q=ada", "/dashboard/timelines?id=ntf_hook"} {
+		resp, body := get(t, h, path, "")
+		if resp.StatusCode != 200 || strings.Count(body, `"https://hooks.example/***"`) < len(urls) {
+			t.Errorf("anonymous GET %s = %d %s, want every URL as https://hooks.example/***", path, resp.StatusCode, body)
+		}
+		leaks("GET "+path, body)
+	}
+	for _, u := range urls {
+		e := ev("ntf_hook", "delivered", 1)
+		e.Channel, e.Recipient = "webhook", u
+		up, err := newUpdate(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(up.Redacted), `"recipient":"https://hooks.example/***"`) {
+			t.Errorf("anonymous event %s, want the recipient https://hooks.example/***", up.Redacted)
+		}
+		leaks("event", string(up.Redacted))
+	}
+	for _, q := range append(secrets, "hooks.example/s", "example/in", "@hooks") {
 		if _, body := get(t, h, "/dashboard/notifications?q="+url.QueryEscape(q), ""); !strings.Contains(body, `{"notifications":[]}`) {
 			t.Errorf("anonymous search for %q found the notification: %s", q, body)
 		}
+	}
+	for _, q := range []string{"XXXXsecretpath", "tok=", "pw0rd"} {
 		if _, body := get(t, h, "/dashboard/notifications?q="+url.QueryEscape(q), "Bearer "+goodToken); !strings.Contains(body, `"id":"ntf_hook"`) {
 			t.Errorf("authenticated search for %q did not find the notification: %s", q, body)
 		}
 	}
-	if _, body := get(t, h, "/dashboard/notifications/ntf_hook", "Bearer "+goodToken); !strings.Contains(body, "https://hooks.example/in?tok=SECRET123") {
-		t.Errorf("authenticated detail without the whole URL: %s", body)
-	}
-}
-
-func TestPublicRecipient(t *testing.T) {
-	for in, want := range map[string]string{
-		"ada@example.com":                        "ada@example.com",
-		"+15555550100":                           "+15555550100",
-		"https://hooks.example/in":               "https://hooks.example/in",
-		"https://hooks.example/in?tok=s":         "https://hooks.example/in?***",
-		"https://u:p@hooks.example:8443/in#frag": "https://hooks.example:8443/in?***",
-		"http://hooks.example/in?":               "http://hooks.example/in?***",
-		"https://hooks.example/%zz?tok=s":        "***",
-		"ep_3kq7ymzd5vbxw2n4c6f7h2j4la":          "ep_3kq7ymzd5vbxw2n4c6f7h2j4la",
-	} {
-		if got := publicRecipient(in); got != want {
-			t.Errorf("publicRecipient(%q) = %q, want %q", in, got, want)
+	for _, path := range []string{"/dashboard/notifications/ntf_hook", "/dashboard/timelines?id=ntf_hook"} {
+		if _, body := get(t, h, path, "Bearer "+goodToken); !strings.Contains(body, slack) {
+			t.Errorf("authenticated GET %s without the whole URL: %s", path, body)
 		}
 	}
 }

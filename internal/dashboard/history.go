@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,54 +50,17 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// publicRecipient is a recipient as a visitor without a token sees it: a
-// webhook URL without its user information, query and fragment, where
-// receivers put access tokens (elsewhere relay keeps them out of logs and
-// errors too); an email address or a phone number as it is.
-func publicRecipient(r string) string {
-	u, err := url.Parse(r)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		if strings.Contains(r, "://") {
-			return "***"
-		}
-		return r
-	}
-	if u.User == nil && u.RawQuery == "" && !u.ForceQuery && u.Fragment == "" {
-		return r
-	}
-	c := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
-	return c.String() + "?***"
-}
-
 // recipientsFor is recipients as a viewer sees them: in full with a token,
-// else each through publicRecipient.
+// else each through notification.PublicRecipient.
 func recipientsFor(recipients []string, full bool) []string {
 	if full || recipients == nil {
 		return nonNil(recipients)
 	}
 	out := make([]string, len(recipients))
 	for i, r := range recipients {
-		out[i] = publicRecipient(r)
+		out[i] = notification.PublicRecipient(r)
 	}
 	return out
-}
-
-// publicMatch reports whether a visitor without a token may see a
-// notification found by search: its id starts with the term, or one of
-// its recipients contains it as the visitor sees them. The store matched
-// whole recipients; a match on the part publicRecipient hides would let a
-// visitor guess a secret a character at a time.
-func publicMatch(id string, recipients []string, search string) bool {
-	term := strings.ToLower(strings.TrimSpace(search))
-	if term == "" || strings.HasPrefix(strings.ToLower(id), term) {
-		return true
-	}
-	for _, r := range recipients {
-		if strings.Contains(strings.ToLower(publicRecipient(r)), term) {
-			return true
-		}
-	}
-	return false
 }
 
 // viewOf is n as the page shows it; without full, no error text, no
@@ -107,7 +69,7 @@ func viewOf(n *notification.View, full bool) detailView {
 	if full {
 		return detailView{View: n.Filled()}
 	}
-	return detailView{View: n.Redacted(publicRecipient), Redacted: true}
+	return detailView{View: n.Redacted(notification.PublicRecipient), Redacted: true}
 }
 
 func historyUnavailable(detail string) *problem.Problem {
@@ -168,6 +130,10 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) error {
 	if p != nil {
 		return p
 	}
+	// A visitor's search looks only at what the visitor sees: were it to
+	// match the rest, the notifications and the cursor it answers with
+	// would tell a hidden token a character at a time.
+	q.Public = !full
 	page, err := store.List(r.Context(), q)
 	switch {
 	case errors.Is(err, history.ErrBadCursor):
@@ -182,17 +148,12 @@ func (s *server) list(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := listView{Notifications: []summaryView{}, NextCursor: page.Next}
 	for _, n := range page.Items {
-		if !full && !publicMatch(n.ID, n.Recipients, q.Search) {
-			// Found only by what a visitor may not see: left out of the
-			// page, which may come out shorter (the cursor still pages on).
-			continue
-		}
 		sv := summaryView{Summary: notification.Summary{ID: n.ID, CreatedAt: n.CreatedAt, DueAt: n.DueAt, Channels: nonNil(n.Channels),
 			Recipients: recipientsFor(n.Recipients, full), Status: n.ChannelStatus()}, Copies: []notification.CopyStatus{}}
 		for _, c := range n.Copies {
 			recipient := c.Recipient
 			if !full {
-				recipient = publicRecipient(recipient)
+				recipient = notification.PublicRecipient(recipient)
 			}
 			sv.Copies = append(sv.Copies, notification.CopyStatus{Channel: c.Channel, Recipient: recipient, Status: c.Status})
 		}

@@ -34,7 +34,7 @@ func newUpdate(ev notification.Event) (*Update, error) {
 		return nil, err
 	}
 	u := &Update{ID: ev.ID, Full: full, Redacted: full}
-	if public := publicRecipient(ev.Recipient); ev.Error != "" || public != ev.Recipient {
+	if public := notification.PublicRecipient(ev.Recipient); ev.Error != "" || public != ev.Recipient {
 		ev.Error, ev.Recipient = "", public
 		if u.Redacted, err = frame(ev); err != nil {
 			return nil, err

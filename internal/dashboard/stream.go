@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/relay-demo/relay/internal/peer"
 	"github.com/relay-demo/relay/internal/problem"
 )
 
@@ -25,7 +26,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) error {
 		return &problem.Problem{Type: problem.Base + "no-event-source", Title: "No event source",
 			Status: http.StatusServiceUnavailable, Detail: "this dashboard follows no pipeline events"}
 	}
-	client := clientOf(r)
+	client := peer.Addr(r)
 	release, refusal := s.streams.acquire(client)
 	if refusal != nil {
 		return refusal

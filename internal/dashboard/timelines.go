@@ -41,7 +41,8 @@ type timelineMark struct {
 // axis, {"timelines": {"ntf_…": [copy, …]}}. An id the history does not
 // know is left out.
 func (s *server) timelines(w http.ResponseWriter, r *http.Request) error {
-	if _, refusal := s.allow(r); refusal != nil {
+	full, refusal := s.allow(r)
+	if refusal != nil {
 		return refusal
 	}
 	v := r.URL.Query()
@@ -77,7 +78,11 @@ func (s *server) timelines(w http.ResponseWriter, r *http.Request) error {
 		}
 		copies := []timelineView{}
 		for _, c := range n.Copies {
-			tv := timelineView{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status, NextAttemptAt: c.NextAttemptAt, Attempts: []timelineMark{}}
+			recipient := c.Recipient
+			if !full {
+				recipient = notification.PublicRecipient(recipient)
+			}
+			tv := timelineView{Channel: c.Channel, Recipient: recipient, Status: c.Status, NextAttemptAt: c.NextAttemptAt, Attempts: []timelineMark{}}
 			for _, a := range c.Attempts {
 				tv.Attempts = append(tv.Attempts, timelineMark{N: a.N, Round: a.Round, At: a.At, Outcome: a.Outcome, Reason: a.Reason, DelayMS: a.DelayMS})
 			}

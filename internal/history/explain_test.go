@@ -49,6 +49,7 @@ func TestExplain(t *testing.T) {
 		{name: "list, email retrying", list: &history.Query{Channel: "email", Status: "retrying"}},
 		{name: "list, search a recipient", list: &history.Query{Search: "user12345@"}},
 		{name: "list, search an id", list: &history.Query{Search: mid}},
+		{name: "list, a visitor's search", list: &history.Query{Search: "user12345@", Public: true}},
 		{name: "record, read back a batch's events", args: func(s *history.Store) (string, []any) {
 			return history.LoadEventsQuery(s, []string{history.SeedID(1), history.SeedID(n / 3), mid})
 		}, sqliteWant: []string{"SEARCH events USING PRIMARY KEY (notification_id=?)"}},

@@ -42,6 +42,11 @@ type Query struct {
 	// Search keeps notifications whose id starts with it or with a
 	// recipient that contains it, case-insensitively.
 	Search string
+	// Public makes Search look only at what a viewer without a token
+	// sees: the id, and each recipient as notification.PublicRecipient
+	// shows it. A search that matched the rest would tell such a viewer,
+	// by the notifications and cursors it answers with, what is hidden.
+	Public bool
 	// Limit is the page size: DefaultLimit when 0, at most MaxLimit.
 	Limit int
 	// Cursor is the Next of the previous page; empty for the first.
@@ -199,9 +204,14 @@ func (s *Store) listQuery(q Query) (query string, args []any, limit int, err err
 		}
 		// The id is the first line of search, the recipients the others:
 		// the id starts with the term, or a line after the first holds it.
-		// On PostgreSQL one trigram index serves both.
+		// On PostgreSQL one trigram index serves both. public_search is
+		// NULL, and matches nothing, until Open has filled it in.
+		col := "n.search"
+		if q.Public {
+			col = "n.public_search"
+		}
 		esc := escapeLike(term)
-		where = append(where, `(n.search LIKE `+arg(esc+"%")+` ESCAPE '\' OR n.search LIKE `+arg("%\n%"+esc+"%")+` ESCAPE '\')`)
+		where = append(where, `(`+col+` LIKE `+arg(esc+"%")+` ESCAPE '\' OR `+col+` LIKE `+arg("%\n%"+esc+"%")+` ESCAPE '\')`)
 	}
 	query = `SELECT n.id, n.created_at, n.due_at, n.accepted, n.channels, n.recipients FROM notifications n`
 	if len(where) > 0 {

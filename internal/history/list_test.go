@@ -76,6 +76,11 @@ func TestList(t *testing.T) {
 		{"search wildcards match themselves", history.Query{Search: "%"}, nil},
 		{"search underscore matches itself", history.Query{Search: "a_1"}, nil},
 		{"search and status", history.Query{Search: "example.com", Status: "parked"}, []string{"ntf_aa2"}},
+		{"a visitor's search: an id", history.Query{Search: "ntf_b", Public: true}, []string{"ntf_b4", "ntf_b3"}},
+		{"a visitor's search: an address", history.Query{Search: "example.com", Public: true}, []string{"ntf_aa2", "ntf_aa1"}},
+		{"a visitor's search: a webhook URL's host", history.Query{Search: "https://hooks.example.org", Public: true}, []string{"ntf_b3"}},
+		{"a visitor's search: a webhook URL's path", history.Query{Search: "example.org/x", Public: true}, nil},
+		{"a visitor's search: what stands for the path", history.Query{Search: "example.org/***", Public: true}, []string{"ntf_b3"}},
 		{"limit", history.Query{Limit: 2}, []string{"ntf_c5", "ntf_b4"}},
 	}
 	forEachBackend(t, func(t *testing.T, s *history.Store) {

@@ -20,7 +20,7 @@ const loadChunk = 5000
 
 // The columns Load writes, in the order of its rows.
 var (
-	loadNotificationCols = []string{"id", "created_at", "accepted", "channels", "recipients", "search", "payload"}
+	loadNotificationCols = []string{"id", "created_at", "accepted", "channels", "recipients", "search", "public_search", "payload"}
 	loadCopyCols         = []string{"notification_id", "channel", "recipient", "status", "reason", "round", "attempts", "last_error", "next_attempt_at", "updated_at"}
 	loadEventCols        = []string{"notification_id", "channel", "recipient", "round", "attempt", "outcome", "at", "error", "reason", "delay_ms", "duration_ms", "service", "provider"}
 	loadAttemptCols      = []string{"notification_id", "channel", "recipient", "round", "attempt", "at", "outcome", "error", "reason", "service", "delay_ms", "waited_ms", "duration_ms", "provider"}
@@ -104,7 +104,7 @@ func (r *loadRows) add(d dialect, a notification.Accepted, events []notification
 		payload = string(a.Payload)
 	}
 	r.notifications = append(r.notifications, []any{a.ID, d.ts(a.CreatedAt), d.bool(true), string(channels), string(recipients),
-		searchText(a.ID, a.Recipients), payload})
+		searchText(a.ID, a.Recipients), publicSearchText(a.ID, a.Recipients), payload})
 
 	// The events as Record keeps them: one per key, the winner of
 	// duplicates, a replay's attempt 0.

@@ -134,7 +134,7 @@ func TestLoadMatchesAcceptAndRecord(t *testing.T) {
 				t.Errorf("Get(%s) after Load (-Accept and Record +Load):\n%s", n.a.ID, diff)
 			}
 		}
-		for _, q := range []history.Query{{}, {Status: notification.StatusRetrying}, {Channel: "sms"}, {Search: "ada@"}} {
+		for _, q := range []history.Query{{}, {Status: notification.StatusRetrying}, {Channel: "sms"}, {Search: "ada@"}, {Search: "hooks.example.com/***", Public: true}} {
 			want, err := recorded.List(ctx, q)
 			if err != nil {
 				t.Fatal(err)

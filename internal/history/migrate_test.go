@@ -167,3 +167,89 @@ func TestCopyRecipientsMigration(t *testing.T) {
 		})
 	}
 }
+
+// TestPublicSearchMigration fills a database at schema version 9, before
+// a visitor's search had a text of its own, and opens it with this
+// release: Open fills in that text for every notification, a batch at a
+// time, so that a visitor's search finds the old notifications by what
+// it sees of them, and not by what it does not; a text cleared again, as
+// a migration does when notification.PublicRecipient changes, is filled
+// in at the next Open.
+func TestPublicSearchMigration(t *testing.T) {
+	const n = 2500 // more than one batch, and a part of one
+	created := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
+	for _, backend := range historytest.Backends() {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxOf(t)
+			dsn := historytest.DSN(t, backend)
+			old, err := history.OpenAt(ctx, dsn, 9)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := history.Seed(ctx, old, n, created); err != nil {
+				t.Fatalf("seed the version 9 schema: %v", err)
+			}
+			old.Close()
+
+			open := func() *history.Store {
+				t.Helper()
+				s, err := history.Open(ctx, dsn)
+				if err != nil {
+					t.Fatalf("open: %v", err)
+				}
+				t.Cleanup(func() { s.Close() })
+				return s
+			}
+			check := func(s *history.Store) {
+				t.Helper()
+				if rows, err := history.QueryText(ctx, s, "SELECT count(*) FROM notifications WHERE public_search IS NULL"); err != nil || rows[0][0] != "0" {
+					t.Errorf("notifications without public search text after Open: %v, %v", rows, err)
+				}
+				id := history.SeedID(7)
+				rows, err := history.QueryText(ctx, s, "SELECT public_search FROM notifications WHERE id = '"+id+"'")
+				if want := id + "\nuser7@example.com\nhttps://hooks.example.com/***"; err != nil || len(rows) != 1 || rows[0][0] != want {
+					t.Errorf("public search text of %s = %q, %v; want %q", id, rows, err, want)
+				}
+				for _, tc := range []struct {
+					q    history.Query
+					want int
+				}{
+					{history.Query{Search: "user1234@", Public: true}, 1},
+					{history.Query{Search: "hooks.example.com/***", Public: true, Limit: history.MaxLimit}, history.MaxLimit},
+					{history.Query{Search: "hooks.example.com/1234", Public: true}, 0},
+					{history.Query{Search: "hooks.example.com/1234"}, 1},
+				} {
+					page, err := s.List(ctx, tc.q)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(page.Items) != tc.want {
+						t.Errorf("List(%+v): %d notifications, want %d", tc.q, len(page.Items), tc.want)
+					}
+				}
+			}
+			s := open()
+			check(s)
+			if backend == historytest.Postgres {
+				// Where search has its trigram index, the visitor's text has one too.
+				rows, err := history.QueryText(ctx, s, `SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()
+					AND indexname IN ('notifications_search_trgm', 'notifications_public_search_trgm') ORDER BY indexname`)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rows) == 1 {
+					t.Errorf("trigram indexes %q: one without the other", rows)
+				}
+			}
+			if err := history.Exec(ctx, s, "UPDATE notifications SET public_search = NULL"); err != nil {
+				t.Fatal(err)
+			}
+			if page, err := s.List(ctx, history.Query{Search: "user1234@", Public: true}); err != nil || len(page.Items) != 0 {
+				t.Errorf("a visitor's search found %d notifications without public search text (%v), want none", len(page.Items), err)
+			}
+			s.Close()
+			check(open())
+		})
+	}
+}

@@ -39,7 +39,7 @@ func (s *Store) Accept(ctx context.Context, ns []notification.Accepted) error {
 	// lock their rows in the same order and cannot deadlock.
 	slices.SortFunc(batch, func(a, b notification.Accepted) int { return cmp.Compare(a.ID, b.ID) })
 
-	args := make([]any, 0, len(batch)*8)
+	args := make([]any, 0, len(batch)*9)
 	for _, n := range batch {
 		channels, _ := json.Marshal(nonNil(n.Channels))
 		recipients, _ := json.Marshal(nonNil(n.Recipients))
@@ -52,17 +52,19 @@ func (s *Store) Accept(ctx context.Context, ns []notification.Accepted) error {
 			at := micro(n.DueAt)
 			due = &at
 		}
-		args = append(args, n.ID, s.d.ts(micro(n.CreatedAt)), s.d.nullTS(due), s.d.bool(true), string(channels), string(recipients), searchText(n.ID, n.Recipients), payload)
+		args = append(args, n.ID, s.d.ts(micro(n.CreatedAt)), s.d.nullTS(due), s.d.bool(true), string(channels), string(recipients), searchText(n.ID, n.Recipients),
+			publicSearchText(n.ID, n.Recipients), payload)
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		accepted := map[string]bool{}
 		err := queryRows(ctx, tx, s.d,
-			`INSERT INTO notifications (id, created_at, due_at, accepted, channels, recipients, search, payload) `,
+			`INSERT INTO notifications (id, created_at, due_at, accepted, channels, recipients, search, public_search, payload) `,
 			` ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, due_at = excluded.due_at, accepted = excluded.accepted,
-				channels = excluded.channels, recipients = excluded.recipients, search = excluded.search, payload = excluded.payload
+				channels = excluded.channels, recipients = excluded.recipients, search = excluded.search, public_search = excluded.public_search,
+				payload = excluded.payload
 			WHERE notifications.accepted = false
 			RETURNING id`,
-			[]string{"text", "timestamptz", "timestamptz", "boolean", "jsonb", "jsonb", "text", "json"}, args, func(rows *sql.Rows) error {
+			[]string{"text", "timestamptz", "timestamptz", "boolean", "jsonb", "jsonb", "text", "text", "json"}, args, func(rows *sql.Rows) error {
 				var id string
 				if err := rows.Scan(&id); err != nil {
 					return err
@@ -207,9 +209,9 @@ func (s *Store) Record(ctx context.Context, events []notification.Event) error {
 		}
 		affected[copyOf(e)] = true
 	}
-	placeholders := make([]any, 0, 3*len(ids))
+	placeholders := make([]any, 0, 4*len(ids))
 	for _, id := range ids {
-		placeholders = append(placeholders, id, s.d.ts(first[id]), searchText(id, nil))
+		placeholders = append(placeholders, id, s.d.ts(first[id]), searchText(id, nil), publicSearchText(id, nil))
 	}
 	rows := make([]any, 0, len(eventTypes)*len(evs))
 	for _, e := range evs {
@@ -222,10 +224,10 @@ func (s *Store) Record(ctx context.Context, events []notification.Event) error {
 		// that two batches about one notification take turns and each
 		// derives its copies from every event committed before it.
 		if err := execRows(ctx, tx, s.d,
-			`INSERT INTO notifications (id, created_at, search) `,
+			`INSERT INTO notifications (id, created_at, search, public_search) `,
 			` ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at
 			WHERE notifications.accepted = false AND excluded.created_at < notifications.created_at`,
-			[]string{"text", "timestamptz", "text"}, placeholders); err != nil {
+			[]string{"text", "timestamptz", "text", "text"}, placeholders); err != nil {
 			return fmt.Errorf("insert placeholder notifications: %w", err)
 		}
 		if err := execRows(ctx, tx, s.d,
@@ -377,4 +379,15 @@ func dedupe(s []string) []string {
 // then the recipients, one a line, all lower-cased.
 func searchText(id string, recipients []string) string {
 	return strings.ToLower(id + "\n" + strings.Join(recipients, "\n"))
+}
+
+// publicSearchText is what List's Search looks in for a viewer without a
+// token (Query.Public): searchText with each recipient as
+// notification.PublicRecipient shows it.
+func publicSearchText(id string, recipients []string) string {
+	public := make([]string, len(recipients))
+	for i, r := range recipients {
+		public[i] = notification.PublicRecipient(r)
+	}
+	return searchText(id, public)
 }

@@ -69,7 +69,8 @@ type Store struct {
 	path string
 }
 
-// Open opens the store the DSN names and applies its migrations.
+// Open opens the store the DSN names, applies its migrations and fills in
+// the text a visitor's search looks in where they left none.
 //
 // The DSN is one of:
 //   - postgres://… or postgresql://…: PostgreSQL (pgx connection string;
@@ -105,6 +106,10 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	if err := s.sealStored(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.fillPublicSearch(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relay-demo/relay/internal/peer"
 	"github.com/relay-demo/relay/internal/problem"
 )
 
@@ -41,7 +42,7 @@ func requireToken(tokens []string, failures *limiter, now func() time.Time) func
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var addr string
 			if failures != nil {
-				addr = clientAddr(r)
+				addr = peer.Addr(r)
 				if ok, wait := failures.check(addr, now()); !ok {
 					problem.Write(w, rateLimited(fmt.Sprintf("more than %s request(s) a second with a missing or wrong bearer token from this address; try again after Retry-After",
 						perSecond(float64(failures.rate))), wait))

@@ -42,8 +42,8 @@ type Config struct {
 	// IdempotencyTTL is how long an Idempotency-Key is remembered.
 	IdempotencyTTL time.Duration `env:"IDEMPOTENCY_TTL" envDefault:"24h" help:"a positive duration such as 24h"`
 	// DashboardPublic shows the dashboard without a token: its list, the
-	// details and the live events, but no error text, payload or header;
-	// replay still needs a token.
+	// details and the live events, but no error text, payload, header or
+	// webhook URL past its host; replay still needs a token.
 	DashboardPublic bool `env:"DASHBOARD_PUBLIC" envDefault:"false" help:"true or false"`
 	// DashboardMaxStreams caps the dashboard's event streams open at once.
 	DashboardMaxStreams int `env:"DASHBOARD_MAX_STREAMS" envDefault:"2000" help:"a whole number of streams, 1 or more"`
@@ -56,13 +56,20 @@ type Config struct {
 	// RateLimit is how many copies a second each token may make through
 	// /v1/ (each client address with API_AUTH=off): a request that sends
 	// notifications costs one per copy they make, any other request one.
-	// Each client address may also send that many missing or wrong tokens
-	// a second. 0 turns limiting off.
+	// 0 turns limiting off.
 	RateLimit float64 `env:"API_RATE_LIMIT" envDefault:"0" help:"copies a second per token (a notification costs one per copy, any other request one), such as 50 or 0.5; 0 for no limit"`
 	// RateBurst is how many copies a token may make at once above the
 	// rate, and so the most one request may make; LoadConfig makes 0
 	// twice API_RATE_LIMIT.
 	RateBurst int `env:"API_RATE_BURST" envDefault:"0" help:"a whole number of copies, 1 or more, also the most one request may make; 0 for twice API_RATE_LIMIT"`
+	// AuthFailureRate is how many missing or wrong bearer tokens each
+	// client address may send a second, to /v1/ and the dashboard
+	// together. It cannot be turned off: guessing tokens is always
+	// limited.
+	AuthFailureRate float64 `env:"API_AUTH_FAILURE_RATE" envDefault:"1" help:"missing or wrong bearer tokens a second per client address, such as 1 or 0.2; more than 0"`
+	// AuthFailureBurst is how many missing or wrong tokens a client
+	// address may send at once above AuthFailureRate.
+	AuthFailureBurst int `env:"API_AUTH_FAILURE_BURST" envDefault:"10" help:"a whole number of missing or wrong bearer tokens, 1 or more"`
 }
 
 // maxBatchCeiling is the highest MAX_BATCH accepted: a batch fans out
@@ -137,6 +144,10 @@ func (c Config) Validate() error {
 		return config.Invalid("API_RATE_LIMIT", fmt.Sprint(c.RateLimit), "copies a second per token, such as 50 or 0.5; 0 for no limit")
 	case c.RateBurst < 0:
 		return config.Invalid("API_RATE_BURST", fmt.Sprint(c.RateBurst), "a whole number of copies, 1 or more; 0 for twice API_RATE_LIMIT")
+	case c.AuthFailureRate <= 0 || math.IsNaN(c.AuthFailureRate) || math.IsInf(c.AuthFailureRate, 0):
+		return config.Invalid("API_AUTH_FAILURE_RATE", fmt.Sprint(c.AuthFailureRate), "missing or wrong bearer tokens a second per client address, such as 1 or 0.2; more than 0")
+	case c.AuthFailureBurst < 1:
+		return config.Invalid("API_AUTH_FAILURE_BURST", fmt.Sprint(c.AuthFailureBurst), "a whole number of missing or wrong bearer tokens, 1 or more")
 	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
 		return config.Invalid("DATA_DIR", c.DataDir, "a writable directory (or set HISTORY_DSN)")
 	}

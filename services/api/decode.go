@@ -71,7 +71,7 @@ func decodeRequest(body io.Reader) (*notification.Notification, error) {
 func decodeTimed(body io.Reader) (*notification.Notification, when, error) {
 	all, typ := request()
 	req := reflect.New(typ)
-	dec := json.NewDecoder(body)
+	dec := json.NewDecoder(&depthReader{r: body})
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(req.Interface()); err != nil {
 		return nil, when{}, decodeProblem(err, dec.InputOffset(), "a request holds "+shape(all))
@@ -81,6 +81,10 @@ func decodeTimed(body io.Reader) (*notification.Notification, when, error) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return nil, when{}, tooLarge(tooBig.Limit)
+		}
+		var tooDeep *tooDeepError
+		if errors.As(err, &tooDeep) {
+			return nil, when{}, malformed(tooDeep.Error())
 		}
 		return nil, when{}, malformed(fmt.Sprintf("unexpected data after the JSON object, at byte offset %d", dec.InputOffset()))
 	}
@@ -148,12 +152,15 @@ func shape(all []channel.Channel) string {
 func decodeProblem(err error, offset int64, holds string) *Problem {
 	var (
 		tooBig    *http.MaxBytesError
+		tooDeep   *tooDeepError
 		syntax    *json.SyntaxError
 		wrongType *json.UnmarshalTypeError
 	)
 	switch {
 	case errors.As(err, &tooBig):
 		return tooLarge(tooBig.Limit)
+	case errors.As(err, &tooDeep):
+		return malformed(tooDeep.Error())
 	case errors.Is(err, io.EOF):
 		return malformed("the body is empty: want a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):

@@ -3,9 +3,7 @@ package api
 import (
 	"fmt"
 	"math"
-	"net"
 	"net/http"
-	"net/netip"
 	"path"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/relay-demo/relay/internal/peer"
 	"github.com/relay-demo/relay/internal/problem"
 )
 
@@ -24,6 +23,18 @@ const DefaultLimiterKeys = 10_000
 // sweepEvery is how often a limiter drops the keys that have been idle
 // long enough for their bucket to be full again.
 const sweepEvery = time.Minute
+
+// The limit on failed authentications when Deps leaves it at zero, as
+// API_AUTH_FAILURE_RATE and API_AUTH_FAILURE_BURST default to: a client
+// that mistyped its token sees the 401s of its first tries, while one
+// that guesses gets one guess a second.
+const (
+	// DefaultAuthFailureRate is how many missing or wrong tokens a client
+	// address may send a second.
+	DefaultAuthFailureRate = 1.0
+	// DefaultAuthFailureBurst is how many it may send at once.
+	DefaultAuthFailureBurst = 10
+)
 
 // DefaultBurst is the burst for a rate when none is configured: twice the
 // rate, at least 1.
@@ -146,27 +157,6 @@ func (l *limiter) size() int {
 	return len(l.buckets)
 }
 
-// clientAddr is the address a request comes from, without its port, as a
-// limiter key: an IPv6 address counts by its /64, which one client
-// usually holds whole. Behind a proxy, every client is the proxy:
-// X-Forwarded-For is not trusted, as anyone can send it.
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return host
-	}
-	ip = ip.Unmap()
-	if ip.Is6() {
-		p, _ := ip.WithZone("").Prefix(64)
-		return p.String()
-	}
-	return ip.String()
-}
-
 // perSecond writes a rate for a message: "50", "0.5".
 func perSecond(rate float64) string {
 	return strconv.FormatFloat(rate, 'f', -1, 64)
@@ -179,7 +169,7 @@ func rateKey(r *http.Request) (key, whose string) {
 	if id := identity(r.Context()); id != "" {
 		return id, "with this token"
 	}
-	return "addr " + clientAddr(r), "from this address"
+	return "addr " + peer.Addr(r), "from this address"
 }
 
 // limitRate answers 429 to a client over its rate. Each bearer token has
@@ -230,22 +220,23 @@ func (d Deps) chargeCopies(r *http.Request, copies int) *Problem {
 // limitDashboard puts the dashboard's data under the limits /v1/ has, so
 // that it is no faster way to guess a token (GET /dashboard/session
 // answers whether one is right) nor to read the history. A request with a
-// bearer token is checked as requireToken checks one: from an address
-// whose wrong tokens have spent its bucket, 429 before the token is
-// looked at; a wrong token spends one (and the dashboard answers 401); a
-// right one spends from the token's own bucket, shared with /v1/. A
-// request without a token to a data route (/dashboard/...) spends from
-// its address's bucket. The page and its files are not limited.
+// bearer token is checked as requireToken checks one, whatever the rate
+// limit: from an address whose wrong tokens have spent its bucket, 429
+// before the token is looked at; a wrong token spends one (and the
+// dashboard answers 401). With a rate limit, a right token spends from
+// the token's own bucket, shared with /v1/, and a request without a token
+// to a data route (/dashboard/...) spends from its address's bucket. The
+// page and its files are not limited.
 func limitDashboard(d Deps) func(http.Handler) http.Handler {
 	match := tokenMatcher(d.Tokens)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			auth := r.Header.Get("Authorization")
-			if auth == "" && !strings.HasPrefix(path.Clean("/"+r.URL.Path), "/dashboard/") {
+			if auth == "" && (d.perClient == nil || !strings.HasPrefix(path.Clean("/"+r.URL.Path), "/dashboard/")) {
 				next.ServeHTTP(w, r)
 				return
 			}
-			addr := clientAddr(r)
+			addr := peer.Addr(r)
 			key, whose := "addr "+addr, "from this address"
 			if auth != "" && !d.AuthOff {
 				if ok, wait := d.authFailures.check(addr, d.Now()); !ok {
@@ -261,6 +252,10 @@ func limitDashboard(d Deps) func(http.Handler) http.Handler {
 					return
 				}
 				key, whose = id, "with this token"
+			}
+			if d.perClient == nil {
+				next.ServeHTTP(w, r)
+				return
 			}
 			if ok, wait := d.perClient.take(key, d.Now()); !ok {
 				problem.Write(w, rateLimited(fmt.Sprintf("more than %s request(s) a second %s (a burst of %d at most); try again after Retry-After",

@@ -21,13 +21,15 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time          { return c.t }
 func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
-// limited is a test server with API_RATE_LIMIT=rate, API_RATE_BURST=burst
-// and a clock of its own.
+// limited is a test server with API_RATE_LIMIT=rate, API_RATE_BURST=burst,
+// the same limit on failed tokens (API_AUTH_FAILURE_RATE and _BURST) and
+// a clock of its own.
 func limited(t *testing.T, rate float64, burst int, change func(*Deps)) (http.Handler, *clock) {
 	t.Helper()
 	c := &clock{t: now}
 	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
 		d.RateLimit, d.RateBurst, d.Now = rate, burst, c.now
+		d.AuthFailureRate, d.AuthFailureBurst = rate, burst
 		if change != nil {
 			change(d)
 		}
@@ -212,16 +214,14 @@ func TestRateLimitAuthOff(t *testing.T) {
 	}
 }
 
+// TestRateLimitOffByDefault: without API_RATE_LIMIT, a right token's
+// requests are not limited; wrong ones are, whatever the configuration
+// (TestWrongTokensLimitedByDefault).
 func TestRateLimitOffByDefault(t *testing.T) {
 	h, _, _ := testServer(t, nil)
 	for i := range 1000 {
 		if code, _ := postFrom(h, addrA, bearA); code != http.StatusAccepted {
 			t.Fatalf("request %d: status %d, want 202", i+1, code)
-		}
-	}
-	for i := range 1000 {
-		if code, _ := postFrom(h, addrA, wrong); code != http.StatusUnauthorized {
-			t.Fatalf("wrong token %d: status %d, want 401", i+1, code)
 		}
 	}
 	cfg, err := LoadConfig(func(k string) string { return map[string]string{"API_TOKENS": tokenA}[k] })
@@ -230,6 +230,10 @@ func TestRateLimitOffByDefault(t *testing.T) {
 	}
 	if cfg.RateLimit != 0 || cfg.RateBurst != 0 {
 		t.Errorf("API_RATE_LIMIT = %v, API_RATE_BURST = %d by default, want 0 and 0 (off)", cfg.RateLimit, cfg.RateBurst)
+	}
+	if cfg.AuthFailureRate != DefaultAuthFailureRate || cfg.AuthFailureBurst != DefaultAuthFailureBurst {
+		t.Errorf("API_AUTH_FAILURE_RATE = %v, API_AUTH_FAILURE_BURST = %d by default, want %v and %d",
+			cfg.AuthFailureRate, cfg.AuthFailureBurst, DefaultAuthFailureRate, DefaultAuthFailureBurst)
 	}
 }
 
@@ -342,25 +346,6 @@ func TestLimiter(t *testing.T) {
 	})
 }
 
-func TestClientAddr(t *testing.T) {
-	tests := []struct{ remote, want string }{
-		{"192.0.2.1:1234", "192.0.2.1"},
-		{"192.0.2.1", "192.0.2.1"},
-		{"[::ffff:192.0.2.1]:80", "192.0.2.1"},
-		{"[2001:db8:1:2:3:4:5:6]:443", "2001:db8:1:2::/64"},
-		{"[2001:db8:1:2:ffff::9]:443", "2001:db8:1:2::/64"},
-		{"[fe80::1%eth0]:80", "fe80::/64"},
-		{"@unix", "@unix"},
-	}
-	for _, tt := range tests {
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		r.RemoteAddr = tt.remote
-		if got := clientAddr(r); got != tt.want {
-			t.Errorf("clientAddr(%q) = %q, want %q", tt.remote, got, tt.want)
-		}
-	}
-}
-
 // dashboardFrom GETs path from addr with the Authorization header auth
 // ("" for none) and returns the status.
 func dashboardFrom(h http.Handler, path, addr, auth string) int {
@@ -427,5 +412,53 @@ func TestRateLimitDashboard(t *testing.T) {
 	c.advance(time.Second)
 	if code := dashboardFrom(h, "/dashboard/session", addrA, wrong); code != http.StatusUnauthorized {
 		t.Errorf("a wrong token a second later: %d, want 401", code)
+	}
+}
+
+// TestWrongTokensLimitedByDefault guesses tokens against a server with no
+// rate limit configured (API_RATE_LIMIT=0, the default, as on the compose
+// demo's public dashboard): GET /dashboard/session and /v1/ answer the
+// burst of failures 401, then 429 before a token is looked at, so that
+// guessing goes no faster than the failure rate.
+func TestWrongTokensLimitedByDefault(t *testing.T) {
+	c := &clock{t: now}
+	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
+		d.Now = c.now
+		d.Dashboard = dashboard.New(dashboard.Deps{Authenticate: dashboardAccess(d.Tokens, false), Public: true})
+	})
+	count := map[int]int{}
+	for i := range 2000 {
+		guess := fmt.Sprintf("Bearer guess-%016d", i)
+		count[dashboardFrom(h, "/dashboard/session", addrA, guess)]++
+	}
+	if diff := cmp.Diff(map[int]int{401: 10, 429: 1990}, count); diff != "" {
+		t.Errorf("guesses on /dashboard/session (-want +got):\n%s", diff)
+	}
+	if code, _ := postFrom(h, addrA, wrong); code != http.StatusTooManyRequests {
+		t.Errorf("a guess on /v1/ after the dashboard's: %d, want 429", code)
+	}
+	count = map[int]int{}
+	for i := range 2000 {
+		code, _ := postFrom(h, addrB, fmt.Sprintf("Bearer guess-%016d", i))
+		count[code]++
+	}
+	if diff := cmp.Diff(map[int]int{401: 10, 429: 1990}, count); diff != "" {
+		t.Errorf("guesses on /v1/ (-want +got):\n%s", diff)
+	}
+	// Another address with the right token is not concerned, nor is a
+	// visitor without a token on the public dashboard, and a right token
+	// is not limited at all without API_RATE_LIMIT.
+	for i := range 100 {
+		if code, _ := postFrom(h, "203.0.113.9:1", bearA); code != http.StatusAccepted {
+			t.Fatalf("right token %d from another address: %d, want 202", i+1, code)
+		}
+		if code := dashboardFrom(h, "/dashboard/session", "203.0.113.9:1", ""); code != http.StatusOK {
+			t.Fatalf("anonymous session %d: %d, want 200", i+1, code)
+		}
+	}
+	// One failure a second earns one more guess a second.
+	c.advance(time.Second)
+	if got := []int{dashboardFrom(h, "/dashboard/session", addrA, wrong), dashboardFrom(h, "/dashboard/session", addrA, wrong)}; !cmp.Equal(got, []int{401, 429}) {
+		t.Errorf("guesses a second later: %v, want [401 429]", got)
 	}
 }

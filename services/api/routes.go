@@ -40,9 +40,7 @@ func routes(r *chi.Mux, deps Deps, m *metrics) {
 	if deps.Dashboard != nil {
 		// The page, its files and its data: "/", /static/ and /dashboard/.
 		r.Group(func(dash chi.Router) {
-			if deps.perClient != nil {
-				dash.Use(limitDashboard(deps))
-			}
+			dash.Use(limitDashboard(deps))
 			deps.Dashboard.Routes(dash)
 		})
 	}

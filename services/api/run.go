@@ -185,14 +185,16 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 		DeadLetters: func() DeadLetterStore {
 			return dialedDeadLetters{urls: cfg.URLs(), topo: topo, observe: emitter.Observe}
 		},
-		History:        store,
-		Endpoints:      store,
-		EndpointRules:  rules,
-		IdempotencyTTL: cfg.IdempotencyTTL,
-		MaxBatch:       cfg.MaxBatch,
-		RateLimit:      cfg.RateLimit,
-		RateBurst:      cfg.RateBurst,
-		TracerProvider: tr.Provider(),
+		History:          store,
+		Endpoints:        store,
+		EndpointRules:    rules,
+		IdempotencyTTL:   cfg.IdempotencyTTL,
+		MaxBatch:         cfg.MaxBatch,
+		RateLimit:        cfg.RateLimit,
+		RateBurst:        cfg.RateBurst,
+		AuthFailureRate:  cfg.AuthFailureRate,
+		AuthFailureBurst: cfg.AuthFailureBurst,
+		TracerProvider:   tr.Provider(),
 		Ready: func() error {
 			p := current.Load()
 			switch {

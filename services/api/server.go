@@ -104,13 +104,21 @@ type Deps struct {
 	// RateLimit is how many copies a second each token may make through
 	// /v1/ (each client address while AuthOff): a request that sends
 	// notifications costs a token per copy, any other request one. Zero
-	// means no limit. Each client address may also send that many missing
-	// or wrong tokens.
+	// means no limit.
 	RateLimit float64
 	// RateBurst is how many copies over the rate a token may make at
 	// once, and so the most one request may make; zero means
 	// DefaultBurst(RateLimit).
 	RateBurst int
+	// AuthFailureRate is how many missing or wrong bearer tokens each
+	// client address may send a second, to /v1/ and the dashboard
+	// together; zero means DefaultAuthFailureRate. Failures are always
+	// limited: over the limit, an address's requests with a token get 429
+	// before the token is looked at.
+	AuthFailureRate float64
+	// AuthFailureBurst is how many failures over the rate an address may
+	// send at once; zero means DefaultAuthFailureBurst.
+	AuthFailureBurst int
 	// LimiterKeys bounds the tokens and addresses the rate limits follow;
 	// zero means DefaultLimiterKeys.
 	LimiterKeys int
@@ -123,7 +131,7 @@ type Deps struct {
 
 	events       string       // the events exchange, for the accepted records
 	perClient    *limiter     // the rate of each token (or address), nil for none
-	authFailures *limiter     // the rate of each address's failed authentications
+	authFailures *limiter     // the rate of each address's failed authentications, never nil
 	tracer       trace.Tracer // nil: nothing is traced
 }
 
@@ -275,16 +283,22 @@ func (d Deps) withDefaults() Deps {
 	if d.MaxBatch <= 0 {
 		d.MaxBatch = DefaultMaxBatch
 	}
+	if d.LimiterKeys <= 0 {
+		d.LimiterKeys = DefaultLimiterKeys
+	}
 	if d.RateLimit > 0 {
 		if d.RateBurst <= 0 {
 			d.RateBurst = DefaultBurst(d.RateLimit)
 		}
-		if d.LimiterKeys <= 0 {
-			d.LimiterKeys = DefaultLimiterKeys
-		}
 		d.perClient = newLimiter(d.RateLimit, d.RateBurst, d.LimiterKeys)
-		d.authFailures = newLimiter(d.RateLimit, d.RateBurst, d.LimiterKeys)
 	}
+	if d.AuthFailureRate <= 0 {
+		d.AuthFailureRate = DefaultAuthFailureRate
+	}
+	if d.AuthFailureBurst <= 0 {
+		d.AuthFailureBurst = DefaultAuthFailureBurst
+	}
+	d.authFailures = newLimiter(d.AuthFailureRate, d.AuthFailureBurst, d.LimiterKeys)
 	d.events = events.ExchangeName(d.Topology)
 	if d.TracerProvider != nil {
 		d.tracer = d.TracerProvider.Tracer("github.com/relay-demo/relay/services/api")

@@ -19,6 +19,9 @@
   const LIST_RELOAD_DEBOUNCE_MS = 800;
   const STREAM_RETRY_MIN_MS = 1000;
   const STREAM_RETRY_MAX_MS = 15000;
+  // PAYLOAD_INDENT_DEPTH is how deep the payload is indented; below it,
+  // each value is written on one line.
+  const PAYLOAD_INDENT_DEPTH = 32;
 
   const $ = (id) => document.getElementById(id);
 
@@ -608,7 +611,12 @@
     if (seq !== detail.seq || id !== detail.id || !running) return;
     const parked = n.copies.some((c) => c.status === "parked");
     if (parked && session.authenticated && detail.deadLetters === null) loadDeadLetters(id);
-    drawDetail(n);
+    try {
+      drawDetail(n);
+    } catch (err) {
+      // Whatever failed to draw, the detail goes on following the copies.
+      appError("The notification could not be drawn: " + message(err));
+    }
     // Follow a copy that is not done yet, and one just replayed, whose
     // replay the history may not have recorded yet.
     const moving = n.copies.some((c) => c.status === "queued" || c.status === "retrying" || c.status === "scheduled") ||
@@ -648,7 +656,48 @@
     $("detail-redacted").hidden = !n.redacted;
     $("copies").replaceChildren(...n.copies.map((c) => drawCopy(n, c)));
     $("payload-box").hidden = !n.payload;
-    $("payload").textContent = n.payload ? JSON.stringify(n.payload, null, 2) : "";
+    $("payload").textContent = n.payload ? payloadText(n.payload) : "";
+  }
+
+  // payloadText writes a payload as JSON.stringify(value, null, 2) does,
+  // indented down to PAYLOAD_INDENT_DEPTH and on one line below, with a
+  // stack of its own. A payload may nest thousands of levels deep (the
+  // API once took 10,000): JSON.stringify recurses and throws a RangeError
+  // long before that, and an indent per level would make lines of
+  // thousands of spaces.
+  function payloadText(value) {
+    const out = [];
+    // What is left to write, last first: a value with its depth, or text.
+    const todo = [{ value, depth: 0 }];
+    while (todo.length > 0) {
+      const next = todo.pop();
+      if (typeof next === "string") {
+        out.push(next);
+        continue;
+      }
+      const { value: v, depth } = next;
+      if (v === null || typeof v !== "object") {
+        out.push(JSON.stringify(v) ?? "null");
+        continue;
+      }
+      const array = Array.isArray(v);
+      const keys = array ? null : Object.keys(v);
+      const n = array ? v.length : keys.length;
+      const [open, close] = array ? ["[", "]"] : ["{", "}"];
+      if (n === 0) {
+        out.push(open + close);
+        continue;
+      }
+      const indent = depth < PAYLOAD_INDENT_DEPTH;
+      const inner = indent ? "\n" + "  ".repeat(depth + 1) : "";
+      todo.push((indent ? "\n" + "  ".repeat(depth) : "") + close);
+      for (let i = n - 1; i >= 0; i--) {
+        todo.push({ value: array ? v[i] : v[keys[i]], depth: depth + 1 });
+        todo.push((i > 0 ? "," : "") + inner + (array ? "" : JSON.stringify(keys[i]) + (indent ? ": " : ":")));
+      }
+      todo.push(open);
+    }
+    return out.join("");
   }
 
   function drawCopy(n, c) {
