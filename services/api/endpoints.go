@@ -555,9 +555,10 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				io.Reader
 				io.Closer
 			}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-			// Only a body that names an endpoint needs decoding here; the
-			// route decodes every body once anyway.
-			if err != nil || int64(len(body)) > deps.MaxBody || !bytes.Contains(body, []byte(`"endpoint"`)) {
+			// Every body is decoded here, not only one holding the bytes
+			// "endpoint": the decoder matches keys ignoring case and reads
+			// escapes, so "ENDPOINT" and "endp\u006fint" name an endpoint too.
+			if err != nil || int64(len(body)) > deps.MaxBody {
 				next.ServeHTTP(w, r)
 				return nil
 			}

@@ -274,6 +274,10 @@ func TestNotificationNamesEndpoint(t *testing.T) {
 		{"url and endpoint", "/v1/notifications", `{"webhook":{"url":"https://x.example/","endpoint":"` + on.ID + `","payload":1}}`, 422, "webhook.endpoint", "not both"},
 		{"batch, all enabled", "/v1/notifications/batch", `{"notifications":[` + part(on.ID) + `,` + part(on.ID) + `]}`, 202, "", ""},
 		{"batch, one disabled", "/v1/notifications/batch", `{"notifications":[` + part(on.ID) + `,` + part(off.ID) + `]}`, 422, "notifications[1].webhook.endpoint", "disabled"},
+		// The decoder matches keys ignoring case and reads escapes: so does the check.
+		{"unknown, key in capitals", "/v1/notifications", `{"webhook":{"ENDPOINT":"` + gone + `","payload":{"n":1}}}`, 422, "webhook.endpoint", "no endpoint has the id"},
+		{"disabled, key escaped", "/v1/notifications", `{"webhook":{"endp\u006fint":"` + off.ID + `","payload":{"n":1}}}`, 422, "webhook.endpoint", "is disabled"},
+		{"batch, one unknown, key mixed case", "/v1/notifications/batch", `{"notifications":[` + part(on.ID) + `,{"webhook":{"EndPoint":"` + gone + `","payload":1}}]}`, 422, "notifications[1].webhook.endpoint", "no endpoint has the id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
