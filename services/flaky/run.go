@@ -175,7 +175,14 @@ func (s *Server) supervise(ctx context.Context, stopServing context.CancelFunc, 
 	wg.Go(func() { shutdown("http", s.httpSrv.Shutdown, s.httpSrv.Close) })
 	// The SMTP server waits for idle connections too and cannot be closed
 	// once shutdown has begun, so stragglers are cut at the socket.
-	wg.Go(func() { shutdown("smtp", s.smtpSrv.Shutdown, s.smtpLn.closeConns) })
+	wg.Go(func() {
+		shutdown("smtp", s.smtpSrv.Shutdown, s.smtpLn.closeConns)
+		// The SMTP server closes only the listeners it has begun to serve:
+		// one shut down before its Serve ran would accept for ever, and Wait
+		// with it. Closed here, its Serve returns at once, the server being
+		// done. (http.Server remembers its shutdown and needs no help.)
+		s.smtpLn.Close()
+	})
 	wg.Wait()
 	for ; running > 0; running-- {
 		errs = append(errs, <-errc)

@@ -394,6 +394,33 @@ func TestSlowWebhookEndsOnShutdown(t *testing.T) {
 	}
 }
 
+// TestStopsWhenCancelledAtOnce cancels the server the moment it starts,
+// as relay all does when another service refuses its configuration: the
+// SMTP server's shutdown may run before it has begun to serve, and Wait
+// must still return.
+func TestStopsWhenCancelledAtOnce(t *testing.T) {
+	cfg := testConfig(t, nil)
+	logger := slog.New(slog.DiscardHandler)
+	for i := range 200 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		srv, err := Start(ctx, cfg, logger)
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- srv.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("start %d: Wait: %v", i, err)
+			}
+		case <-time.After(2 * shutdownTimeout):
+			t.Fatalf("start %d: Wait has not returned %s after the server was cancelled", i, 2*shutdownTimeout)
+		}
+	}
+}
+
 func TestRun(t *testing.T) {
 	env := map[string]string{
 		"FLAKY_HTTP_ADDR":        "127.0.0.1:0",
