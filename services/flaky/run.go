@@ -76,6 +76,16 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 	} else {
 		logger.Warn("WEBHOOK_SECRET is empty, webhook signatures are not checked")
 	}
+	var smsV verifier
+	if cfg.SMSSecret != "" {
+		signer, err := webhooks.NewSigner(cfg.SMSSecret)
+		if err != nil {
+			return nil, fmt.Errorf("sms secret: %w", err)
+		}
+		smsV = signer
+	} else {
+		logger.Warn("SMS_SECRET is empty, the SMS gateway's signatures are not checked")
+	}
 
 	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -93,12 +103,13 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 	stats := NewStats(cfg.EmailScenario, cfg.WebhookScenario)
 	mux := http.NewServeMux()
 	routes(mux, deps{
-		logger:   logger,
-		stats:    stats,
-		scenario: cfg.scenario(Webhook, start),
-		verifier: v,
-		now:      time.Now,
-		ctx:      serveCtx,
+		logger:      logger,
+		stats:       stats,
+		scenario:    cfg.scenario(Webhook, start),
+		verifier:    v,
+		smsVerifier: smsV,
+		now:         time.Now,
+		ctx:         serveCtx,
 	})
 	s := &Server{
 		logger: logger,

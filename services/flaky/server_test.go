@@ -24,6 +24,9 @@ import (
 
 const testSecret = "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHMtb2YtZmxha3ktMDE="
 
+// testSMSSecret is the SMS gateway's own key in the tests.
+const testSMSSecret = "whsec_c21zLWdhdGV3YXkta2V5LWZvci10ZXN0cy1vZi1mbGFreQ=="
+
 // testConfig is the default configuration with both listeners on free
 // loopback ports, changed by change.
 func testConfig(t *testing.T, change func(*Config)) Config {
@@ -161,6 +164,26 @@ func TestWebhooks(t *testing.T) {
 			want: []answer{{Status: 401}, {Status: 401}},
 			stats: ChannelStats{
 				Scenario: Healthy, Received: 2, FailedByCode: map[int]int{401: 2}, Attempts: map[string][]time.Time{},
+			},
+		},
+		{
+			name: "the SMS gateway takes only requests signed with its own key for an SMS",
+			cfg:  func(c *Config) { c.WebhookSecret = testSecret; c.SMSSecret = testSMSSecret },
+			webhooks: []webhook{
+				// A bare webhook replayed: signed with WEBHOOK_SECRET.
+				{path: "/webhooks/sms", id: "msg_1", body: `{"to":"+15551234567","text":"hi"}`, signWith: testSecret},
+				{path: "/webhooks/sms", id: "msg_2", body: `{"type":"sms","to":"+15551234567","text":"hi"}`, signWith: testSecret},
+				// Its own key, but a body signed for another purpose.
+				{path: "/webhooks/sms", id: "msg_3", body: `{"to":"+15551234567","text":"hi"}`, signWith: testSMSSecret},
+				{path: "/webhooks/sms-fail", id: "msg_4", body: `{"type":"webhook","to":"+15551234567","text":"hi"}`, signWith: testSMSSecret},
+				{path: "/webhooks/sms", id: "msg_5", body: `{"type":"sms","to":"+15551234567","text":"hi"}`, signWith: testSMSSecret},
+				// The other paths keep WEBHOOK_SECRET.
+				{path: "/webhooks/orders", id: "msg_6", body: `{}`, signWith: testSMSSecret},
+			},
+			want: []answer{{Status: 401}, {Status: 401}, {Status: 401}, {Status: 401}, {Status: 200}, {Status: 401}},
+			stats: ChannelStats{
+				Scenario: Healthy, Received: 6, Accepted: 1, FailedByCode: map[int]int{401: 5},
+				Attempts: map[string][]time.Time{"msg_5": make([]time.Time, 1)},
 			},
 		},
 		{
