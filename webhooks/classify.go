@@ -105,6 +105,9 @@ func transportError(ctx context.Context, where string, err error, timeout time.D
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
+	// What the name resolved to, the resolver and the local end are the
+	// sender's network, not the receiver's business.
+	err = RedactAddresses(err)
 	switch {
 	case errors.Is(err, ErrForbiddenAddress):
 		// The name resolves into the service's own network. DNS could

@@ -175,10 +175,23 @@ func (g Guard) Control(network, address string, _ syscall.RawConn) error {
 		return fmt.Errorf("%w %q: not an ip:port", ErrForbiddenAddress, address)
 	}
 	if reason := g.reason(ap.Addr()); reason != "" {
-		return fmt.Errorf("%w %s (%s)", ErrForbiddenAddress, ap.Addr(), reason)
+		return &forbiddenError{addr: ap.Addr(), reason: reason}
 	}
 	return nil
 }
+
+// forbiddenError is the guard's refusal of an address: it names the
+// address, which RedactAddresses can then take out again.
+type forbiddenError struct {
+	addr   netip.Addr
+	reason string
+}
+
+func (e *forbiddenError) Error() string {
+	return fmt.Sprintf("%v %s (%s)", ErrForbiddenAddress, e.addr, e.reason)
+}
+
+func (e *forbiddenError) Unwrap() error { return ErrForbiddenAddress }
 
 // Allowed reports whether a webhook may connect to ip.
 func (g Guard) Allowed(ip netip.Addr) bool {

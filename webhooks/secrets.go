@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"encoding/base64"
 	"net/http"
@@ -42,4 +43,13 @@ func Headers(id string, ts time.Time, body []byte, signers ...*Signer) http.Head
 		h.Set(HeaderSignature, strings.Join(sigs, " "))
 	}
 	return h
+}
+
+// SameKey reports whether secrets a and b sign with the same key, however
+// each is written ("whsec_" or not, padded or not). A secret that does
+// not decode shares a key with nothing.
+func SameKey(a, b string) bool {
+	ka, errA := decodeSecret(a)
+	kb, errB := decodeSecret(b)
+	return errA == nil && errB == nil && hmac.Equal(ka, kb)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/relay-demo/relay/internal/apiclient"
 	"github.com/relay-demo/relay/services/all"
 	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/flaky"
@@ -206,7 +207,10 @@ func usage(w io.Writer) {
 
 // exitCode prints err, if any, to stderr the way relay reports errors and
 // returns the process's exit code: 0, 2 for a usage error, 1 otherwise.
+// An error may quote what a server answered, so it reaches the terminal
+// through apiclient.Terminal, as the tools' output on stdout does.
 func exitCode(err error, stderr io.Writer) int {
+	stderr = apiclient.Terminal(stderr)
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0

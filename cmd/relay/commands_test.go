@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,6 +146,39 @@ func TestErrorOutput(t *testing.T) {
 				t.Errorf("stderr names relay twice: %q", stderr.String())
 			}
 		})
+	}
+}
+
+// TestErrorOutputIsPrintable sends a tool an error answer whose problem
+// document carries a title-set and a screen-clear sequence: what reaches
+// stderr holds neither, as stdout does not.
+func TestErrorOutputIsPrintable(t *testing.T) {
+	hostile := "\x1b]0;owned\x07\x1b[2J\x1b[Hall good\u202e"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusInternalServerError)
+		json.NewEncoder(w).Encode(map[string]string{"title": hostile, "detail": hostile})
+	}))
+	t.Cleanup(srv.Close)
+	for _, args := range [][]string{
+		{"cancel", "--api", srv.URL, "ntf_aaaaaaaaaaaaaaaaaaaaaaaaaa"},
+		{"status", "--api", srv.URL, "ntf_aaaaaaaaaaaaaaaaaaaaaaaaaa"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr)
+		if err == nil {
+			t.Fatalf("relay %s: no error from a 500", strings.Join(args, " "))
+		}
+		if code := exitCode(err, &stderr); code != 1 {
+			t.Errorf("relay %s: exit code %d, want 1", args[0], code)
+		}
+		out := stdout.String() + stderr.String()
+		if strings.ContainsAny(out, "\x1b\x07\u202e") {
+			t.Errorf("relay %s printed terminal controls: %q", args[0], out)
+		}
+		if !strings.Contains(stderr.String(), `\u001b]0;owned`) {
+			t.Errorf("relay %s: stderr %q does not show the answer escaped", args[0], stderr.String())
+		}
 	}
 }
 

@@ -101,7 +101,7 @@ var Email = Define(Spec[EmailPart]{
 	  "properties": {
 	    "to": {"type": "array", "minItems": 1, "maxItems": 50,
 	      "description": "Each recipient gets an email of their own, addressed to them alone, and is delivered, retried and parked without the others: the notification has one email copy per recipient. An address may appear once.",
-	      "items": {"type": "string", "format": "email", "description": "A plain address such as ada@example.com, without a display name."}},
+	      "items": {"type": "string", "format": "email", "description": "A plain address such as ada@example.com: no display name, angle brackets, quotes or comments, and a domain name, not an address in brackets (ada@[127.0.0.1] is refused)."}},
 	    "subject": {"type": "string", "minLength": 1, "maxLength": 998, "description": "One line."},
 	    "text": {"type": "string", "maxLength": 262144},
 	    "html": {"type": "string", "maxLength": 262144}
@@ -114,6 +114,26 @@ var Email = Define(Spec[EmailPart]{
 	},
 })
 
+// plainAddress returns the mailbox to names, or why to is not a plain
+// address. Only the address as the parser reads it is accepted, with
+// nothing around it: "<ada@example.com>", a quoted local part or a comment
+// would reach the history and the mail server as another spelling of a
+// mailbox, and pass a duplicate check on the text. A domain literal
+// (ada@[127.0.0.1]) is refused: it names a host by its address, which
+// hands the mail server a target of the client's choosing.
+func plainAddress(to string) (string, string) {
+	a, err := mail.ParseAddress(to)
+	switch {
+	case err != nil || a.Name != "":
+		return "", "is not a plain email address such as ada@example.com"
+	case a.Address != to:
+		return "", "is not a plain email address such as ada@example.com: no angle brackets, quotes, comments or spaces around or in it"
+	case strings.HasPrefix(a.Address[strings.LastIndexByte(a.Address, '@')+1:], "["):
+		return "", "names its domain by an address in brackets (a domain literal): give a domain name, such as ada@example.com"
+	}
+	return a.Address, ""
+}
+
 func checkEmail(e *EmailPart, bad func(field, format string, args ...any)) {
 	switch {
 	case len(e.To) == 0:
@@ -123,13 +143,14 @@ func checkEmail(e *EmailPart, bad func(field, format string, args ...any)) {
 	}
 	seen := make(map[string]int, len(e.To))
 	for i, to := range e.To {
-		if a, err := mail.ParseAddress(to); err != nil || a.Name != "" {
-			bad(fmt.Sprintf("to[%d]", i), "%q is not a plain email address such as ada@example.com", to)
+		addr, problem := plainAddress(to)
+		if problem != "" {
+			bad(fmt.Sprintf("to[%d]", i), "%q %s", to, problem)
 			continue
 		}
-		// Each recipient is a copy of its own: the same address twice
-		// would be sent twice.
-		key := strings.ToLower(to)
+		// Each recipient is a copy of its own: the same mailbox twice
+		// would be sent twice, however it was spelt.
+		key := strings.ToLower(addr)
 		if first, dup := seen[key]; dup {
 			bad(fmt.Sprintf("to[%d]", i), "%q repeats to[%d]: each recipient once", to, first)
 			continue

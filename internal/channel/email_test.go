@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net"
 	netmail "net/mail"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -187,5 +188,43 @@ func TestCopiesPerRecipient(t *testing.T) {
 	}
 	if _, err := channel.Email.Copies(json.RawMessage(`{"to":"x"}`)); err == nil {
 		t.Error("a part that does not decode split without an error")
+	}
+}
+
+// TestEmailRecipientSpellings sends the spellings a hostile client tries:
+// a domain literal that points the mail server at an address of its
+// choosing, and other spellings of a mailbox already named, which would
+// send it a second email.
+func TestEmailRecipientSpellings(t *testing.T) {
+	tests := []struct {
+		name string
+		to   []string
+		want []string // fields at fault
+	}{
+		{"plain", []string{"ada@example.com", "grace@example.com"}, nil},
+		{"non-ASCII", []string{"ädä@exämple.com"}, nil},
+		{"domain literal", []string{"ada@[127.0.0.1]"}, []string{"email.to[0]"}},
+		{"domain literal among good ones", []string{"ada@example.com", "grace@[10.0.0.1]"}, []string{"email.to[1]"}},
+		{"angle brackets again", []string{"ada@example.com", "<ada@example.com>"}, []string{"email.to[1]"}},
+		{"angle brackets first", []string{"<ada@example.com>", "ada@example.com"}, []string{"email.to[0]"}},
+		{"quoted local part", []string{"ada@example.com", `"ada"@example.com`}, []string{"email.to[1]"}},
+		{"spaces", []string{" ada@example.com"}, []string{"email.to[0]"}},
+		{"comment", []string{"ada@example.com (me)"}, []string{"email.to[0]"}},
+		{"case", []string{"ada@example.com", "ADA@example.COM"}, []string{"email.to[1]"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := channel.EmailPart{To: tt.to, Subject: "Hi", Text: "x"}
+			var got []string
+			for _, e := range channel.Email.Check(&p) {
+				got = append(got, e.Field)
+				if tt.name == "domain literal" && !strings.Contains(e.Message, "domain literal") {
+					t.Errorf("message %q does not name the domain literal", e.Message)
+				}
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("fields at fault = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

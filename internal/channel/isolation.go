@@ -13,8 +13,11 @@ import (
 )
 
 // Isolation keeps one sick webhook receiver from holding up the others.
-// Each target (an endpoint, or the host of a bare URL) has a circuit
-// breaker and a cap on its deliveries in flight:
+// Each target has a cap on its deliveries in flight and, unless Failures
+// is 0, a circuit breaker. A registered endpoint has both; the host of a
+// bare URL has the cap only (webhookSender.hosts), so a slow host holds
+// no more worker slots than an endpoint may, while its failures take the
+// retry schedule as they always did. The breaker's states:
 //
 //   - closed: deliveries go through. After Failures transient failures in
 //     a row (timeouts, refused connections, 408, 429, 5xx) it opens.
@@ -44,6 +47,12 @@ type isolation struct {
 	now      func() time.Time
 	jitter   func() float64 // in [0, 1)
 
+	// forgetIdle drops a target's circuit when no delivery holds it, for
+	// targets without a breaker (Failures 0), whose circuit then holds
+	// nothing worth keeping: the hosts of bare URLs, which any client
+	// names and which would otherwise pile up.
+	forgetIdle bool
+
 	mu       sync.Mutex
 	circuits map[string]*circuit
 }
@@ -64,6 +73,10 @@ type circuit struct {
 	lastErr      string
 	// slots holds a token per delivery in flight, up to the cap.
 	slots chan struct{}
+	// target is the key of the circuit; users counts the deliveries
+	// between gate and done, so an idle circuit can be forgotten.
+	target string
+	users  int
 }
 
 // How long a delivery over the cap waits for a slot, and then is
@@ -120,11 +133,12 @@ func (iso *isolation) admit(ctx context.Context, target string, resetAt *time.Ti
 		return nil, rec, err
 	}
 	if err := iso.slot(ctx, c); err != nil {
+		iso.mu.Lock()
 		if probe {
-			iso.mu.Lock()
 			c.probing = false // the next delivery probes instead
-			iso.mu.Unlock()
 		}
+		iso.release(c)
+		iso.mu.Unlock()
 		var d *Deferred
 		if errors.As(err, &d) {
 			d.Target = target
@@ -143,9 +157,14 @@ func (iso *isolation) gate(target string, resetAt *time.Time) (c *circuit, probe
 	defer iso.mu.Unlock()
 	c = iso.circuits[target]
 	if c == nil || (resetAt != nil && resetAt.After(c.started)) {
-		c = &circuit{state: history.CircuitClosed, since: now, started: now, cooldown: iso.cooldown, slots: make(chan struct{}, iso.limit)}
+		c = &circuit{state: history.CircuitClosed, since: now, started: now, cooldown: iso.cooldown, slots: make(chan struct{}, iso.limit), target: target}
 		iso.circuits[target] = c
 	}
+	defer func() {
+		if err == nil {
+			c.users++
+		}
+	}()
 	switch c.state {
 	case history.CircuitOpen:
 		next := c.since.Add(c.cooldown)
@@ -210,6 +229,7 @@ func (iso *isolation) done(c *circuit, probe bool, ctx context.Context, err erro
 	<-c.slots
 	iso.mu.Lock()
 	defer iso.mu.Unlock()
+	iso.release(c)
 	if probe {
 		c.probing = false
 	}
@@ -243,6 +263,15 @@ func (iso *isolation) done(c *circuit, probe bool, ctx context.Context, err erro
 		out.change = c.record(now)
 	}
 	return out
+}
+
+// release ends one delivery's hold on c, forgetting c when it was the
+// last and the isolation forgets idle circuits. iso.mu is held.
+func (iso *isolation) release(c *circuit) {
+	c.users--
+	if iso.forgetIdle && c.users == 0 && iso.circuits[c.target] == c {
+		delete(iso.circuits, c.target)
+	}
 }
 
 // record is the circuit as the store records it, at now.

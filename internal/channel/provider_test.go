@@ -3,9 +3,12 @@ package channel
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"runtime"
 	"strconv"
 	"strings"
@@ -18,6 +21,7 @@ import (
 	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/history/historytest"
 	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/webhooks"
 )
 
 func TestEmailProvidersConfig(t *testing.T) {
@@ -246,7 +250,8 @@ func TestSMSGateways(t *testing.T) {
 	}))
 	defer up.Close()
 	secret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
-	base := map[string]string{"WEBHOOK_SECRET": secret, "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8", "SMS_PROVIDERS": "2",
+	hookSecret := "whsec_" + base64.StdEncoding.EncodeToString([]byte("webhook-key-webhook-key-webhook!"))
+	base := map[string]string{"SMS_SECRET": secret, "WEBHOOK_SECRET": hookSecret, "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8", "SMS_PROVIDERS": "2",
 		"SMS_1_URL": down.URL + "/send", "SMS_2_URL": up.URL + "/send", "SMS_2_NAME": "backup"}
 	env := func(extra map[string]string) func(string) string {
 		return func(k string) string {
@@ -283,6 +288,14 @@ func TestSMSGateways(t *testing.T) {
 		{"a gateway beyond the count", map[string]string{"SMS_3_URL": up.URL}, "SMS_3_URL is set but SMS_PROVIDERS=2"},
 		{"a URL that is not http", map[string]string{"SMS_1_URL": "ftp://x"}, `SMS_1_URL="ftp://x"`},
 		{"a bad secret", map[string]string{"SMS_2_SECRET": "nope"}, `SMS_2_SECRET="***"`},
+		{"no secret", map[string]string{"SMS_SECRET": ""}, "SMS_1_SECRET (or SMS_SECRET, for every gateway) is required"},
+		{"the webhook secret", map[string]string{"SMS_SECRET": hookSecret}, "SMS_SECRET is the same key as WEBHOOK_SECRET"},
+		{"the webhook secret written another way", map[string]string{"WEBHOOK_SECRET": strings.TrimRight(strings.TrimPrefix(secret, "whsec_"), "=")},
+			"SMS_SECRET is the same key as WEBHOOK_SECRET"},
+		{"a gateway's own secret is the webhook secret", map[string]string{"SMS_2_SECRET": hookSecret}, "SMS_2_SECRET is the same key as WEBHOOK_SECRET"},
+		{"one gateway, no secret", map[string]string{"SMS_PROVIDERS": "0", "SMS_URL": up.URL, "SMS_1_URL": "", "SMS_2_URL": "", "SMS_SECRET": ""}, "SMS_SECRET is required"},
+		{"one gateway, the webhook secret", map[string]string{"SMS_PROVIDERS": "0", "SMS_URL": up.URL, "SMS_1_URL": "", "SMS_2_URL": "", "SMS_SECRET": hookSecret},
+			"SMS_SECRET is the same key as WEBHOOK_SECRET"},
 		{"a bad rate", map[string]string{"SMS_1_RATE": "-1"}, `SMS_1_RATE="-1"`},
 		{"the same name twice", map[string]string{"SMS_1_NAME": "backup"}, `SMS_2_NAME="backup"`},
 	} {
@@ -403,4 +416,66 @@ func TestFailoverSharesCircuits(t *testing.T) {
 	if got, err = store.Providers(ctx, time.Now()); err != nil || got[1].Circuit.UpdatedAt != nil {
 		t.Errorf("b's circuit %+v (%v), want never recorded", got[1].Circuit, err)
 	}
+}
+
+// TestSMSGatewayKeyIsItsOwn plays the replay of the third probe: a
+// receiver of bare webhook URLs holds WEBHOOK_SECRET, so a request signed
+// with it (a bare webhook whose payload is {"to", "text"}, sent to the
+// attacker's own URL) must not pass for a gateway request. The gateway's
+// requests verify with SMS_SECRET only, and their signed body says they
+// are SMS requests.
+func TestSMSGatewayKeyIsItsOwn(t *testing.T) {
+	smsSecret, hookSecret := webhooks.NewSecret(), webhooks.NewSecret()
+	type request struct {
+		header http.Header
+		body   []byte
+	}
+	got := make(chan request, 2)
+	gateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- request{r.Header.Clone(), body}
+	}))
+	defer gateway.Close()
+	env := map[string]string{"SMS_SECRET": smsSecret, "WEBHOOK_SECRET": hookSecret, "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8", "SMS_URL": gateway.URL + "/send"}
+	send, closeSend, err := openSMS(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSend()
+	if err := send(context.Background(), "ntf_1", &SMSPart{To: "+15551234567", Text: "hi"}); err != nil {
+		t.Fatal(err)
+	}
+	sms := <-got
+
+	// The bare webhook an attacker has relay send to its own URL.
+	bare := webhooks.NewSender(webhooks.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, mustSigner(t, hookSecret))
+	if _, err := bare.Send(context.Background(), webhooks.Request{URL: gateway.URL + "/send", ID: "ntf_2", Payload: json.RawMessage(`{"to":"+15551234567","text":"hi"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	replayed := <-got
+
+	now := time.Now()
+	gatewayKey, webhookKey := mustSigner(t, smsSecret), mustSigner(t, hookSecret)
+	if err := gatewayKey.Verify(sms.header, sms.body, now); err != nil {
+		t.Errorf("the gateway's request does not verify with SMS_SECRET: %v", err)
+	}
+	if err := webhookKey.Verify(sms.header, sms.body, now); err == nil {
+		t.Error("the gateway's request verifies with WEBHOOK_SECRET: any webhook receiver could forge it")
+	}
+	if err := gatewayKey.Verify(replayed.header, replayed.body, now); err == nil {
+		t.Error("a bare webhook replayed to the gateway verifies with SMS_SECRET")
+	}
+	var body struct{ Type, To, Text string }
+	if err := json.Unmarshal(sms.body, &body); err != nil || body.Type != GatewayRequestType || body.To != "+15551234567" || body.Text != "hi" {
+		t.Errorf("the gateway's body %s, want type %q, to and text", sms.body, GatewayRequestType)
+	}
+}
+
+func mustSigner(t *testing.T, secret string) *webhooks.Signer {
+	t.Helper()
+	s, err := webhooks.NewSigner(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

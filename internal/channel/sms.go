@@ -25,15 +25,15 @@ type SMSPart struct {
 }
 
 // SMSConfig is the sms channel's environment: one HTTP gateway, or an
-// ordered list of them (SMS_PROVIDERS), that takes {"to", "text"} as
-// JSON, signed like a webhook.
+// ordered list of them (SMS_PROVIDERS), that takes {"type": "sms", "to",
+// "text"} as JSON, signed like a webhook with a key of its own.
 type SMSConfig struct {
 	URL       string        `env:"SMS_URL" help:"the gateway's http or https URL; required unless SMS_PROVIDERS names numbered gateways"`
-	Secret    string        `env:"WEBHOOK_SECRET,required" secret:"true" help:"a Standard Webhooks secret such as whsec_ followed by base64"`
+	Secret    string        `env:"SMS_SECRET" secret:"true" help:"the gateway's own Standard Webhooks secret, whsec_ followed by base64, never the same as WEBHOOK_SECRET; required unless every numbered gateway has its SMS_<n>_SECRET"`
 	Timeout   time.Duration `env:"SMS_TIMEOUT" envDefault:"10s" help:"a duration such as 10s"`
 	Rate      float64       `env:"SMS_RATE" envDefault:"0" help:"messages a second the gateway takes, counted across every worker replica (shared through the history store, DATA_DIR or HISTORY_DSN); 0 for no limit"`
 	Burst     int           `env:"SMS_BURST" envDefault:"1" help:"how many messages may go at once within SMS_RATE, 1 or more"`
-	Providers int           `env:"SMS_PROVIDERS" envDefault:"0" help:"how many numbered gateways to fail over along, in order: SMS_1_URL … SMS_<n>_URL, each with its own _SECRET (default WEBHOOK_SECRET), _TIMEOUT (default SMS_TIMEOUT), _NAME (default sms<n>), _RATE, _BURST (default SMS_BURST) and _PERMANENT_MAY_BE_WRONG; 0 for the one gateway of SMS_URL"`
+	Providers int           `env:"SMS_PROVIDERS" envDefault:"0" help:"how many numbered gateways to fail over along, in order: SMS_1_URL … SMS_<n>_URL, each with its own _SECRET (default SMS_SECRET), _TIMEOUT (default SMS_TIMEOUT), _NAME (default sms<n>), _RATE, _BURST (default SMS_BURST) and _PERMANENT_MAY_BE_WRONG; 0 for the one gateway of SMS_URL"`
 	Failures  int           `env:"SMS_BREAKER_FAILURES" envDefault:"5" help:"transient failures in a row that open a gateway's circuit, sending the messages to the next gateway; 0 for no circuit breaker (the default with one gateway, SMS_PROVIDERS=0)"`
 	Cooldown  time.Duration `env:"SMS_BREAKER_COOLDOWN" envDefault:"5s" help:"how long an open circuit waits before its first probe, doubling while probes fail (up to 5m)"`
 	Store     StoreConfig
@@ -56,6 +56,17 @@ func SMSProviderVariables() []string {
 	return out
 }
 
+// GatewayRequestType is the "type" of every body relay posts to an SMS
+// gateway. It is signed with the rest, so a gateway that accepts only
+// this type takes no request signed for another purpose.
+const GatewayRequestType = "sms"
+
+// gatewayRequest is the body posted to a gateway.
+type gatewayRequest struct {
+	Type string `json:"type"`
+	SMSPart
+}
+
 // smsGateway is one gateway of the sms channel.
 type smsGateway struct {
 	name       string
@@ -69,9 +80,12 @@ type smsGateway struct {
 // smsGateways reads the gateways: the one of SMS_URL, or SMS_1_* …
 // SMS_<n>_* when SMS_PROVIDERS is n.
 func smsGateways(getenv func(string) string, cfg SMSConfig) ([]smsGateway, error) {
-	sig, err := signer(cfg.Secret)
-	if err != nil {
-		return nil, err
+	var sig *webhooks.Signer
+	if cfg.Secret != "" {
+		var err error
+		if sig, err = gatewaySigner(getenv, "SMS_SECRET", cfg.Secret); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	case cfg.Providers < 0 || cfg.Providers > maxProviders:
@@ -86,6 +100,9 @@ func smsGateways(getenv func(string) string, cfg SMSConfig) ([]smsGateway, error
 		}
 		if err := checkGatewayURL("SMS_URL", cfg.URL); err != nil {
 			return nil, err
+		}
+		if sig == nil {
+			return nil, errNoSMSSecret("SMS_SECRET")
 		}
 		rate, err := parseRate("SMS_", cfg.Rate, cfg.Burst)
 		if err != nil {
@@ -116,12 +133,13 @@ func smsGateways(getenv func(string) string, cfg SMSConfig) ([]smsGateway, error
 		}
 		names[g.name] = prefix
 		if secret := v("SECRET"); secret != "" {
-			if err := webhooks.CheckSecret(secret); err != nil {
-				return nil, config.Invalid(prefix+"SECRET", "***", fmt.Sprintf("a Standard Webhooks secret: whsec_ followed by the base64 of a random key of %d bytes or more (%v)", webhooks.MinKeyBytes, err))
+			var err error
+			if g.sig, err = gatewaySigner(getenv, prefix+"SECRET", secret); err != nil {
+				return nil, err
 			}
-			if g.sig, err = webhooks.NewSigner(secret); err != nil {
-				return nil, config.Invalid(prefix+"SECRET", "***", "a Standard Webhooks secret")
-			}
+		}
+		if g.sig == nil {
+			return nil, errNoSMSSecret(prefix + "SECRET (or SMS_SECRET, for every gateway)")
 		}
 		common := providerSettings{timeout: g.timeout}
 		if err := common.read(v, prefix, cfg.Burst); err != nil {
@@ -131,6 +149,28 @@ func smsGateways(getenv func(string) string, cfg SMSConfig) ([]smsGateway, error
 		out = append(out, g)
 	}
 	return out, nil
+}
+
+// gatewaySigner is the signer of the gateway secret key names. The key
+// must not be WEBHOOK_SECRET's: every receiver of a bare webhook URL holds
+// that one, and could sign requests the gateway takes for relay's.
+func gatewaySigner(getenv func(string) string, key, secret string) (*webhooks.Signer, error) {
+	if err := webhooks.CheckSecret(secret); err != nil {
+		return nil, config.Invalid(key, "***", fmt.Sprintf("a Standard Webhooks secret: whsec_ followed by the base64 of a random key of %d bytes or more (%v)", webhooks.MinKeyBytes, err))
+	}
+	if webhooks.SameKey(secret, getenv("WEBHOOK_SECRET")) {
+		return nil, fmt.Errorf("configuration: %s is the same key as WEBHOOK_SECRET: every receiver of a bare webhook URL holds WEBHOOK_SECRET and could sign SMS gateway requests with it; give the gateway a key of its own (echo \"whsec_$(head -c 32 /dev/urandom | base64)\")", key)
+	}
+	s, err := webhooks.NewSigner(secret)
+	if err != nil {
+		return nil, config.Invalid(key, "***", "a Standard Webhooks secret")
+	}
+	return s, nil
+}
+
+// errNoSMSSecret is the error of a gateway without a secret.
+func errNoSMSSecret(key string) error {
+	return fmt.Errorf("configuration: %s is required: the SMS gateway's own Standard Webhooks secret, whsec_ followed by the base64 of a random key of %d bytes or more, not WEBHOOK_SECRET", key, webhooks.MinKeyBytes)
 }
 
 // checkGatewayURL checks that a gateway's URL is an absolute http or
@@ -147,7 +187,9 @@ func checkGatewayURL(key, raw string) error {
 var e164 = regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
 
 // SMS posts to an HTTP SMS gateway with the webhook sender, so it shares
-// its signing, address guard and error classification.
+// its signing, address guard and error classification. The key is the
+// gateway's own (SMS_SECRET), and the signed body says what the request is
+// for: {"type": "sms", "to", "text"}.
 var SMS = Define(Spec[SMSPart]{
 	Name:    "sms",
 	Summary: "deliver the sms queue to an HTTP SMS gateway",
@@ -205,7 +247,7 @@ func openSMS(getenv func(string) string) (Send[SMSPart], func() error, error) {
 	for _, g := range gateways {
 		s := webhooks.NewSender(webhooks.Config{Timeout: g.timeout, Allow: allow}, g.sig)
 		send := func(ctx context.Context, id string, p *SMSPart) error {
-			body, err := json.Marshal(p)
+			body, err := json.Marshal(gatewayRequest{Type: GatewayRequestType, SMSPart: *p})
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -19,12 +20,15 @@ const ReasonEndpointDisabled = "endpoint-disabled"
 
 // webhookSender delivers webhook parts: to a bare URL, signed with
 // WEBHOOK_SECRET, or to an endpoint, resolved from the store and signed
-// with its own secrets. Every target is isolated (see isolation).
+// with its own secrets. Every target is isolated (see isolation): an
+// endpoint by its breaker and cap, a bare URL's host by the same cap.
 type webhookSender struct {
 	send *webhooks.Sender
 	// rate limits each endpoint's deliveries; nil for no limit.
-	rate         *history.Rate
-	iso          *isolation
+	rate *history.Rate
+	iso  *isolation
+	// hosts caps the deliveries in flight to each host of a bare URL.
+	hosts        *isolation
 	endpoints    *endpoints
 	disableAfter time.Duration
 	now          func() time.Time
@@ -37,6 +41,7 @@ func newWebhookSender(s *webhooks.Sender, cfg EndpointConfig, open func(context.
 		send:         s,
 		rate:         rate,
 		iso:          newIsolation(cfg.Failures, cfg.Cooldown, cfg.Concurrency, now),
+		hosts:        newHostCaps(cfg.Concurrency, now),
 		endpoints:    newEndpoints(open, ttl, now),
 		disableAfter: cfg.DisableAfter,
 		now:          now,
@@ -77,10 +82,43 @@ func (w *webhookSender) deliver(ctx context.Context, id string, p *WebhookPart) 
 	if p.Endpoint != "" {
 		return w.deliverToEndpoint(ctx, id, p)
 	}
-	// A bare URL, the demo's form, has no breaker and no cap: it is
-	// retried on the schedule like any failure. Endpoints are isolated.
-	_, err := w.send.Send(ctx, webhooks.Request{URL: p.URL, ID: id, Payload: p.Payload})
+	// A bare URL, the demo's form, has no breaker: its failures are
+	// retried on the schedule. Its host has the cap an endpoint has, so
+	// a slow host's copies beyond it go round the delay backend instead
+	// of holding every worker.
+	host, ok := bareHost(p.URL)
+	if !ok {
+		// Send refuses it for good, and says why.
+		_, err := w.send.Send(ctx, webhooks.Request{URL: p.URL, ID: id, Payload: p.Payload})
+		return err
+	}
+	done, _, err := w.hosts.admit(ctx, "host "+host, nil)
+	if err != nil {
+		return err
+	}
+	_, err = w.send.Send(ctx, webhooks.Request{URL: p.URL, ID: id, Payload: p.Payload})
+	done(ctx, err)
 	return err
+}
+
+// newHostCaps is the isolation of bare URLs' hosts: a cap of limit
+// deliveries in flight to each, no breaker, and nothing kept of a host
+// while no delivery to it is in flight.
+func newHostCaps(limit int, now func() time.Time) *isolation {
+	iso := newIsolation(0, time.Second, limit, now)
+	iso.forgetIdle = true
+	return iso
+}
+
+// bareHost is the host a bare URL's cap is kept for: its name in lower
+// case, without a trailing dot or the port, so that spellings of one host
+// share one cap.
+func bareHost(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return "", false
+	}
+	return strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), true
 }
 
 func (w *webhookSender) deliverToEndpoint(ctx context.Context, id string, p *WebhookPart) error {

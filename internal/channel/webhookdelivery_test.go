@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -491,5 +493,115 @@ func TestEndpointRateLimit(t *testing.T) {
 	bad.Rate, bad.Burst, bad.DataDir = 5, 0, "data"
 	if err := bad.check(); err == nil || !strings.Contains(err.Error(), `WEBHOOK_ENDPOINT_BURST="0"`) {
 		t.Errorf("a burst of 0: %v, want an error naming WEBHOOK_ENDPOINT_BURST", err)
+	}
+}
+
+// TestBareURLHostCap runs a pool of workers over a backlog of copies to a
+// slow host, then one copy to another host: the slow host holds no more
+// workers than its cap, its other copies are deferred to come back later,
+// and the other host's copy is delivered while the slow host's requests
+// are still held.
+func TestBareURLHostCap(t *testing.T) {
+	const limit, workers, backlog = 2, 4, 6
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	var slowGot atomic.Int32
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		slowGot.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	// Before the server closes, which waits for its handlers.
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	// Another host: another loopback address, not another port.
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no second loopback address to serve another host on: %v", err)
+	}
+	fastGot := make(chan struct{}, 1)
+	fast := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { fastGot <- struct{}{} }))
+	fast.Listener.Close()
+	fast.Listener = ln
+	fast.Start()
+	t.Cleanup(fast.Close)
+
+	sig, err := webhooks.NewSigner(globalSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := webhooks.NewSender(webhooks.Config{Timeout: time.Minute, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, sig)
+	noStore := func(context.Context) (endpointStore, func() error, error) {
+		return nil, nil, errors.New("bare URLs need no store")
+	}
+	w := newWebhookSender(s, EndpointConfig{Concurrency: limit, Failures: 2, Cooldown: time.Minute}, noStore, EndpointCacheTTL, time.Now)
+
+	jobs := make(chan string)
+	results := make(chan error, backlog+1)
+	for range workers {
+		go func() {
+			for u := range jobs {
+				results <- w.deliver(context.Background(), "ntf_1", &WebhookPart{URL: u, Payload: json.RawMessage(`{}`)})
+			}
+		}()
+	}
+	go func() {
+		for range backlog {
+			jobs <- slow.URL + "/hang"
+		}
+		jobs <- fast.URL + "/ok"
+		close(jobs)
+	}()
+
+	select {
+	case <-fastGot:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the other host's copy was not delivered while the slow host held %d requests: it waits behind the slow host's backlog", slowGot.Load())
+	}
+	if n := slowGot.Load(); n != limit {
+		t.Errorf("the slow host holds %d requests, want its cap of %d", n, limit)
+	}
+	// Every copy but the slow host's held ones ends before they are
+	// released: each over the cap is deferred at once, whichever worker
+	// took it last.
+	var ended []error
+	for len(ended) < backlog-limit+1 {
+		select {
+		case err := <-results:
+			ended = append(ended, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d copies ended while the slow host held its cap, want %d", len(ended), backlog-limit+1)
+		}
+	}
+	releaseOnce.Do(func() { close(release) })
+	for range limit {
+		ended = append(ended, <-results)
+	}
+	var delivered, deferred int
+	for _, err := range ended {
+		var d *Deferred
+		switch {
+		case err == nil:
+			delivered++
+		case errors.As(err, &d):
+			deferred++
+			if wait, ok := retry.RetryAfter(err); !ok || wait <= 0 || retry.IsPermanent(err) || !strings.HasPrefix(d.Target, "host 127.0.0.1") {
+				t.Errorf("deferred copy: %v, want a wait for host 127.0.0.1 that spends no retry", err)
+			}
+		default:
+			t.Errorf("copy failed: %v", err)
+		}
+	}
+	if delivered != limit+1 || deferred != backlog-limit {
+		t.Errorf("%d delivered, %d deferred; want %d delivered (the cap and the other host's) and %d deferred", delivered, deferred, limit+1, backlog-limit)
+	}
+	// Nothing is kept of a host once no copy to it is in flight.
+	w.hosts.mu.Lock()
+	left := len(w.hosts.circuits)
+	w.hosts.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d hosts still tracked after every copy ended", left)
 	}
 }

@@ -579,8 +579,8 @@ func (s *stack) checkMailServers(t *testing.T, email, downstream string) {
 
 // checkGateways checks that each SMS gateway the sms worker service
 // names (SMS_URL, or SMS_1_URL … with SMS_PROVIDERS) is the /webhooks/sms
-// of a flaky service, signed with the secret that service checks; the
-// first is downstream.
+// of a flaky service, signed with the SMS_SECRET that service checks and
+// not with its WEBHOOK_SECRET; the first is downstream.
 func (s *stack) checkGateways(t *testing.T, sms, downstream string) {
 	t.Helper()
 	n, err := strconv.Atoi(s.setting(t, sms, "SMS_PROVIDERS"))
@@ -616,10 +616,13 @@ func (s *stack) checkGateways(t *testing.T, sms, downstream string) {
 		}
 		secret := s.getenv(sms)(prefix + "SECRET")
 		if prefix == "SMS_" || secret == "" {
-			secret = s.setting(t, sms, "WEBHOOK_SECRET")
+			secret = s.setting(t, sms, "SMS_SECRET")
 		}
-		if cfg.WebhookSecret != "" && secret != cfg.WebhookSecret {
-			t.Errorf("%s signs %sURL with a secret other than the one %s checks", sms, prefix, server)
+		if cfg.SMSSecret != "" && secret != cfg.SMSSecret {
+			t.Errorf("%s signs %sURL with a secret other than the SMS_SECRET %s checks", sms, prefix, server)
+		}
+		if webhooks.SameKey(secret, cfg.WebhookSecret) {
+			t.Errorf("%s signs %sURL with the WEBHOOK_SECRET of %s: every webhook receiver could sign gateway requests", sms, prefix, server)
 		}
 		if len(s.sharedSubnets(t, sms, server)) == 0 {
 			t.Errorf("%s and %s share no network with a fixed subnet", sms, server)

@@ -27,12 +27,13 @@ import (
 
 // Demo fills in what the environment leaves unset so the services find
 // each other: the workers deliver to the flaky downstreams on loopback
-// (DemoAllowCIDRs, for the demo only), one webhook secret is shared by the
-// sender and the receiver, and a fresh API token is made. It returns the
-// getenv the services read and the token, if one was made. The downstreams
-// are taken to listen where the environment says (FLAKY_HTTP_ADDR,
-// FLAKY_SMTP_ADDR); Run points the workers at the ports they got, which
-// the system chooses for an address at port 0.
+// (DemoAllowCIDRs, for the demo only), one webhook secret and the SMS
+// gateway's own secret are shared by the senders and the receivers, and a
+// fresh API token is made. It returns the getenv the services read and the
+// token, if one was made. The downstreams are taken to listen where the
+// environment says (FLAKY_HTTP_ADDR, FLAKY_SMTP_ADDR); Run points the
+// workers at the ports they got, which the system chooses for an address
+// at port 0.
 func Demo(getenv func(string) string) (func(string) string, string) {
 	getenv, token := demo(getenv)
 	return downstreams(getenv, flakyPort(getenv("FLAKY_HTTP_ADDR"), ":9090"), flakyPort(getenv("FLAKY_SMTP_ADDR"), ":2525")), token
@@ -43,6 +44,7 @@ func Demo(getenv func(string) string) (func(string) string, string) {
 func demo(getenv func(string) string) (func(string) string, string) {
 	defaults := map[string]string{
 		"WEBHOOK_SECRET":         "whsec_" + base64.StdEncoding.EncodeToString(random(32)),
+		"SMS_SECRET":             "whsec_" + base64.StdEncoding.EncodeToString(random(32)),
 		"FLAKY_EMAIL_SCENARIO":   "flaky",
 		"FLAKY_WEBHOOK_SCENARIO": "flaky",
 	}

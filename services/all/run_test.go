@@ -55,6 +55,10 @@ func TestDemoPointsEveryChannelDownstream(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got, want)
 		}
 	}
+	// The SMS gateway has a key of its own, which the worker takes.
+	if sms, hook := getenv("SMS_SECRET"), getenv("WEBHOOK_SECRET"); sms == "" || webhooks.SameKey(sms, hook) {
+		t.Errorf("SMS_SECRET %q beside WEBHOOK_SECRET %q, want a key of its own", sms, hook)
+	}
 }
 
 func TestListening(t *testing.T) {

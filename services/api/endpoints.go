@@ -260,16 +260,17 @@ func (s EndpointRules) checkTarget(ctx context.Context, raw string) string {
 	}
 	for _, a := range addrs {
 		if err := s.Guard.Control("tcp", netip.AddrPortFrom(a, 0).String(), nil); err != nil {
-			return fmt.Sprintf("host %q: %v: webhooks may reach only the public internet, and the networks WEBHOOK_ALLOW_CIDRS lists", host, err)
+			// Which address inside the network the name leads to is not
+			// the client's business: the worker's errors never say it.
+			return fmt.Sprintf("host %q: %v: webhooks may reach only the public internet, and the networks WEBHOOK_ALLOW_CIDRS lists", host, webhooks.RedactAddresses(err))
 		}
 	}
 	return ""
 }
 
-// lookupFailure says why a host did not resolve without naming the DNS
-// server that answered: a *net.DNSError's text ends "on 10.0.0.2:53", the
-// address of the resolver inside relay's network, which is none of the
-// client's business.
+// lookupFailure says why a host did not resolve: a *net.DNSError's
+// reason alone, without the name the client gave again or the DNS server
+// that answered (webhooks.RedactAddresses says why that one stays out).
 func lookupFailure(err error) string {
 	var dnsErr *net.DNSError
 	switch {
@@ -555,9 +556,10 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				io.Reader
 				io.Closer
 			}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-			// Only a body that names an endpoint needs decoding here; the
-			// route decodes every body once anyway.
-			if err != nil || int64(len(body)) > deps.MaxBody || !bytes.Contains(body, []byte(`"endpoint"`)) {
+			// Every body is decoded here, not only one holding the bytes
+			// "endpoint": the decoder matches keys ignoring case and reads
+			// escapes, so "ENDPOINT" and "endp\u006fint" name an endpoint too.
+			if err != nil || int64(len(body)) > deps.MaxBody {
 				next.ServeHTTP(w, r)
 				return nil
 			}

@@ -201,9 +201,9 @@ func TestEndpointRefused(t *testing.T) {
 	}{
 		{"ftp", `{"url":"ftp://hooks.example.com/in"}`, nil, 422, "not an absolute http or https URL"},
 		{"credentials", `{"url":"https://u:p@hooks.example.com/in"}`, nil, 422, "credentials"},
-		{"private address", `{"url":"http://10.1.2.3/in"}`, nil, 422, "forbidden address 10.1.2.3 (private)"},
-		{"loopback by name, not allowed", `{"url":"http://localhost:9090/in"}`, nil, 422, "forbidden address ::1"},
-		{"a name leading inside", `{"url":"https://sneaky.example.com/in"}`, nil, 422, "forbidden address 10.0.0.7"},
+		{"private address", `{"url":"http://10.1.2.3/in"}`, nil, 422, "forbidden address (private)"},
+		{"loopback by name, not allowed", `{"url":"http://localhost:9090/in"}`, nil, 422, "forbidden address (loopback)"},
+		{"a name leading inside", `{"url":"https://sneaky.example.com/in"}`, nil, 422, "forbidden address (private)"},
 		{"metadata", `{"url":"http://169.254.169.254/latest"}`, nil, 422, "link-local"},
 		{"does not resolve", `{"url":"https://nowhere.invalid/in"}`, nil, 422, "does not resolve"},
 		{"port 0", `{"url":"https://hooks.example.com:0/in"}`, nil, 422, "a port is a number from 1 to 65535"},
@@ -222,6 +222,15 @@ func TestEndpointRefused(t *testing.T) {
 				t.Errorf("POST = %d %s, want %d saying %q", rec.Code, rec.Body, tt.status, tt.want)
 			}
 		})
+	}
+	// A refusal says why, never what a name resolves to inside the network.
+	for _, host := range []string{"sneaky.example.com", "localhost:9090"} {
+		rec := call(h, http.MethodPost, "/v1/endpoints", `{"url":"http://`+host+`/in"}`, nil)
+		for _, addr := range []string{"10.0.0.7", "127.0.0.1", "::1"} {
+			if strings.Contains(rec.Body.String(), addr) {
+				t.Errorf("POST %s = %s, which names %s", host, rec.Body, addr)
+			}
+		}
 	}
 	// The allow-list lets loopback in, as WEBHOOK_ALLOW_CIDRS does.
 	ep := createEP(t, h, "http://127.0.0.1:9090/webhooks/ok")
@@ -274,6 +283,10 @@ func TestNotificationNamesEndpoint(t *testing.T) {
 		{"url and endpoint", "/v1/notifications", `{"webhook":{"url":"https://x.example/","endpoint":"` + on.ID + `","payload":1}}`, 422, "webhook.endpoint", "not both"},
 		{"batch, all enabled", "/v1/notifications/batch", `{"notifications":[` + part(on.ID) + `,` + part(on.ID) + `]}`, 202, "", ""},
 		{"batch, one disabled", "/v1/notifications/batch", `{"notifications":[` + part(on.ID) + `,` + part(off.ID) + `]}`, 422, "notifications[1].webhook.endpoint", "disabled"},
+		// The decoder matches keys ignoring case and reads escapes: so does the check.
+		{"unknown, key in capitals", "/v1/notifications", `{"webhook":{"ENDPOINT":"` + gone + `","payload":{"n":1}}}`, 422, "webhook.endpoint", "no endpoint has the id"},
+		{"disabled, key escaped", "/v1/notifications", `{"webhook":{"endp\u006fint":"` + off.ID + `","payload":{"n":1}}}`, 422, "webhook.endpoint", "is disabled"},
+		{"batch, one unknown, key mixed case", "/v1/notifications/batch", `{"notifications":[` + part(on.ID) + `,{"webhook":{"EndPoint":"` + gone + `","payload":1}}]}`, 422, "notifications[1].webhook.endpoint", "no endpoint has the id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,6 +43,10 @@ type Config struct {
 	// WebhookSecret makes the receiver answer 401 to webhooks without a
 	// valid signature. Empty means signatures are not checked.
 	WebhookSecret string `env:"WEBHOOK_SECRET" secret:"true" help:"a Standard Webhooks secret, whsec_<base64> of a random key of 24 bytes or more"`
+	// SMSSecret makes the SMS gateway (PathSMS) answer 401 to requests
+	// without a valid signature, or whose body is not of type sms. Empty
+	// means they are not checked.
+	SMSSecret string `env:"SMS_SECRET" secret:"true" help:"the SMS gateway's own Standard Webhooks secret, as the sms worker's SMS_SECRET: requests to /webhooks/sms… are checked with it, not with WEBHOOK_SECRET (empty: not checked)"`
 }
 
 // LoadConfig reads and checks the configuration from getenv. An error
@@ -85,6 +89,11 @@ func (c Config) Validate() error {
 		if err := webhooks.CheckSecret(c.WebhookSecret); err != nil {
 			// The secret itself stays out of the message.
 			return fmt.Errorf("configuration: WEBHOOK_SECRET is not valid: want a Standard Webhooks secret, whsec_<base64> of a key of %d bytes or more (%w)", webhooks.MinKeyBytes, err)
+		}
+	}
+	if c.SMSSecret != "" {
+		if err := webhooks.CheckSecret(c.SMSSecret); err != nil {
+			return fmt.Errorf("configuration: SMS_SECRET is not valid: want a Standard Webhooks secret, whsec_<base64> of a key of %d bytes or more (%w)", webhooks.MinKeyBytes, err)
 		}
 	}
 	return nil

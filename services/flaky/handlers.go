@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -34,7 +35,10 @@ type deps struct {
 	scenario Scenario
 	// verifier is nil when no secret is configured.
 	verifier verifier
-	now      func() time.Time
+	// smsVerifier checks the SMS gateway's requests (PathSMS); nil when no
+	// SMS secret is configured.
+	smsVerifier verifier
+	now         func() time.Time
 	// ctx is done when the server shuts down.
 	ctx context.Context
 }
@@ -66,7 +70,18 @@ func handleWebhook(d deps) http.HandlerFunc {
 			return
 		}
 		id := r.Header.Get("webhook-id")
-		if d.verifier != nil && endpointPath(r.URL.Path) == "" {
+		switch {
+		case isSMSPath(r.URL.Path):
+			// The gateway's key is its own, and a request signed with it
+			// says it is one for the gateway.
+			if d.smsVerifier != nil {
+				if reason := checkSMSRequest(d.smsVerifier, r.Header, body, at); reason != "" {
+					d.stats.Attempt(Webhook, "", at)
+					reject(id, http.StatusUnauthorized, reason)
+					return
+				}
+			}
+		case d.verifier != nil && endpointPath(r.URL.Path) == "":
 			if err := d.verifier.Verify(r.Header, body, at); err != nil {
 				d.stats.Attempt(Webhook, "", at)
 				reject(id, http.StatusUnauthorized, "signature: "+err.Error())
@@ -157,4 +172,26 @@ func rawJSON(body []byte) json.RawMessage {
 	}
 	s, _ := json.Marshal(string(body))
 	return s
+}
+
+// PathSMS is where the SMS gateway listens: every path that starts with
+// it (/webhooks/sms, /webhooks/sms-fail) is the gateway's.
+const PathSMS = "/webhooks/sms"
+
+func isSMSPath(path string) bool { return strings.HasPrefix(path, PathSMS) }
+
+// checkSMSRequest says why a request to the SMS gateway is refused, or
+// returns "": it must verify with the gateway's key, and its signed body
+// must say it is an SMS request ({"type": "sms", …}).
+func checkSMSRequest(v verifier, h http.Header, body []byte, at time.Time) string {
+	if err := v.Verify(h, body, at); err != nil {
+		return "signature: " + err.Error()
+	}
+	var req struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(body, &req) != nil || req.Type != "sms" {
+		return `not an SMS gateway request: the signed body's type is not "sms"`
+	}
+	return ""
 }

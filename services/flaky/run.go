@@ -76,6 +76,16 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 	} else {
 		logger.Warn("WEBHOOK_SECRET is empty, webhook signatures are not checked")
 	}
+	var smsV verifier
+	if cfg.SMSSecret != "" {
+		signer, err := webhooks.NewSigner(cfg.SMSSecret)
+		if err != nil {
+			return nil, fmt.Errorf("sms secret: %w", err)
+		}
+		smsV = signer
+	} else {
+		logger.Warn("SMS_SECRET is empty, the SMS gateway's signatures are not checked")
+	}
 
 	httpLn, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -93,12 +103,13 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger) (*Server, error
 	stats := NewStats(cfg.EmailScenario, cfg.WebhookScenario)
 	mux := http.NewServeMux()
 	routes(mux, deps{
-		logger:   logger,
-		stats:    stats,
-		scenario: cfg.scenario(Webhook, start),
-		verifier: v,
-		now:      time.Now,
-		ctx:      serveCtx,
+		logger:      logger,
+		stats:       stats,
+		scenario:    cfg.scenario(Webhook, start),
+		verifier:    v,
+		smsVerifier: smsV,
+		now:         time.Now,
+		ctx:         serveCtx,
 	})
 	s := &Server{
 		logger: logger,
@@ -175,7 +186,14 @@ func (s *Server) supervise(ctx context.Context, stopServing context.CancelFunc, 
 	wg.Go(func() { shutdown("http", s.httpSrv.Shutdown, s.httpSrv.Close) })
 	// The SMTP server waits for idle connections too and cannot be closed
 	// once shutdown has begun, so stragglers are cut at the socket.
-	wg.Go(func() { shutdown("smtp", s.smtpSrv.Shutdown, s.smtpLn.closeConns) })
+	wg.Go(func() {
+		shutdown("smtp", s.smtpSrv.Shutdown, s.smtpLn.closeConns)
+		// The SMTP server closes only the listeners it has begun to serve:
+		// one shut down before its Serve ran would accept for ever, and Wait
+		// with it. Closed here, its Serve returns at once, the server being
+		// done. (http.Server remembers its shutdown and needs no help.)
+		s.smtpLn.Close()
+	})
 	wg.Wait()
 	// The SMTP server closes only the listeners its Serve has registered:
 	// stopped the moment it started, it may not have yet, and would

@@ -24,6 +24,9 @@ import (
 
 const testSecret = "whsec_c2VjcmV0LWtleS1mb3ItdGVzdHMtb2YtZmxha3ktMDE="
 
+// testSMSSecret is the SMS gateway's own key in the tests.
+const testSMSSecret = "whsec_c21zLWdhdGV3YXkta2V5LWZvci10ZXN0cy1vZi1mbGFreQ=="
+
 // testConfig is the default configuration with both listeners on free
 // loopback ports, changed by change.
 func testConfig(t *testing.T, change func(*Config)) Config {
@@ -161,6 +164,26 @@ func TestWebhooks(t *testing.T) {
 			want: []answer{{Status: 401}, {Status: 401}},
 			stats: ChannelStats{
 				Scenario: Healthy, Received: 2, FailedByCode: map[int]int{401: 2}, Attempts: map[string][]time.Time{},
+			},
+		},
+		{
+			name: "the SMS gateway takes only requests signed with its own key for an SMS",
+			cfg:  func(c *Config) { c.WebhookSecret = testSecret; c.SMSSecret = testSMSSecret },
+			webhooks: []webhook{
+				// A bare webhook replayed: signed with WEBHOOK_SECRET.
+				{path: "/webhooks/sms", id: "msg_1", body: `{"to":"+15551234567","text":"hi"}`, signWith: testSecret},
+				{path: "/webhooks/sms", id: "msg_2", body: `{"type":"sms","to":"+15551234567","text":"hi"}`, signWith: testSecret},
+				// Its own key, but a body signed for another purpose.
+				{path: "/webhooks/sms", id: "msg_3", body: `{"to":"+15551234567","text":"hi"}`, signWith: testSMSSecret},
+				{path: "/webhooks/sms-fail", id: "msg_4", body: `{"type":"webhook","to":"+15551234567","text":"hi"}`, signWith: testSMSSecret},
+				{path: "/webhooks/sms", id: "msg_5", body: `{"type":"sms","to":"+15551234567","text":"hi"}`, signWith: testSMSSecret},
+				// The other paths keep WEBHOOK_SECRET.
+				{path: "/webhooks/orders", id: "msg_6", body: `{}`, signWith: testSMSSecret},
+			},
+			want: []answer{{Status: 401}, {Status: 401}, {Status: 401}, {Status: 401}, {Status: 200}, {Status: 401}},
+			stats: ChannelStats{
+				Scenario: Healthy, Received: 6, Accepted: 1, FailedByCode: map[int]int{401: 5},
+				Attempts: map[string][]time.Time{"msg_5": make([]time.Time, 1)},
 			},
 		},
 		{
@@ -391,6 +414,33 @@ func TestSlowWebhookEndsOnShutdown(t *testing.T) {
 	}
 	if got := <-status; got != http.StatusServiceUnavailable {
 		t.Errorf("status = %d, want 503", got)
+	}
+}
+
+// TestStopsWhenCancelledAtOnce cancels the server the moment it starts,
+// as relay all does when another service refuses its configuration: the
+// SMTP server's shutdown may run before it has begun to serve, and Wait
+// must still return.
+func TestStopsWhenCancelledAtOnce(t *testing.T) {
+	cfg := testConfig(t, nil)
+	logger := slog.New(slog.DiscardHandler)
+	for i := range 200 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		srv, err := Start(ctx, cfg, logger)
+		if err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- srv.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("start %d: Wait: %v", i, err)
+			}
+		case <-time.After(2 * shutdownTimeout):
+			t.Fatalf("start %d: Wait has not returned %s after the server was cancelled", i, 2*shutdownTimeout)
+		}
 	}
 }
 

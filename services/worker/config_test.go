@@ -26,10 +26,13 @@ func TestWorkerRejectsBadConfig(t *testing.T) {
 		{"bad timeout", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "WEBHOOK_TIMEOUT": "soon"}, "WEBHOOK_TIMEOUT"},
 		{"bad schedule", "email", map[string]string{"RETRY_DELAYS": "1s,later"}, "RETRY_DELAYS"},
 		{"webhook with the retired allow-private", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "WEBHOOK_ALLOW_PRIVATE": "true"}, "replaced by WEBHOOK_ALLOW_CIDRS"},
-		{"sms with the retired allow-private", "sms", map[string]string{"WEBHOOK_SECRET": secret, "SMS_URL": "https://sms.example.com/", "WEBHOOK_ALLOW_PRIVATE": "false"}, "replaced by WEBHOOK_ALLOW_CIDRS"},
+		{"sms with the retired allow-private", "sms", map[string]string{"SMS_SECRET": secret, "SMS_URL": "https://sms.example.com/", "WEBHOOK_ALLOW_PRIVATE": "false"}, "replaced by WEBHOOK_ALLOW_CIDRS"},
 		{"webhook allow-list malformed", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8,loopback"}, "WEBHOOK_ALLOW_CIDRS"},
 		{"webhook allow-list with metadata", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "WEBHOOK_ALLOW_CIDRS": "169.254.169.254/32"}, "WEBHOOK_ALLOW_CIDRS"},
-		{"sms allow-list of everything", "sms", map[string]string{"WEBHOOK_SECRET": secret, "SMS_URL": "https://sms.example.com/", "WEBHOOK_ALLOW_CIDRS": "::/0"}, "WEBHOOK_ALLOW_CIDRS"},
+		{"sms without its own secret", "sms", map[string]string{"WEBHOOK_SECRET": secret, "SMS_URL": "https://sms.example.com/"}, "SMS_SECRET is required"},
+		{"sms signing with the webhook secret", "sms", map[string]string{"WEBHOOK_SECRET": secret, "SMS_SECRET": secret, "SMS_URL": "https://sms.example.com/"},
+			"SMS_SECRET is the same key as WEBHOOK_SECRET"},
+		{"sms allow-list of everything", "sms", map[string]string{"SMS_SECRET": secret, "SMS_URL": "https://sms.example.com/", "WEBHOOK_ALLOW_CIDRS": "::/0"}, "WEBHOOK_ALLOW_CIDRS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,6 +25,7 @@ import (
 	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
+	"github.com/relay-demo/relay/webhooks"
 )
 
 // stack is the flaky downstreams, the retrier and both workers, running
@@ -43,6 +44,7 @@ func start(t *testing.T, env map[string]string) *stack {
 	base := map[string]string{
 		"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
 		"RETRY_DELAYS": "200ms,400ms,800ms", "WEBHOOK_SECRET": "whsec_" + base64.StdEncoding.EncodeToString(secret),
+		"SMS_SECRET":          webhooks.NewSecret(),
 		"WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8,::1/128", "WEBHOOK_TIMEOUT": "2s", "SMTP_HOST": "127.0.0.1", "SMTP_TLS": "none",
 		"EMAIL_FROM": "relay@example.com", "FLAKY_HTTP_ADDR": "127.0.0.1:0", "FLAKY_SMTP_ADDR": "127.0.0.1:0",
 		"FLAKY_SEED": "7",

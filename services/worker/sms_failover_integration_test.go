@@ -72,7 +72,7 @@ func TestSMSFailoverGatewayDown(t *testing.T) {
 	one, two := newGateway(t, true), newGateway(t, false)
 	dsn := filepath.Join(t.TempDir(), "history.db")
 	s := startChannel(t, "sms", 1, map[string]string{
-		"WEBHOOK_SECRET":      "whsec_" + base64.StdEncoding.EncodeToString([]byte("sms-failover-test-secret-0123456")),
+		"SMS_SECRET":          "whsec_" + base64.StdEncoding.EncodeToString([]byte("sms-failover-test-secret-0123456")),
 		"WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8,::1/128", "HISTORY_DSN": dsn,
 		"SMS_PROVIDERS": "2", "SMS_1_NAME": "one", "SMS_1_URL": one.url, "SMS_2_NAME": "two", "SMS_2_URL": two.url,
 		"SMS_TIMEOUT": "2s", "SMS_BREAKER_FAILURES": "2", "SMS_BREAKER_COOLDOWN": "5m",
