@@ -124,17 +124,34 @@ func ManagementFor(amqpURL string) (*Management, error) {
 		return nil, fmt.Errorf("%w: it names port %s, not %s, so port %s of %s may be another broker's API",
 			ErrManagementUnknown, p, amqpPort, port, u.Hostname())
 	}
-	vhost := "/"
-	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
-		if vhost, err = url.PathUnescape(p); err != nil {
-			return nil, errors.New("derive the management API address: the AMQP URL's vhost does not unescape")
-		}
+	vhost, err := VhostOf(amqpURL)
+	if err != nil {
+		return nil, fmt.Errorf("derive the management API address: %w", err)
 	}
 	m := &url.URL{Scheme: scheme, Host: net.JoinHostPort(u.Hostname(), port), User: u.User}
 	if m.User == nil {
 		m.User = url.UserPassword("guest", "guest") // amqp091-go's default too
 	}
 	return &Management{URL: m.String(), Vhost: vhost}, nil
+}
+
+// VhostOf is the virtual host an AMQP URL names: "/" when it names none.
+// A management API whose address is given (MANAGEMENT_URL) serves the
+// broker's virtual host of the AMQP URL, whatever its port.
+func VhostOf(amqpURL string) (string, error) {
+	u, err := url.Parse(amqpURL)
+	if err != nil {
+		return "", errors.New("the AMQP URL does not parse")
+	}
+	p := strings.TrimPrefix(u.Path, "/")
+	if p == "" {
+		return "/", nil
+	}
+	vhost, err := url.PathUnescape(p)
+	if err != nil {
+		return "", errors.New("the AMQP URL's vhost does not unescape")
+	}
+	return vhost, nil
 }
 
 // mgmtMessage is one message as the API's queue "get" returns it.

@@ -273,12 +273,11 @@ func (b Broker) Management() (*retry.Management, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, Invalid("MANAGEMENT_URL", "(not shown: it may hold a password)", "an http:// or https:// URL such as http://guest:guest@localhost:15672, or off")
 		}
-		m, err := retry.ManagementFor(b.URLs()[0])
+		vhost, err := retry.VhostOf(b.URLs()[0])
 		if err != nil {
-			m = &retry.Management{Vhost: "/"}
+			vhost = "/"
 		}
-		m.URL = v
-		return m, nil
+		return &retry.Management{URL: v, Vhost: vhost}, nil
 	}
 	// A malformed broker URL is its own variable's fault.
 	if err := b.checkURLs(); err != nil {

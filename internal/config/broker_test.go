@@ -218,6 +218,13 @@ func TestManagementOffTheDefaultPort(t *testing.T) {
 		{"another port, MANAGEMENT_URL set", map[string]string{"AMQP_URL": "amqp://u:p@localhost:5673/", "MANAGEMENT_URL": "http://u:p@localhost:15673"}, "http://u:p@localhost:15673", nil, ""},
 		{"another port, off", map[string]string{"AMQP_URL": "amqp://u:p@localhost:5673/", "MANAGEMENT_URL": "off"}, "", nil, ""},
 	}
+	// MANAGEMENT_URL serves the AMQP URL's virtual host, whatever its port.
+	for _, u := range []string{"amqp://u:p@localhost:5672/orders%2Feu", "amqp://u:p@localhost:5673/orders%2Feu"} {
+		b := Broker{AMQPURL: u, ManagementURL: "http://u:p@localhost:15673"}
+		if m, err := b.Management(); err != nil || m == nil || m.Vhost != "orders/eu" {
+			t.Errorf("%s with MANAGEMENT_URL: Management() = %+v, %v; want the vhost orders/eu", u, m, err)
+		}
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b Broker

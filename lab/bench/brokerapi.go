@@ -27,12 +27,18 @@ type brokerAPI struct {
 // newBrokerAPI is the management API at mgmtURL, or, when that is empty,
 // at the address derived from the AMQP URL.
 func newBrokerAPI(amqpURL, mgmtURL string) (*brokerAPI, error) {
-	m, err := retry.ManagementFor(amqpURL)
-	if err != nil {
-		return nil, err
-	}
+	var m *retry.Management
 	if mgmtURL != "" {
-		m.URL = mgmtURL
+		vhost, err := retry.VhostOf(amqpURL)
+		if err != nil {
+			return nil, err
+		}
+		m = &retry.Management{URL: mgmtURL, Vhost: vhost}
+	} else {
+		var err error
+		if m, err = retry.ManagementFor(amqpURL); err != nil {
+			return nil, err
+		}
 	}
 	base, err := url.Parse(m.URL)
 	if err != nil || base.Host == "" {
