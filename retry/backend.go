@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,8 +113,10 @@ type Features struct {
 	// Cluster: every waiting message sits in an ordinary queue of the
 	// queue type chosen, so a cluster replicates it.
 	Cluster bool
-	// QueueTypes are the queue types it runs with.
-	QueueTypes []QueueType
+	// QueueTypes are the queue types it runs with, and QueueTypesWhy, if
+	// set, why not with the others (Validate says it).
+	QueueTypes    []QueueType
+	QueueTypesWhy string
 	// Handoffs are the hand-offs it runs with.
 	Handoffs []Handoff
 	// MinVersion and MaxVersion bound the RabbitMQ versions it runs on
@@ -121,6 +124,15 @@ type Features struct {
 	MinVersion, MaxVersion string
 	// Needs names what the broker must have besides itself, if anything.
 	Needs string
+}
+
+// Durable is the queue type that keeps most of what the backend holds:
+// Quorum where the backend runs with it, else Classic.
+func (f Features) Durable() QueueType {
+	if slices.Contains(f.QueueTypes, Quorum) {
+		return Quorum
+	}
+	return Classic
 }
 
 // Supports reports whether the backend runs with queue type q and
@@ -304,7 +316,11 @@ func (t Topology) validateBackend() error {
 	f := d.features()
 	if !f.Supports(t.QueueType, t.Handoff) {
 		if !f.Supports(t.QueueType, ViaStages) && !f.Supports(t.QueueType, Direct) {
-			return fmt.Errorf("%w: the %s delay backend runs with %s queues, not %s", ErrUnsupported, t.Backend, queueTypes(f.QueueTypes), orClassic(t.QueueType))
+			why := ""
+			if f.QueueTypesWhy != "" {
+				why = ": " + f.QueueTypesWhy
+			}
+			return fmt.Errorf("%w: the %s delay backend runs with %s queues, not %s%s", ErrUnsupported, t.Backend, queueTypes(f.QueueTypes), orClassic(t.QueueType), why)
 		}
 		return fmt.Errorf("%w: the %s delay backend does not run with the %s hand-off", ErrUnsupported, t.Backend, t.Handoff)
 	}
@@ -382,9 +398,10 @@ func (t Topology) schedule(ctx context.Context, hop *Hop, d *amqp.Delivery, h am
 
 // Choose resolves Auto for topology t against the broker at url, and says
 // why: Native on RabbitMQ 4.3 or later when t has quorum queues and a
-// schedule the broker can follow (linear, see Native); else Plugin when the
-// broker has the x-delayed-message exchange type; else Levels, which any
-// broker runs. Any other backend is returned as it is.
+// schedule the broker can follow (linear, see Native); else, with classic
+// queues, Plugin when the broker has the x-delayed-message exchange type;
+// else Levels, which any broker runs. Any other backend is returned as it
+// is.
 func Choose(url string, t Topology) (Backend, string, error) {
 	if t.Backend == Plugin {
 		// Without the plugin, declaring wait-exchange fails on every
@@ -422,11 +439,12 @@ func Choose(url string, t Topology) (Backend, string, error) {
 		if err == nil {
 			return Native, "RabbitMQ " + version + " with quorum queues: the broker's own delayed retry", nil
 		}
-		why := fmt.Sprintf("RabbitMQ %s could retry natively, but %v", version, err)
-		if plugin, err := HasPlugin(url); err == nil && plugin {
-			return Plugin, why + "; the delayed-message plugin is there", nil
-		}
-		return Levels, why + "; binary delay levels instead", nil
+		return Levels, fmt.Sprintf("RabbitMQ %s could retry natively, but %v; binary delay levels instead", version, err), nil
+	}
+	if t.QueueType == Quorum {
+		// The plugin runs with classic queues only (its waits would not
+		// be as safe as the queues).
+		return Levels, "quorum queues on RabbitMQ " + version + ": binary delay levels, quorum queues too", nil
 	}
 	plugin, err := HasPlugin(url)
 	if err != nil {

@@ -17,8 +17,15 @@ func (pluginBackend) features() Features {
 		ExactDelays: true, Tolerance: 2 * time.Second, AnySchedule: true, Jitter: true, Deferrals: true, FirstDelivery: true,
 		// The plugin keeps waiting messages on one node, outside any
 		// queue: a cluster does not replicate them.
-		Cluster:    false,
-		QueueTypes: []QueueType{Classic, Quorum}, Handoffs: []Handoff{ViaStages, Direct},
+		Cluster: false,
+		// Classic queues only: quorum queues would promise what the
+		// plugin does not keep. At the broker's start it routes at once
+		// the waits that fell due while the broker was down, and a quorum
+		// queue without a leader yet drops them ("leader not known");
+		// and it confirms a wait before its store has it on disk.
+		QueueTypes: []QueueType{Classic}, Handoffs: []Handoff{ViaStages, Direct},
+		QueueTypesWhy: "its waits sit in the plugin's store, outside any queue, and a quorum queue without a leader yet drops those it routes as the broker starts; " +
+			"with quorum queues set DELAY_BACKEND to ttl, levels, native (RabbitMQ 4.3) or auto",
 		MaxVersion: "4.2", Needs: "the rabbitmq_delayed_message_exchange plugin",
 	}
 }

@@ -178,7 +178,7 @@ func TestEveryBackendWaitsExactly(t *testing.T) {
 		900 * time.Millisecond, 1234 * time.Millisecond, 61 * time.Second, 26 * time.Hour, MaxDelay}
 	for _, b := range Backends() {
 		for _, h := range []Handoff{ViaStages, Direct} {
-			topo := Topology{Prefix: "p.", Routes: testRoutes, Backend: b, Handoff: h, QueueType: Quorum, Policy: policy}
+			topo := Topology{Prefix: "p.", Routes: testRoutes, Backend: b, Handoff: h, QueueType: mustFeatures(t, b).Durable(), Policy: policy}
 			if err := topo.Validate(); err != nil {
 				t.Fatalf("%s: %v", b, err)
 			}
@@ -226,6 +226,7 @@ func TestValidateRefusesWhatTheBackendCannotDo(t *testing.T) {
 		want string
 	}{
 		{"native on classic queues", Topology{Routes: testRoutes, Backend: Native, QueueType: Classic, Policy: linear}, "quorum"},
+		{"the plugin on quorum queues", Topology{Routes: testRoutes, Backend: Plugin, QueueType: Quorum, Policy: linear}, "runs with classic queues, not quorum: its waits sit in the plugin's store"},
 		{"native with jitter", Topology{Routes: testRoutes, Backend: Native, QueueType: Quorum, Policy: Policy{Delays: linear.Delays, Jitter: 0.2}}, "jitter 0.2 is set, but the native delay backend"},
 		{"native with a schedule it cannot follow", Topology{Routes: testRoutes, Backend: Native, QueueType: Quorum, Policy: Policy{Delays: []time.Duration{time.Second, 5 * time.Second}}}, "min(first × attempt, last)"},
 		{"an unknown backend", Topology{Routes: testRoutes, Backend: "carrier-pigeon", Policy: linear}, `delay backend "carrier-pigeon"`},
@@ -280,4 +281,13 @@ func TestHandedHint(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustFeatures(t *testing.T, b Backend) Features {
+	t.Helper()
+	f, err := FeaturesOf(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

@@ -170,7 +170,7 @@ func shoot(t *testing.T, ctx context.Context, sel, name string) {
 func startPictured(t *testing.T, url string, backend retry.Backend, handoff retry.Handoff) relay {
 	t.Helper()
 	prefix := retrytest.Prefix(t)
-	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: backend, Handoff: handoff, QueueType: retry.Quorum,
+	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: backend, Handoff: handoff, QueueType: durableFor(t, backend),
 		Policy: retry.Policy{Delays: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}}}
 	conn, err := amqp.Dial(url)
 	if err != nil {
@@ -280,4 +280,13 @@ func TestPipelineLive(t *testing.T) {
 			}
 		})
 	}
+}
+
+// durableFor is the queue type that keeps most of what backend b waits.
+func durableFor(t *testing.T, b retry.Backend) retry.QueueType {
+	f, err := retry.FeaturesOf(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Durable()
 }

@@ -20,7 +20,7 @@ import (
 // pipelineTopology is a topology of two work queues on a backend and a
 // hand-off, with a schedule every backend follows (native's is linear).
 func pipelineTopology(b retry.Backend, h retry.Handoff) retry.Topology {
-	return retry.Topology{Prefix: "pic.", Backend: b, Handoff: h, QueueType: retry.Quorum,
+	return retry.Topology{Prefix: "pic.", Backend: b, Handoff: h, QueueType: durable(b),
 		Routes: []retry.Route{{Queue: "email-queue", Key: "email"}, {Queue: "webhook-queue", Key: "webhook"}},
 		Policy: retry.Policy{Delays: []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}}}
 }
@@ -361,4 +361,11 @@ func TestDrawScript(t *testing.T) {
 			t.Errorf("GET %s: %d", path, resp.StatusCode)
 		}
 	}
+}
+
+// durable is the queue type that keeps most of what backend b waits:
+// quorum, where b runs with it.
+func durable(b retry.Backend) retry.QueueType {
+	f, _ := retry.FeaturesOf(b)
+	return f.Durable()
 }

@@ -82,7 +82,8 @@ func (b *bench) pluginMemoryRows(ctx context.Context, plugin bool) ([]Row, error
 	if !plugin {
 		return []Row{{Figure: FigPluginBrokerGrowth, Unit: UnitMiB, Note: "n/a: no plugin"}}, nil
 	}
-	return b.waitingRows(ctx, b.opts.QueueTypes[0], retry.Plugin)
+	// The plugin runs with classic queues only.
+	return b.waitingRows(ctx, retry.Classic, retry.Plugin)
 }
 
 // waitingRows measures the memory figure on one backend and makes its rows.

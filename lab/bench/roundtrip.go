@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -142,16 +143,25 @@ func (b *bench) retryFigures(ctx context.Context, qt retry.QueueType, plugin, na
 	if err != nil {
 		return nil, err
 	}
-	if plugin {
+	pf, err := retry.FeaturesOf(retry.Plugin)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !plugin:
+		for _, who := range b.retrySides() {
+			rows = append(rows, naRows(qt, retryNames(retry.Plugin, who), "n/a: no plugin")...)
+		}
+	case !slices.Contains(pf.QueueTypes, qt):
+		for _, who := range b.retrySides() {
+			rows = append(rows, naRows(qt, retryNames(retry.Plugin, who), "n/a: the plugin runs with classic queues only")...)
+		}
+	default:
 		more, err := b.retryRows(ctx, qt, retry.Plugin)
 		if err != nil {
 			return nil, err
 		}
 		rows = append(rows, more...)
-	} else {
-		for _, who := range b.retrySides() {
-			rows = append(rows, naRows(qt, retryNames(retry.Plugin, who), "n/a: no plugin")...)
-		}
 	}
 	// The native backend has one hand-off, the broker's: it belongs to
 	// the retry group, on quorum queues alone.
