@@ -29,17 +29,27 @@ start=$(date +%s)
 DOCKER_HOST=$(deploy/compose/engine.sh up)
 export DOCKER_HOST
 docker compose version >&2
-deploy/compose/images.sh
+stand_in=$(deploy/compose/images.sh)
 
 # The demo's broker image downloads the delayed-message plugin: where no
-# registry answers, the stand-in broker runs instead, without the plugin.
+# registry answers, the stand-in broker images.sh built runs instead. It
+# has the plugin, so the demo runs with its own DELAY_BACKEND; built
+# without it (its file missing, never under CI), it needs levels.
 broker=$(sed -n 's/^FROM \(rabbitmq:[^ ]*\).*/\1/p' deploy/rabbitmq/Dockerfile | head -n1)
 if docker image inspect "$broker" >/dev/null 2>&1 || timeout 60 docker pull -q "$broker" >/dev/null 2>&1; then
 	log "broker: deploy/rabbitmq on $broker"
 else
-	log "broker: no registry answers for $broker; Debian's rabbitmq-server (deploy/compose/offline.yml), DELAY_BACKEND=levels"
 	files=docker-compose.yml:deploy/compose/offline.yml
-	export DELAY_BACKEND=levels
+	export RELAY_STAND_IN_BROKER=$stand_in
+	case $stand_in in
+	*-delayed)
+		log "broker: no registry answers for $broker; $stand_in (deploy/compose/offline.yml), with the delayed-message plugin"
+		;;
+	*)
+		log "broker: no registry answers for $broker; $stand_in (deploy/compose/offline.yml), without the delayed-message plugin: DELAY_BACKEND=levels"
+		export DELAY_BACKEND=levels
+		;;
+	esac
 fi
 log "engine and images ready after $(($(date +%s) - start)) s"
 
