@@ -253,14 +253,7 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 	}
 	defer ch.Close()
 	retrytest.Eventually(t, 60*time.Second, func() bool {
-		for {
-			d, ok, err := ch.Get(topo.Name(retry.DeadQueue), false /* autoAck */)
-			if err != nil || !ok {
-				break
-			}
-			parked[d.MessageId] = d
-			_ = d.Ack(false)
-		}
+		retrytest.TakeParked(ch, topo, parked)
 		mu.Lock()
 		defer mu.Unlock()
 		for id, n := range want {
@@ -483,14 +476,7 @@ func runAside(t *testing.T, url string, topo retry.Topology) {
 	defer ch.Close()
 	parked := map[string]amqp.Delivery{}
 	retrytest.Eventually(t, 60*time.Second, func() bool {
-		for {
-			d, ok, err := ch.Get(topo.Name(retry.DeadQueue), false /* autoAck */)
-			if err != nil || !ok {
-				break
-			}
-			parked[d.MessageId] = d
-			_ = d.Ack(false)
-		}
+		retrytest.TakeParked(ch, topo, parked)
 		mu.Lock()
 		defer mu.Unlock()
 		return len(parked) >= len(ids) && handled["normal.1"] > 0

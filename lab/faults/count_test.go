@@ -153,14 +153,7 @@ func TestCountAcrossRestart(t *testing.T) {
 			return false
 		}
 		for _, cl := range cells {
-			for {
-				d, got, err := ch.Get(cl.topo.Name(retry.DeadQueue), false /* autoAck */)
-				if err != nil || !got {
-					break
-				}
-				parked[d.MessageId] = d
-				_ = d.Ack(false)
-			}
+			retrytest.TakeParked(ch, cl.topo, parked)
 		}
 		mu.Lock()
 		defer mu.Unlock()

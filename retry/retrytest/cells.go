@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	amqp "github.com/rabbitmq/amqp091-go"
+
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -86,4 +88,17 @@ func Cells(tb testing.TB, url string) []Cell {
 	}
 	tb.Logf("RabbitMQ %s: cells %s", version, strings.Join(names, ", "))
 	return cells
+}
+
+// TakeParked takes every message now in topo's dead-letter queue, acking
+// each, into parked by message id.
+func TakeParked(ch *amqp.Channel, topo retry.Topology, parked map[string]amqp.Delivery) {
+	for {
+		d, ok, err := ch.Get(topo.Name(retry.DeadQueue), false /* autoAck */)
+		if err != nil || !ok {
+			return
+		}
+		parked[d.MessageId] = d
+		_ = d.Ack(false)
+	}
 }
