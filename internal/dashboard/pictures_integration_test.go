@@ -188,12 +188,8 @@ func startPictured(t *testing.T, url string, backend retry.Backend, handoff retr
 			ch.Close()
 		}
 	})
-	hand := "stages"
-	if handoff == retry.Direct {
-		hand = "direct"
-	}
 	return startRelay(t, map[string]string{"AMQP_URL": url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": string(backend),
-		"RETRY_HANDOFF": hand, "QUEUE_TYPE": "quorum", "RETRY_DELAYS": "1s,2s,3s", "RETRY_MAX": "3",
+		"RETRY_HANDOFF": handoff.String(), "QUEUE_TYPE": string(topo.QueueType), "RETRY_DELAYS": "1s,2s,3s", "RETRY_MAX": "3",
 		"FLAKY_WEBHOOK_SCENARIO": "flaky", "FLAKY_RATE": "0.5", "FLAKY_SEED": "3"})
 }
 
