@@ -21,19 +21,22 @@ lab: ## build the lab's binaries into bin/: relay-lab (bench, workshop) and rela
 # BROKER=4.3 runs test-faults on a node of that version deploy/broker.sh
 # starts (instance FAULTS_INSTANCE, so beside make broker-up's) and stops
 # again, and test-cluster on three nodes from that version's root.
-# FAULTS_RUN narrows test-faults to the tests it matches (go test -run):
-# CI runs only TestCountAcrossRestart on 4.0, for the plugin backend.
+# FAULTS_RUN narrows test-faults to the tests it matches (go test -run),
+# FAULTS_SKIP leaves out those it matches (go test -skip): CI runs only
+# TestCountAcrossRestart on 4.0, for the plugin backend, and all but it on
+# 4.3 (docs/testing.md says why).
 BROKER          ?=
 FAULTS_INSTANCE ?= 2
 FAULTS_RUN      ?= .
+FAULTS_SKIP     ?=
 
 .PHONY: test-faults
 test-faults: ## fault tests: broker restarts (the retry count across one, on every delay backend the broker runs), kill -9, connection cuts, poison messages (restarts the local broker with rabbitmqctl; BROKER=4.3: a 4.3 node of its own instead, needs root; FAULTS_RUN=regexp narrows them)
 ifeq ($(BROKER),)
-	$(GO) -C lab test -race -count=1 -tags faults -timeout 15m -v -run '$(FAULTS_RUN)' ./faults/
+	$(GO) -C lab test -race -count=1 -tags faults -timeout 15m -v -run '$(FAULTS_RUN)' -skip '$(FAULTS_SKIP)' ./faults/
 else
 	RELAY_BROKER_INSTANCE=$(FAULTS_INSTANCE) deploy/broker.sh run $(BROKER) \
-		$(GO) -C lab test -race -count=1 -tags faults -timeout 15m -v -run '$(FAULTS_RUN)' ./faults/
+		$(GO) -C lab test -race -count=1 -tags faults -timeout 15m -v -run '$(FAULTS_RUN)' -skip '$(FAULTS_SKIP)' ./faults/
 endif
 
 .PHONY: test-cluster

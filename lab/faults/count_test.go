@@ -178,7 +178,7 @@ func TestCountAcrossRestart(t *testing.T) {
 	// queue's at-least-once dead-lettering after a restart (docs/guarantees.md),
 	// a broker fault relay reports (retry.HeldAfter) and cannot mend. That
 	// is logged as what it is, with the queue; everything else is relay's.
-	held := heldDeadLetters(t)
+	held, depths := heldDeadLetters(t)
 	for _, cl := range cells {
 		if finished(cl) {
 			continue
@@ -190,6 +190,11 @@ func TestCountAcrossRestart(t *testing.T) {
 			}
 		}
 		attempts := fmt.Sprintf("delivered %v, parked %v", calls[cl.Name()+"/delivered"], calls[cl.Name()+"/parked"])
+		for _, d := range depths {
+			if strings.HasPrefix(d, cl.topo.Prefix) {
+				t.Logf("%s: queue %s", cl.Name(), strings.TrimPrefix(d, cl.topo.Prefix))
+			}
+		}
 		if len(where) == 0 {
 			t.Errorf("%s did not deliver its first message and park its second within 3 minutes of the restart: attempts %s", cl.Name(), attempts)
 			continue
@@ -231,23 +236,29 @@ func TestCountAcrossRestart(t *testing.T) {
 }
 
 // heldDeadLetters lists the quorum queues that hold messages neither ready
-// nor unacknowledged: dead letters the broker has not forwarded.
-func heldDeadLetters(t *testing.T) map[string]int {
-	out, err := ctl(30*time.Second, rabbitmqctl("list_queues", "-q", "--no-table-headers", "name", "type", "messages", "messages_ready", "messages_unacknowledged")...)
+// nor unacknowledged: dead letters the broker has not forwarded. It also
+// describes every queue that holds a message, for the log.
+func heldDeadLetters(t *testing.T) (map[string]int, []string) {
+	out, err := ctl(30*time.Second, rabbitmqctl("list_queues", "-q", "--no-table-headers", "name", "type", "messages", "messages_ready", "messages_unacknowledged", "consumers")...)
 	if err != nil {
 		t.Logf("list the queues: %v", err)
-		return nil
+		return nil, nil
 	}
 	held := map[string]int{}
+	var depths []string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) != 5 || f[1] != "quorum" {
+		if len(f) != 6 {
 			continue
 		}
 		var n, ready, unacked int
-		if _, err := fmt.Sscan(f[2]+" "+f[3]+" "+f[4], &n, &ready, &unacked); err == nil && n > ready+unacked {
+		if _, err := fmt.Sscan(f[2]+" "+f[3]+" "+f[4], &n, &ready, &unacked); err != nil || n == 0 {
+			continue
+		}
+		depths = append(depths, fmt.Sprintf("%s (%s): %d messages, %d ready, %d unacknowledged, %s consumers", f[0], f[1], n, ready, unacked, f[5]))
+		if f[1] == "quorum" && n > ready+unacked {
 			held[f[0]] = n - ready - unacked
 		}
 	}
-	return held
+	return held, depths
 }
