@@ -166,21 +166,15 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 		return err
 	}))
 	p.ServeStages()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, url) }()
+	// Cleanups run last registered first: this one once the pipeline
+	// stopped.
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("the pipeline did not stop within 30 s")
-		}
 		if c, err := retry.Dial(url, "relay test cleanup"); err == nil {
 			_ = topo.Delete(c)
 			c.Close()
 		}
 	})
+	runPipeline(t, p, url)
 	conn := retrytest.Conn(t)
 	work := topo.WorkRoutes()[0].Queue
 	retrytest.Eventually(t, 30*time.Second, func() bool {
@@ -457,17 +451,7 @@ func runAside(t *testing.T, url string, topo retry.Topology) {
 	}
 	retrytest.PublishHTTP(t, mgmt, work, "normal.1", map[string]any{}, "normal.1")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx, url) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("the pipeline did not stop within 30 s")
-		}
-	})
+	runPipeline(t, p, url)
 
 	ch, err := conn.Channel()
 	if err != nil {
@@ -501,4 +485,20 @@ func runAside(t *testing.T, url string, topo retry.Topology) {
 			t.Errorf("%s handled %d times; only normal.1, once, should be", id, n)
 		}
 	}
+}
+
+// runPipeline runs p against the broker at url until the test ends, and
+// then stops it.
+func runPipeline(t *testing.T, p *retry.Pipeline, url string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx, url) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("the pipeline did not stop within 30 s")
+		}
+	})
 }

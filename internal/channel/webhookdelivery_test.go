@@ -17,6 +17,7 @@ import (
 
 	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/history/historytest"
+	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/webhooks"
 )
@@ -519,7 +520,7 @@ func TestBareURLHostCap(t *testing.T) {
 	// Another host: another loopback address, not another port.
 	ln, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
-		t.Skipf("no second loopback address to serve another host on: %v", err)
+		testenv.Unavailable(t, "no second loopback address to serve another host on: %v", err)
 	}
 	fastGot := make(chan struct{}, 1)
 	fast := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { fastGot <- struct{}{} }))
