@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/services/all"
 )
 
@@ -27,34 +26,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// syncBuffer is a bytes.Buffer a process may write while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // relayProcess starts relay with args and env (and nothing else of the
 // test's environment but PATH and HOME) as a process of its own.
-func relayProcess(t *testing.T, args string, env map[string]string) (cmd *exec.Cmd, stdout, stderr *syncBuffer, done <-chan error) {
+func relayProcess(t *testing.T, args string, env map[string]string) (cmd *exec.Cmd, stdout, stderr *testenv.Buffer, done <-chan error) {
 	t.Helper()
 	cmd = exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = []string{asMain + "=1", "RELAY_TEST_ARGS=" + args, "PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	stdout, stderr = &testenv.Buffer{}, &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -88,7 +69,7 @@ func brokerNowhere(t *testing.T) map[string]string {
 
 // exitWithin waits for the process to end within limit and returns its
 // exit code.
-func exitWithin(t *testing.T, done <-chan error, limit time.Duration, what string, stdout, stderr *syncBuffer) int {
+func exitWithin(t *testing.T, done <-chan error, limit time.Duration, what string, stdout, stderr *testenv.Buffer) int {
 	t.Helper()
 	select {
 	case err := <-done:

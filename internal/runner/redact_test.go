@@ -1,35 +1,16 @@
 package runner_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/internal/runner"
+	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 )
-
-// syncBuffer is a log destination safe for the goroutines of a process.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestProcessNeverShowsTheBrokerPassword starts a process as every relay
 // service that runs the pipeline does (the retrier and each worker: the
@@ -59,7 +40,7 @@ func TestProcessNeverShowsTheBrokerPassword(t *testing.T) {
 				env := map[string]string{"AMQP_URL": u.url, "DELAY_BACKEND": backend, "TOPOLOGY_PREFIX": "test.redact."}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
-				var out syncBuffer
+				var out testenv.Buffer
 				err := run(ctx, func(k string) string { return env[k] }, &out)
 
 				logs := out.String()
@@ -82,7 +63,7 @@ func TestProcessNeverShowsTheBrokerPassword(t *testing.T) {
 }
 
 // run is a process running the retry stages, as `relay retrier` does.
-func run(ctx context.Context, getenv func(string) string, stdout *syncBuffer) error {
+func run(ctx context.Context, getenv func(string) string, stdout *testenv.Buffer) error {
 	var b config.Broker
 	if err := config.Parse(getenv, &b); err != nil {
 		return err

@@ -163,24 +163,7 @@ func Eventually(tb testing.TB, timeout time.Duration, cond func() bool, msg stri
 
 // Buffer is a bytes.Buffer safe for concurrent writers: a service's log
 // sink that a test reads while the service runs.
-type Buffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-// Write appends p.
-func (b *Buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// String returns everything written so far.
-func (b *Buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+type Buffer = testenv.Buffer
 
 var (
 	mgmtOnce   sync.Once
