@@ -22,8 +22,7 @@ lab: ## build the lab's binaries into bin/: relay-lab (bench, workshop) and rela
 # starts (instance FAULTS_INSTANCE, so beside make broker-up's) and stops
 # again, and test-cluster on three nodes from that version's root.
 # FAULTS_RUN narrows test-faults to the tests it matches (go test -run),
-# FAULTS_SKIP leaves out those it matches (go test -skip): CI runs all but
-# TestCountAcrossRestart on 4.3 (docs/testing.md says why).
+# FAULTS_SKIP leaves out those it matches (go test -skip).
 BROKER          ?=
 FAULTS_INSTANCE ?= 2
 FAULTS_RUN      ?= .

@@ -12,10 +12,13 @@ import (
 
 // HeldAfter is how long a quorum queue may hold dead-lettered messages it
 // has not forwarded, without that number going down, before the stages
-// log it as an error. The broker's own dead-letter worker resends what it
-// has no confirm for after two minutes (dead_letter_worker_publisher_confirm_timeout);
-// past three, it has stopped.
-const HeldAfter = 3 * time.Minute
+// log it as an error. The broker's own dead-letter worker sends again
+// what it has no confirm for, or found no route for, every
+// dead_letter_worker_publisher_confirm_timeout (3 minutes by default): a
+// worker that starts with the broker, before the broker routes again,
+// holds what expired meanwhile that long. Past four minutes it has
+// stopped, or its messages still have no route.
+const HeldAfter = 4 * time.Minute
 
 // heldEvery is how often the stages read the counts.
 const heldEvery = 30 * time.Second
@@ -131,7 +134,8 @@ func (w *heldWatch) check(ctx context.Context, now time.Time) []string {
 			leader = "NODE"
 		}
 		w.log.Error("a quorum queue holds dead-lettered messages it does not forward: the broker's at-least-once dead-letter worker for it has stopped "+
-			"(RabbitMQ 3.10 can lose it in a leader election). Nothing is lost; move the queue's leader to start a new one: "+
+			"(RabbitMQ 3.10 can lose it in a leader election), or finds no route for them (a binding of the topology deleted). Nothing is lost; "+
+			"declare the topology again (start relay) if a binding is gone, then move the queue's leader to start a new worker: "+
 			fmt.Sprintf("rabbitmq-queues delete_member %s %s, then rabbitmq-queues add_member %s %s", q, leader, q, leader),
 			"queue", q, "held", n, "for", now.Sub(s.at).Round(time.Second).String(), "leader", c.Leader)
 	}
