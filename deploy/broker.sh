@@ -33,6 +33,10 @@
 # /var/lib/relay/NODE inside the root; the root stays mounted while any of
 # its nodes runs.
 #
+# Each node sends again the dead letters of a quorum queue it has no
+# confirm for after RELAY_BROKER_DLX_CONFIRM_TIMEOUT ms (default 30000;
+# RabbitMQ's own default is 180000).
+#
 # The 4.0 node runs the delayed-message exchange plugin (built for 4.0.x;
 # it cannot load on 4.3), from RELAY_DELAYED_PLUGIN, by default the copy in
 # shared/rabbitmq-plugins/ beside the repository. Without that file the
@@ -42,6 +46,7 @@ set -euo pipefail
 CACHE=${RELAY_BROKER_CACHE:-/var/cache/relay/brokers}
 MIRROR=${RELAY_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 repo=$(cd "$(dirname "$0")/.." && pwd)
+DLX_CONFIRM_TIMEOUT=${RELAY_BROKER_DLX_CONFIRM_TIMEOUT:-30000}
 DELAYED_PLUGIN=${RELAY_DELAYED_PLUGIN:-${repo%/*}/shared/rabbitmq-plugins/rabbitmq_delayed_message_exchange-4.0.7.ez}
 
 die() { printf 'broker.sh: %s\n' "$*" >&2; exit 1; }
@@ -126,7 +131,7 @@ in_root() {
 		ERL_EPMD_PORT="$EPMD_PORT" ERL_EPMD_ADDRESS=127.0.0.1 RABBITMQ_NODENAME="$NODE" \
 		RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$AMQP_PORT" RABBITMQ_DIST_PORT="$DIST_PORT" \
 		RABBITMQ_CONF_ENV_FILE="$HOME_IN/rabbitmq-env.conf" RABBITMQ_CONFIG_FILE="$HOME_IN/rabbitmq.conf" \
-		RABBITMQ_ENABLED_PLUGINS_FILE="$HOME_IN/enabled_plugins" RABBITMQ_MNESIA_BASE="$HOME_IN/mnesia" \
+		RABBITMQ_ADVANCED_CONFIG_FILE="$HOME_IN/advanced.config" RABBITMQ_ENABLED_PLUGINS_FILE="$HOME_IN/enabled_plugins" RABBITMQ_MNESIA_BASE="$HOME_IN/mnesia" \
 		RABBITMQ_LOG_BASE="$HOME_IN/log" "$@"
 }
 
@@ -136,6 +141,11 @@ configure() {
 	: >"$dir/rabbitmq-env.conf"
 	printf '%s\n' "listeners.tcp.default = 127.0.0.1:$AMQP_PORT" \
 		"management.tcp.ip = 127.0.0.1" "management.tcp.port = $MGMT_PORT" >"$dir/rabbitmq.conf"
+	# A quorum queue's dead-letter worker sends again what it has no
+	# confirm for, or found no route for, after this long (RabbitMQ's
+	# default is 180000 ms): after a restart it can hold what expired
+	# while the node was down that long (docs/guarantees.md).
+	printf '[{rabbit, [{dead_letter_worker_publisher_confirm_timeout, %d}]}].\n' "$DLX_CONFIRM_TIMEOUT" >"$dir/advanced.config"
 	if [ -n "$DELAYED" ] && delayed_plugin; then
 		# The plugin in a directory of its own, after the broker's own
 		# plugins on the node's plugin path.
