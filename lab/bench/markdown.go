@@ -77,10 +77,10 @@ func (r *Report) explain() []string {
 		p += fmt.Sprintf("The machine has %d cores, shared by the broker, the API and the load generator (busy: %s, this "+
 			"process and the broker together), so the figure is largely a matter of CPU: per request this process spends %s of CPU against %s per raw publish (the CPU column), "+
 			"and a CPU profile of this command (`--cpuprofile`, samples labelled `bench=ingest/relay/<queue>`) splits it "+
-			"three ways: the HTTP client that generates the load (about a fifth), net/http's server with relay's handler "+
+			"three ways: the HTTP client that generates the load, net/http's server with relay's handler "+
 			"(JSON decoding and validation, the copy's JSON encoding, two confirmed publishes: the copy and the history's "+
-			"accepted record, a log line, metrics; about half), and the history feed the API runs, which consumes the "+
-			"accepted records and stores them in its SQLite history (about a third). "+
+			"accepted record, a log line, metrics), and the history feed the API runs, which consumes the "+
+			"accepted records and stores them in its SQLite history. "+
 			"The raw side pipelines %d publishes from one goroutine with no HTTP at all: it is the broker's floor, "+
 			"not an API. The latencies follow from the rate: %d clients in a closed loop wait, on average, "+
 			"%d ÷ rate.", r.Machine.Cores, r.busy(FigIngestRate), r.cost(FigIngestRate, true, cpu), r.cost(FigIngestRate, false, cpu), r.Options.Clients,
@@ -158,7 +158,8 @@ func (r *Report) explain() []string {
 			"with the retrier) share `SMTP_RATE=%g` through the history store (SQLite here) and deliver %d emails published "+
 			"at once to a local mail server, which notes when each arrives; once per delay backend the broker runs, "+
 			"native on quorum queues, the others on classic, with `RETRY_DELAYS=%s` (linear, as native needs; a "+
-			"deferral waits for its slot, not for the schedule). An email over the limit waits in the delay "+
+			"deferral waits for its slot, not for the schedule) and `RETRY_DEFERRALS=%s` (the default is 10: the last of "+
+			"the emails wait about ten seconds for their slots, and none may spend a retry before it). An email over the limit waits in the delay "+
 			"backend for a slot it holds, without spending a retry. The throughput, first arrival to last, is a figure: it "+
 			"falls on a loaded machine, where copies that come back late for their slots wait again. What must hold is every "+
 			"email once and no second of the clock above the limit by more than %.0f %% and the burst (the most in any "+
@@ -168,7 +169,7 @@ func (r *Report) explain() []string {
 			"hand-off the worker sends the moment the wait ends along with the failure, so the hop to the error stage "+
 			"does not lengthen it. The load is the machine's one-minute load average when "+
 			"the emails were published.\n\n",
-			o.Replicas, o.Rate, o.Emails, RateLimitDelays, RateLimitTolerance*100, rateHold, history.TicketGrace)+RateLimitMarkdown(r.RateLimits)+
+			o.Replicas, o.Rate, o.Emails, RateLimitDelays, RateLimitDeferrals, RateLimitTolerance*100, rateHold, history.TicketGrace)+RateLimitMarkdown(r.RateLimits)+
 			fmt.Sprintf("\nMeasured by `%s` on %s, %s, with %d cores shared with whatever else ran, at the load in the last column.\n",
 				r.Command, r.Broker, r.Started.Format("2006-01-02"), r.Machine.Cores))
 	}
@@ -220,8 +221,7 @@ func (r *Report) explainHistory() string {
 		"them, in a base32 alphabet that sorts as its bits), made at each notification's creation time, so a batch's rows "+
 		"go to the ends of the store's indexes, a few pages a transaction. With random ids, as the API made them before, "+
 		"a batch's rows landed on pages all over the indexes and every page a transaction touched was written again, on "+
-		"SQLite to the WAL and, at checkpoints, to the database: measured on this machine, 0.42× (SQLite) and 0.64× "+
-		"(PostgreSQL) the worker, with 112 µs of CPU per event on SQLite.",
+		"SQLite to the WAL and, at checkpoints, to the database.",
 		thousands(historyPrefill), thousands(int64(r.Options.Consume)), feedBatch, r.Options.Rounds, worker,
 		against(lite), pgAgainst)
 }

@@ -54,6 +54,12 @@ type RateLimitOptions struct {
 // not for this schedule; the schedule only shapes the topology.
 const RateLimitDelays = "200ms,400ms,600ms"
 
+// RateLimitDeferrals is the figure's RETRY_DEFERRALS (the default is 10):
+// 500 emails at 50/s keep the last of them waiting for a slot for ten
+// seconds, a deferral or more a second, and none may start spending its
+// retries before its slot.
+const RateLimitDeferrals = "50"
+
 func (o RateLimitOptions) withDefaults() RateLimitOptions {
 	if o.Rate <= 0 {
 		o.Rate = 50
@@ -173,7 +179,7 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 	prefix := b.prefix + "ratelimit." + string(opts.Backend) + "."
 	env := map[string]string{
 		"AMQP_URL": b.url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": string(opts.Backend), "QUEUE_TYPE": string(opts.QueueType),
-		"RETRY_DELAYS": RateLimitDelays, "RETRY_DEFERRALS": "50", "MANAGEMENT_URL": b.mgmtURL,
+		"RETRY_DELAYS": RateLimitDelays, "RETRY_DEFERRALS": RateLimitDeferrals, "MANAGEMENT_URL": b.mgmtURL,
 		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": strconv.Itoa(sink.port), "SMTP_TLS": "none", "EMAIL_FROM": "bench@relay.localhost",
 		"SMTP_RATE": strconv.FormatFloat(opts.Rate, 'f', -1, 64), "SMTP_BURST": strconv.Itoa(opts.Burst), "DATA_DIR": dir,
 		"LOG_LEVEL": "error",
