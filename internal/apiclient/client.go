@@ -67,6 +67,8 @@ type Error struct {
 	Type string
 	// RetryAfter is the wait the Retry-After header asks for; 0 without one.
 	RetryAfter time.Duration
+	// Body is the answer as it came (bounded), for a problem's members.
+	Body []byte `json:"-"`
 }
 
 // Error says what the API answered.
@@ -201,7 +203,7 @@ func (c *Client) do(ctx context.Context, method, path string, h http.Header, bod
 
 // errorOf reads a problem document, or keeps the start of any other body.
 func errorOf(resp *http.Response, raw []byte) *Error {
-	e := &Error{Status: resp.StatusCode}
+	e := &Error{Status: resp.StatusCode, Body: raw}
 	var p struct{ Type, Title, Detail string }
 	if json.Unmarshal(raw, &p) == nil && (p.Title != "" || p.Detail != "") {
 		e.Type, e.Title, e.Detail = p.Type, p.Title, p.Detail

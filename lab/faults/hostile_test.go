@@ -355,7 +355,14 @@ func (r *rig) plantedReplay(t *testing.T, conn *amqp.Connection, victim string) 
 			}
 		}
 		var out bytes.Buffer
-		err := dead.Run(ctx, []string{"replay", "--all"}, func(k string) string { return r.env[k] }, strings.NewReader(""), &out)
+		// The CLI calls the API relay all serves.
+		getenv := func(k string) string {
+			if k == "RELAY_API" {
+				return r.api
+			}
+			return r.env[k]
+		}
+		err := dead.Run(ctx, []string{"replay", "--all"}, getenv, strings.NewReader(""), &out)
 		if err == nil || !strings.Contains(err.Error(), victim) {
 			t.Errorf("relay dead replay --all = %v, want an error naming %s", err, victim)
 		}

@@ -94,10 +94,10 @@ func (p *apiProcess) do(t *testing.T, method, path, body string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
-// cli runs `relay dead` against p's topology.
+// cli runs `relay dead` against p's API.
 func (p *apiProcess) cli(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
-	env := map[string]string{"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": p.topo.Prefix, "DELAY_BACKEND": "ttl"}
+	env := map[string]string{"RELAY_API": p.base, "API_TOKENS": deadLetterToken}
 	var out bytes.Buffer
 	err := dead.Run(context.Background(), args, func(k string) string { return env[k] }, strings.NewReader(stdin), &out)
 	return out.String(), err

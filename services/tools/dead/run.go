@@ -1,7 +1,9 @@
 // Package dead is `relay dead list|show|replay|purge`: the command-line
-// tools for messages parked in the dead-letter queue. They behave as the
-// API's dead-letter routes do: the same filters, the same limit, the same
-// JSON, and an id that matches nothing is an error on both.
+// tools for messages parked in the dead-letter queue. They call the API's
+// dead-letter routes (`relay api` or `relay all`, at --api or RELAY_API
+// with --token or API_TOKENS), so they act on the broker the API serves
+// and on no other: the same filters, the same limit, the same JSON, and
+// an id that matches nothing is an error.
 package dead
 
 import (
@@ -13,23 +15,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/relay-demo/relay/internal/apiclient"
-	"github.com/relay-demo/relay/internal/channel"
-	"github.com/relay-demo/relay/internal/config"
-	"github.com/relay-demo/relay/internal/events"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 )
-
-// Config is the dead-letter tools' environment.
-type Config struct {
-	config.Broker
-}
 
 // DefaultLimit is how many messages `relay dead list` shows without
 // --limit; 0 shows every one. GET /v1/dead-letters reads ?limit the same
@@ -41,11 +39,13 @@ type options struct {
 	verb, id, source, recipient string
 	all, json, yes              bool
 	limit                       int
+	api                         apiclient.Flags
 }
 
 // parse reads a verb's flags (and show's ID), and refuses what does not go
-// together. It needs no broker.
-func parse(args []string, stdout io.Writer) (options, error) {
+// together. It needs no API; getenv gives the defaults of --api and
+// --token.
+func parse(args []string, getenv func(string) string, stdout io.Writer) (options, error) {
 	if len(args) == 0 {
 		return options{}, errors.New("usage: relay dead list|show|replay|purge [flags]; add -h to a verb for its flags")
 	}
@@ -53,6 +53,7 @@ func parse(args []string, stdout io.Writer) (options, error) {
 	args = args[1:]
 	fs := flag.NewFlagSet("relay dead "+o.verb, flag.ContinueOnError)
 	fs.SetOutput(stdout)
+	o.api.Register(fs, getenv("RELAY_API"), apiclient.Token(getenv, os.Stderr))
 	fs.StringVar(&o.source, "source", "", "only messages parked from this `queue` (e.g. email-queue)")
 	fs.StringVar(&o.recipient, "recipient", "", "only the copies for this recipient `address` (exact match; an email has a copy per recipient)")
 	switch o.verb {
@@ -112,104 +113,115 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	// Parked messages carry what any publisher wrote: nothing of it
 	// reaches the terminal as a control sequence.
 	stdout = apiclient.Terminal(stdout)
-	o, err := parse(args, stdout)
+	o, err := parse(args, getenv, stdout)
 	if err != nil {
 		return err
 	}
-	var cfg Config
-	if err := config.Parse(getenv, &cfg); err != nil {
-		return err
+	api := o.api.Client()
+	q := url.Values{}
+	for k, v := range map[string]string{"id": o.id, "source": o.source, "recipient": o.recipient} {
+		if v != "" && (k != "id" || o.verb == "list") {
+			q.Set(k, v)
+		}
 	}
-	topo, err := cfg.Topology(channel.Routes())
-	if err != nil {
-		return err
-	}
-	filter := retry.Filter{ID: o.id, Copy: o.recipient}
-	if o.source != "" {
-		filter.Source = topo.Name(strings.TrimPrefix(o.source, topo.Prefix))
-	}
-	conn, err := retry.DialAny(cfg.URLs(), "relay dead "+o.verb)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	dl := retry.DeadLetters{Conn: conn, Topology: topo}
+	sel := apiclient.Selection{ID: o.id, Source: o.source, Recipient: o.recipient, All: o.all}
+	explain := func(err error) error { return notParkedHint(o.api.Explain(err)) }
 
 	switch o.verb {
 	case "list":
-		list, err := dl.List(ctx, filter, o.limit)
+		q.Set("limit", strconv.Itoa(o.limit))
+		list, err := api.DeadLetters(ctx, q)
 		if err != nil {
-			return err
+			return explain(err)
 		}
 		return printList(stdout, list, o.json)
 	case "show":
-		list, err := dl.Get(ctx, filter)
+		list, err := api.DeadLetter(ctx, o.id, q)
 		if err != nil {
-			return notParkedHint(err)
+			return explain(err)
 		}
 		return printShow(stdout, list, o.json)
 	case "replay":
-		// Each replay is an event, for the history: published, and
-		// confirmed, before the command returns.
-		emitter := events.NewEmitter(topo, "relay dead", nil)
-		ectx, stop := context.WithCancel(ctx)
-		emitted := make(chan error, 1)
-		go func() { emitted <- emitter.Run(ectx, conn) }()
-		dl.Observe = emitter.Observe
-		n, err := dl.Replay(ctx, filter)
-		stop()
-		if eerr := <-emitted; eerr != nil {
-			err = errors.Join(err, fmt.Errorf("record the replays in the history: %w", eerr))
-		}
-		if errors.Is(err, retry.ErrNotParked) {
-			return notParkedHint(err)
+		// The API records each replay in the history before it answers.
+		n, err := api.ReplayDeadLetters(ctx, sel)
+		if !answered(err) {
+			return explain(err)
 		}
 		fmt.Fprintf(stdout, "replayed %d message(s) to their source queues with a fresh retry count\n", n)
-		return err
+		if err != nil {
+			return explain(err)
+		}
+		return nil
 	default: // purge
 		if !o.yes {
-			var list []retry.DeadLetter
-			if filter.ID != "" {
-				list, err = dl.Get(ctx, filter)
-			} else {
-				list, err = dl.List(ctx, filter, 0)
-			}
+			n, err := selected(ctx, api, o, q)
 			if err != nil {
-				return notParkedHint(err)
+				return explain(err)
 			}
-			if len(list) == 0 {
+			if n == 0 {
 				fmt.Fprintln(stdout, "nothing to purge")
 				return nil
 			}
-			fmt.Fprintf(stdout, "Delete %d parked message(s) for good? Type yes to confirm: ", len(list))
+			fmt.Fprintf(stdout, "Delete %d parked message(s) for good? Type yes to confirm: ", n)
 			answer, _ := bufio.NewReader(stdin).ReadString('\n')
 			if strings.TrimSpace(answer) != "yes" {
 				return errors.New("purge cancelled: nothing was deleted")
 			}
 		}
-		n, err := dl.Purge(ctx, filter)
-		if errors.Is(err, retry.ErrNotParked) {
-			return notParkedHint(err)
+		n, err := api.PurgeDeadLetters(ctx, sel)
+		if !answered(err) {
+			return explain(err)
 		}
 		fmt.Fprintf(stdout, "purged %d message(s)\n", n)
-		return err
+		if err != nil {
+			return explain(err)
+		}
+		return nil
 	}
 }
 
+// answered reports whether a replay or purge got as far as the dead-letter
+// queue, so that how many it moved is worth printing: done, or stopped
+// part way (a queue that is not relay's, a broker error), but not a
+// request the API refused or never got.
+func answered(err error) bool {
+	var e *apiclient.Error
+	return err == nil || errors.As(err, &e) && (e.Status == http.StatusConflict || e.Status == http.StatusServiceUnavailable)
+}
+
+// selected counts the parked copies a purge would delete.
+func selected(ctx context.Context, api *apiclient.Client, o options, q url.Values) (int, error) {
+	if o.id != "" {
+		list, err := api.DeadLetter(ctx, o.id, q)
+		return len(list), err
+	}
+	q.Set("limit", "0")
+	list, err := api.DeadLetters(ctx, q)
+	return len(list), err
+}
+
+// notParked is the API's 404 for an id nothing matches: retry.ErrNotParked,
+// with the API's words.
+type notParked struct{ err error }
+
+func (e notParked) Error() string        { return e.err.Error() + " (relay dead list shows what is parked)" }
+func (e notParked) Unwrap() error        { return e.err }
+func (e notParked) Is(target error) bool { return target == retry.ErrNotParked }
+
 // notParkedHint says where to look when an id matches nothing.
 func notParkedHint(err error) error {
-	if errors.Is(err, retry.ErrNotParked) {
-		return fmt.Errorf("%w (relay dead list shows what is parked)", err)
+	if errors.Is(err, apiclient.ErrNotFound) {
+		return notParked{err}
 	}
 	return err
 }
 
-func printList(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
+func printList(w io.Writer, list []notification.DeadLetter, asJSON bool) error {
 	w = apiclient.Terminal(w)
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, p := range list {
-			if err := enc.Encode(notification.NewDeadLetter(p)); err != nil {
+			if err := enc.Encode(p); err != nil {
 				return err
 			}
 		}
@@ -220,7 +232,7 @@ func printList(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 		return err
 	}
 	// A RECIPIENT column when any copy is one recipient's (email).
-	perRecipient := slices.ContainsFunc(list, func(p retry.DeadLetter) bool { return p.Copy != "" })
+	perRecipient := slices.ContainsFunc(list, func(p notification.DeadLetter) bool { return p.Recipient != "" })
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	head := "ID\tSOURCE\tREASON\tRETRIES\tREPLAYS\tFIRST FAILURE\tPARKED\tLAST ERROR"
 	if perRecipient {
@@ -230,7 +242,7 @@ func printList(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 	for _, p := range list {
 		id := p.ID
 		if perRecipient {
-			id += "\t" + cmp.Or(p.Copy, "-")
+			id += "\t" + cmp.Or(p.Recipient, "-")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", id, p.Source, p.Reason, p.Retries, p.Replays,
 			stamp(p.FirstFailedAt), stamp(p.ParkedAt), oneLine(p.LastError, 60))
@@ -239,13 +251,12 @@ func printList(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
 }
 
 // printShow prints parked copies in full: with asJSON one
-// retry.DeadLetterDetail a line, the objects GET /v1/dead-letters/{id}
-// answers; otherwise a block each, for people.
-func printShow(w io.Writer, list []retry.DeadLetter, asJSON bool) error {
+// notification.DeadLetterDetail a line, the objects GET
+// /v1/dead-letters/{id} answers; otherwise a block each, for people.
+func printShow(w io.Writer, list []notification.DeadLetterDetail, asJSON bool) error {
 	bw := bufio.NewWriter(apiclient.Terminal(w))
 	enc := json.NewEncoder(bw)
-	for i, p := range list {
-		d := notification.NewDeadLetterDetail(p)
+	for i, d := range list {
 		if asJSON {
 			if err := enc.Encode(d); err != nil {
 				return err

@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -14,17 +16,16 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/internal/channel"
-	"github.com/relay-demo/relay/internal/events"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
+	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/tools/dead"
 )
 
 func TestDeadCommands(t *testing.T) {
 	conn := retrytest.Conn(t)
 	topo := retrytest.Declare(t, conn, retry.Topology{Routes: channel.Routes(), Backend: retry.TTL})
-	t.Cleanup(func() { deleteEvents(t, topo) })
-	env := map[string]string{"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": topo.Prefix, "DELAY_BACKEND": "ttl"}
+	env := serveAPI(t, conn, topo)
 	run := func(stdin string, args ...string) (string, error) {
 		var out bytes.Buffer
 		err := dead.Run(context.Background(), args, func(k string) string { return env[k] }, strings.NewReader(stdin), &out)
@@ -133,8 +134,7 @@ func depth(t *testing.T, ch *amqp.Channel, queue string) int {
 func TestReplayRefusesForeignSources(t *testing.T) {
 	conn := retrytest.Conn(t)
 	topo := retrytest.Declare(t, conn, retry.Topology{Routes: channel.Routes(), Backend: retry.TTL})
-	t.Cleanup(func() { deleteEvents(t, topo) })
-	env := map[string]string{"AMQP_URL": retrytest.URL(t), "TOPOLOGY_PREFIX": topo.Prefix, "DELAY_BACKEND": "ttl"}
+	env := serveAPI(t, conn, topo)
 	ch, err := conn.Channel()
 	if err != nil {
 		t.Fatal(err)
@@ -181,15 +181,25 @@ func TestReplayRefusesForeignSources(t *testing.T) {
 	}
 }
 
-// deleteEvents removes the events exchange a replay declared.
-func deleteEvents(t *testing.T, topo retry.Topology) {
-	conn, err := retry.Dial(retrytest.URL(t), "relay test cleanup")
-	if err != nil {
-		return
-	}
-	defer conn.Close()
-	if ch, err := conn.Channel(); err == nil {
-		_ = ch.ExchangeDelete(events.ExchangeName(topo), false, false)
-		ch.Close()
+// serveAPI serves the API's dead-letter routes on topo's dead-letter
+// queue, and returns the environment that points relay dead at them.
+func serveAPI(t *testing.T, conn *amqp.Connection, topo retry.Topology) map[string]string {
+	const token = "dead-letter-cli-token-0123456789"
+	srv := httptest.NewServer(api.NewServer(api.Deps{Topology: topo, Tokens: []string{token},
+		DeadLetters: func() api.DeadLetterStore { return retry.DeadLetters{Conn: conn, Topology: topo} }}))
+	t.Cleanup(srv.Close)
+	return map[string]string{"RELAY_API": srv.URL, "API_TOKENS": token}
+}
+
+// TestDeadNeedsTheAPI: without an API to call, relay dead says where it
+// looked and how to point it elsewhere, and touches no broker.
+func TestDeadNeedsTheAPI(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now
+	var out bytes.Buffer
+	err := dead.Run(context.Background(), []string{"list"}, func(k string) string { return map[string]string{"RELAY_API": url}[k] }, strings.NewReader(""), &out)
+	if err == nil || !strings.Contains(err.Error(), url) || !strings.Contains(err.Error(), "--api") {
+		t.Errorf("relay dead list with no API = %v; want an error naming %s and --api", err, url)
 	}
 }

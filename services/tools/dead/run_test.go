@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/internal/notification"
@@ -62,7 +63,7 @@ func TestParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			got, err := parse(tt.args, &bytes.Buffer{})
+			got, err := parse(tt.args, noEnv, &bytes.Buffer{})
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("parse(%q) = %v, want an error containing %q", tt.args, err, tt.wantErr)
@@ -72,7 +73,7 @@ func TestParse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(options{})); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(options{}), cmpopts.IgnoreFields(options{}, "api")); diff != "" {
 				t.Errorf("parse(%q) (-want +got):\n%s", tt.args, diff)
 			}
 		})
@@ -93,7 +94,7 @@ func TestUsageNeedsNoBroker(t *testing.T) {
 
 func TestShowHelp(t *testing.T) {
 	var out bytes.Buffer
-	if _, err := parse([]string{"show", "-h"}, &out); err == nil {
+	if _, err := parse([]string{"show", "-h"}, noEnv, &out); err == nil {
 		t.Fatal("show -h: no flag.ErrHelp")
 	}
 	for _, want := range []string{"usage: relay dead show ID", "-json", "-source", "-recipient address", "one per recipient"} {
@@ -101,6 +102,27 @@ func TestShowHelp(t *testing.T) {
 			t.Errorf("show -h lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// noEnv is an empty environment.
+func noEnv(string) string { return "" }
+
+// views are parked copies as GET /v1/dead-letters answers them.
+func views(list ...retry.DeadLetter) []notification.DeadLetter {
+	out := make([]notification.DeadLetter, len(list))
+	for i, p := range list {
+		out[i] = notification.NewDeadLetter(p)
+	}
+	return out
+}
+
+// details are parked copies as GET /v1/dead-letters/{id} answers them.
+func details(list ...retry.DeadLetter) []notification.DeadLetterDetail {
+	out := make([]notification.DeadLetterDetail, len(list))
+	for i, p := range list {
+		out[i] = notification.NewDeadLetterDetail(p)
+	}
+	return out
 }
 
 // parked is what retry.DeadLetters reads back for each delivery.
@@ -126,7 +148,7 @@ func TestPrintShow(t *testing.T) {
 	emptyCopy := retry.DeadLetter{ID: "n2", Source: "p.sms-queue", Reason: retry.ReasonPermanent}
 
 	var out bytes.Buffer
-	if err := printShow(&out, []retry.DeadLetter{jsonCopy, binaryCopy, emptyCopy}, false); err != nil {
+	if err := printShow(&out, details(jsonCopy, binaryCopy, emptyCopy), false); err != nil {
 		t.Fatal(err)
 	}
 	want := `id             n1
@@ -177,7 +199,7 @@ body (empty)
 
 	// --json prints the objects the API answers, one a line.
 	out.Reset()
-	if err := printShow(&out, []retry.DeadLetter{jsonCopy, binaryCopy}, true); err != nil {
+	if err := printShow(&out, details(jsonCopy, binaryCopy), true); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -204,7 +226,7 @@ func TestPrintList(t *testing.T) {
 	list := parked(amqp.Delivery{MessageId: "n1", Headers: amqp.Table{retry.HeaderDeadSource: "p.email-queue", retry.HeaderDeadReason: "permanent"}})
 	list[0].Replays, list[0].LastError = 2, "550 mailbox\nunavailable"
 	var out bytes.Buffer
-	if err := printList(&out, list, false); err != nil {
+	if err := printList(&out, views(list...), false); err != nil {
 		t.Fatal(err)
 	}
 	want := "ID  SOURCE         REASON     RETRIES  REPLAYS  FIRST FAILURE  PARKED  LAST ERROR\n" +
@@ -216,7 +238,7 @@ func TestPrintList(t *testing.T) {
 	list = append(list, parked(amqp.Delivery{MessageId: "n2", Headers: amqp.Table{retry.HeaderDeadSource: "p.email-queue",
 		retry.HeaderDeadReason: "permanent", notification.HeaderRecipient: "ada@example.com"}})...)
 	out.Reset()
-	if err := printList(&out, list, false); err != nil {
+	if err := printList(&out, views(list...), false); err != nil {
 		t.Fatal(err)
 	}
 	want = "ID  RECIPIENT        SOURCE         REASON     RETRIES  REPLAYS  FIRST FAILURE  PARKED  LAST ERROR\n" +
@@ -250,15 +272,18 @@ func TestOneLine(t *testing.T) {
 }
 
 // TestRecipientFlagEverywhere: every verb takes --recipient, and its help
-// says what it selects.
+// says what it selects; and --api and --token, the API it calls.
 func TestRecipientFlagEverywhere(t *testing.T) {
 	for _, verb := range []string{"list", "show", "replay", "purge"} {
 		var out bytes.Buffer
-		if _, err := parse([]string{verb, "-h"}, &out); err == nil {
+		if _, err := parse([]string{verb, "-h"}, noEnv, &out); err == nil {
 			t.Fatalf("%s -h: no flag.ErrHelp", verb)
 		}
 		if !strings.Contains(out.String(), "-recipient address\n") || !strings.Contains(out.String(), "copies for this recipient") {
 			t.Errorf("relay dead %s -h does not offer --recipient:\n%s", verb, out.String())
+		}
+		if !strings.Contains(out.String(), "-api url") || !strings.Contains(out.String(), "-token token") {
+			t.Errorf("relay dead %s -h does not offer --api and --token:\n%s", verb, out.String())
 		}
 	}
 }
@@ -272,7 +297,10 @@ func TestPrintEscapes(t *testing.T) {
 		retry.HeaderDeadReason: "permanent", retry.HeaderLastError: hostile, notification.HeaderRecipient: "ada@example.com" + hostile, "tenant": hostile}})
 	list[0].LastError, list[0].Copy = hostile, "ada@example.com"+hostile
 	for _, asJSON := range []bool{false, true} {
-		for name, print := range map[string]func(io.Writer, []retry.DeadLetter, bool) error{"list": printList, "show": printShow} {
+		for name, print := range map[string]func(io.Writer, []retry.DeadLetter, bool) error{
+			"list": func(w io.Writer, l []retry.DeadLetter, j bool) error { return printList(w, views(l...), j) },
+			"show": func(w io.Writer, l []retry.DeadLetter, j bool) error { return printShow(w, details(l...), j) },
+		} {
 			var out bytes.Buffer
 			if err := print(&out, list, asJSON); err != nil {
 				t.Fatal(err)

@@ -1,0 +1,105 @@
+package apiclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/relay-demo/relay/internal/notification"
+)
+
+// Selection names parked messages for a replay or a purge, as the bodies
+// of POST /v1/dead-letters/replay and /purge do: an id, a source queue, a
+// recipient, or all of them.
+type Selection struct {
+	ID        string `json:"id,omitempty"`
+	Source    string `json:"source,omitempty"`
+	Recipient string `json:"recipient,omitempty"`
+	All       bool   `json:"all,omitempty"`
+}
+
+// DeadLetters lists parked messages (GET /v1/dead-letters), selected by
+// the query's id, source, recipient and limit.
+func (c *Client) DeadLetters(ctx context.Context, q url.Values) ([]notification.DeadLetter, error) {
+	raw, err := c.do(ctx, http.MethodGet, "/v1/dead-letters"+query(q), nil, nil, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	var answer struct {
+		DeadLetters []notification.DeadLetter `json:"dead_letters"`
+	}
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return nil, fmt.Errorf("read the API's dead letters: %w", err)
+	}
+	return answer.DeadLetters, nil
+}
+
+// DeadLetter reads every parked copy of the message id in full (GET
+// /v1/dead-letters/{id}), narrowed by the query's source and recipient. An
+// id nothing matches is an *Error that is ErrNotFound.
+func (c *Client) DeadLetter(ctx context.Context, id string, q url.Values) ([]notification.DeadLetterDetail, error) {
+	raw, err := c.do(ctx, http.MethodGet, "/v1/dead-letters/"+url.PathEscape(id)+query(q), nil, nil, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	var answer struct {
+		DeadLetters []notification.DeadLetterDetail `json:"dead_letters"`
+	}
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		return nil, fmt.Errorf("read the API's dead letter %s: %w", id, err)
+	}
+	return answer.DeadLetters, nil
+}
+
+// ReplayDeadLetters sends the selected parked messages back to their
+// source queues (POST /v1/dead-letters/replay) and returns how many went.
+// A replay refused part way (409: a message names a queue that is not
+// relay's) returns how many went before, with the error.
+func (c *Client) ReplayDeadLetters(ctx context.Context, s Selection) (int, error) {
+	return c.selected(ctx, "/v1/dead-letters/replay", s, "replayed")
+}
+
+// PurgeDeadLetters deletes the selected parked messages for good (POST
+// /v1/dead-letters/purge, confirmed) and returns how many.
+func (c *Client) PurgeDeadLetters(ctx context.Context, s Selection) (int, error) {
+	body := struct {
+		Selection
+		Confirm bool `json:"confirm"`
+	}{s, true}
+	return c.selected(ctx, "/v1/dead-letters/purge", body, "purged")
+}
+
+// selected posts a selection to path and reads the count the answer names
+// under key, from a success or from a problem that says how many went
+// before it.
+func (c *Client) selected(ctx context.Context, path string, body any, key string) (int, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	raw, err := c.do(ctx, http.MethodPost, path, h, b, http.StatusOK)
+	var e *Error
+	if errors.As(err, &e) {
+		raw = e.Body
+	} else if err != nil {
+		return 0, err
+	}
+	var answer map[string]json.RawMessage
+	var n int
+	if json.Unmarshal(raw, &answer) == nil {
+		_ = json.Unmarshal(answer[key], &n)
+	}
+	return n, err
+}
+
+// query is q as a URL's query, "" when it is empty.
+func query(q url.Values) string {
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
