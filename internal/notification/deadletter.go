@@ -2,6 +2,10 @@ package notification
 
 import "github.com/relay-demo/relay/retry"
 
+// DeadLetterLimit is how many parked messages a listing shows when it
+// names no limit: GET /v1/dead-letters and `relay dead list` alike.
+const DeadLetterLimit = 50
+
 // DeadLetter is a parked copy as relay's API and `relay dead` write it in
 // JSON: retry's DeadLetter, with the recipient the copy is for
 // (HeaderRecipient, which retry reports as its Copy) as "recipient".

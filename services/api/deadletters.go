@@ -83,7 +83,7 @@ func (d dialedDeadLetters) Purge(ctx context.Context, f retry.Filter) (int, erro
 // DefaultDeadLetterLimit is how many parked messages a listing shows when
 // it names no limit; `relay dead list` shows as many. A limit of 0 shows
 // every one, on both.
-const DefaultDeadLetterLimit = 50
+const DefaultDeadLetterLimit = notification.DeadLetterLimit
 
 // deadLetterStore returns the store of the moment, or the 503 that
 // answers without one.

@@ -32,7 +32,7 @@ import (
 // DefaultLimit is how many messages `relay dead list` shows without
 // --limit; 0 shows every one. GET /v1/dead-letters reads ?limit the same
 // way.
-const DefaultLimit = 50
+const DefaultLimit = notification.DeadLetterLimit
 
 // options are a verb's parsed arguments.
 type options struct {
