@@ -156,3 +156,29 @@ func TestTemplateChannelExample(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryStandsAlone holds docs/template.md's word that retry/ imports
+// nothing from the rest of relay: neither retry nor retry/retrytest, nor
+// their tests, need a package of relay's outside retry/, so the directory
+// can be copied into another module as it is.
+func TestRetryStandsAlone(t *testing.T) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is not on PATH: %v", err)
+	}
+	const module = "github.com/relay-demo/relay/"
+	cmd := exec.Command(goCmd, "list", "-deps", "-test", "-tags", "integration", "-f", "{{.ImportPath}}", "../retry/...")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		p, _, _ = strings.Cut(p, " ") // a test variant reads "p [p.test]"
+		if strings.HasPrefix(p, module) && !strings.HasPrefix(p, module+"retry") {
+			t.Errorf("retry/ needs %s", p)
+		}
+	}
+	if !strings.Contains(string(out), module+"retry/retrytest") {
+		t.Errorf("go list named no package of retry/ (%d bytes of output)", len(out))
+	}
+}

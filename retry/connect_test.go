@@ -14,7 +14,6 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 )
@@ -23,7 +22,7 @@ import (
 // nothing listens on.
 func closedURL(t *testing.T, password string) string {
 	t.Helper()
-	return "amqp://guest:" + password + "@" + testenv.RefusedAddr(t) + "/"
+	return "amqp://guest:" + password + "@" + retrytest.RefusedAddr(t) + "/"
 }
 
 func TestDialAnyNoNode(t *testing.T) {

@@ -15,15 +15,17 @@
 // missing backend is no broken build, unless the broker was started to run
 // that backend's tests. RELAY_EXPECT_BACKENDS says which (Lacks).
 //
-// It is test-only code, imported by tests and by the packages that
-// serve them (retry/retrytest, internal/history/historytest).
+// The rules themselves are retry/retrytest's (Unavailable, Expects, Lacks),
+// so that retry and retrytest stand alone, copied without the rest of
+// relay; this package names them for relay's other tests. It is test-only
+// code, imported by tests and by the packages that serve them
+// (internal/history/historytest).
 package testenv
 
 import (
-	"os"
-	"slices"
-	"strings"
 	"testing"
+
+	"github.com/relay-demo/relay/retry/retrytest"
 )
 
 // ExpectBackends is the environment variable that names, separated by
@@ -31,39 +33,32 @@ import (
 // ("ttl levels plugin"). make test-compat sets it for each node it starts,
 // from deploy/broker.sh backends VERSION: plugin on RabbitMQ 4.0 with the
 // delayed-message plugin, native on 4.3.
-const ExpectBackends = "RELAY_EXPECT_BACKENDS"
+const ExpectBackends = retrytest.ExpectBackends
 
 // Unavailable ends the test for want of what format and args describe:
 // it fails the test when the environment variable CI is exactly "true",
-// as .ci/run sets it, and skips it otherwise. The message should say what
-// is missing and, for a skip, how to provide it.
+// as .ci/run sets it, and skips it otherwise (retrytest.Unavailable).
 func Unavailable(tb testing.TB, format string, args ...any) {
 	tb.Helper()
-	if os.Getenv("CI") == "true" {
-		tb.Fatalf(format+" (CI=true: in CI this is a failure, not a skip)", args...)
-	}
-	tb.Skipf(format, args...)
+	retrytest.Unavailable(tb, format, args...)
 }
 
 // Expects reports whether ExpectBackends names backend: the broker under
 // test was started to run that backend's tests.
-func Expects(backend string) bool {
-	return slices.Contains(strings.Fields(os.Getenv(ExpectBackends)), backend)
-}
+func Expects(backend string) bool { return retrytest.Expects(backend) }
 
 // Lacks ends the test because the broker under test lacks the delay
-// backend it needs, as format and args describe: it fails the test when
-// ExpectBackends names backend, since the broker was started to run it and
-// a node of the wrong version or without its plugin must not pass as a
-// skip; otherwise it skips it, under CI=true too, saying that this broker
-// runs no such cell.
+// backend it needs: a failure when ExpectBackends names backend, a skip
+// otherwise (retrytest.Lacks); make test-compat runs each backend on a
+// broker that has it.
 func Lacks(tb testing.TB, backend, format string, args ...any) {
 	tb.Helper()
-	expect := os.Getenv(ExpectBackends)
-	if Expects(backend) {
-		tb.Fatalf(format+" (%s=%q: this broker must run the %s backend's tests, so this is a failure, not a skip)",
-			append(args, ExpectBackends, expect, backend)...)
-	}
-	tb.Skipf(format+" (%s=%q does not name %s: this broker runs no %s cell; make test-compat runs it)",
-		append(args, ExpectBackends, expect, backend, backend)...)
+	retrytest.Lacks(tb, backend, format, args...)
+}
+
+// RefusedAddr is a loopback address that refuses every connection until
+// the test ends (retrytest.RefusedAddr).
+func RefusedAddr(tb testing.TB) string {
+	tb.Helper()
+	return retrytest.RefusedAddr(tb)
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcrabbit "github.com/testcontainers/testcontainers-go/modules/rabbitmq"
 
-	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -34,7 +33,7 @@ var (
 // else localhost:5672, when that broker reports 4.3 or later, and otherwise
 // starts a NativeImage container with testcontainers.
 //
-// Where there is no such broker, testenv.Lacks ends the test: when
+// Where there is no such broker, Lacks ends the test: when
 // RELAY_EXPECT_BACKENDS names native (make test-compat's 4.3 node), the
 // broker at hand had to be it, no container is tried, and the test fails;
 // otherwise it is skipped with the reason, under CI=true too: a CI broker
@@ -49,7 +48,7 @@ func NativeURL(tb testing.TB) string {
 		tb.Fatalf("no RabbitMQ 4.3 broker for the native delay backend: %v", nativeFailed)
 	}
 	if nativeURL == "" {
-		testenv.Lacks(tb, string(retry.Native), "the native delay backend needs RabbitMQ 4.3 or later: %s", nativeSkip)
+		Lacks(tb, string(retry.Native), "the native delay backend needs RabbitMQ 4.3 or later: %s", nativeSkip)
 	}
 	return nativeURL
 }
@@ -70,7 +69,7 @@ func findNative() (u, skip string, failed error) {
 	default:
 		why = fmt.Sprintf("%s is RabbitMQ %s, older than 4.3", name, v)
 	}
-	if testenv.Expects(string(retry.Native)) {
+	if Expects(string(retry.Native)) {
 		// The broker at hand was started to be the 4.3 one: no other.
 		return "", why, nil
 	}
@@ -176,7 +175,7 @@ func startRabbit(image string) (u string, err error) {
 
 // PluginURL returns the address of the broker at hand (URL) when it has
 // the delayed-message plugin, for tests of the plugin delay backend.
-// Without it testenv.Lacks ends the test: a failure when
+// Without it Lacks ends the test: a failure when
 // RELAY_EXPECT_BACKENDS names plugin (make test-compat's 4.0 node), a skip
 // otherwise, under CI=true too (the default 3.10 broker has no plugin).
 func PluginURL(tb testing.TB) string {
@@ -187,7 +186,7 @@ func PluginURL(tb testing.TB) string {
 		tb.Fatalf("probe for the delayed-message plugin: %v", err)
 	}
 	if !plugin {
-		testenv.Lacks(tb, string(retry.Plugin), "the broker has no x-delayed-message exchange type (the rabbitmq_delayed_message_exchange plugin is not enabled)")
+		Lacks(tb, string(retry.Plugin), "the broker has no x-delayed-message exchange type (the rabbitmq_delayed_message_exchange plugin is not enabled)")
 	}
 	return u
 }

@@ -4,7 +4,7 @@
 // The broker is found in this order: the AMQP_URL environment variable; a
 // broker listening on localhost:5672; a RabbitMQ container started with
 // testcontainers (needs Docker). With none of them, a test is skipped,
-// except when CI=true, where it fails (testenv.Unavailable): in CI a
+// except when CI=true, where it fails (Unavailable): in CI a
 // missing broker is a broken build, never a quiet pass.
 package retrytest
 
@@ -27,7 +27,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	tcrabbit "github.com/testcontainers/testcontainers-go/modules/rabbitmq"
 
-	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -48,7 +47,7 @@ func URL(tb testing.TB) string {
 	tb.Helper()
 	once.Do(func() { url, reason = find() })
 	if url == "" {
-		testenv.Unavailable(tb, "no RabbitMQ broker (set AMQP_URL, run one on localhost, or start Docker): %s", reason)
+		Unavailable(tb, "no RabbitMQ broker (set AMQP_URL, run one on localhost, or start Docker): %s", reason)
 	}
 	return url
 }
@@ -161,10 +160,6 @@ func Eventually(tb testing.TB, timeout time.Duration, cond func() bool, msg stri
 	}
 }
 
-// Buffer is a bytes.Buffer safe for concurrent writers: a service's log
-// sink that a test reads while the service runs.
-type Buffer = testenv.Buffer
-
 var (
 	mgmtOnce   sync.Once
 	mgmt       *retry.Management
@@ -194,7 +189,7 @@ func Management(tb testing.TB) *retry.Management {
 		mgmt = m
 	})
 	if mgmt == nil {
-		testenv.Unavailable(tb, "no RabbitMQ management API (rabbitmq-plugins enable rabbitmq_management, or set MANAGEMENT_URL): %s", mgmtReason)
+		Unavailable(tb, "no RabbitMQ management API (rabbitmq-plugins enable rabbitmq_management, or set MANAGEMENT_URL): %s", mgmtReason)
 	}
 	return mgmt
 }
