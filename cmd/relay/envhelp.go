@@ -11,6 +11,7 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/retrier"
@@ -105,15 +106,10 @@ func defaultText(v envVar, quote func(string) string) string {
 	return quote(v.zero)
 }
 
-// brokerType returns the struct of the broker's settings (config.Broker,
-// which cmd/relay cannot import) as the retrier's Config embeds it, or nil.
-func brokerType() reflect.Type {
-	f, ok := reflect.TypeFor[retrier.Config]().FieldByName("Broker")
-	if !ok || f.Type.Kind() != reflect.Struct {
-		return nil
-	}
-	return f.Type
-}
+// brokerType returns the struct of the broker's settings, which every
+// service's Config embeds: their table is shared, not repeated per
+// service.
+func brokerType() reflect.Type { return reflect.TypeFor[config.Broker]() }
 
 // envTable is one table of environment variables: a part of a service's
 // --help, and one of the tables of docs/configuration.md, between
@@ -188,9 +184,6 @@ func serviceEnv(name string) func() ([]envTable, error) {
 func configTables() ([]envTable, error) {
 	var tables []envTable
 	broker := brokerType()
-	if broker == nil {
-		return nil, fmt.Errorf("retrier.Config embeds no Broker")
-	}
 	brokerVars, err := envVars(reflect.New(broker).Interface())
 	if err != nil {
 		return nil, err
