@@ -36,12 +36,13 @@ const maxCached = 10_000
 // notifications name: the history store they live in, opened as the API
 // opens it, and the per-target isolation.
 type EndpointConfig struct {
-	DataDir     string        `env:"DATA_DIR" envDefault:"data" help:"the directory of the API's SQLite history (history.db), when HISTORY_DSN is empty"`
-	HistoryDSN  string        `env:"HISTORY_DSN" help:"the API's history store, where endpoints live: empty (SQLite in DATA_DIR), a postgres:// URL, or sqlite:/path/to/file.db"`
-	SealKey     string        `env:"HISTORY_SEAL_KEY" secret:"true" help:"the key the API seals the endpoints' signing secrets with (its HISTORY_SEAL_KEY); empty reads only secrets stored in plaintext"`
-	Concurrency int           `env:"WEBHOOK_ENDPOINT_CONCURRENCY" envDefault:"4" help:"deliveries in flight to one endpoint, and to one host of bare webhook URLs, 1 or more"`
-	Failures    int           `env:"WEBHOOK_BREAKER_FAILURES" envDefault:"5" help:"transient failures in a row that open the circuit of an endpoint; 0 for no circuit breaker"`
-	Cooldown    time.Duration `env:"WEBHOOK_BREAKER_COOLDOWN" envDefault:"5s" help:"how long an open circuit waits before its first probe, doubling while probes fail (up to 5m, or this if longer)"`
+	DataDir          string        `env:"DATA_DIR" envDefault:"data" help:"the directory of the API's SQLite history (history.db), when HISTORY_DSN is empty"`
+	HistoryDSN       string        `env:"HISTORY_DSN" help:"the API's history store, where endpoints live: empty (SQLite in DATA_DIR), a postgres:// URL, or sqlite:/path/to/file.db"`
+	SealKey          string        `env:"HISTORY_SEAL_KEY" secret:"true" help:"the key the API seals the endpoints' signing secrets with (its HISTORY_SEAL_KEY); empty reads only secrets stored in plaintext"`
+	SealKeyFallbacks string        `env:"HISTORY_SEAL_KEY_FALLBACKS" secret:"true" help:"keys, comma-separated, that also open sealed secrets, as the API's HISTORY_SEAL_KEY_FALLBACKS: during a rotation, the key the workers have not been given yet or the one being retired; empty: none"`
+	Concurrency      int           `env:"WEBHOOK_ENDPOINT_CONCURRENCY" envDefault:"4" help:"deliveries in flight to one endpoint, and to one host of bare webhook URLs, 1 or more"`
+	Failures         int           `env:"WEBHOOK_BREAKER_FAILURES" envDefault:"5" help:"transient failures in a row that open the circuit of an endpoint; 0 for no circuit breaker"`
+	Cooldown         time.Duration `env:"WEBHOOK_BREAKER_COOLDOWN" envDefault:"5s" help:"how long an open circuit waits before its first probe, doubling while probes fail (up to 5m, or this if longer)"`
 	// DisableAfter is how long an endpoint may keep failing before the
 	// workers disable it; zero never disables one.
 	DisableAfter time.Duration `env:"WEBHOOK_DISABLE_AFTER" envDefault:"120h" help:"how long an endpoint may keep failing before it is disabled, such as 120h (5 days); 0 for never"`

@@ -82,7 +82,7 @@ var Webhook = Define(Spec[WebhookPart]{
 		s := webhooks.NewSender(webhooks.Config{Timeout: cfg.Timeout, Allow: allow}, sig)
 		// The store is opened by the first delivery to an endpoint: a
 		// worker that only sees bare URLs never touches it.
-		seal, _ := history.SealOptions(cfg.SealKey) // checked above
+		seal, _ := history.SealOptions(cfg.SealKey, cfg.SealKeyFallbacks) // checked above
 		w := newWebhookSender(s, cfg.EndpointConfig, openStore(cfg.HistoryStoreDSN(), seal...), EndpointCacheTTL, time.Now)
 		return w.deliver, w.endpoints.close, nil
 	},

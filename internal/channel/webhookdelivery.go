@@ -65,8 +65,8 @@ func (c EndpointConfig) check() error {
 	if _, err := parseRate("WEBHOOK_ENDPOINT_", c.Rate, c.Burst); err != nil {
 		return err
 	}
-	if _, err := history.SealOptions(c.SealKey); err != nil {
-		return fmt.Errorf("configuration: HISTORY_SEAL_KEY is not valid: %w", err)
+	if _, err := history.SealOptions(c.SealKey, c.SealKeyFallbacks); err != nil {
+		return fmt.Errorf("configuration: %w", err)
 	}
 	if err := history.CheckDSN(c.HistoryStoreDSN()); err != nil {
 		if c.HistoryDSN != "" {

@@ -39,17 +39,37 @@ func ParseSealKey(s string) ([]byte, error) {
 }
 
 // SealOptions are the options that open a store with key, the value of
-// HISTORY_SEAL_KEY (ParseSealKey): WithSealKey, or none for an empty key.
-// Its errors never quote the key.
-func SealOptions(key string) ([]Option, error) {
+// HISTORY_SEAL_KEY (ParseSealKey), and fallbacks, the comma-separated keys
+// of HISTORY_SEAL_KEY_FALLBACKS: WithSealKey and WithSealKeyFallbacks, or
+// none for an empty key. Fallbacks need a key. Its errors never quote a
+// key.
+func SealOptions(key, fallbacks string) ([]Option, error) {
+	var others [][]byte
+	for i, f := range strings.Split(fallbacks, ",") {
+		if strings.TrimSpace(f) == "" {
+			continue
+		}
+		k, err := ParseSealKey(f)
+		if err != nil {
+			return nil, fmt.Errorf("HISTORY_SEAL_KEY_FALLBACKS, key %d: %w", i+1, err)
+		}
+		others = append(others, k)
+	}
 	if strings.TrimSpace(key) == "" {
+		if len(others) > 0 {
+			return nil, errors.New("HISTORY_SEAL_KEY_FALLBACKS is set and HISTORY_SEAL_KEY is not: fallback keys only open secrets, the key seals them")
+		}
 		return nil, nil
 	}
 	k, err := ParseSealKey(key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("HISTORY_SEAL_KEY: %w", err)
 	}
-	return []Option{WithSealKey(k)}, nil
+	opts := []Option{WithSealKey(k)}
+	if len(others) > 0 {
+		opts = append(opts, WithSealKeyFallbacks(others...))
+	}
+	return opts, nil
 }
 
 // Option changes how Open opens a store.
@@ -62,20 +82,56 @@ type Option func(*Store) error
 // they are, with a key or without.
 func WithSealKey(key []byte) Option {
 	return func(s *Store) error {
-		if len(key) != SealKeyLength {
-			return fmt.Errorf("seal key: %d bytes, want %d", len(key), SealKeyLength)
-		}
-		block, err := aes.NewCipher(key)
-		if err != nil {
-			return fmt.Errorf("seal key: %w", err)
-		}
-		aead, err := cipher.NewGCM(block)
+		aead, err := newAEAD(key)
 		if err != nil {
 			return fmt.Errorf("seal key: %w", err)
 		}
 		s.sealer = aead
 		return nil
 	}
+}
+
+// WithSealKeyFallbacks opens secrets sealed with any of keys besides the
+// store's own (WithSealKey), and seals them again with its own as Open
+// opens the store: the keys of a rotation. They never seal.
+func WithSealKeyFallbacks(keys ...[]byte) Option {
+	return func(s *Store) error {
+		for i, key := range keys {
+			aead, err := newAEAD(key)
+			if err != nil {
+				return fmt.Errorf("seal key fallback %d: %w", i+1, err)
+			}
+			s.fallbacks = append(s.fallbacks, aead)
+		}
+		return nil
+	}
+}
+
+// WithReseal has Open seal again with the store's key every secret a
+// fallback key opens (WithSealKeyFallbacks). Only the endpoints' writer,
+// the API, opens its store so: a worker that still runs with the keys of
+// before a rotation must not seal them back with the old key.
+func WithReseal() Option {
+	return func(s *Store) error {
+		s.reseal = true
+		return nil
+	}
+}
+
+// Resealed is how many secrets Open sealed again with the store's key,
+// which a fallback key had sealed.
+func (s *Store) Resealed() int { return s.resealed }
+
+// newAEAD is AES-256-GCM with key.
+func newAEAD(key []byte) (cipher.AEAD, error) {
+	if len(key) != SealKeyLength {
+		return nil, fmt.Errorf("%d bytes, want %d", len(key), SealKeyLength)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
 }
 
 // Sealed reports whether the store seals the endpoints' secrets.
@@ -93,62 +149,90 @@ func (s *Store) sealSecret(id, secret string) string {
 }
 
 // openSecret reads endpoint id's secret as stored: a sealed one opened
-// with the store's key, a plaintext one as it is.
+// with the store's key or one of its fallbacks, a plaintext one as it is.
 func (s *Store) openSecret(id, stored string) (Secret, error) {
+	plain, _, err := s.unseal(id, stored)
+	return plain, err
+}
+
+// unseal opens a stored secret, and reports whether the store's own key
+// sealed it (or it is plaintext).
+func (s *Store) unseal(id, stored string) (plain Secret, own bool, err error) {
 	sealed, ok := strings.CutPrefix(stored, sealedPrefix)
 	if !ok {
-		return Secret(stored), nil
+		return Secret(stored), true, nil
 	}
 	if s.sealer == nil {
-		return "", fmt.Errorf("endpoint %q: %w", id, ErrSealed)
+		return "", false, fmt.Errorf("endpoint %q: %w", id, ErrSealed)
 	}
 	raw, err := base64.RawStdEncoding.DecodeString(sealed)
 	if err != nil || len(raw) < s.sealer.NonceSize() {
-		return "", fmt.Errorf("endpoint %q: its sealed secret is garbled", id)
+		return "", false, fmt.Errorf("endpoint %q: its sealed secret is garbled", id)
 	}
-	plain, err := s.sealer.Open(nil, raw[:s.sealer.NonceSize()], raw[s.sealer.NonceSize():], []byte(id))
-	if err != nil {
-		return "", fmt.Errorf("endpoint %q: its secret was sealed with another key than HISTORY_SEAL_KEY, or altered", id)
+	for i, aead := range append([]cipher.AEAD{s.sealer}, s.fallbacks...) {
+		if p, err := aead.Open(nil, raw[:aead.NonceSize()], raw[aead.NonceSize():], []byte(id)); err == nil {
+			return Secret(p), i == 0, nil
+		}
 	}
-	return Secret(plain), nil
+	return "", false, fmt.Errorf("endpoint %q: its secret was sealed with another key than HISTORY_SEAL_KEY (and HISTORY_SEAL_KEY_FALLBACKS), or altered", id)
 }
 
-// sealStored seals the endpoints' secrets stored in plaintext, once a
-// store has a key. Each row is rewritten only if it still holds what was
-// read, so replicas that open at once do not undo each other.
+// sealStored seals the endpoints' secrets stored in plaintext, and with
+// WithReseal those a fallback key sealed, with the store's key, once a
+// store has one. Each
+// row is rewritten only if it still holds what was read, so replicas that
+// open at once do not undo each other. A secret no key opens is left as it
+// is, for its read to say so.
 func (s *Store) sealStored(ctx context.Context) error {
 	if s.sealer == nil {
 		return nil
 	}
-	rows, err := s.write.QueryContext(ctx, s.d.q(`SELECT id, secret, previous_secret FROM endpoints
-		WHERE secret NOT LIKE 'sealed:%' OR (previous_secret <> '' AND previous_secret NOT LIKE 'sealed:%')`))
+	query := `SELECT id, secret, previous_secret FROM endpoints
+		WHERE secret NOT LIKE 'sealed:%' OR (previous_secret <> '' AND previous_secret NOT LIKE 'sealed:%')`
+	if s.reseal && len(s.fallbacks) > 0 {
+		query = `SELECT id, secret, previous_secret FROM endpoints`
+	}
+	rows, err := s.write.QueryContext(ctx, s.d.q(query))
 	if err != nil {
-		return fmt.Errorf("read plaintext endpoint secrets: %w", err)
+		return fmt.Errorf("read the endpoints' secrets: %w", err)
 	}
 	type row struct{ id, secret, previous string }
-	var plain []row
+	var all []row
 	err = each(rows, func() error {
 		var r row
 		if err := rows.Scan(&r.id, &r.secret, &r.previous); err != nil {
 			return err
 		}
-		plain = append(plain, r)
+		all = append(all, r)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("read plaintext endpoint secrets: %w", err)
+		return fmt.Errorf("read the endpoints' secrets: %w", err)
 	}
-	for _, r := range plain {
+	for _, r := range all {
+		changed, resealed := false, false
 		seal := func(v string) string {
-			if strings.HasPrefix(v, sealedPrefix) {
+			if v == "" {
 				return v
 			}
-			return s.sealSecret(r.id, v)
+			plain, own, err := s.unseal(r.id, v)
+			if err != nil || own && strings.HasPrefix(v, sealedPrefix) || !own && !s.reseal {
+				return v
+			}
+			changed, resealed = true, resealed || !own
+			return s.sealSecret(r.id, string(plain))
+		}
+		secret, previous := seal(r.secret), seal(r.previous)
+		if !changed {
+			continue
 		}
 		if _, err := s.write.ExecContext(ctx, s.d.q(`UPDATE endpoints SET secret = $2, previous_secret = $3
 			WHERE id = $1 AND secret = $4 AND previous_secret = $5`),
-			r.id, seal(r.secret), seal(r.previous), r.secret, r.previous); err != nil {
+			r.id, secret, previous, r.secret, r.previous); err != nil {
 			return fmt.Errorf("seal the secret of endpoint %q: %w", r.id, err)
+		}
+		if resealed {
+			s.resealed++
 		}
 	}
 	return nil

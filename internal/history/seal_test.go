@@ -165,3 +165,94 @@ func TestSQLiteFilesPrivate(t *testing.T) {
 		t.Errorf("Exposed on PostgreSQL = %v, want nil", got)
 	}
 }
+
+// TestSealKeyRotation: a store given a new key and the old one as a
+// fallback reads what the old key sealed; opened with WithReseal (as the
+// API opens it) it seals those secrets again with the new key, after which
+// the new key alone reads them and the old alone does not. Opened without
+// WithReseal (as a worker opens it) it rewrites nothing.
+func TestSealKeyRotation(t *testing.T) {
+	for _, backend := range historytest.Backends() {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxOf(t)
+			dsn := historytest.DSN(t, backend)
+			oldKey, newKey := make([]byte, history.SealKeyLength), make([]byte, history.SealKeyLength)
+			_, _ = rand.Read(oldKey)
+			_, _ = rand.Read(newKey)
+			open := func(opts ...history.Option) *history.Store {
+				t.Helper()
+				s, err := history.Open(ctx, dsn, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				return s
+			}
+			readable := func(s *history.Store) bool {
+				t.Helper()
+				e, err := s.Endpoint(ctx, ep1)
+				return err == nil && e.Secret == secret2 && e.PreviousSecret == secret1
+			}
+
+			before := open(history.WithSealKey(oldKey))
+			createEndpoint(t, before, ep1, t0)
+			if _, err := before.RotateEndpointSecret(ctx, ep1, secret2, time.Hour, t0); err != nil {
+				t.Fatal(err)
+			}
+			before.Close()
+
+			worker := open(history.WithSealKey(newKey), history.WithSealKeyFallbacks(oldKey))
+			if !readable(worker) || worker.Resealed() != 0 {
+				t.Errorf("a worker's store with the old key as a fallback: readable %t, resealed %d; want readable, nothing resealed", readable(worker), worker.Resealed())
+			}
+			if !readable(open(history.WithSealKey(oldKey))) {
+				t.Error("a worker's store rewrote the secrets: the old key no longer reads them")
+			}
+
+			api := open(history.WithSealKey(newKey), history.WithSealKeyFallbacks(oldKey), history.WithReseal())
+			if !readable(api) || api.Resealed() != 1 {
+				t.Errorf("the API's store: readable %t, resealed %d; want readable, 1 endpoint resealed", readable(api), api.Resealed())
+			}
+			if !readable(open(history.WithSealKey(newKey))) {
+				t.Error("after the reseal the new key alone does not read the secrets")
+			}
+			if _, err := open(history.WithSealKey(oldKey)).Endpoint(ctx, ep1); err == nil || !strings.Contains(err.Error(), "HISTORY_SEAL_KEY_FALLBACKS") {
+				t.Errorf("the old key alone after the reseal: %v, want an error naming HISTORY_SEAL_KEY_FALLBACKS", err)
+			}
+			if again := open(history.WithSealKey(newKey), history.WithSealKeyFallbacks(oldKey), history.WithReseal()); again.Resealed() != 0 {
+				t.Errorf("a second open resealed %d, want 0", again.Resealed())
+			}
+		})
+	}
+}
+
+// TestSealOptions: the settings' errors name the setting and never quote a
+// key; fallbacks need a key.
+func TestSealOptions(t *testing.T) {
+	key := base64.StdEncoding.EncodeToString(make([]byte, history.SealKeyLength))
+	tests := []struct {
+		key, fallbacks string
+		want           int
+		wantErr        string
+	}{
+		{},
+		{key: key, want: 1},
+		{key: key, fallbacks: key + ", " + key, want: 2},
+		{key: key, fallbacks: " , ", want: 1},
+		{fallbacks: key, wantErr: "HISTORY_SEAL_KEY_FALLBACKS is set and HISTORY_SEAL_KEY is not"},
+		{key: "sesame!", wantErr: "HISTORY_SEAL_KEY: the key is not base64"},
+		{key: key, fallbacks: key + ",sesame!", wantErr: "HISTORY_SEAL_KEY_FALLBACKS, key 2: the key is not base64"},
+	}
+	for _, tt := range tests {
+		opts, err := history.SealOptions(tt.key, tt.fallbacks)
+		switch {
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("SealOptions(%q, %q) = %v, want an error saying %q", tt.key, tt.fallbacks, err, tt.wantErr)
+		case tt.wantErr == "" && (err != nil || len(opts) != tt.want):
+			t.Errorf("SealOptions(%q, %q) = %d options, %v; want %d", tt.key, tt.fallbacks, len(opts), err, tt.want)
+		case err != nil && strings.Contains(err.Error(), "sesame"):
+			t.Errorf("the error %q quotes a key", err)
+		}
+	}
+}

@@ -65,6 +65,13 @@ type Store struct {
 	// sealer seals the endpoints' secrets (WithSealKey); nil stores them
 	// in plaintext.
 	sealer cipher.AEAD
+	// fallbacks open secrets sealed with an earlier (or a later) key
+	// (WithSealKeyFallbacks); they never seal.
+	fallbacks []cipher.AEAD
+	// reseal seals secrets a fallback opens with the store's key as Open
+	// opens it (WithReseal); resealed counts them.
+	reseal   bool
+	resealed int
 	// path is the SQLite database file, "" on PostgreSQL.
 	path string
 }

@@ -37,6 +37,8 @@ type Config struct {
 	HistoryDSN string `env:"HISTORY_DSN" help:"empty (SQLite in DATA_DIR), a postgres:// URL, or sqlite:/path/to/file.db"`
 	// SealKey seals the endpoints' signing secrets in the history.
 	SealKey string `env:"HISTORY_SEAL_KEY" secret:"true" help:"a 32-byte key in base64 (openssl rand -base64 32) that seals the endpoints' signing secrets in the history, the same for the API and the webhook workers; empty stores them in plaintext"`
+	// SealKeyFallbacks open secrets sealed with other keys: a rotation.
+	SealKeyFallbacks string `env:"HISTORY_SEAL_KEY_FALLBACKS" secret:"true" help:"keys, comma-separated, that also open sealed secrets and never seal: the key before a rotation, which the store then seals again with HISTORY_SEAL_KEY as it opens (docs/guarantees.md says how to rotate); empty: none"`
 	// HistoryRetention is how long the history keeps a notification.
 	HistoryRetention time.Duration `env:"HISTORY_RETENTION" envDefault:"720h" help:"a positive duration such as 720h (30 days)"`
 	// IdempotencyTTL is how long an Idempotency-Key is remembered.
@@ -151,8 +153,8 @@ func (c Config) Validate() error {
 	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
 		return config.Invalid("DATA_DIR", c.DataDir, "a writable directory (or set HISTORY_DSN)")
 	}
-	if _, err := history.SealOptions(c.SealKey); err != nil {
-		return fmt.Errorf("configuration: HISTORY_SEAL_KEY is not valid: %w", err)
+	if _, err := history.SealOptions(c.SealKey, c.SealKeyFallbacks); err != nil {
+		return fmt.Errorf("configuration: %w", err)
 	}
 	for i, t := range c.Tokens {
 		if len(t) < MinTokenLength {

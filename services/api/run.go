@@ -100,9 +100,14 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	seal, err := history.SealOptions(cfg.SealKey)
+	seal, err := history.SealOptions(cfg.SealKey, cfg.SealKeyFallbacks)
 	if err != nil {
-		return nil, fmt.Errorf("configuration: HISTORY_SEAL_KEY is not valid: %w", err)
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	if len(seal) > 0 {
+		// The API writes the endpoints: it alone seals again what a
+		// fallback key opens.
+		seal = append(seal, history.WithReseal())
 	}
 	store, err := history.Open(ctx, cfg.HistoryStoreDSN(), seal...)
 	if err != nil {
@@ -115,6 +120,9 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 		return nil, fmt.Errorf("configuration: DATA_DIR=%q: %w", cfg.DataDir, err)
 	}
 	log.Info("history store open", "backend", store.Backend(), "retention", cfg.HistoryRetention.String(), "sealed", store.Sealed())
+	if n := store.Resealed(); n > 0 {
+		log.Info("sealed endpoints' secrets again with HISTORY_SEAL_KEY, which a key of HISTORY_SEAL_KEY_FALLBACKS had sealed; the fallbacks can go once every API and webhook worker runs with this HISTORY_SEAL_KEY", "endpoints", n)
+	}
 	if !store.Sealed() {
 		log.Warn("HISTORY_SEAL_KEY is not set: the endpoints' signing secrets are stored in the history in plaintext")
 	}
