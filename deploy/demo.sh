@@ -93,7 +93,16 @@ FLAKY_SMTP_ADDR=$backup_smtp FLAKY_HTTP_ADDR=$backup_http FLAKY_EMAIL_SCENARIO=$
 backup=$!
 "$relay" all > "$logfile" 2>&1 &
 pid=$!
-trap 'kill $pid $backup 2>/dev/null; wait $pid $backup 2>/dev/null' EXIT INT TERM
+# stop ends relay and the backup mail server and waits for them. Ctrl-C
+# or a SIGTERM is how the demo is meant to end, so it ends with status 0
+# (make would report any other as an error); the status of relay's own
+# graceful stop does not change that.
+stop() {
+  kill $pid $backup 2>/dev/null || true
+  wait $pid $backup 2>/dev/null || true
+}
+trap stop EXIT
+trap 'stop; exit 0' INT TERM
 
 # Ready means relay's own API answers: it logged that it listens (the API,
 # not the flaky downstreams, which start first), and /readyz says it has
