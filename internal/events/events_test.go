@@ -51,6 +51,13 @@ func TestConvert(t *testing.T) {
 			want: notification.Event{Type: "attempt", Outcome: "requeued", ID: "n-4", Queue: "email-queue", Attempt: 2, At: t0, Service: "worker"},
 		},
 		{
+			name: "a deferral: a rate limit's slot",
+			in: retry.Event{Outcome: "retrying", MessageID: "n-7", Queue: "t1.email-queue", Attempt: 2, Delay: 229 * time.Millisecond, Deferred: true,
+				Err: "backup: over its limit", At: t0},
+			want: notification.Event{Type: "attempt", Outcome: "retrying", ID: "n-7", Channel: "email", Queue: "t1.email-queue", Attempt: 2,
+				DelayMS: 229, Deferred: true, Error: "backup: over its limit", At: t0, Service: "worker"},
+		},
+		{
 			name: "delivered through a provider",
 			in:   retry.Event{Outcome: "delivered", MessageID: "n-6", Queue: "t1.email-queue", Attempt: 2, At: t0, Via: "secondary"},
 			want: notification.Event{Type: "attempt", Outcome: "delivered", ID: "n-6", Channel: "email", Queue: "t1.email-queue", Attempt: 2, At: t0,
