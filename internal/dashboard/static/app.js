@@ -770,11 +770,15 @@
     thead.append(head2);
     const tbody = el("tbody");
     for (const a of c.attempts) {
-      const tr = el("tr", "attempt " + a.outcome);
+      // A failure whose wait is a deferral (a rate limit's slot, a
+      // downstream's Retry-After) spent no retry: it reads "deferred".
+      const shown = a.outcome === "failed" && a.deferred ? "deferred" : a.outcome;
+      const tr = el("tr", "attempt " + shown);
       tr.dataset.outcome = a.outcome;
+      if (a.deferred) tr.dataset.deferred = "true";
       tr.dataset.round = String(a.round);
       tr.dataset.n = String(a.n);
-      const outcome = a.reason ? a.outcome + " (" + a.reason + ")" : a.outcome;
+      const outcome = a.reason ? shown + " (" + a.reason + ")" : shown;
       tr.append(
         el("td", "num", String(a.round)),
         el("td", "num", a.n === 0 ? "replay" : String(a.n)),
