@@ -1,0 +1,98 @@
+//go:build integration
+
+package dashboard_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// TestLinkInBrowser: relay dashboard's one-time link logs the page in and
+// opens the notification it names; the code leaves the address bar and
+// works once; a detail's address opens it, and the page shows it while it
+// is open; the log-in form says where a token comes from.
+func TestLinkInBrowser(t *testing.T) {
+	ctx := browser(t)
+	r := startRelay(t, nil)
+	id := r.post(t, `{"email":{"to":["ada@example.com"],"subject":"Linked","text":"hello"}}`)
+	link := func(body string) string {
+		t.Helper()
+		code, b := r.call(t, http.MethodPost, "/v1/dashboard/links", body, true)
+		var l struct{ Path string }
+		if err := json.Unmarshal(b, &l); code != http.StatusCreated || err != nil || !strings.Contains(l.Path, "code=") {
+			t.Fatalf("POST /v1/dashboard/links = %d %s", code, b)
+		}
+		if strings.Contains(l.Path, token) {
+			t.Fatalf("the link %q holds the token", l.Path)
+		}
+		return r.api + l.Path
+	}
+	detailOf := func(id string) string {
+		return `!document.getElementById("detail").hidden && document.getElementById("detail-title").textContent === "` + id + `"`
+	}
+
+	url := link(`{"id":"` + id + `"}`)
+	run(t, ctx, "open the link",
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.ID("app")),
+		waitFor(detailOf(id)),
+	)
+	watchPolicy(t, ctx)
+	if got := evaluate[string](t, ctx, `sessionStorage.getItem("relay.token")`); got != token {
+		t.Errorf("sessionStorage holds %q after the link, want the token", got)
+	}
+	if got := evaluate[string](t, ctx, `location.hash`); got != "#/n/"+id {
+		t.Errorf("the address's fragment is %q after the link, want #/n/%s and no code", got, id)
+	}
+	if evaluate[int](t, ctx, `history.length`) > 2 {
+		t.Errorf("the history holds %d entries: the code must not stay in one", evaluate[int](t, ctx, `history.length`))
+	}
+
+	run(t, ctx, "close the detail",
+		chromedp.Click(chromedp.ID("detail-close")),
+		waitFor(`document.getElementById("detail").hidden && location.hash === ""`),
+	)
+	run(t, ctx, "open the detail from the list",
+		waitFor(`document.querySelector('#rows tr[data-id="`+id+`"] button.open') !== null`),
+		chromedp.Click(chromedp.CSS(`#rows tr[data-id="`+id+`"] button.open`)),
+		waitFor(detailOf(id)+` && location.hash === "#/n/`+id+`"`),
+	)
+
+	// The same link again, in a tab that holds no token: the code is
+	// spent, and the page asks for the token, saying where it comes from.
+	run(t, ctx, "forget the token",
+		chromedp.Evaluate[chromedp.Void](`sessionStorage.clear()`),
+		chromedp.Navigate("about:blank"),
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.ID("login")),
+		waitFor(`!document.getElementById("login-error").hidden`),
+	)
+	if msg := evaluate[string](t, ctx, `document.getElementById("login-error").textContent`); !strings.Contains(msg, "used already") {
+		t.Errorf("log-in error after a spent link: %q, want it to say the code was used", msg)
+	}
+	if help := evaluate[string](t, ctx, `document.getElementById("login-help").textContent`); !strings.Contains(help, "API_TOKENS") || !strings.Contains(help, "relay dashboard") {
+		t.Errorf("the log-in form says %q: want where a token comes from (API_TOKENS) and relay dashboard", help)
+	}
+	if got := evaluate[string](t, ctx, `location.hash`); strings.Contains(got, "code") {
+		t.Errorf("the address keeps the code: %q", got)
+	}
+	// Logged in by hand, the page opens the detail the address named.
+	run(t, ctx, "log in",
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("login-submit")),
+		chromedp.WaitVisible(chromedp.ID("app")),
+		waitFor(detailOf(id)),
+	)
+
+	// A detail's address, pasted into a tab already logged in.
+	other := r.post(t, `{"email":{"to":["grace@example.com"],"subject":"Other","text":"hello"}}`)
+	run(t, ctx, "paste a detail's address",
+		chromedp.Navigate(r.api+"/#/n/"+other),
+		waitFor(detailOf(other)),
+	)
+	checkPolicy(t, ctx)
+}
