@@ -4,11 +4,15 @@ package dashboard_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/relay-demo/relay/retry/retrytest"
 )
 
 // TestLinkInBrowser: relay dashboard's one-time link logs the page in and
@@ -95,4 +99,52 @@ func TestLinkInBrowser(t *testing.T) {
 		waitFor(detailOf(other)),
 	)
 	checkPolicy(t, ctx)
+}
+
+// TestDeferralInBrowser: a webhook answered 429 with a Retry-After is
+// deferred, not failed: the detail's table says "deferred" on that attempt
+// and the axis draws it as a deferral, as the API marks it.
+func TestDeferralInBrowser(t *testing.T) {
+	ctx := browser(t)
+	r := startRelay(t, map[string]string{"FLAKY_WEBHOOK_SCENARIO": "rate-limited", "FLAKY_RETRY_AFTER": "1s", "FLAKY_RATE_LIMIT_ATTEMPTS": "1"})
+	id := r.post(t, fmt.Sprintf(`{"webhook":{"url":%q,"payload":{"order":7}}}`, r.hooks+"/webhooks/browser"))
+	var deferred bool
+	retrytest.Eventually(t, 20*time.Second, func() bool {
+		code, b := r.call(t, http.MethodGet, "/v1/notifications/"+id, "", true)
+		var n struct {
+			Copies []struct {
+				Status   string
+				Attempts []struct {
+					Outcome  string
+					Deferred bool
+				}
+			}
+		}
+		if code != http.StatusOK || json.Unmarshal(b, &n) != nil || len(n.Copies) != 1 || n.Copies[0].Status != "delivered" {
+			return false
+		}
+		a := n.Copies[0].Attempts
+		deferred = len(a) == 2 && a[0].Outcome == "failed" && a[0].Deferred
+		return true
+	}, "the webhook copy of %s was not delivered", id)
+	if !deferred {
+		t.Fatalf("the API does not mark the 429's attempt deferred")
+	}
+	run(t, ctx, "log in and open the detail",
+		chromedp.Navigate(r.api+"/#/n/"+id),
+		chromedp.WaitVisible(chromedp.ID("login")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.ID("login-submit")),
+		waitFor(`document.querySelectorAll('#detail tr.attempt').length === 2`),
+	)
+	type row struct{ Outcome, Shown, Deferred string }
+	rows := evaluate[[]row](t, ctx, `[...document.querySelectorAll('#detail tr.attempt')].map(tr => ({
+		Outcome: tr.dataset.outcome, Shown: tr.querySelector("td.outcome").textContent, Deferred: tr.dataset.deferred || ""}))`)
+	want := []row{{"failed", "deferred", "true"}, {"delivered", "delivered", ""}}
+	if fmt.Sprint(rows) != fmt.Sprint(want) {
+		t.Errorf("the detail's attempts %+v, want %+v", rows, want)
+	}
+	if n := evaluate[int](t, ctx, `document.querySelectorAll('#detail svg.axis .mark.deferred').length`); n != 1 {
+		t.Errorf("the axis draws %d deferrals, want 1", n)
+	}
 }
