@@ -140,6 +140,8 @@ echo "Open $api/ to watch more; send more with:"
 echo "  $relay send --api $api --token $API_TOKENS --n 20"
 echo "Follow one notification's attempts with:"
 echo "  $relay status --api $api --token $API_TOKENS <id>"
+echo "Log a browser in by a one-time link, without typing the token (--id <id> opens one notification):"
+echo "  $relay dashboard --api $api --token $API_TOKENS"
 echo "The backup mail server's stats: http://$backup_http/stats (logs in $logfile.backup)."
 echo "Ctrl-C stops the demo."
 wait $pid
