@@ -92,12 +92,27 @@ func TestLinkInBrowser(t *testing.T) {
 		waitFor(detailOf(id)),
 	)
 
-	// A detail's address, pasted into a tab already logged in.
-	other := r.post(t, `{"email":{"to":["grace@example.com"],"subject":"Other","text":"hello"}}`)
+	// A detail's address, pasted into a tab already logged in: a
+	// notification scheduled for later and cancelled, whose copy was
+	// never attempted.
+	other := r.post(t, `{"send_at":"`+time.Now().Add(time.Hour).UTC().Format(time.RFC3339)+`","email":{"to":["grace@example.com"],"subject":"Later","text":"hello"}}`)
+	// The history records the notification shortly after the 202.
+	var code int
+	var b []byte
+	retrytest.Eventually(t, 10*time.Second, func() bool {
+		code, b = r.call(t, http.MethodDelete, "/v1/notifications/"+other, "", true)
+		return code != http.StatusNotFound
+	}, "the history never recorded %s", other)
+	if code != http.StatusOK {
+		t.Fatalf("DELETE /v1/notifications/%s = %d %s", other, code, b)
+	}
 	run(t, ctx, "paste a detail's address",
 		chromedp.Navigate(r.api+"/#/n/"+other),
-		waitFor(detailOf(other)),
+		waitFor(detailOf(other)+` && document.querySelector('#detail tr.attempt[data-outcome="cancelled"]') !== null`),
 	)
+	if got := evaluate[string](t, ctx, `document.querySelector('#detail tr.attempt[data-outcome="cancelled"] td.num:nth-child(2)').textContent`); got != "before 1" {
+		t.Errorf("the cancelled copy's attempt reads %q, want \"before 1\": nothing was attempted", got)
+	}
 	checkPolicy(t, ctx)
 }
 

@@ -858,7 +858,9 @@
       const outcome = a.reason ? shown + " (" + a.reason + ")" : shown;
       tr.append(
         el("td", "num", String(a.round)),
-        el("td", "num", a.n === 0 ? "replay" : String(a.n)),
+        // A cancellation sent nothing: it stands before the attempt it
+        // stopped, as relay status says it.
+        el("td", "num", a.n === 0 ? "replay" : a.outcome === "cancelled" ? "before " + a.n : String(a.n)),
         el("td", "when", fmtTime(a.at, true)),
         el("td", "outcome", outcome),
       );
