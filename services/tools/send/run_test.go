@@ -296,6 +296,23 @@ done: 1 copies delivered, 0 parked
 `,
 		},
 		{
+			// A copy cancelled before its first attempt sent nothing: its
+			// line stands before the attempt it stopped.
+			name:     "a copy cancelled before it was attempted",
+			channels: []string{"email", "webhook"},
+			script: func(string) []step {
+				return []step{{
+					cp("email", "cancelled", 1000, notification.Attempt{N: 1, At: at(1000), Outcome: "cancelled", Reason: "cancelled by the client"}),
+					cp("webhook", "delivered", 900, notification.Attempt{N: 1, At: at(900), Outcome: "delivered"}),
+				}}
+			},
+			want: `ntf_1	email,webhook
+10:00:00.900  ntf_1 webhook attempt 1  delivered
+10:00:01.000  ntf_1 email   before attempt 1  cancelled
+done: 1 copies delivered, 0 parked, 1 cancelled
+`,
+		},
+		{
 			name:     "long error in full",
 			channels: []string{"email"},
 			args:     []string{"--full"},
