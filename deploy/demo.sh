@@ -131,7 +131,7 @@ echo "the webhook of the last $down goes to an endpoint that is always down, ret
 fit=(--full)
 if [ -t 1 ]; then
   width=$(tput cols 2>/dev/null || echo 100)
-  [ "$width" -ge 40 ] 2>/dev/null || width=100
+  [ "$width" -ge 20 ] 2>/dev/null || width=100
   fit=(--width "$width")
 fi
 "$relay" send --api "$api" --token "$API_TOKENS" --n "${DEMO_N:-10}" --down "$down" --watch --timeout 2m "${fit[@]}"

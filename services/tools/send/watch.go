@@ -352,7 +352,7 @@ func after(a, b notification.Attempt) bool {
 // than minError (a narrow terminal) the error goes on a line of its own
 // below, indented, rather than be cut to a word, with "next in" when that
 // does not fit above either; a line still too long names the notification
-// by the start of its id (the ids are printed whole as they are sent).
+// by the end of its id (the ids are printed whole as they are sent).
 func (w *watcher) line(id, channel string, a notification.Attempt) string {
 	head := w.head(id, channel, a)
 	if !w.full && runes(head) > w.width {
@@ -409,14 +409,23 @@ func join(parts ...string) string {
 
 func runes(s string) int { return utf8.RuneCountInString(s) }
 
-// shortID is the start of a notification id, enough to tell the ids of
-// one burst apart.
+// shortID is a notification id cut short: its prefix and its last
+// characters, "ntf_…gznax6w2". An id begins with the time it was made, so
+// the ids of one burst share their start; they differ at the end, which
+// is random.
 func shortID(id string) string {
-	const keep = 12
-	if runes(id) <= keep+1 {
+	const keep = 8
+	prefix, rest, ok := strings.Cut(id, "_")
+	if !ok {
+		prefix, rest = "", id
+	} else {
+		prefix += "_"
+	}
+	r := []rune(rest)
+	if len(r) <= keep+1 {
 		return id
 	}
-	return string([]rune(id)[:keep]) + "…"
+	return prefix + "…" + string(r[len(r)-keep:])
 }
 
 // errorIndent starts the line of an error that has no room on its

@@ -150,11 +150,17 @@ func TestLineWidths(t *testing.T) {
 			"13:50:01.305  ntf_hsh5l36jqlmm5huzoim3ipfbtq webhook attempt 5  parked  reason max-retries\n" +
 				"    webhook http://127.0.0.1:9090/webhooks/down: 503 Service Unavailable"},
 		{"80 columns: the start of the id, the error below", 80, "email demo@example.com", failure,
-			"13:50:01.305  ntf_hsh5l36j… email demo@example.com attempt 1  failed  next in 1s\n" +
+			"13:50:01.305  ntf_…m3ipfbtq email demo@example.com attempt 1  failed  next in 1s\n" +
 				"    send email ntf_hsh5l36jqlmm5huzoim3ipfbtq: closing SMTP DATA writer: 451…"},
 		{"60 columns: the wait below too", 60, "email demo@example.com", failure,
-			"13:50:01.305  ntf_hsh5l36j… email demo@example.com attempt 1  failed\n" +
+			"13:50:01.305  ntf_…m3ipfbtq email demo@example.com attempt 1  failed\n" +
 				"    next in 1s  send email ntf_hsh5l36jqlmm5huzoim3ipfbtq…"},
+	}
+	// Two ids of one burst, made a moment apart, share their start: cut
+	// short, they must still differ.
+	a, b := shortID("ntf_2al4bwfq66mkndmlsfiwbmj24o"), shortID("ntf_2al4bwfq6nxb7ikpnegf3azmp6")
+	if a == b || a != "ntf_…iwbmj24o" {
+		t.Errorf("shortID: %q and %q", a, b)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
