@@ -53,9 +53,9 @@ func TestConvert(t *testing.T) {
 		{
 			name: "a deferral: a rate limit's slot",
 			in: retry.Event{Outcome: "retrying", MessageID: "n-7", Queue: "t1.email-queue", Attempt: 2, Delay: 229 * time.Millisecond, Deferred: true,
-				Err: "backup: over its limit", At: t0},
+				Err: "email provider backup: rate limit 4/s (burst 2)", At: t0},
 			want: notification.Event{Type: "attempt", Outcome: "retrying", ID: "n-7", Channel: "email", Queue: "t1.email-queue", Attempt: 2,
-				DelayMS: 229, Deferred: true, Error: "backup: over its limit", At: t0, Service: "worker"},
+				DelayMS: 229, Deferred: true, Error: "email provider backup: rate limit 4/s (burst 2)", At: t0, Service: "worker"},
 		},
 		{
 			name: "delivered through a provider",

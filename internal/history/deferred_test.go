@@ -18,7 +18,7 @@ func TestAttemptDeferred(t *testing.T) {
 	events := func(id string) []notification.Event {
 		at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 		return []notification.Event{
-			{ID: id, Channel: "email", Attempt: 1, Outcome: retry.Failed, At: at(1), Error: "backup: over its limit of 4/s", Service: "worker-email"},
+			{ID: id, Channel: "email", Attempt: 1, Outcome: retry.Failed, At: at(1), Error: "email provider backup: rate limit 4/s (burst 2)", Service: "worker-email"},
 			{ID: id, Channel: "email", Attempt: 1, Outcome: retry.Retrying, At: at(1), DelayMS: 229, Deferred: true, Service: "retrier"},
 			{ID: id, Channel: "email", Attempt: 2, Outcome: retry.Failed, At: at(2), Error: "flaky: 451 try later", Service: "worker-email"},
 			{ID: id, Channel: "email", Attempt: 2, Outcome: retry.Retrying, At: at(2), DelayMS: 1000, Service: "retrier"},

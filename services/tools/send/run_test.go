@@ -264,13 +264,13 @@ done: 1 copies delivered, 0 parked
 			name:     "a deferral reads deferred, a retry failed",
 			channels: []string{"email"},
 			script: func(string) []step {
-				d1 := failed(1, 1000, "backup: over its limit of 4/s (burst 2): its slot is in 479ms; deferred 229ms", 229)
+				d1 := failed(1, 1000, "email provider backup: rate limit 4/s (burst 2): its slot is in 479ms; deferred 229ms", 229)
 				d1.Deferred = true
 				return []step{{cp("email", "delivered", 3000, d1, failed(2, 1300, busy, 1000),
 					notification.Attempt{N: 3, At: at(2400), Outcome: "delivered"})}}
 			},
 			want: `ntf_1	email
-10:00:01.000  ntf_1 email   attempt 1  deferred  backup: over its limit of 4/s…  next in 229ms
+10:00:01.000  ntf_1 email   attempt 1  deferred  email provider backup: rate limit…  next in 229ms
 10:00:01.300  ntf_1 email   attempt 2  failed  451 4.3.0 mailbox busy  next in 1s
 10:00:02.400  ntf_1 email   attempt 3  delivered
 done: 1 copies delivered, 0 parked

@@ -141,7 +141,7 @@ var notifications = map[string]notification.View{
 		ID: "ntf_deferred", CreatedAt: at(0), Accepted: true, Channels: []string{"email"}, Recipients: []string{"ada@example.com"},
 		Copies: []notification.Copy{
 			{Channel: "email", Recipient: "ada@example.com", Status: "delivered", AttemptCount: 3, UpdatedAt: at(2500), Attempts: []notification.Attempt{
-				{N: 1, At: at(1000), Outcome: "failed", Deferred: true, DelayMS: ms(229), Provider: "backup", Error: "backup: over its limit of 4/s"},
+				{N: 1, At: at(1000), Outcome: "failed", Deferred: true, DelayMS: ms(229), Provider: "backup", Error: "email provider backup: rate limit 4/s (burst 2)"},
 				{N: 2, At: at(1300), Outcome: "failed", DelayMS: ms(1000), WaitedMS: ms(300), Provider: "flaky", Error: "451 mailbox busy"},
 				{N: 3, At: at(2500), Outcome: "delivered", WaitedMS: ms(1200), Provider: "flaky"},
 			}},
@@ -212,7 +212,7 @@ webhook  delivered
   recipients  ada@example.com
 
 email ada@example.com  delivered
-  10:00:01.000  attempt 1  deferred   via backup  next in 229ms  backup: over its limit of 4/s
+  10:00:01.000  attempt 1  deferred   via backup  next in 229ms  email provider backup: rate limit…
   10:00:01.300  attempt 2  failed     via flaky  waited 300ms  next in 1s  451 mailbox busy
   10:00:02.500  attempt 3  delivered  via flaky  waited 1.2s
 `,
