@@ -229,6 +229,24 @@ func TestMetrics(t *testing.T) {
 			},
 		},
 		{
+			// A rate limit's slot, then a retry: one deferral, one retry,
+			// and only the retry's wait in the delays.
+			name: "deferred, retried, delivered",
+			events: []retry.Event{
+				{Outcome: "retrying", MessageID: "d", Queue: "t1.email-queue", Attempt: 1, Delay: 300 * time.Millisecond, Deferred: true, At: t0},
+				{Outcome: "retrying", MessageID: "d", Queue: "t1.email-queue", Attempt: 2, Delay: 2 * time.Second, At: t0.Add(time.Second)},
+				{Outcome: "delivered", MessageID: "d", Queue: "t1.email-queue", Attempt: 3, At: t0.Add(4 * time.Second)},
+			},
+			want: map[string]float64{
+				"relay_deliveries_total{channel=email,outcome=retrying}":  2,
+				"relay_deliveries_total{channel=email,outcome=delivered}": 1,
+				"relay_deferrals_total{queue=t1.email-queue}":             1,
+				"relay_retries_total{attempt=2,queue=t1.email-queue}":     1,
+				"relay_retry_delay_seconds_count{}":                       1,
+				"relay_retry_delay_seconds_sum{}":                         2,
+			},
+		},
+		{
 			name: "parked, one with no publish time",
 			events: []retry.Event{
 				{Outcome: "parked", MessageID: "b", Queue: "t1.webhook-queue", Attempt: 5, Reason: "max-retries", At: t0.Add(90 * time.Second), Published: t0},
