@@ -93,7 +93,16 @@ FLAKY_SMTP_ADDR=$backup_smtp FLAKY_HTTP_ADDR=$backup_http FLAKY_EMAIL_SCENARIO=$
 backup=$!
 "$relay" all > "$logfile" 2>&1 &
 pid=$!
-trap 'kill $pid $backup 2>/dev/null; wait $pid $backup 2>/dev/null' EXIT INT TERM
+# stop ends relay and the backup mail server and waits for them. Ctrl-C
+# or a SIGTERM is how the demo is meant to end, so it ends with status 0
+# (make would report any other as an error); the status of relay's own
+# graceful stop does not change that.
+stop() {
+  kill $pid $backup 2>/dev/null || true
+  wait $pid $backup 2>/dev/null || true
+}
+trap stop EXIT
+trap 'stop; exit 0' INT TERM
 
 # Ready means relay's own API answers: it logged that it listens (the API,
 # not the flaky downstreams, which start first), and /readyz says it has
@@ -122,7 +131,7 @@ echo "the webhook of the last $down goes to an endpoint that is always down, ret
 fit=(--full)
 if [ -t 1 ]; then
   width=$(tput cols 2>/dev/null || echo 100)
-  [ "$width" -ge 40 ] 2>/dev/null || width=100
+  [ "$width" -ge 20 ] 2>/dev/null || width=100
   fit=(--width "$width")
 fi
 "$relay" send --api "$api" --token "$API_TOKENS" --n "${DEMO_N:-10}" --down "$down" --watch --timeout 2m "${fit[@]}"
@@ -131,6 +140,8 @@ echo "Open $api/ to watch more; send more with:"
 echo "  $relay send --api $api --token $API_TOKENS --n 20"
 echo "Follow one notification's attempts with:"
 echo "  $relay status --api $api --token $API_TOKENS <id>"
+echo "Log a browser in by a one-time link, without typing the token (--id <id> opens one notification):"
+echo "  $relay dashboard --api $api --token $API_TOKENS"
 echo "The backup mail server's stats: http://$backup_http/stats (logs in $logfile.backup)."
 echo "Ctrl-C stops the demo."
 wait $pid

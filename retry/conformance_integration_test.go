@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/retry"
@@ -111,11 +112,20 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 	// keeps it; outcomes is the pipeline's last word on each message.
 	cancelled := map[string]bool{}
 	outcomes := map[string][]retry.Outcome{}
+	// deferred is, for each retry scheduled, whether the pipeline said it
+	// was a deferral, by message and attempt.
+	deferred := map[string]map[int]bool{}
 	observe := func(e retry.Event) {
+		mu.Lock()
+		defer mu.Unlock()
 		if e.Outcome.Terminal() {
-			mu.Lock()
 			outcomes[e.MessageID] = append(outcomes[e.MessageID], e.Outcome)
-			mu.Unlock()
+		}
+		if e.Outcome == retry.Retrying {
+			if deferred[e.MessageID] == nil {
+				deferred[e.MessageID] = map[int]bool{}
+			}
+			deferred[e.MessageID][e.Attempt] = e.Deferred
 		}
 	}
 	p := retry.New(retry.Config{Topology: topo, Options: retry.Options{Concurrency: 8, Observe: observe}})
@@ -255,12 +265,28 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 				return false
 			}
 		}
+		// A consumer that waits a retry itself tells of it once the
+		// broker has it back: the attempt after may come first.
+		if len(deferred["deferral.1"]) < 2 || len(deferred["mixed.1"]) < 3 || len(deferred["schedule.1"]) < len(conformanceDelays) {
+			return false
+		}
 		return len(parked) >= 3 && len(outcomes["retrying.1"]) > 0 && (!f.FirstDelivery || len(outcomes["scheduled.2"]) > 0)
 	}, "not every message was handled or parked as it should be")
 	mu.Lock()
 	got := make(map[string][]call, len(calls))
 	for id, cs := range calls {
 		got[id] = slices.Clone(cs)
+	}
+	// The pipeline names each wait for what it is: a deferral when the
+	// handler asked for it within the budget, a retry otherwise.
+	for id, want := range map[string]map[int]bool{
+		"deferral.1": {1: true, 2: true},
+		"mixed.1":    {1: false, 2: true, 3: false},
+		"schedule.1": {1: false, 2: false, 3: false},
+	} {
+		if diff := cmp.Diff(want, deferred[id]); diff != "" {
+			t.Errorf("%s: the Deferred of its Retrying events by attempt (-want +got):\n%s", id, diff)
+		}
 	}
 	ends := make(map[string][]retry.Outcome, len(outcomes))
 	for id, o := range outcomes {

@@ -246,7 +246,7 @@ func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, cnt co
 		e.Outcome, e.Reason = Parked, dec.park
 		return e, c.park(ctx, pub, d, cause, cnt, dec.park)
 	}
-	e.Outcome, e.Delay = Retrying, dec.delay
+	e.Outcome, e.Delay, e.Deferred = Retrying, dec.delay, dec.deferred
 	if r, ok := t.delayer().(rejecter); ok && !dec.deferred && r.rejects(t, cnt.rejected, dec.delay) {
 		// The queue waits and redelivers it. A reject, never a nack: on
 		// RabbitMQ 4.3 only a reject raises the delivery count that the

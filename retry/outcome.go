@@ -52,6 +52,12 @@ type Event struct {
 	Round int
 	// Delay is the wait scheduled before the next attempt.
 	Delay time.Duration
+	// Deferred is, for Retrying, whether Delay is a wait the handler's
+	// error asked for (see After) within the policy's deferral budget: a
+	// rate limit's slot or a downstream's Retry-After. Such a wait spends
+	// no retry; an observer should show it as a deferral, not as one more
+	// failure on the way to being parked.
+	Deferred bool
 	// Reason is why a message was parked.
 	Reason string
 	// Err is the failure's text, where known.

@@ -171,7 +171,7 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 	if errors.Is(err, errWaitQueueMissing) {
 		return s.park(ctx, pub, d, ev, parking{source: claim, reason: ReasonNoQueue, retries: retries, lastErr: err.Error()})
 	}
-	ev.Outcome, ev.Delay = Retrying, dec.delay
+	ev.Outcome, ev.Delay, ev.Deferred = Retrying, dec.delay, dec.deferred
 	return s.settle(ctx, d, err, ev)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/relay-demo/relay/services/tools/cancel"
 	"github.com/relay-demo/relay/services/tools/dead"
 	"github.com/relay-demo/relay/services/tools/health"
+	"github.com/relay-demo/relay/services/tools/link"
 	"github.com/relay-demo/relay/services/tools/send"
 	"github.com/relay-demo/relay/services/tools/status"
 	"github.com/relay-demo/relay/services/tools/topology"
@@ -81,6 +82,7 @@ func commands() []command {
 		{name: "send", summary: "post demo notifications to the API (--n N, --watch; --at TIME or --in DURATION to schedule them)", run: send.Run},
 		{name: "cancel", summary: "cancel what has not gone out of a notification: copies still scheduled or waiting for a retry (relay cancel <id>)", run: cancel.Run},
 		{name: "status", summary: "print a notification's copies and attempts from the API's history (relay status <id>, --json)", run: status.Run},
+		{name: "dashboard", summary: "print a one-time link that logs the dashboard in with your token, without the token in it (--id ID opens a notification)", run: link.Run},
 		{name: "providers", summary: "print the mail servers and SMS gateways with the circuits and limits the workers share (--json)", run: status.RunProviders},
 		{name: "dead list", summary: "list parked messages (--source Q, --id ID, --recipient ADDRESS, --limit N, --json)", run: deadVerb("list", os.Stdin)},
 		{name: "dead replay", summary: "send parked messages back with a fresh retry count (--id ID | --source Q | --recipient ADDRESS | --all)", run: deadVerb("replay", os.Stdin)},

@@ -17,8 +17,10 @@ func OneLine(s string) string {
 }
 
 // Clip returns s on one line, cut to at most width characters at a word
-// boundary and ended with "…" when it is longer. A single word longer than
-// width, which has no boundary to cut at, is cut inside.
+// boundary and ended with "…" when it is longer. Where the last boundary
+// would leave less than half of width (a long word such as a URL,
+// or a single word longer than width), it is cut inside the word instead:
+// an error is not cut down to its first word.
 func Clip(s string, width int) string {
 	s = OneLine(s)
 	if utf8.RuneCountInString(s) <= width {
@@ -30,7 +32,7 @@ func Clip(s string, width int) string {
 	r := []rune(s)
 	room := width - 1 // for the ellipsis
 	cut := -1
-	for i := room; i > 0; i-- {
+	for i := room; i > 0 && i >= room/2; i-- {
 		if r[i] == ' ' {
 			cut = i
 			break
@@ -61,6 +63,20 @@ func Millis(ms int64) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// Deferred is how an attempt's outcome reads when its wait is a deferral
+// (notification.Attempt.Deferred): the copy was held back or asked to come
+// back later, and spent no retry.
+const Deferred = "deferred"
+
+// OutcomeOf is the word for how attempt a ended: its outcome, or Deferred
+// for a failure whose wait spends no retry.
+func OutcomeOf(a notification.Attempt) string {
+	if a.Outcome == retry.Failed && a.Deferred {
+		return Deferred
+	}
+	return string(a.Outcome)
 }
 
 // Label names an attempt: "attempt 2", "attempt 1, round 1" after a

@@ -20,6 +20,7 @@ func TestClip(t *testing.T) {
 		{"a space right at the cut", "451 mailbox busy", 12, "451 mailbox…"},
 		{"trailing punctuation goes", "send email: 451 mailbox busy", 14, "send email…"},
 		{"one long word is cut inside", "https://hooks.example/orders/7f3a9c", 12, "https://hoo…"},
+		{"a long word after a short one: cut inside, not down to the first word", "webhook http://127.0.0.1:9090/webhooks/down: 503", 20, "webhook http://127.…"},
 		{"line breaks and tabs become spaces", "451-first line\r\n451\tsecond line", 40, "451-first line 451 second line"},
 		{"runes, not bytes", "échec: boîte pleine, réessayez", 21, "échec: boîte pleine…"},
 		{"no room", "anything", 0, ""},
@@ -73,6 +74,26 @@ func TestLabel(t *testing.T) {
 		t.Run(tt.want, func(t *testing.T) {
 			if got := Label(tt.a); got != tt.want {
 				t.Errorf("Label(%+v) = %q, want %q", tt.a, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestOutcomeOf(t *testing.T) {
+	tests := []struct {
+		name string
+		a    notification.Attempt
+		want string
+	}{
+		{"a failure retried", notification.Attempt{N: 1, Outcome: retry.Failed}, "failed"},
+		{"a failure deferred", notification.Attempt{N: 1, Outcome: retry.Failed, Deferred: true}, "deferred"},
+		{"delivered", notification.Attempt{N: 2, Outcome: retry.Delivered}, "delivered"},
+		{"parked, whatever it says", notification.Attempt{N: 3, Outcome: retry.Parked, Deferred: true}, "parked"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := OutcomeOf(tt.a); got != tt.want {
+				t.Errorf("OutcomeOf(%+v) = %q, want %q", tt.a, got, tt.want)
 			}
 		})
 	}

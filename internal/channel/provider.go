@@ -184,7 +184,7 @@ func paceRate(ctx context.Context, store rateTaker, key, ticket string, r histor
 	}
 	if wait > rateHold {
 		return &Deferred{Target: target, Wait: wait - rateHold,
-			Why: fmt.Sprintf("over its limit of %g/s (burst %d): its slot is in %s", r.Per, r.Burst, wait.Round(time.Millisecond))}
+			Why: fmt.Sprintf("rate limit %g/s (burst %d): its slot is in %s", r.Per, r.Burst, wait.Round(time.Millisecond))}
 	}
 	if wait <= 0 {
 		return nil

@@ -80,6 +80,9 @@ type Deps struct {
 	// Public lets Anonymous requests read the dashboard without error
 	// texts, payloads and headers (DASHBOARD_PUBLIC).
 	Public bool
+	// Links are the one-time links the page logs in by (relay
+	// dashboard); nil makes POST /dashboard/link answer 404.
+	Links *Links
 	// MaxStreams caps the event streams open at once; zero means
 	// DefaultMaxStreams.
 	MaxStreams int
@@ -131,7 +134,10 @@ type Dashboard struct {
 //     each box's depth and each arrow's rate over the last seconds (see
 //     Pipeline);
 //   - GET /dashboard/timelines?id=…: each copy's attempts, times and
-//     outcomes only, for a page of the list.
+//     outcomes only, for a page of the list;
+//   - POST /dashboard/link: {"code": "…"}, a one-time link's code (see
+//     Links), answered once with {"token": "…"}; a 401 for a code
+//     unknown, used or expired. It needs no token.
 func New(d Deps) *Dashboard {
 	return &Dashboard{s: newServer(d, timing{ping: pingInterval, write: writeTimeout})}
 }
@@ -193,6 +199,7 @@ func (s *server) routes(r chi.Router) {
 	get("/dashboard/queues", s.handle(s.queues))
 	get("/dashboard/pipeline", s.handle(s.pipeline))
 	get("/dashboard/timelines", s.handle(s.timelines))
+	r.Post("/dashboard/link", s.handle(s.redeem))
 }
 
 // noCache makes browsers revalidate the page's files, so a new binary's

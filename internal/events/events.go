@@ -46,6 +46,7 @@ func (c channels) event(service string, ev retry.Event) notification.Event {
 		Round:      ev.Round,
 		DurationMS: ev.Duration.Milliseconds(),
 		DelayMS:    ev.Delay.Milliseconds(),
+		Deferred:   ev.Deferred,
 		Error:      ev.Err,
 		Reason:     ev.Reason,
 		At:         ev.At,

@@ -51,6 +51,13 @@ func TestConvert(t *testing.T) {
 			want: notification.Event{Type: "attempt", Outcome: "requeued", ID: "n-4", Queue: "email-queue", Attempt: 2, At: t0, Service: "worker"},
 		},
 		{
+			name: "a deferral: a rate limit's slot",
+			in: retry.Event{Outcome: "retrying", MessageID: "n-7", Queue: "t1.email-queue", Attempt: 2, Delay: 229 * time.Millisecond, Deferred: true,
+				Err: "email provider backup: rate limit 4/s (burst 2)", At: t0},
+			want: notification.Event{Type: "attempt", Outcome: "retrying", ID: "n-7", Channel: "email", Queue: "t1.email-queue", Attempt: 2,
+				DelayMS: 229, Deferred: true, Error: "email provider backup: rate limit 4/s (burst 2)", At: t0, Service: "worker"},
+		},
+		{
 			name: "delivered through a provider",
 			in:   retry.Event{Outcome: "delivered", MessageID: "n-6", Queue: "t1.email-queue", Attempt: 2, At: t0, Via: "secondary"},
 			want: notification.Event{Type: "attempt", Outcome: "delivered", ID: "n-6", Channel: "email", Queue: "t1.email-queue", Attempt: 2, At: t0,
@@ -219,6 +226,24 @@ func TestMetrics(t *testing.T) {
 				"relay_retry_delay_seconds_sum{}":                                 2,
 				"relay_end_to_end_seconds_count{channel=email,outcome=delivered}": 1,
 				"relay_end_to_end_seconds_sum{channel=email,outcome=delivered}":   4,
+			},
+		},
+		{
+			// A rate limit's slot, then a retry: one deferral, one retry,
+			// and only the retry's wait in the delays.
+			name: "deferred, retried, delivered",
+			events: []retry.Event{
+				{Outcome: "retrying", MessageID: "d", Queue: "t1.email-queue", Attempt: 1, Delay: 300 * time.Millisecond, Deferred: true, At: t0},
+				{Outcome: "retrying", MessageID: "d", Queue: "t1.email-queue", Attempt: 2, Delay: 2 * time.Second, At: t0.Add(time.Second)},
+				{Outcome: "delivered", MessageID: "d", Queue: "t1.email-queue", Attempt: 3, At: t0.Add(4 * time.Second)},
+			},
+			want: map[string]float64{
+				"relay_deliveries_total{channel=email,outcome=retrying}":  2,
+				"relay_deliveries_total{channel=email,outcome=delivered}": 1,
+				"relay_deferrals_total{queue=t1.email-queue}":             1,
+				"relay_retries_total{attempt=2,queue=t1.email-queue}":     1,
+				"relay_retry_delay_seconds_count{}":                       1,
+				"relay_retry_delay_seconds_sum{}":                         2,
 			},
 		},
 		{

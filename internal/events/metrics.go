@@ -20,8 +20,12 @@ var EndToEndBuckets = []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 //   - relay_deliveries_total{channel,outcome}: every decision;
 //   - relay_retries_total{queue,attempt}: retries scheduled, by the
 //     attempt that failed;
+//   - relay_deferrals_total{queue}: waits a downstream or a rate limit
+//     asked for (retry.Event.Deferred), which spend no retry and are not
+//     counted as retries;
 //   - relay_parked_total{queue,reason}: messages parked;
-//   - relay_retry_delay_seconds: the waits scheduled before retries;
+//   - relay_retry_delay_seconds: the waits scheduled before retries
+//     (deferrals' waits aside);
 //   - relay_end_to_end_seconds{channel,outcome}: the age of messages when
 //     delivered or parked (only for messages whose producer set the AMQP
 //     timestamp).
@@ -33,6 +37,7 @@ type Metrics struct {
 	channels   channels
 	deliveries *prometheus.CounterVec
 	retries    *prometheus.CounterVec
+	deferrals  *prometheus.CounterVec
 	parked     *prometheus.CounterVec
 	delay      prometheus.Histogram
 	endToEnd   *prometheus.HistogramVec
@@ -52,6 +57,10 @@ func NewMetrics(reg prometheus.Registerer, t retry.Topology) *Metrics {
 			Name: "relay_retries_total",
 			Help: "Retries scheduled, by work queue and the attempt that failed.",
 		}, []string{"queue", "attempt"}),
+		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_deferrals_total",
+			Help: "Waits a downstream (Retry-After) or a rate limit asked for, which spend no retry, by work queue.",
+		}, []string{"queue"}),
 		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_parked_total",
 			Help: "Messages parked in the dead-letter queue, by work queue and reason.",
@@ -68,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer, t retry.Topology) *Metrics {
 		}, []string{"channel", "outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.deliveries, m.retries, m.parked, m.delay, m.endToEnd)
+		reg.MustRegister(m.deliveries, m.retries, m.deferrals, m.parked, m.delay, m.endToEnd)
 	}
 	return m
 }
@@ -80,6 +89,10 @@ func (m *Metrics) Observe(ev retry.Event) {
 	m.deliveries.WithLabelValues(channel, string(ev.Outcome)).Inc()
 	switch ev.Outcome {
 	case retry.Retrying:
+		if ev.Deferred {
+			m.deferrals.WithLabelValues(ev.Queue).Inc()
+			break
+		}
 		m.retries.WithLabelValues(ev.Queue, strconv.Itoa(ev.Attempt)).Inc()
 		m.delay.Observe(ev.Delay.Seconds())
 	case retry.Parked:

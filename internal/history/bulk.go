@@ -8,9 +8,9 @@ import (
 
 // The column types of the multi-row statements, for PostgreSQL's unnest.
 var (
-	eventTypes   = []string{"text", "text", "text", "integer", "integer", "text", "timestamptz", "text", "text", "bigint", "bigint", "text", "text"}
+	eventTypes   = []string{"text", "text", "text", "integer", "integer", "text", "timestamptz", "text", "text", "bigint", "bigint", "text", "text", "boolean"}
 	copyTypes    = []string{"text", "text", "text", "text", "text", "integer", "integer", "text", "timestamptz", "timestamptz"}
-	attemptTypes = []string{"text", "text", "text", "integer", "integer", "timestamptz", "text", "text", "text", "text", "bigint", "bigint", "bigint", "text"}
+	attemptTypes = []string{"text", "text", "text", "integer", "integer", "timestamptz", "text", "text", "text", "text", "bigint", "bigint", "bigint", "text", "boolean"}
 )
 
 // execRows runs head + rows + tail, where rows is the source of a

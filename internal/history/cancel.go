@@ -125,12 +125,12 @@ func (s *Store) Cancel(ctx context.Context, id, service string, now time.Time) (
 			}
 			last = max(last, o.after)
 			rowsOut = append(rowsOut, id, o.ref.Channel, o.ref.Recipient, o.round, last+1, string(retry.Cancelled), s.d.ts(at),
-				"", CancelReason, int64(0), int64(0), service, "")
+				"", CancelReason, int64(0), int64(0), service, "", s.d.bool(false))
 			affected[copyKey{id, o.ref.Channel, o.ref.Recipient}] = true
 			out.Cancelled = append(out.Cancelled, o.ref)
 		}
 		if err := execRows(ctx, tx, s.d,
-			`INSERT INTO events (notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service, provider) `,
+			`INSERT INTO events (notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service, provider, deferred) `,
 			` ON CONFLICT (notification_id, channel, recipient, round, attempt, outcome) DO NOTHING`,
 			eventTypes, rowsOut); err != nil {
 			return fmt.Errorf("insert cancellations: %w", err)

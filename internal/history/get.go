@@ -18,7 +18,7 @@ const (
 	// agree with each other even while events are being recorded.
 	getCopies = `
 		SELECT c.channel, c.recipient, c.status, c.reason, c.round, c.attempts, c.last_error, c.next_attempt_at, c.updated_at,
-			a.round, a.attempt, a.at, a.outcome, a.error, a.reason, a.service, a.delay_ms, a.waited_ms, a.duration_ms, a.provider
+			a.round, a.attempt, a.at, a.outcome, a.error, a.reason, a.service, a.delay_ms, a.waited_ms, a.duration_ms, a.provider, a.deferred
 		FROM copies c LEFT JOIN attempts a
 			ON a.notification_id = c.notification_id AND a.channel = c.channel AND a.recipient = c.recipient
 		WHERE c.notification_id = $1
@@ -58,11 +58,12 @@ func (s *Store) Get(ctx context.Context, id string) (*notification.View, error) 
 			at                         *time.Time
 			outcome, aerr, reason, svc sql.NullString
 			provider                   sql.NullString
+			deferred                   sql.NullBool
 			delay, waited, duration    sql.NullInt64
 		)
 		if err := rows.Scan(&c.Channel, &c.Recipient, &c.Status, &c.Reason, &c.Round, &c.AttemptCount, &c.LastError,
 			nullTimeCol{&c.NextAttemptAt}, timeCol{&c.UpdatedAt},
-			&round, &attempt, nullTimeCol{&at}, &outcome, &aerr, &reason, &svc, &delay, &waited, &duration, &provider); err != nil {
+			&round, &attempt, nullTimeCol{&at}, &outcome, &aerr, &reason, &svc, &delay, &waited, &duration, &provider, &deferred); err != nil {
 			return err
 		}
 		if k := len(n.Copies); k == 0 || n.Copies[k-1].Channel != c.Channel || n.Copies[k-1].Recipient != c.Recipient {
@@ -75,7 +76,7 @@ func (s *Store) Get(ctx context.Context, id string) (*notification.View, error) 
 		last.Attempts = append(last.Attempts, notification.Attempt{
 			Round: int(round.Int64), N: int(attempt.Int64), At: *at, Outcome: retry.Outcome(outcome.String),
 			Error: aerr.String, Reason: reason.String, Service: svc.String,
-			DelayMS: ptrInt(delay), WaitedMS: ptrInt(waited), DurationMS: ptrInt(duration), Provider: provider.String,
+			DelayMS: ptrInt(delay), WaitedMS: ptrInt(waited), DurationMS: ptrInt(duration), Provider: provider.String, Deferred: deferred.Bool,
 		})
 		return nil
 	})

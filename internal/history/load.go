@@ -22,8 +22,8 @@ const loadChunk = 5000
 var (
 	loadNotificationCols = []string{"id", "created_at", "accepted", "channels", "recipients", "search", "public_search", "payload"}
 	loadCopyCols         = []string{"notification_id", "channel", "recipient", "status", "reason", "round", "attempts", "last_error", "next_attempt_at", "updated_at"}
-	loadEventCols        = []string{"notification_id", "channel", "recipient", "round", "attempt", "outcome", "at", "error", "reason", "delay_ms", "duration_ms", "service", "provider"}
-	loadAttemptCols      = []string{"notification_id", "channel", "recipient", "round", "attempt", "at", "outcome", "error", "reason", "service", "delay_ms", "waited_ms", "duration_ms", "provider"}
+	loadEventCols        = []string{"notification_id", "channel", "recipient", "round", "attempt", "outcome", "at", "error", "reason", "delay_ms", "duration_ms", "service", "provider", "deferred"}
+	loadAttemptCols      = []string{"notification_id", "channel", "recipient", "round", "attempt", "at", "outcome", "error", "reason", "service", "delay_ms", "waited_ms", "duration_ms", "provider", "deferred"}
 )
 
 // Load stores notifications, each accepted with its events, the fast way:
@@ -130,7 +130,7 @@ func (r *loadRows) add(d dialect, a notification.Accepted, events []notification
 	byCopy := map[copyKey][]notification.Event{}
 	for _, e := range evs {
 		byCopy[copyOf(e)] = append(byCopy[copyOf(e)], e)
-		r.evs = append(r.evs, []any{e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, string(e.Outcome), d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider})
+		r.evs = append(r.evs, []any{e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, string(e.Outcome), d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider, d.bool(e.Deferred)})
 	}
 	// A row for each copy accepted, queued until its events say
 	// otherwise, and one for each copy that only events name.
@@ -152,7 +152,7 @@ func (r *loadRows) add(d dialect, a notification.Accepted, events []notification
 		r.copies = append(r.copies, []any{a.ID, k.channel, k.recipient, string(c.Status), c.Reason, c.Round, c.AttemptCount, c.LastError, d.nullTS(c.NextAttemptAt), d.ts(c.UpdatedAt)})
 		for _, t := range c.Attempts {
 			r.attempts = append(r.attempts, []any{a.ID, k.channel, k.recipient, t.Round, t.N, d.ts(t.At), string(t.Outcome), t.Error, t.Reason, t.Service,
-				nullInt(t.DelayMS), nullInt(t.WaitedMS), nullInt(t.DurationMS), t.Provider})
+				nullInt(t.DelayMS), nullInt(t.WaitedMS), nullInt(t.DurationMS), t.Provider, d.bool(t.Deferred)})
 		}
 	}
 }

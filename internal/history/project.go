@@ -48,6 +48,7 @@ func compareEvents(a, b notification.Event) int {
 		cmp.Compare(a.DelayMS, b.DelayMS),
 		cmp.Compare(a.DurationMS, b.DurationMS),
 		cmp.Compare(a.Service, b.Service),
+		cmp.Compare(b2i(a.Deferred), b2i(b.Deferred)),
 	)
 }
 
@@ -209,7 +210,7 @@ func attemptOf(evs []notification.Event) (notification.Attempt, bool) {
 		// downstream asked); the worker's is the policy's, a fallback.
 		if e := byOutcome[retry.Retrying]; e != nil {
 			d := e.DelayMS
-			a.DelayMS = &d
+			a.DelayMS, a.Deferred = &d, e.Deferred
 		} else if e := byOutcome[retry.Failed]; e != nil {
 			d := e.DelayMS
 			a.DelayMS = &d
@@ -230,4 +231,12 @@ func attemptOf(evs []notification.Event) (notification.Attempt, bool) {
 		}
 	}
 	return a, true
+}
+
+// b2i orders false before true.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -215,7 +215,7 @@ func (s *Store) Record(ctx context.Context, events []notification.Event) error {
 	}
 	rows := make([]any, 0, len(eventTypes)*len(evs))
 	for _, e := range evs {
-		rows = append(rows, e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, string(e.Outcome), s.d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider)
+		rows = append(rows, e.ID, e.Channel, e.Recipient, e.Round, e.Attempt, string(e.Outcome), s.d.ts(e.At), e.Error, e.Reason, e.DelayMS, e.DurationMS, e.Service, e.Provider, s.d.bool(e.Deferred))
 	}
 
 	return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -231,12 +231,13 @@ func (s *Store) Record(ctx context.Context, events []notification.Event) error {
 			return fmt.Errorf("insert placeholder notifications: %w", err)
 		}
 		if err := execRows(ctx, tx, s.d,
-			`INSERT INTO events (notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service, provider) `,
+			`INSERT INTO events (notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service, provider, deferred) `,
 			` ON CONFLICT (notification_id, channel, recipient, round, attempt, outcome) DO UPDATE SET
 				at = excluded.at, error = excluded.error, reason = excluded.reason,
-				delay_ms = excluded.delay_ms, duration_ms = excluded.duration_ms, service = excluded.service, provider = excluded.provider
-			WHERE (excluded.at, excluded.error, excluded.reason, excluded.delay_ms, excluded.duration_ms, excluded.service, excluded.provider)
-				< (events.at, events.error, events.reason, events.delay_ms, events.duration_ms, events.service, events.provider)`,
+				delay_ms = excluded.delay_ms, duration_ms = excluded.duration_ms, service = excluded.service, provider = excluded.provider,
+				deferred = excluded.deferred
+			WHERE (excluded.at, excluded.error, excluded.reason, excluded.delay_ms, excluded.duration_ms, excluded.service, excluded.provider, excluded.deferred)
+				< (events.at, events.error, events.reason, events.delay_ms, events.duration_ms, events.service, events.provider, events.deferred)`,
 			eventTypes, rows); err != nil {
 			return fmt.Errorf("insert events: %w", err)
 		}
@@ -283,7 +284,7 @@ func (s *Store) loadEvents(ctx context.Context, tx *sql.Tx, ids []string, affect
 		err = each(rows, func() error {
 			var e notification.Event
 			if err := rows.Scan(&e.ID, &e.Channel, &e.Recipient, &e.Round, &e.Attempt, &e.Outcome, timeCol{&e.At},
-				&e.Error, &e.Reason, &e.DelayMS, &e.DurationMS, &e.Service, &e.Provider); err != nil {
+				&e.Error, &e.Reason, &e.DelayMS, &e.DurationMS, &e.Service, &e.Provider, &e.Deferred); err != nil {
 				return err
 			}
 			if k := copyOf(e); affected[k] {
@@ -300,7 +301,7 @@ func (s *Store) loadEvents(ctx context.Context, tx *sql.Tx, ids []string, affect
 
 func (s *Store) loadEventsQuery(ids []string) (string, []any) {
 	in, args := s.d.in("notification_id", ids)
-	return `SELECT notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service, provider
+	return `SELECT notification_id, channel, recipient, round, attempt, outcome, at, error, reason, delay_ms, duration_ms, service, provider, deferred
 		FROM events WHERE ` + in, args
 }
 
@@ -319,7 +320,7 @@ func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][
 		copies = append(copies, k.id, k.channel, k.recipient, string(c.Status), c.Reason, c.Round, c.AttemptCount, c.LastError, s.d.nullTS(c.NextAttemptAt), s.d.ts(c.UpdatedAt))
 		for _, a := range c.Attempts {
 			attempts = append(attempts, k.id, k.channel, k.recipient, a.Round, a.N, s.d.ts(a.At), string(a.Outcome), a.Error, a.Reason, a.Service,
-				nullInt(a.DelayMS), nullInt(a.WaitedMS), nullInt(a.DurationMS), a.Provider)
+				nullInt(a.DelayMS), nullInt(a.WaitedMS), nullInt(a.DurationMS), a.Provider, s.d.bool(a.Deferred))
 		}
 	}
 	if err := execRows(ctx, tx, s.d,
@@ -332,10 +333,11 @@ func (s *Store) saveCopies(ctx context.Context, tx *sql.Tx, events map[copyKey][
 	}
 	// Rows are never removed: more events only add to a timeline.
 	if err := execRows(ctx, tx, s.d,
-		`INSERT INTO attempts (notification_id, channel, recipient, round, attempt, at, outcome, error, reason, service, delay_ms, waited_ms, duration_ms, provider) `,
+		`INSERT INTO attempts (notification_id, channel, recipient, round, attempt, at, outcome, error, reason, service, delay_ms, waited_ms, duration_ms, provider, deferred) `,
 		` ON CONFLICT (notification_id, channel, recipient, round, attempt) DO UPDATE SET at = excluded.at, outcome = excluded.outcome,
 			error = excluded.error, reason = excluded.reason, service = excluded.service,
-			delay_ms = excluded.delay_ms, waited_ms = excluded.waited_ms, duration_ms = excluded.duration_ms, provider = excluded.provider`,
+			delay_ms = excluded.delay_ms, waited_ms = excluded.waited_ms, duration_ms = excluded.duration_ms, provider = excluded.provider,
+			deferred = excluded.deferred`,
 		attemptTypes, attempts); err != nil {
 		return fmt.Errorf("update attempts: %w", err)
 	}

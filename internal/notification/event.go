@@ -41,6 +41,10 @@ type Event struct {
 	// DelayMS is, for retry.Retrying and retry.Failed, the wait scheduled
 	// before the next attempt.
 	DelayMS int64 `json:"delay_ms"`
+	// Deferred is, for retry.Retrying, whether the wait is a deferral: a
+	// rate limit's slot or a downstream's Retry-After, which spends no
+	// retry (retry.Event.Deferred).
+	Deferred bool `json:"deferred,omitempty"`
 	// Error is the failure's text, where known.
 	Error string `json:"error,omitempty"`
 	// Reason is why a message was parked.

@@ -86,6 +86,11 @@ type Attempt struct {
 	// DelayMS is, for a failed attempt, the wait scheduled before the
 	// next one.
 	DelayMS *int64 `json:"delay_ms,omitempty"`
+	// Deferred is, for a failed attempt, whether the wait after it is a
+	// deferral rather than a retry: the copy was held back by a rate
+	// limit, an open circuit or a downstream's Retry-After, and the wait
+	// spends none of its retries. The surfaces show it as "deferred".
+	Deferred bool `json:"deferred,omitempty"`
 	// WaitedMS is the time between the previous attempt's failure and
 	// this attempt's start; nil for the first attempt of a round.
 	WaitedMS *int64 `json:"waited_ms,omitempty"`

@@ -106,21 +106,29 @@ func demoBurst(t *testing.T, url, bin, prefix string) (string, bool) {
 			lines <- sc.Text()
 		}
 	}()
-	// Stopped before the next run starts, or the test ends.
+	// Stopped before the next run starts, or the test ends, with a SIGTERM
+	// to the whole group as a terminal's Ctrl-C or a service manager sends
+	// it: a demo that finished its burst must end with status 0 then, or
+	// make demo ends in "make: *** Error 1".
+	finished := false
 	defer func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
+		done := make(chan error, 1)
 		go func() {
 			for range lines {
 			}
-			_ = cmd.Wait()
-			close(done)
+			done <- cmd.Wait()
 		}()
+		var err error
 		select {
-		case <-done:
+		case err = <-done:
 		case <-time.After(30 * time.Second):
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
+			err = fmt.Errorf("still running 30s after SIGTERM")
+		}
+		if finished && err != nil {
+			t.Errorf("demo.sh stopped with SIGTERM: %v, want exit status 0", err)
 		}
 	}()
 
@@ -157,6 +165,7 @@ func demoBurst(t *testing.T, url, bin, prefix string) (string, bool) {
 				}
 				t.Logf("RabbitMQ %s: relay up after %s, first delivery %s later; %d delivered, %d parked",
 					brokerVersion(url), up.Round(time.Millisecond), firstDelivery.Round(time.Millisecond), delivered, parked)
+				finished = true
 				return strings.Join(out, "\n"), false
 			}
 		case <-timeout:

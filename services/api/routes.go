@@ -34,6 +34,7 @@ func routes(r *chi.Mux, deps Deps, m *metrics) {
 		v1.Post("/endpoints/{id}/rotate-secret", handleRotateSecret(deps))
 		v1.Get("/endpoints/{id}/attempts", handleEndpointAttempts(deps))
 		v1.Get("/providers", handleListProviders(deps))
+		v1.Post("/dashboard/links", handleCreateDashboardLink(deps))
 		v1.NotFound(handleNotFound())
 		v1.MethodNotAllowed(handleMethodNotAllowed(r))
 	})

@@ -150,7 +150,9 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 	var live atomic.Pointer[amqp.Connection]
 	hub := dashboard.NewHub()
 	pipe := dashboard.NewPipeline(topo)
+	links := dashboard.NewLinks(dashboard.DefaultLinkTTL, nil)
 	dash := dashboard.New(dashboard.Deps{
+		Links:    links,
 		Hub:      hub,
 		Pipeline: pipe,
 		Log:      log,
@@ -181,12 +183,13 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 			}
 			return nil
 		},
-		Topology:  topo,
-		Tokens:    cfg.Tokens,
-		AuthOff:   cfg.AuthOff(),
-		MaxBody:   cfg.MaxBodyBytes,
-		Registry:  reg,
-		Dashboard: dash,
+		Topology:       topo,
+		Tokens:         cfg.Tokens,
+		AuthOff:        cfg.AuthOff(),
+		MaxBody:        cfg.MaxBodyBytes,
+		Registry:       reg,
+		Dashboard:      dash,
+		DashboardLinks: links,
 		// Each dead-letter operation dials a connection of its own: a
 		// parked message the client cannot read (headers over frame_max)
 		// closes that connection, not the one the API publishes on.

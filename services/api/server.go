@@ -77,6 +77,10 @@ type Deps struct {
 	// tokens itself (see dashboardAccess): its page needs none, its data
 	// does unless DASHBOARD_PUBLIC.
 	Dashboard Routes
+	// DashboardLinks issues the codes of the dashboard's one-time links
+	// (POST /v1/dashboard/links), which the dashboard redeems: the same
+	// *dashboard.Links as its Deps.Links. nil answers the route 404.
+	DashboardLinks DashboardLinks
 	// History is the notification history: the status routes read it and
 	// Idempotency-Keys are claimed in it. nil answers the status routes
 	// with 503 and keeps the older behaviour for keys (the id is derived

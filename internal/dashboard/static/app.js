@@ -176,7 +176,7 @@
     refreshEndpoints();
     refreshProviders();
     connectStream();
-    if (detail.id) loadDetail();
+    if (detail.id) openDetail(detail.id);
   }
 
   // stop ends every loop: the stream, the queue refresh, the detail's
@@ -562,6 +562,8 @@
     detail.id = id;
     $("detail-title").textContent = id;
     $("detail").hidden = false;
+    // The address bar names the open detail: a link to paste.
+    showRoute(id);
     markSelected();
     loadDetail();
   }
@@ -570,8 +572,83 @@
     detail.id = "";
     clearTimeout(detail.timer);
     $("detail").hidden = true;
+    showRoute("");
     markSelected();
   }
+
+  // ---- the address: #/n/<id> opens a detail, ?code= logs in once ---------
+
+  // route reads the fragment: "#/n/ntf_…" names a notification to open,
+  // "?code=…" after it (or alone) a one-time link's code (relay
+  // dashboard).
+  function route() {
+    const frag = location.hash.replace(/^#/, "");
+    const q = frag.indexOf("?");
+    const path = q < 0 ? frag : frag.slice(0, q);
+    const params = new URLSearchParams(q < 0 ? "" : frag.slice(q + 1));
+    const m = path.match(/^\/n\/(.+)$/);
+    let id = "";
+    if (m) {
+      try {
+        id = decodeURIComponent(m[1]);
+      } catch {
+        id = "";
+      }
+    }
+    return { id, code: params.get("code") || "" };
+  }
+
+  // showRoute puts the detail id (or none) in the address bar, without a
+  // new history entry and without any code.
+  function showRoute(id) {
+    const want = id ? "#/n/" + encodeURIComponent(id) : "";
+    if (location.hash !== want) history.replaceState(null, "", location.pathname + location.search + want);
+  }
+
+  // redeem exchanges a one-time link's code for the token it stands for,
+  // once; it says why when it cannot.
+  async function redeem(code) {
+    try {
+      const res = await fetch("/dashboard/link", {
+        method: "POST",
+        cache: "no-store",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ code }),
+      });
+      if (!res.ok) return "This link's code was used already, has expired (it works once, for two minutes) or is not one this API issued: run relay dashboard again, or log in with the token.";
+      const body = await res.json();
+      if (!body.token) return "The link could not be used: the API answered no token.";
+      token = body.token;
+      sessionStorage.setItem(TOKEN_KEY, token);
+      return "";
+    } catch (err) {
+      return "The link could not be used: " + message(err);
+    }
+  }
+
+  // start reads the address the page was loaded at: a code logs in (and
+  // leaves the address), a notification's detail opens once the page
+  // shows the history.
+  async function start() {
+    const r = route();
+    showRoute(r.id); // the code never stays in the address bar or the history
+    if (r.id) detail.id = r.id;
+    let why = "";
+    if (r.code) why = await redeem(r.code);
+    await begin();
+    if (why && !$("login").hidden) loginError(why);
+    else if (why) appError(why);
+  }
+
+  window.addEventListener("hashchange", () => {
+    const r = route();
+    if (r.code) {
+      start();
+      return;
+    }
+    if (r.id && r.id !== detail.id && !$("app").hidden) openDetail(r.id);
+    else if (!r.id && detail.id) closeDetail();
+  });
 
   $("detail-close").addEventListener("click", closeDetail);
   document.addEventListener("keydown", (e) => {
@@ -770,14 +847,20 @@
     thead.append(head2);
     const tbody = el("tbody");
     for (const a of c.attempts) {
-      const tr = el("tr", "attempt " + a.outcome);
+      // A failure whose wait is a deferral (a rate limit's slot, a
+      // downstream's Retry-After) spent no retry: it reads "deferred".
+      const shown = a.outcome === "failed" && a.deferred ? "deferred" : a.outcome;
+      const tr = el("tr", "attempt " + shown);
       tr.dataset.outcome = a.outcome;
+      if (a.deferred) tr.dataset.deferred = "true";
       tr.dataset.round = String(a.round);
       tr.dataset.n = String(a.n);
-      const outcome = a.reason ? a.outcome + " (" + a.reason + ")" : a.outcome;
+      const outcome = a.reason ? shown + " (" + a.reason + ")" : shown;
       tr.append(
         el("td", "num", String(a.round)),
-        el("td", "num", a.n === 0 ? "replay" : String(a.n)),
+        // A cancellation sent nothing: it stands before the attempt it
+        // stopped, as relay status says it.
+        el("td", "num", a.n === 0 ? "replay" : a.outcome === "cancelled" ? "before " + a.n : String(a.n)),
         el("td", "when", fmtTime(a.at, true)),
         el("td", "outcome", outcome),
       );
@@ -1212,5 +1295,5 @@
     return rm ? h + "h" + rm + "m" : h + "h";
   }
 
-  begin();
+  start();
 })();

@@ -232,8 +232,11 @@
     for (const a of c.attempts || []) {
       const at = Date.parse(a.at);
       if (Number.isNaN(at)) continue;
-      marks.push({ at, outcome: a.outcome, n: a.n, round: a.round, reason: a.reason || "" });
-      if (a.outcome === "failed" && a.delay_ms != null) waits.push({ from: at, ms: a.delay_ms, n: a.n });
+      // A failure whose wait is a deferral (a rate limit, a Retry-After)
+      // spent no retry: it is drawn, and named, apart.
+      const deferred = a.outcome === "failed" && !!a.deferred;
+      marks.push({ at, outcome: deferred ? "deferred" : a.outcome, n: a.n, round: a.round, reason: a.reason || "" });
+      if (a.outcome === "failed" && a.delay_ms != null) waits.push({ from: at, ms: a.delay_ms, n: a.n, deferred });
     }
     let due = null;
     if (c.status === "retrying" && c.next_attempt_at) {
@@ -290,7 +293,8 @@
     for (const w of waits) {
       const bar = svg("rect", { x: x(w.from), y: y - (compact ? 3 : 5), width: Math.max(1, x(w.from + w.ms) - x(w.from)), height: compact ? 6 : 10,
         class: "wait-bar", "data-wait-ms": w.ms });
-      bar.append(svg("title", null, "waited " + fmtDur(w.ms) + " after attempt " + w.n));
+      if (w.deferred) bar.classList.add("deferred");
+      bar.append(svg("title", null, "waited " + fmtDur(w.ms) + " after attempt " + w.n + (w.deferred ? " (deferred: no retry spent)" : "")));
       root.append(bar);
       if (!compact) root.append(svg("text", { x: (x(w.from) + x(w.from + w.ms)) / 2, y: y - 9, class: "wait-label", "text-anchor": "middle" }, fmtDur(w.ms)));
     }
@@ -300,6 +304,7 @@
       let mark;
       if (m.outcome === "parked") mark = svg("rect", { x: cx - r, y: y - r, width: 2 * r, height: 2 * r });
       else if (m.outcome === "failed") mark = svg("path", { d: `M ${cx - r} ${y - r} L ${cx + r} ${y + r} M ${cx + r} ${y - r} L ${cx - r} ${y + r}` });
+      else if (m.outcome === "deferred") mark = svg("path", { d: `M ${cx - r} ${y} L ${cx + r} ${y} M ${cx} ${y - r} L ${cx} ${y + r}` });
       else mark = svg("circle", { cx, cy: y, r });
       mark.setAttribute("class", "mark " + m.outcome);
       mark.setAttribute("data-outcome", m.outcome);
@@ -308,7 +313,7 @@
         (m.n !== 0 && m.reason ? " (" + m.reason + ")" : "");
       mark.append(svg("title", null, what + " at +" + fmtDur(m.at - t0)));
       root.append(mark);
-      if (m.outcome !== "failed") label.push(what);
+      if (m.outcome !== "failed" && m.outcome !== "deferred") label.push(what);
     }
     if (due !== null) {
       const cx = x(due);

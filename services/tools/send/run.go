@@ -139,8 +139,16 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if !*watch {
 		return nil
 	}
+	// The times are the local time's, as TZ names it in the environment
+	// Run was given (the process's own, from main).
+	loc := time.Local
+	if tz := getenv("TZ"); tz != "" {
+		if l, err := time.LoadLocation(tz); err == nil {
+			loc = l
+		}
+	}
 	w := &watcher{history: client, out: stdout, width: *width, full: *full, poll: *poll,
-		grace: 3 * time.Second, loc: time.Local, now: time.Now}
+		grace: 3 * time.Second, loc: loc, now: time.Now}
 	return api.Explain(w.follow(ctx, sent, *timeout))
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -258,6 +259,60 @@ done: 1 copies delivered, 0 parked
 `,
 		},
 		{
+			// A rate limit's slot and a Retry-After wait without spending
+			// a retry: deferred, not failed, with the wait they asked for.
+			name:     "a deferral reads deferred, a retry failed",
+			channels: []string{"email"},
+			script: func(string) []step {
+				d1 := failed(1, 1000, "email provider backup: rate limit 4/s (burst 2): its slot is in 479ms; deferred 229ms", 229)
+				d1.Deferred = true
+				return []step{{cp("email", "delivered", 3000, d1, failed(2, 1300, busy, 1000),
+					notification.Attempt{N: 3, At: at(2400), Outcome: "delivered"})}}
+			},
+			want: `ntf_1	email
+10:00:01.000  ntf_1 email   attempt 1  deferred  email provider backup: rate limit…  next in 229ms
+10:00:01.300  ntf_1 email   attempt 2  failed  451 4.3.0 mailbox busy  next in 1s
+10:00:02.400  ntf_1 email   attempt 3  delivered
+done: 1 copies delivered, 0 parked
+`,
+		},
+		{
+			// Where the line leaves the error too little room, it goes on
+			// a line of its own rather than be cut to a word, with the
+			// wait when that does not fit above either.
+			name:     "a narrow terminal: the error below its attempt",
+			channels: []string{"email"},
+			copies:   []notification.CopyRef{{Channel: "email", Recipient: "demo@example.com"}},
+			args:     []string{"--width", "64"},
+			script: func(string) []step {
+				return []step{{to("demo@example.com", cp("email", "delivered", 2000, failed(1, 1000, long, 1000),
+					notification.Attempt{N: 2, At: at(2000), Outcome: "delivered"}))}}
+			},
+			want: `ntf_1	email
+10:00:01.000  ntf_1 email demo@example.com attempt 1  failed
+    next in 1s  send email ntf_1: closing SMTP DATA writer: 451…
+10:00:02.000  ntf_1 email demo@example.com attempt 2  delivered
+done: 1 copies delivered, 0 parked
+`,
+		},
+		{
+			// A copy cancelled before its first attempt sent nothing: its
+			// line stands before the attempt it stopped.
+			name:     "a copy cancelled before it was attempted",
+			channels: []string{"email", "webhook"},
+			script: func(string) []step {
+				return []step{{
+					cp("email", "cancelled", 1000, notification.Attempt{N: 1, At: at(1000), Outcome: "cancelled", Reason: "cancelled by the client"}),
+					cp("webhook", "delivered", 900, notification.Attempt{N: 1, At: at(900), Outcome: "delivered"}),
+				}}
+			},
+			want: `ntf_1	email,webhook
+10:00:00.900  ntf_1 webhook attempt 1  delivered
+10:00:01.000  ntf_1 email   before attempt 1  cancelled
+done: 1 copies delivered, 0 parked, 1 cancelled
+`,
+		},
+		{
 			name:     "long error in full",
 			channels: []string{"email"},
 			args:     []string{"--full"},
@@ -305,9 +360,13 @@ done: 3 copies delivered, 0 parked
 				t.Errorf("output (-want +got):\n%s", diff)
 			}
 			if !slices.Contains(tt.args, "--full") {
+				width := 100
+				if i := slices.Index(tt.args, "--width"); i >= 0 {
+					width, _ = strconv.Atoi(tt.args[i+1])
+				}
 				for _, line := range strings.Split(out.String(), "\n") {
-					if n := len([]rune(line)); n > 100 {
-						t.Errorf("line of %d columns, over --width 100: %q", n, line)
+					if n := len([]rune(line)); n > width {
+						t.Errorf("line of %d columns, over --width %d: %q", n, width, line)
 					}
 				}
 			}

@@ -342,33 +342,95 @@ func after(a, b notification.Attempt) bool {
 // line is the line of one attempt:
 //
 //	15:04:05.000  ntf_… email   attempt 1  failed  <error>  next in 1s
-//	15:04:05.000  ntf_… email   attempt 2  delivered
+//	15:04:05.000  ntf_… email   attempt 2  deferred  <why>  next in 229ms
+//	15:04:05.000  ntf_… email   attempt 3  delivered
 //	15:04:05.000  ntf_… webhook attempt 5  parked  reason max-retries  <error>
+//
+// A failure whose wait is a deferral (a rate limit's slot, a downstream's
+// Retry-After: no retry spent) reads "deferred". Cut to the width, the
+// error keeps the room the rest of the line leaves it. Where that is less
+// than minError (a narrow terminal) the error goes on a line of its own
+// below, indented, rather than be cut to a word, with "next in" when that
+// does not fit above either; a line still too long names the notification
+// by the end of its id (the ids are printed whole as they are sent).
 func (w *watcher) line(id, channel string, a notification.Attempt) string {
-	head := fmt.Sprintf("%s  %s %-7s %s  %s", a.At.In(w.loc).Format("15:04:05.000"), id, channel, apiclient.Label(a), a.Outcome)
+	head := w.head(id, channel, a)
+	if !w.full && runes(head) > w.width {
+		head = w.head(shortID(id), channel, a)
+	}
 	tail := ""
 	switch a.Outcome {
 	case retry.Failed:
 		if a.DelayMS != nil {
-			tail = "  next in " + apiclient.Millis(*a.DelayMS)
+			tail = "next in " + apiclient.Millis(*a.DelayMS)
 		}
 	case retry.Parked:
-		if a.Reason != "" {
-			head += "  reason " + a.Reason
-		}
 	default:
 		return head
 	}
-	if a.Error == "" {
-		return head + tail
-	}
 	text := apiclient.OneLine(a.Error)
-	if !w.full {
-		room := w.width - utf8.RuneCountInString(head) - 2 - utf8.RuneCountInString(tail)
-		text = apiclient.Clip(text, max(room, minError))
+	var line string
+	switch {
+	case text == "" || w.full:
+		line = join(head, text, tail)
+	case runes(join(head, text, tail)) <= w.width:
+		line = join(head, text, tail)
+	case w.width-runes(join(head, "", tail))-2 >= minError:
+		line = join(head, apiclient.Clip(text, w.width-runes(join(head, "", tail))-2), tail)
+	case runes(join(head, "", tail)) <= w.width:
+		line = join(head, "", tail) + "\n" + errorIndent + apiclient.Clip(text, max(w.width-len(errorIndent), minError))
+	default:
+		below := join(tail, "", "")
+		line = head + "\n" + errorIndent + join(below, apiclient.Clip(text, max(w.width-len(errorIndent)-runes(below)-2, minError)), "")
 	}
-	return head + "  " + text + tail
+	return line
 }
+
+// head is the start of an attempt's line: when, which copy, which attempt,
+// how it ended, and for a parked copy why.
+func (w *watcher) head(id, channel string, a notification.Attempt) string {
+	head := fmt.Sprintf("%s  %s %-7s %s  %s", a.At.In(w.loc).Format("15:04:05.000"), id, channel, apiclient.Label(a), apiclient.OutcomeOf(a))
+	if a.Outcome == retry.Parked && a.Reason != "" {
+		head += "  reason " + a.Reason
+	}
+	return head
+}
+
+// join joins the parts of a line that are not empty, two spaces apart.
+func join(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "  ")
+}
+
+func runes(s string) int { return utf8.RuneCountInString(s) }
+
+// shortID is a notification id cut short: its prefix and its last
+// characters, "ntf_…gznax6w2". An id begins with the time it was made, so
+// the ids of one burst share their start; they differ at the end, which
+// is random.
+func shortID(id string) string {
+	const keep = 8
+	prefix, rest, ok := strings.Cut(id, "_")
+	if !ok {
+		prefix, rest = "", id
+	} else {
+		prefix += "_"
+	}
+	r := []rune(rest)
+	if len(r) <= keep+1 {
+		return id
+	}
+	return prefix + "…" + string(r[len(r)-keep:])
+}
+
+// errorIndent starts the line of an error that has no room on its
+// attempt's line.
+const errorIndent = "    "
 
 // printed is the line of an attempt that ended at at.
 type printed struct {

@@ -122,3 +122,52 @@ func TestDueAfter(t *testing.T) {
 		})
 	}
 }
+
+// TestLineWidths: an attempt's line at the widths of real terminals. An
+// error gets the room the line leaves it, and a line of its own where that
+// is too little to read; a head wider than the terminal names the
+// notification by the start of its id.
+func TestLineWidths(t *testing.T) {
+	const id = "ntf_hsh5l36jqlmm5huzoim3ipfbtq"
+	at := time.Date(2026, 5, 3, 13, 50, 1, 305e6, time.UTC)
+	delay := int64(1000)
+	failure := notification.Attempt{N: 1, At: at, Outcome: "failed", DelayMS: &delay,
+		Error: "send email " + id + ": closing SMTP DATA writer: 451 4.3.0 mailbox busy"}
+	parked := notification.Attempt{N: 5, At: at, Outcome: "parked", Reason: "max-retries",
+		Error: "webhook http://127.0.0.1:9090/webhooks/down: 503 Service Unavailable"}
+	tests := []struct {
+		name  string
+		width int
+		copy  string
+		a     notification.Attempt
+		want  string
+	}{
+		{"wide: all of it", 200, "email demo@example.com", failure,
+			"13:50:01.305  ntf_hsh5l36jqlmm5huzoim3ipfbtq email demo@example.com attempt 1  failed  send email ntf_hsh5l36jqlmm5huzoim3ipfbtq: closing SMTP DATA writer: 451 4.3.0 mailbox busy  next in 1s"},
+		{"120 columns: the error cut", 120, "webhook", parked,
+			"13:50:01.305  ntf_hsh5l36jqlmm5huzoim3ipfbtq webhook attempt 5  parked  reason max-retries  webhook http://127.0.0.1:90…"},
+		{"100 columns: the error below, not cut to a word", 100, "webhook", parked,
+			"13:50:01.305  ntf_hsh5l36jqlmm5huzoim3ipfbtq webhook attempt 5  parked  reason max-retries\n" +
+				"    webhook http://127.0.0.1:9090/webhooks/down: 503 Service Unavailable"},
+		{"80 columns: the start of the id, the error below", 80, "email demo@example.com", failure,
+			"13:50:01.305  ntf_…m3ipfbtq email demo@example.com attempt 1  failed  next in 1s\n" +
+				"    send email ntf_hsh5l36jqlmm5huzoim3ipfbtq: closing SMTP DATA writer: 451…"},
+		{"60 columns: the wait below too", 60, "email demo@example.com", failure,
+			"13:50:01.305  ntf_…m3ipfbtq email demo@example.com attempt 1  failed\n" +
+				"    next in 1s  send email ntf_hsh5l36jqlmm5huzoim3ipfbtq…"},
+	}
+	// Two ids of one burst, made a moment apart, share their start: cut
+	// short, they must still differ.
+	a, b := shortID("ntf_2al4bwfq66mkndmlsfiwbmj24o"), shortID("ntf_2al4bwfq6nxb7ikpnegf3azmp6")
+	if a == b || a != "ntf_…iwbmj24o" {
+		t.Errorf("shortID: %q and %q", a, b)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &watcher{width: tt.width, loc: time.UTC}
+			if diff := cmp.Diff(tt.want, w.line(id, tt.copy, tt.a)); diff != "" {
+				t.Errorf("line (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -136,7 +136,7 @@ func (p printer) copyStatus(c notification.Copy, width int) string {
 // attempt is the line of one attempt: when it ended, which one it was,
 // how it ended, the waits around it, and the error, cut to fit the line.
 func (p printer) attempt(stamp string, labels int, a notification.Attempt, decided bool) string {
-	line := fmt.Sprintf("  %s  %-*s  %-9s", stamp, labels, apiclient.Label(a), a.Outcome)
+	line := fmt.Sprintf("  %s  %-*s  %-9s", stamp, labels, apiclient.Label(a), apiclient.OutcomeOf(a))
 	var notes []string
 	if a.Provider != "" {
 		notes = append(notes, "via "+a.Provider)

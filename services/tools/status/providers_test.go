@@ -48,7 +48,7 @@ sms
   1  sms1     half-open  since 09:59:58 (2s ago)  0.5/s, burst 1  503 Service Unavailable
 `},
 		{"errors cut to the width", providersAnswer, []string{"--width", "80"}, `email
-  1  primary  open       since 09:59:35 (25s ago)  no limit  dial tcp…
+  1  primary  open       since 09:59:35 (25s ago)  no limit  dial tcp 10.0.0.5:2…
   2  backup   closed     4/s, burst 2: next slot in 250ms, 3 waiting
 
 sms

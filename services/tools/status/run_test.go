@@ -135,6 +135,18 @@ var notifications = map[string]notification.View{
 				}},
 		},
 	},
+	// An email the backup mail server's rate limit held back: a deferral,
+	// then a failure, then delivered.
+	"ntf_deferred": {
+		ID: "ntf_deferred", CreatedAt: at(0), Accepted: true, Channels: []string{"email"}, Recipients: []string{"ada@example.com"},
+		Copies: []notification.Copy{
+			{Channel: "email", Recipient: "ada@example.com", Status: "delivered", AttemptCount: 3, UpdatedAt: at(2500), Attempts: []notification.Attempt{
+				{N: 1, At: at(1000), Outcome: "failed", Deferred: true, DelayMS: ms(229), Provider: "backup", Error: "email provider backup: rate limit 4/s (burst 2)"},
+				{N: 2, At: at(1300), Outcome: "failed", DelayMS: ms(1000), WaitedMS: ms(300), Provider: "flaky", Error: "451 mailbox busy"},
+				{N: 3, At: at(2500), Outcome: "delivered", WaitedMS: ms(1200), Provider: "flaky"},
+			}},
+		},
+	},
 	"ntf_queued": {
 		ID: "ntf_queued", CreatedAt: at(0), Accepted: false, Channels: []string{}, Recipients: []string{},
 		Copies: []notification.Copy{{Channel: "sms", Status: "queued", UpdatedAt: at(0), Attempts: []notification.Attempt{}}},
@@ -192,6 +204,20 @@ webhook  delivered
 `,
 		},
 		{
+			name: "a deferral reads deferred",
+			args: []string{"ntf_deferred"},
+			want: `ntf_deferred
+  created     2026-05-03 10:00:00.000 UTC
+  channels    email
+  recipients  ada@example.com
+
+email ada@example.com  delivered
+  10:00:01.000  attempt 1  deferred   via backup  next in 229ms  email provider backup: rate limit…
+  10:00:01.300  attempt 2  failed     via flaky  waited 300ms  next in 1s  451 mailbox busy
+  10:00:02.500  attempt 3  delivered  via flaky  waited 1.2s
+`,
+		},
+		{
 			name: "parked",
 			args: []string{"ntf_parked"},
 			want: `ntf_parked
@@ -201,7 +227,7 @@ webhook  delivered
 
 webhook  parked  reason permanent
   10:00:01.000  attempt 1  failed     next in 1.5s  503 Service Unavailable
-  10:00:02.500  attempt 2  parked     reason permanent  waited 1.5s  post webhook…
+  10:00:02.500  attempt 2  parked     reason permanent  waited 1.5s  post webhook https://hooks.exa…
 `,
 		},
 		{
