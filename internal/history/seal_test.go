@@ -56,15 +56,7 @@ func TestSealedSecrets(t *testing.T) {
 			key, other := make([]byte, history.SealKeyLength), make([]byte, history.SealKeyLength)
 			_, _ = rand.Read(key)
 			_, _ = rand.Read(other)
-			open := func(opts ...history.Option) *history.Store {
-				t.Helper()
-				s, err := history.Open(ctx, dsn, opts...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				return s
-			}
+			open := opener(t, dsn)
 			stored := func(s *history.Store, id string) string {
 				t.Helper()
 				rows, err := history.QueryText(ctx, s, "SELECT secret || ' ' || previous_secret FROM endpoints WHERE id = '"+id+"'")
@@ -180,15 +172,7 @@ func TestSealKeyRotation(t *testing.T) {
 			oldKey, newKey := make([]byte, history.SealKeyLength), make([]byte, history.SealKeyLength)
 			_, _ = rand.Read(oldKey)
 			_, _ = rand.Read(newKey)
-			open := func(opts ...history.Option) *history.Store {
-				t.Helper()
-				s, err := history.Open(ctx, dsn, opts...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				return s
-			}
+			open := opener(t, dsn)
 			readable := func(s *history.Store) bool {
 				t.Helper()
 				e, err := s.Endpoint(ctx, ep1)
@@ -254,5 +238,19 @@ func TestSealOptions(t *testing.T) {
 		case err != nil && strings.Contains(err.Error(), "sesame"):
 			t.Errorf("the error %q quotes a key", err)
 		}
+	}
+}
+
+// opener opens the store at dsn with the options given, closed when the
+// test ends.
+func opener(t *testing.T, dsn string) func(opts ...history.Option) *history.Store {
+	return func(opts ...history.Option) *history.Store {
+		t.Helper()
+		s, err := history.Open(ctxOf(t), dsn, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
 	}
 }
