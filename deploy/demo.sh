@@ -125,7 +125,11 @@ echo "relay is up (logs in $logfile). Dashboard: $api/   Token: $API_TOKENS"
 grep '^relay: warning: ' "$logfile" || true
 down=${DEMO_DOWN:-1}
 echo "Sending ${DEMO_N:-10} notifications with the schedule $RETRY_DELAYS and ${FLAKY_RATE} transient failures;"
-echo "the webhook of the last $down goes to an endpoint that is always down, retried through the whole schedule and parked:"
+if [ "$down" = 1 ]; then
+	echo "the webhook of the last one goes to an endpoint that is always down, retried through the whole schedule and parked:"
+else
+	echo "the webhooks of the last $down go to an endpoint that is always down, each retried through the whole schedule and parked:"
+fi
 # Errors are cut to fit the terminal, and printed whole when the output
 # is not one (a file, a pipe).
 fit=(--full)

@@ -159,7 +159,7 @@ func TestWatch(t *testing.T) {
 			want: `ntf_1	email
 10:00:01.000  ntf_1 email   attempt 1  failed  451 4.3.0 mailbox busy  next in 1s
 10:00:02.500  ntf_1 email   attempt 2  delivered
-done: 1 copies delivered, 0 parked
+done: 1 copy delivered, 0 parked
 `,
 		},
 		{
@@ -200,7 +200,7 @@ done: 0 copies delivered, 1 parked
 			want: `ntf_1	email
 10:00:01.000  ntf_1 email   attempt 1  failed  451 4.3.0 mailbox busy  next in 500ms
 10:00:01.600  ntf_1 email   attempt 2  delivered
-done: 1 copies delivered, 0 parked
+done: 1 copy delivered, 0 parked
 `,
 		},
 		{
@@ -242,7 +242,7 @@ done: 2 copies delivered, 0 parked
 			want: `ntf_1	email
 10:00:01.000  ntf_1 email ok@example.com attempt 1  delivered
 10:00:01.100  ntf_1 email no@example.com attempt 1  parked  reason permanent  550 5.1.1 unknown
-done: 1 copies delivered, 1 parked
+done: 1 copy delivered, 1 parked
 `,
 		},
 		{
@@ -255,7 +255,7 @@ done: 1 copies delivered, 1 parked
 			want: `ntf_1	email
 10:00:01.000  ntf_1 email   attempt 1  failed  send email ntf_1: closing SMTP DATA…  next in 1s
 10:00:02.000  ntf_1 email   attempt 2  delivered
-done: 1 copies delivered, 0 parked
+done: 1 copy delivered, 0 parked
 `,
 		},
 		{
@@ -273,7 +273,7 @@ done: 1 copies delivered, 0 parked
 10:00:01.000  ntf_1 email   attempt 1  deferred  email provider backup: rate limit…  next in 229ms
 10:00:01.300  ntf_1 email   attempt 2  failed  451 4.3.0 mailbox busy  next in 1s
 10:00:02.400  ntf_1 email   attempt 3  delivered
-done: 1 copies delivered, 0 parked
+done: 1 copy delivered, 0 parked
 `,
 		},
 		{
@@ -292,7 +292,7 @@ done: 1 copies delivered, 0 parked
 10:00:01.000  ntf_1 email demo@example.com attempt 1  failed
     next in 1s  send email ntf_1: closing SMTP DATA writer: 451…
 10:00:02.000  ntf_1 email demo@example.com attempt 2  delivered
-done: 1 copies delivered, 0 parked
+done: 1 copy delivered, 0 parked
 `,
 		},
 		{
@@ -309,7 +309,7 @@ done: 1 copies delivered, 0 parked
 			want: `ntf_1	email,webhook
 10:00:00.900  ntf_1 webhook attempt 1  delivered
 10:00:01.000  ntf_1 email   before attempt 1  cancelled
-done: 1 copies delivered, 0 parked, 1 cancelled
+done: 1 copy delivered, 0 parked, 1 cancelled
 `,
 		},
 		{
@@ -321,7 +321,7 @@ done: 1 copies delivered, 0 parked, 1 cancelled
 					notification.Attempt{N: 2, At: at(2000), Outcome: "delivered"})}}
 			},
 			want: "ntf_1\temail\n10:00:01.000  ntf_1 email   attempt 1  failed  " + long + "  next in 1s\n" +
-				"10:00:02.000  ntf_1 email   attempt 2  delivered\ndone: 1 copies delivered, 0 parked\n",
+				"10:00:02.000  ntf_1 email   attempt 2  delivered\ndone: 1 copy delivered, 0 parked\n",
 		},
 		{
 			name:     "several notifications: finished ones no longer polled",

@@ -157,11 +157,15 @@ func (w *watcher) follow(ctx context.Context, sent []apiclient.Accepted, timeout
 		}
 		t.due = w.dueAfter(t, n, now)
 	}
+	noun := "copies"
+	if delivered == 1 {
+		noun = "copy"
+	}
 	if cancelled > 0 {
-		fmt.Fprintf(w.out, "done: %d copies delivered, %d parked, %d cancelled\n", delivered, parked, cancelled)
+		fmt.Fprintf(w.out, "done: %d %s delivered, %d parked, %d cancelled\n", delivered, noun, parked, cancelled)
 		return nil
 	}
-	fmt.Fprintf(w.out, "done: %d copies delivered, %d parked\n", delivered, parked)
+	fmt.Fprintf(w.out, "done: %d %s delivered, %d parked\n", delivered, noun, parked)
 	return nil
 }
 
