@@ -65,6 +65,11 @@ const HeaderDueAt = "x-due-at"
 // filter selects by it.
 const HeaderRecipient = "x-recipient"
 
+// HeaderType names a copy's notification type, when it has one: the
+// topology's retry.Topology.TypeHeader, whose value picks the retry
+// schedule the copy follows.
+const HeaderType = "x-notification-type"
+
 // envelope names the keys of the JSON object that are not parts.
 var envelope = []string{"v", "id", "channel", "created_at"}
 
