@@ -41,9 +41,11 @@ type Broker struct {
 	RetryDeadline   time.Duration `env:"RETRY_DEADLINE" envDefault:"24h" help:"a duration such as 24h: past this age, counted from the first publish, a failure parks the message whatever its count; 0 for none"`
 
 	// Types lists the notification types; each type's own settings are
-	// read by ReadDynamic into typeEnv.
-	Types   string `env:"NOTIFICATION_TYPES" help:"a comma-separated list of notification types such as otp,receipt (lowercase letters, digits and _, up to 32), each with a retry schedule of its own that a notification names in its \"type\": RETRY_<TYPE>_DELAYS and RETRY_<TYPE>_MAX (the type's name in capitals, such as RETRY_OTP_DELAYS; unset: RETRY_DELAYS's and RETRY_MAX's) and RETRY_<TYPE>_EXPIRY (a duration such as 10m: a copy not delivered that long after it was accepted is parked as expired rather than sent late; unset or 0: none). Empty: one schedule for every notification. The delay backend must follow a schedule per message: not native"`
-	typeEnv map[string]string
+	// read by ReadDynamic into TypeSettings.
+	Types string `env:"NOTIFICATION_TYPES" help:"a comma-separated list of notification types such as otp,receipt (lowercase letters, digits and _, up to 32), each with a retry schedule of its own that a notification names in its \"type\": RETRY_<TYPE>_DELAYS and RETRY_<TYPE>_MAX (the type's name in capitals, such as RETRY_OTP_DELAYS; unset: RETRY_DELAYS's and RETRY_MAX's) and RETRY_<TYPE>_EXPIRY (a duration such as 10m: a copy not delivered that long after it was accepted is parked as expired rather than sent late; unset or 0: none). Empty: one schedule for every notification. The delay backend must follow a schedule per message: not native"`
+	// TypeSettings holds the variables of the types Types lists, by name
+	// (RETRY_OTP_DELAYS), as ReadDynamic read them; nil when none is set.
+	TypeSettings map[string]string
 }
 
 // typeSettings are the variables of each notification type, after its
@@ -57,12 +59,18 @@ var typeName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 // ReadDynamic reads the settings of each type NOTIFICATION_TYPES lists
 // (RETRY_<TYPE>_DELAYS, _MAX, _EXPIRY). It implements Dynamic.
 func (b *Broker) ReadDynamic(getenv func(string) string) {
-	b.typeEnv = map[string]string{}
+	b.TypeSettings = nil
+	if strings.TrimSpace(b.Types) == "" {
+		return
+	}
 	for _, name := range strings.Split(b.Types, ",") {
 		for _, s := range typeSettings {
 			key := typeVar(strings.TrimSpace(name), s)
 			if v := getenv(key); v != "" {
-				b.typeEnv[key] = v
+				if b.TypeSettings == nil {
+					b.TypeSettings = map[string]string{}
+				}
+				b.TypeSettings[key] = v
 			}
 		}
 	}
@@ -104,27 +112,27 @@ func (b Broker) TypePolicies(def retry.Policy) (map[string]retry.Policy, error) 
 	out := make(map[string]retry.Policy, len(names))
 	for _, name := range names {
 		p := def
-		if key := typeVar(name, "DELAYS"); b.typeEnv[key] != "" {
-			d, err := retry.ParseDelays(b.typeEnv[key])
+		if key := typeVar(name, "DELAYS"); b.TypeSettings[key] != "" {
+			d, err := retry.ParseDelays(b.TypeSettings[key])
 			if err != nil {
-				return nil, Invalid(key, b.typeEnv[key], "a comma-separated list of positive durations such as 500ms,5s,1m ("+err.Error()+")")
+				return nil, Invalid(key, b.TypeSettings[key], "a comma-separated list of positive durations such as 500ms,5s,1m ("+err.Error()+")")
 			}
 			p.Delays, p.Initial = d, 0
 			if longest := slices.Max(d); longest > retry.MaxDelay {
-				return nil, Invalid(key, b.typeEnv[key], fmt.Sprintf("waits of at most 49 days (%s is longer than any delay backend waits)", longest))
+				return nil, Invalid(key, b.TypeSettings[key], fmt.Sprintf("waits of at most 49 days (%s is longer than any delay backend waits)", longest))
 			}
 		}
-		if key := typeVar(name, "MAX"); b.typeEnv[key] != "" {
-			n, err := strconv.Atoi(b.typeEnv[key])
+		if key := typeVar(name, "MAX"); b.TypeSettings[key] != "" {
+			n, err := strconv.Atoi(b.TypeSettings[key])
 			if err != nil || n < 0 {
-				return nil, Invalid(key, b.typeEnv[key], "a whole number of retries, 0 for the schedule's length")
+				return nil, Invalid(key, b.TypeSettings[key], "a whole number of retries, 0 for the schedule's length")
 			}
 			p.MaxRetries = n
 		}
-		if key := typeVar(name, "EXPIRY"); b.typeEnv[key] != "" {
-			d, err := time.ParseDuration(b.typeEnv[key])
+		if key := typeVar(name, "EXPIRY"); b.TypeSettings[key] != "" {
+			d, err := time.ParseDuration(b.TypeSettings[key])
 			if err != nil || d < 0 {
-				return nil, Invalid(key, b.typeEnv[key], "a duration such as 10m, 0 for none")
+				return nil, Invalid(key, b.TypeSettings[key], "a duration such as 10m, 0 for none")
 			}
 			p.Expiry = d
 		}
