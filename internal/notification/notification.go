@@ -51,6 +51,10 @@ type Notification struct {
 	// one sent at once. It is not part of the envelope: the copies wait
 	// in the broker until then, and the history records it.
 	DueAt time.Time
+	// Type is the notification's type, whose retry schedule its copies
+	// follow; empty for the default schedule. It is not part of the
+	// envelope either: each copy carries it in HeaderType.
+	Type string
 }
 
 // HeaderDueAt is the header, Unix milliseconds, that marks a copy of a
