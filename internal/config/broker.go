@@ -76,6 +76,22 @@ func (b *Broker) ReadDynamic(getenv func(string) string) {
 	}
 }
 
+// TypeVariables lists the variables of each type types (a value of
+// NOTIFICATION_TYPES) names, RETRY_OTP_DELAYS and the rest, for tools that
+// check an environment against what relay reads. A name that is not a
+// safe token brings in none: the start refuses it anyway.
+func TypeVariables(types string) []string {
+	var out []string
+	for _, name := range strings.Split(types, ",") {
+		if name = strings.TrimSpace(name); typeName.MatchString(name) {
+			for _, s := range typeSettings {
+				out = append(out, typeVar(name, s))
+			}
+		}
+	}
+	return out
+}
+
 // typeVar names the setting s of type name: RETRY_OTP_DELAYS.
 func typeVar(name, s string) string { return "RETRY_" + strings.ToUpper(name) + "_" + s }
 
