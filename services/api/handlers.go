@@ -394,7 +394,7 @@ func record(n *notification.Notification, channels []string, copies []notificati
 	for _, c := range copies {
 		perRecipient = perRecipient || c.Recipient != ""
 	}
-	payload, _ := n.MarshalJSON()
+	payload, _ := n.Record()
 	a := notification.Accepted{ID: n.ID, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
 	if !n.DueAt.IsZero() {
 		a.DueAt = n.DueAt.UTC()

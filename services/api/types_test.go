@@ -46,6 +46,24 @@ func TestType(t *testing.T) {
 				if tt.want == nil && ok || tt.want != nil && got != tt.want {
 					t.Errorf("%s copy: %s = %v, want %v", m.Key, notification.HeaderType, got, tt.want)
 				}
+				if strings.Contains(string(m.Msg.Body), `"type"`) {
+					t.Errorf("%s copy's body holds the type: %s", m.Key, m.Msg.Body)
+				}
+			}
+			// The history's record, which GET /v1/notifications/{id}
+			// shows as the payload, says the type.
+			recs := fake.records()
+			if len(recs) != 1 {
+				t.Fatalf("%d records published, want 1", len(recs))
+			}
+			var payload struct {
+				Type *string `json:"type"`
+			}
+			if err := json.Unmarshal(recs[0].Payload, &payload); err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == nil && payload.Type != nil || tt.want != nil && (payload.Type == nil || *payload.Type != tt.want) {
+				t.Errorf("the record's payload %s: want type %v", recs[0].Payload, tt.want)
 			}
 		})
 	}
@@ -97,5 +115,23 @@ func TestTypeUnknown(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFingerprintType checks that a request's type is part of what an
+// Idempotency-Key holds it to: the same key with another type is another
+// request, and no type hashes as before.
+func TestFingerprintType(t *testing.T) {
+	n := notification.Notification{V: 1, Parts: map[string]json.RawMessage{"webhook": json.RawMessage(`{}`)}}
+	typed := n
+	typed.Type = "otp"
+	other := n
+	other.Type = "receipt"
+	base, a, b := fingerprint(&n, when{}), fingerprint(&typed, when{}), fingerprint(&other, when{})
+	if string(base) == string(a) || string(a) == string(b) {
+		t.Error("the type does not change the fingerprint")
+	}
+	if string(fingerprint(&typed, when{})) != string(a) {
+		t.Error("the fingerprint of one request changes")
 	}
 }
