@@ -268,6 +268,8 @@ func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, cnt co
 }
 
 // expire parks a message past its policy's expiry without attempting it.
+// Its event counts the attempt it would have been, as a message parked for
+// its headers' size does: the history numbers attempts from 1.
 func (c *Consumer) expire(ctx context.Context, pub *Hop, d *amqp.Delivery, cnt counts, start time.Time) error {
 	now := time.Now()
 	cause := fmt.Errorf("expired: first published %s ago, past its expiry of %s", now.Sub(start).Round(time.Millisecond), cnt.policy.Expiry)
@@ -275,7 +277,7 @@ func (c *Consumer) expire(ctx context.Context, pub *Hop, d *amqp.Delivery, cnt c
 	c.Logger.Warn("expired, parked without an attempt", "message_id", d.MessageId, "queue", c.Queue, "outcome", Parked, "reason", ReasonExpired)
 	if c.Observe != nil {
 		c.Observe(Event{Outcome: Parked, Reason: ReasonExpired, Err: cause.Error(), MessageID: d.MessageId, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue,
-			Attempt: cnt.attempts, Round: replays(d.Headers), At: now, Published: d.Timestamp})
+			Attempt: cnt.attempts + 1, Round: replays(d.Headers), At: now, Published: d.Timestamp})
 	}
 	return err
 }
