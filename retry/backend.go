@@ -104,6 +104,10 @@ type Features struct {
 	AnySchedule bool
 	// Jitter: Policy.Jitter spreads each delay.
 	Jitter bool
+	// Types: each message follows its type's policy (Topology.Types), so
+	// one topology carries several schedules; false when the schedule is
+	// the queues' own and the same for every message (Native).
+	Types bool
 	// Deferrals: a wait a downstream asked for (Retry-After) or a slot a
 	// rate limit gave waits exactly that long and spends no retry, so the
 	// copy comes back for its slot and keeps it.
@@ -307,13 +311,18 @@ func (t Topology) validateBackend() error {
 	if err != nil {
 		return err
 	}
-	for n := 1; n <= t.Policy.Retries(); n++ {
-		if w := t.Policy.Delay(n); w > MaxDelay {
-			return fmt.Errorf("%w: retry %d waits %s, but the longest wait any delay backend expresses is %s (2^32-1 ms)",
-				ErrDelayTooLong, n, w, MaxDelay)
+	for _, p := range t.policies() {
+		for n := 1; n <= p.Retries(); n++ {
+			if w := p.Delay(n); w > MaxDelay {
+				return fmt.Errorf("%w: retry %d waits %s, but the longest wait any delay backend expresses is %s (2^32-1 ms)",
+					ErrDelayTooLong, n, w, MaxDelay)
+			}
 		}
 	}
 	f := d.features()
+	if len(t.Types) > 0 && !f.Types {
+		return fmt.Errorf("%w: %d message types have schedules of their own, but the %s delay backend waits one schedule, the work queues' own, for every message: choose levels, plugin or ttl", ErrUnsupported, len(t.Types), t.Backend)
+	}
 	if !f.Supports(t.QueueType, t.Handoff) {
 		if !f.Supports(t.QueueType, ViaStages) && !f.Supports(t.QueueType, Direct) {
 			why := ""
@@ -324,8 +333,10 @@ func (t Topology) validateBackend() error {
 		}
 		return fmt.Errorf("%w: the %s delay backend does not run with the %s hand-off", ErrUnsupported, t.Backend, t.Handoff)
 	}
-	if t.Policy.Jitter > 0 && !f.Jitter {
-		return fmt.Errorf("%w: jitter %g is set, but the %s delay backend waits its own schedule and cannot spread it: set no jitter, or choose levels, plugin or ttl", ErrUnsupported, t.Policy.Jitter, t.Backend)
+	for _, p := range t.policies() {
+		if p.Jitter > 0 && !f.Jitter {
+			return fmt.Errorf("%w: jitter %g is set, but the %s delay backend waits its own schedule and cannot spread it: set no jitter, or choose levels, plugin or ttl", ErrUnsupported, p.Jitter, t.Backend)
+		}
 	}
 	return d.validate(t)
 }

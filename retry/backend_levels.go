@@ -17,7 +17,7 @@ type levelsBackend struct{}
 func (levelsBackend) features() Features {
 	return Features{
 		Backend: Levels, How: "32 queues of 2^k ms (`x-message-ttl`), passed through by the bits of the delay",
-		ExactDelays: true, Tolerance: 2 * time.Second, AnySchedule: true, Jitter: true, Deferrals: true, FirstDelivery: true, Cluster: true,
+		ExactDelays: true, Tolerance: 2 * time.Second, AnySchedule: true, Jitter: true, Types: true, Deferrals: true, FirstDelivery: true, Cluster: true,
 		QueueTypes: []QueueType{Classic, Quorum}, Handoffs: []Handoff{ViaStages, Direct},
 	}
 }

@@ -14,7 +14,7 @@ type pluginBackend struct{}
 func (pluginBackend) features() Features {
 	return Features{
 		Backend: Plugin, How: "an `x-delayed-message` exchange holds each message for its `x-delay`",
-		ExactDelays: true, Tolerance: 2 * time.Second, AnySchedule: true, Jitter: true, Deferrals: true, FirstDelivery: true,
+		ExactDelays: true, Tolerance: 2 * time.Second, AnySchedule: true, Jitter: true, Types: true, Deferrals: true, FirstDelivery: true,
 		// The plugin keeps waiting messages on one node, outside any
 		// queue: a cluster does not replicate them.
 		Cluster: false,

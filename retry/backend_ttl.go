@@ -24,7 +24,7 @@ type ttlBackend struct{}
 func (ttlBackend) features() Features {
 	return Features{
 		Backend: TTL, How: "one queue per delay step (`x-message-ttl`); any other wait in the binary delay levels",
-		ExactDelays: true, Tolerance: 2 * time.Second, AnySchedule: true, Jitter: true, Deferrals: true, FirstDelivery: true, Cluster: true,
+		ExactDelays: true, Tolerance: 2 * time.Second, AnySchedule: true, Jitter: true, Types: true, Deferrals: true, FirstDelivery: true, Cluster: true,
 		QueueTypes: []QueueType{Classic, Quorum}, Handoffs: []Handoff{ViaStages, Direct},
 	}
 }
@@ -33,7 +33,7 @@ func (ttlBackend) validate(t Topology) error { return validateLevels(t) }
 
 func (ttlBackend) declare(t Topology, p *Plan) {
 	p.Exchanges = append(p.Exchanges, Exchange{Name: t.Name(WaitExchange), Kind: amqp.ExchangeDirect})
-	for _, s := range t.Policy.Steps() {
+	for _, s := range t.steps() {
 		for _, d := range t.waitDestinations() {
 			q, key := t.WaitQueue(s), StepName(s)
 			if !t.requeues() {
@@ -54,7 +54,7 @@ func (ttlBackend) declare(t Topology, p *Plan) {
 // route sends a wait of exactly one step to that step's queue, and any
 // other to the levels.
 func (ttlBackend) route(t Topology, dest string, delay time.Duration) waitRoute {
-	if delay%time.Millisecond != 0 || !slices.Contains(t.Policy.Steps(), delay) {
+	if delay%time.Millisecond != 0 || !slices.Contains(t.steps(), delay) {
 		return levelsBackend{}.route(t, dest, delay)
 	}
 	key := StepName(delay)

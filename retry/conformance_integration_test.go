@@ -50,6 +50,10 @@ import (
 //     them), close the connection each is delivered to; each is moved
 //     aside over the management API and parked, and a message behind them
 //     is still delivered (runAside);
+//   - types: a message follows its type's delays and retry count, and
+//     one past its type's expiry, or whose next retry would come back
+//     past it, is parked as expired (Features.Types; a backend without
+//     it refuses per-type schedules: runTypes);
 //   - nothing is lost and nothing is handled twice.
 //
 // The count across a broker restart is the same promise on a broker that
@@ -73,6 +77,10 @@ func TestConformance(t *testing.T) {
 			t.Run("aside", func(t *testing.T) {
 				t.Parallel()
 				runAside(t, url, c.Topology())
+			})
+			t.Run("types", func(t *testing.T) {
+				t.Parallel()
+				runTypes(t, url, c.Topology(), c.Features)
 			})
 		})
 	}

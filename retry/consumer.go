@@ -150,6 +150,10 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		}
 	}
 	cnt := t.countsOf(d.Headers)
+	if start := started(d); cnt.policy.expired(start, time.Now()) {
+		// Too late to be of use: parked, not attempted.
+		return c.expire(ctx, pub, d, cnt, start)
+	}
 	m := &Message{
 		ID: d.MessageId, Queue: c.Queue, Attempt: cnt.attempts + 1, Round: replays(d.Headers), Retries: cnt.retries,
 		ContentType: d.ContentType, Headers: d.Headers, Body: d.Body, Redelivered: d.Redelivered,
@@ -263,6 +267,21 @@ func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, cnt co
 	return e, d.Ack(false)
 }
 
+// expire parks a message past its policy's expiry without attempting it.
+// Its event counts the attempt it would have been, as a message parked for
+// its headers' size does: the history numbers attempts from 1.
+func (c *Consumer) expire(ctx context.Context, pub *Hop, d *amqp.Delivery, cnt counts, start time.Time) error {
+	now := time.Now()
+	cause := fmt.Errorf("expired: first published %s ago, past its expiry of %s", now.Sub(start).Round(time.Millisecond), cnt.policy.Expiry)
+	err := c.park(ctx, pub, d, cause, cnt, ReasonExpired)
+	c.Logger.Warn("expired, parked without an attempt", "message_id", d.MessageId, "queue", c.Queue, "outcome", Parked, "reason", ReasonExpired)
+	if c.Observe != nil {
+		c.Observe(Event{Outcome: Parked, Reason: ReasonExpired, Err: cause.Error(), MessageID: d.MessageId, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue,
+			Attempt: cnt.attempts + 1, Round: replays(d.Headers), At: now, Published: d.Timestamp})
+	}
+	return err
+}
+
 // waitLonger sends a message back to wait when it came back before the
 // time its not-before header names, a round at a time, up to MaxWaits
 // times. It reports whether it did. No backend writes the header any more
@@ -297,7 +316,7 @@ func (c *Consumer) park(ctx context.Context, pub *Hop, d *amqp.Delivery, cause e
 		// waits the broker's schedule held it since.
 		p.firstFailed = now
 		for n := 1; n <= cnt.rejected; n++ {
-			p.firstFailed = p.firstFailed.Add(-c.Topology.Policy.Delay(n))
+			p.firstFailed = p.firstFailed.Add(-cnt.policy.Delay(n))
 		}
 	}
 	err := park(ctx, pub, c.Topology, d, p, now)

@@ -26,7 +26,9 @@ type decision struct {
 // first published. A hint within the deferral budget waits without
 // spending a retry; past the deadline, or past the last retry, the message
 // is parked; otherwise it waits the policy's delay for the next retry (or
-// the hint, if longer).
+// the hint, if longer). A wait that would end past the policy's expiry
+// parks the message as expired at once. The policy is the message's
+// type's (Topology.PolicyOf).
 func (t Topology) decide(h amqp.Table, hint time.Duration, start, now time.Time) decision {
 	return t.decideCounts(t.countsOf(h), hint, start, now)
 }
@@ -40,13 +42,17 @@ type counts struct {
 	// rejects the broker counted since the message was last published
 	// (x-delivery-count): retries relay's headers do not know of.
 	rejected int
+	// policy is the policy of the message's type.
+	policy Policy
 }
 
 // countsOf reads h's counts. On a backend whose work queue waits a
 // rejected message (Native), the broker's x-delivery-count adds the
 // retries it waited since relay last published the message.
 func (t Topology) countsOf(h amqp.Table) counts {
+	p := t.PolicyOf(h)
 	c := counts{
+		policy:    p,
 		retries:   RetryCount(h),
 		attempts:  attempts(h),
 		deferrals: min(max(headerIntOr(h, HeaderDeferrals), 0), 1<<20),
@@ -56,14 +62,14 @@ func (t Topology) countsOf(h amqp.Table) counts {
 		c.retries += c.rejected
 		c.attempts += c.rejected
 	}
-	c.retries = min(c.retries, t.Policy.Retries())
-	c.attempts = min(c.attempts, t.Policy.Retries()+t.Policy.deferrals())
+	c.retries = min(c.retries, p.Retries())
+	c.attempts = min(c.attempts, p.Retries()+p.deferrals())
 	return c
 }
 
 // decideCounts is decide for counts read already.
 func (t Topology) decideCounts(c counts, hint time.Duration, start, now time.Time) decision {
-	p := t.Policy
+	p := c.policy
 	d := decision{retries: c.retries, attempts: c.attempts + 1, deferrals: c.deferrals}
 	if hint < 0 || hint > MaxRetryAfter {
 		hint = 0 // a garbled hint must not hold a message back
@@ -71,6 +77,8 @@ func (t Topology) decideCounts(c counts, hint time.Duration, start, now time.Tim
 	switch {
 	case p.deadline() > 0 && !start.IsZero() && now.Sub(start) > p.deadline():
 		d.park = ReasonDeadline
+	case p.expired(start, now):
+		d.park = ReasonExpired
 	case hint > 0 && d.deferrals < p.deferrals():
 		d.delay, d.deferred = hint, true
 		d.deferrals++
@@ -80,6 +88,11 @@ func (t Topology) decideCounts(c counts, hint time.Duration, start, now time.Tim
 		d.retries++
 		d.delay = max(p.Jittered(p.Delay(d.retries), rand.Float64()), hint)
 	}
+	if d.park == "" && p.expired(start, now.Add(d.delay)) {
+		// It would come back too late to be of use: park it now rather
+		// than let it wait for nothing.
+		d = decision{park: ReasonExpired, retries: c.retries, attempts: c.attempts + 1, deferrals: c.deferrals}
+	}
 	return d
 }
 
@@ -87,7 +100,8 @@ func (t Topology) decideCounts(c counts, hint time.Duration, start, now time.Tim
 // headers say, bounded by what the policy allows: a forged count cannot
 // make the numbers absurd.
 func (t Topology) attempts(h amqp.Table) int {
-	return min(attempts(h), t.Policy.Retries()+t.Policy.deferrals())
+	p := t.PolicyOf(h)
+	return min(attempts(h), p.Retries()+p.deferrals())
 }
 
 // headerIntOr reads an integer header, 0 when absent or garbled.

@@ -63,6 +63,16 @@
 // policy's deferral budget; a message failing past the policy's deadline
 // is parked as deadline-exceeded, whatever its count.
 //
+// # Types and expiry
+//
+// A topology may carry a policy per message type (Topology.Types), read
+// from the header Topology.TypeHeader names: every decision about a
+// message follows its type's policy, and the default Policy follows a
+// message of no type or of one it does not list. A policy with an Expiry
+// parks a message as expired rather than deliver it late: before an
+// attempt once it is past the expiry, and at once after a failure whose
+// next retry would come back past it.
+//
 // # Delay backends
 //
 // Plugin waits in an x-delayed-message exchange, TTL in one queue per

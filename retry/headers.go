@@ -135,6 +135,9 @@ const (
 	ReasonTooLarge = "headers-too-large"
 	// ReasonDeadline: it failed past the policy's deadline.
 	ReasonDeadline = "deadline-exceeded"
+	// ReasonExpired: it was past its policy's expiry before an attempt, or
+	// its next retry would have come back past it.
+	ReasonExpired = "expired"
 )
 
 // headroom is the room a message's header frame must leave under the

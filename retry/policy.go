@@ -45,6 +45,12 @@ type Policy struct {
 	// it, a failure parks it as deadline-exceeded whatever its count. Zero
 	// means DefaultDeadline, a negative number none.
 	Deadline time.Duration
+	// Expiry bounds how late a message may still be attempted, counted
+	// from its first publish like Deadline: past it, the message is parked
+	// as expired before it is attempted, and a failure whose next retry
+	// would come back past it is parked as expired at once. A one-time
+	// code ten minutes old is worse than none. Zero means none.
+	Expiry time.Duration
 }
 
 // DefaultDeferrals and DefaultDeadline are what a zero Policy allows.
@@ -73,6 +79,12 @@ func (p Policy) deadline() time.Duration {
 		return DefaultDeadline
 	}
 	return p.Deadline
+}
+
+// expired reports whether a message first published at start is past the
+// policy's expiry at now. A message whose start is unknown never expires.
+func (p Policy) expired(start, now time.Time) bool {
+	return p.Expiry > 0 && !start.IsZero() && now.Sub(start) > p.Expiry
 }
 
 // exponential reports whether p describes exponential backoff.
@@ -164,6 +176,9 @@ func (p Policy) Validate() error {
 	}
 	if p.Jitter < 0 || p.Jitter > 1 {
 		return fmt.Errorf("jitter %g must be between 0 and 1", p.Jitter)
+	}
+	if p.Expiry < 0 {
+		return fmt.Errorf("expiry is %s: must be zero (none) or positive", p.Expiry)
 	}
 	return nil
 }

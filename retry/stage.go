@@ -126,7 +126,7 @@ func (s *Stages) stage(ctx context.Context, conn *amqp.Connection, base string) 
 // handleError decides what happens to one failed message.
 func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) error {
 	t := s.Topology
-	retries := min(RetryCount(d.Headers), t.Policy.Retries())
+	retries := min(RetryCount(d.Headers), t.PolicyOf(d.Headers).Retries())
 	claim, header := Claim(d.Headers)
 	lastErr := lastError(d.Headers)
 	ev := Event{MessageID: d.MessageId, Copy: t.Copy(d.Headers), Queue: claim, Attempt: t.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastErr}
@@ -153,7 +153,7 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 		}
 		n := min(max(headerIntOr(d.Headers, "x-delivery-count"), headerIntOr(d.Headers, "x-acquired-count"), 1), 1<<20)
 		ev.Attempt = t.attempts(d.Headers) + n
-		retries = min(RetryCount(d.Headers)+n-1, t.Policy.Retries())
+		retries = min(RetryCount(d.Headers)+n-1, t.PolicyOf(d.Headers).Retries())
 		return s.park(ctx, pub, d, ev, parking{source: claim, reason: reason, retries: retries, lastErr: lastErr})
 	}
 	now := s.Now()
@@ -197,7 +197,7 @@ func handedHint(h amqp.Table, now time.Time) time.Duration {
 // handleRequeue sends one message whose wait is over back to its queue.
 func (s *Stages) handleRequeue(ctx context.Context, pub *Hop, d *amqp.Delivery) error {
 	queue := headerString(d.Headers, HeaderOriginalQueue)
-	retries := min(RetryCount(d.Headers), s.Topology.Policy.Retries())
+	retries := min(RetryCount(d.Headers), s.Topology.PolicyOf(d.Headers).Retries())
 	ev := Event{MessageID: d.MessageId, Copy: s.Topology.Copy(d.Headers), Queue: queue, Attempt: s.Topology.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastError(d.Headers)}
 	if tooLarge(d, pub) {
 		source := queue
@@ -277,7 +277,7 @@ func (t Topology) waitAgain(h amqp.Table, now time.Time) (time.Duration, amqp.Ta
 	}
 	out := Forward(h)
 	out[HeaderWaits] = int32(waits + 1)
-	steps := t.Policy.Steps()
+	steps := t.steps()
 	return min(left, steps[len(steps)-1]), out, true
 }
 

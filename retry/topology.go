@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -65,7 +66,17 @@ type Topology struct {
 	// one broker hop less).
 	Handoff Handoff
 	// Policy is the schedule: the delays, how many retries, the deadline.
+	// It is the schedule of a message of no type, or of a type Types does
+	// not list.
 	Policy Policy
+	// Types are the schedules of the message types, by name: a message
+	// whose TypeHeader names one is retried, deferred and parked by its
+	// type's policy instead of Policy. Empty means one schedule for all.
+	Types map[string]Policy
+	// TypeHeader names the header that carries a message's type, such as
+	// "x-relay-type". It is the producer's, like CopyHeader: the pipeline
+	// carries it unchanged. Empty means messages have no type.
+	TypeHeader string
 	// CopyHeader names the header, if any, that tells apart the copies of
 	// one message: a producer that sends one message several times, with
 	// one message id to one queue, each copy for another party, says
@@ -76,6 +87,43 @@ type Topology struct {
 	// id: the pipeline carries it unchanged. Empty means messages have no
 	// copies.
 	CopyHeader string
+}
+
+// PolicyOf is the policy of a message with headers h: its type's, when
+// TypeHeader names one that Types lists, else Policy.
+func (t Topology) PolicyOf(h amqp.Table) Policy {
+	if t.TypeHeader == "" || len(t.Types) == 0 {
+		return t.Policy
+	}
+	if p, ok := t.Types[headerString(h, t.TypeHeader)]; ok {
+		return p
+	}
+	return t.Policy
+}
+
+// policies are Policy and every type's, Policy first, then the types in
+// name order: what the backend must be able to wait.
+func (t Topology) policies() []Policy {
+	out := []Policy{t.Policy}
+	for _, name := range slices.Sorted(maps.Keys(t.Types)) {
+		out = append(out, t.Types[name])
+	}
+	return out
+}
+
+// steps are the distinct delays of every policy, ascending: the wait
+// queues the TTL backend declares.
+func (t Topology) steps() []time.Duration {
+	var steps []time.Duration
+	for _, p := range t.policies() {
+		for _, s := range p.Steps() {
+			if !slices.Contains(steps, s) {
+				steps = append(steps, s)
+			}
+		}
+	}
+	slices.Sort(steps)
+	return steps
 }
 
 // Name returns base with the topology's prefix.
@@ -293,6 +341,17 @@ func (t Topology) Validate() error {
 	}
 	if err := t.Policy.Validate(); err != nil {
 		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(t.Types)) {
+		if name == "" {
+			return fmt.Errorf("a message type needs a name")
+		}
+		if err := t.Types[name].Validate(); err != nil {
+			return fmt.Errorf("type %q: %w", name, err)
+		}
+	}
+	if len(t.Types) > 0 && t.TypeHeader == "" {
+		return fmt.Errorf("per-type policies need a TypeHeader to read a message's type from")
 	}
 	if err := t.validateBackend(); err != nil {
 		return err

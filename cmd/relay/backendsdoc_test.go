@@ -89,15 +89,15 @@ func yes(ok bool, y, n string) string {
 // promisesTable is what each backend promises.
 func promisesTable() string {
 	var b strings.Builder
-	b.WriteString("| `DELAY_BACKEND` | how a message waits | every wait exact | late by at most¹ | `Retry-After`, rate-limit slots² | jitter | scheduled sends | schedules | replicated on a cluster |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| `DELAY_BACKEND` | how a message waits | every wait exact | late by at most¹ | `Retry-After`, rate-limit slots² | jitter | scheduled sends | schedules | a schedule per type | replicated on a cluster |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, bk := range retry.Backends() {
 		f, _ := retry.FeaturesOf(bk)
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s |\n", bk, f.How,
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", bk, f.How,
 			yes(f.ExactDelays, "yes", "rounded up to a step"), f.Tolerance.Round(time.Millisecond),
 			yes(f.Deferrals, "exact, no retry spent", "no"), yes(f.Jitter, "yes", "no (refused at start)"),
 			yes(f.FirstDelivery, "yes", "no"), yes(f.AnySchedule, "any", "linear only: min(first × attempt, last)"),
-			yes(f.Cluster, "yes", "no: one node holds the waiting messages"))
+			yes(f.Types, "yes", "no (refused at start)"), yes(f.Cluster, "yes", "no: one node holds the waiting messages"))
 	}
 	return b.String()
 }

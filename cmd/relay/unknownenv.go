@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/services/worker"
@@ -45,6 +46,12 @@ func warnUnknownEnv(args, environ []string, stderr io.Writer) {
 	known, err := knownVariables()
 	if err != nil {
 		return
+	}
+	// The types NOTIFICATION_TYPES lists bring in their own variables.
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "NOTIFICATION_TYPES="); ok {
+			known = append(known, config.TypeVariables(v)...)
+		}
 	}
 	for _, w := range config.Unknown(environ, known) {
 		fmt.Fprintln(stderr, "relay: warning: "+w)

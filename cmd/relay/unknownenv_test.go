@@ -15,6 +15,8 @@ func TestWarnUnknownEnv(t *testing.T) {
 		{"all", []string{"RETRY_DELAY=5s", "PATH=/bin"}, "relay: warning: RETRY_DELAY is set, but relay reads no such variable: did you mean RETRY_DELAYS?\n"},
 		{"worker email", []string{"SMTP_1_HOTS=mail", "SMTP_PROVIDERS=1"}, "did you mean SMTP_1_HOST?"},
 		{"api", []string{"RELAY_TOKEN=x"}, "RELAY_TOKEN is set, but relay reads no such variable"},
+		{"retrier", []string{"NOTIFICATION_TYPES=otp,receipt", "RETRY_OTP_DELAY=2s", "RETRY_RECEIPT_MAX=3"}, "did you mean RETRY_OTP_DELAYS?"},
+		{"retrier", []string{"NOTIFICATION_TYPES=otp", "RETRY_OTP_DELAYS=2s", "RETRY_OTP_MAX=3", "RETRY_OTP_EXPIRY=1m"}, ""},
 		// What another service reads is no slip.
 		{"api", []string{"SMTP_HOST=mail", "SMS_2_URL=http://x", "FLAKY_SEED=3", "RELAY_API=http://x", "API_TOKEN=x", "DEMO_WEBHOOK_URL=http://x"}, ""},
 		// Only services are warned: a tool or a help reads no setting.

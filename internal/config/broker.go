@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +39,125 @@ type Broker struct {
 	RetryJitter     float64       `env:"RETRY_JITTER" help:"a fraction between 0 and 1, such as 0.2, by which each delay is spread either way (plugin and levels backends)"`
 	RetryDeferrals  int           `env:"RETRY_DEFERRALS" envDefault:"10" help:"a whole number: how often a message may wait as a downstream asked (Retry-After, a 429) without spending a retry; 0 for never"`
 	RetryDeadline   time.Duration `env:"RETRY_DEADLINE" envDefault:"24h" help:"a duration such as 24h: past this age, counted from the first publish, a failure parks the message whatever its count; 0 for none"`
+
+	// Types lists the notification types; each type's own settings are
+	// read by ReadDynamic into TypeSettings.
+	Types string `env:"NOTIFICATION_TYPES" help:"a comma-separated list of notification types such as otp,receipt (lowercase letters, digits and _, up to 32), each with a retry schedule of its own that a notification names in its \"type\": RETRY_<TYPE>_DELAYS and RETRY_<TYPE>_MAX (the type's name in capitals, such as RETRY_OTP_DELAYS; unset: RETRY_DELAYS's and RETRY_MAX's) and RETRY_<TYPE>_EXPIRY (a duration such as 10m: a copy not delivered that long after it was accepted is parked as expired rather than sent late; unset or 0: none). Empty: one schedule for every notification. The delay backend must follow a schedule per message: not native"`
+	// TypeSettings holds the variables of the types Types lists, by name
+	// (RETRY_OTP_DELAYS), as ReadDynamic read them; nil when none is set.
+	TypeSettings map[string]string
+}
+
+// typeSettings are the variables of each notification type, after its
+// RETRY_<TYPE>_ prefix.
+var typeSettings = []string{"DELAYS", "MAX", "EXPIRY"}
+
+// typeName is what a notification type may be called: a token safe in a
+// variable's name, a header and a metric label.
+var typeName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// ReadDynamic reads the settings of each type NOTIFICATION_TYPES lists
+// (RETRY_<TYPE>_DELAYS, _MAX, _EXPIRY). It implements Dynamic.
+func (b *Broker) ReadDynamic(getenv func(string) string) {
+	b.TypeSettings = nil
+	if strings.TrimSpace(b.Types) == "" {
+		return
+	}
+	for _, name := range strings.Split(b.Types, ",") {
+		for _, s := range typeSettings {
+			key := typeVar(strings.TrimSpace(name), s)
+			if v := getenv(key); v != "" {
+				if b.TypeSettings == nil {
+					b.TypeSettings = map[string]string{}
+				}
+				b.TypeSettings[key] = v
+			}
+		}
+	}
+}
+
+// TypeVariables lists the variables of each type types (a value of
+// NOTIFICATION_TYPES) names, RETRY_OTP_DELAYS and the rest, for tools that
+// check an environment against what relay reads. A name that is not a
+// safe token brings in none: the start refuses it anyway.
+func TypeVariables(types string) []string {
+	var out []string
+	for _, name := range strings.Split(types, ",") {
+		if name = strings.TrimSpace(name); typeName.MatchString(name) {
+			for _, s := range typeSettings {
+				out = append(out, typeVar(name, s))
+			}
+		}
+	}
+	return out
+}
+
+// typeVar names the setting s of type name: RETRY_OTP_DELAYS.
+func typeVar(name, s string) string { return "RETRY_" + strings.ToUpper(name) + "_" + s }
+
+// TypeNames are the notification types NOTIFICATION_TYPES lists, in its
+// order, or an error naming the setting: a name that is not a safe token,
+// or one listed twice.
+func (b Broker) TypeNames() ([]string, error) {
+	if strings.TrimSpace(b.Types) == "" {
+		return nil, nil
+	}
+	const want = "a comma-separated list of type names such as otp,receipt, each of lowercase letters, digits and _, starting with a letter, up to 32 long"
+	var out []string
+	for i, raw := range strings.Split(b.Types, ",") {
+		name := strings.TrimSpace(raw)
+		if !typeName.MatchString(name) {
+			return nil, Invalid("NOTIFICATION_TYPES", b.Types, fmt.Sprintf("%s (entry %d, %q, is not)", want, i+1, name))
+		}
+		if slices.Contains(out, name) {
+			return nil, Invalid("NOTIFICATION_TYPES", b.Types, fmt.Sprintf("%s, each once (%q is listed twice)", want, name))
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// TypePolicies builds the retry policy of each notification type from
+// def, the default policy, and the type's own settings, naming the
+// variable at fault. A setting a type leaves unset is def's.
+func (b Broker) TypePolicies(def retry.Policy) (map[string]retry.Policy, error) {
+	names, err := b.TypeNames()
+	if err != nil || len(names) == 0 {
+		return nil, err
+	}
+	out := make(map[string]retry.Policy, len(names))
+	for _, name := range names {
+		p := def
+		if key := typeVar(name, "DELAYS"); b.TypeSettings[key] != "" {
+			d, err := retry.ParseDelays(b.TypeSettings[key])
+			if err != nil {
+				return nil, Invalid(key, b.TypeSettings[key], "a comma-separated list of positive durations such as 500ms,5s,1m ("+err.Error()+")")
+			}
+			p.Delays, p.Initial = d, 0
+			if longest := slices.Max(d); longest > retry.MaxDelay {
+				return nil, Invalid(key, b.TypeSettings[key], fmt.Sprintf("waits of at most 49 days (%s is longer than any delay backend waits)", longest))
+			}
+		}
+		if key := typeVar(name, "MAX"); b.TypeSettings[key] != "" {
+			n, err := strconv.Atoi(b.TypeSettings[key])
+			if err != nil || n < 0 {
+				return nil, Invalid(key, b.TypeSettings[key], "a whole number of retries, 0 for the schedule's length")
+			}
+			p.MaxRetries = n
+		}
+		if key := typeVar(name, "EXPIRY"); b.TypeSettings[key] != "" {
+			d, err := time.ParseDuration(b.TypeSettings[key])
+			if err != nil || d < 0 {
+				return nil, Invalid(key, b.TypeSettings[key], "a duration such as 10m, 0 for none")
+			}
+			p.Expiry = d
+		}
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("configuration: type %s: %w", name, err)
+		}
+		out[name] = p
+	}
+	return out, nil
 }
 
 // Derived returns what RETRY_MAX=0, an empty RETRY_DELAYS and an empty
@@ -217,8 +338,15 @@ func (b Broker) Topology(routes []retry.Route) (retry.Topology, error) {
 	if err != nil {
 		return retry.Topology{}, err
 	}
+	types, err := b.TypePolicies(p)
+	if err != nil {
+		return retry.Topology{}, err
+	}
 	t := retry.Topology{Prefix: b.Prefix, Routes: routes, QueueType: retry.QueueType(b.QueueType), Backend: retry.Backend(b.DelayBackend), Policy: p,
 		CopyHeader: notification.HeaderRecipient}
+	if len(types) > 0 {
+		t.Types, t.TypeHeader = types, notification.HeaderType
+	}
 	switch t.QueueType {
 	case retry.Classic, retry.Quorum:
 	default:
@@ -247,6 +375,8 @@ func (b Broker) Topology(routes []retry.Route) (retry.Topology, error) {
 		return t, Invalid(b.schedule(), p.String(), "waits of at most 49 days ("+err.Error()+")")
 	case errors.Is(err, retry.ErrNotLinear):
 		return t, Invalid(b.schedule(), p.String(), "a linear schedule for DELAY_BACKEND=native, or DELAY_BACKEND=levels ("+err.Error()+")")
+	case t.Backend == retry.Native && len(types) > 0:
+		return t, Invalid("NOTIFICATION_TYPES", b.Types, "empty with DELAY_BACKEND=native, whose work queues wait one schedule for every message; or DELAY_BACKEND=levels, ttl or plugin, which follow each type's ("+err.Error()+")")
 	case t.Backend == retry.Native && t.QueueType != retry.Quorum:
 		return t, Invalid("QUEUE_TYPE", b.QueueType, "quorum: DELAY_BACKEND=native is RabbitMQ 4.3's delayed retry for quorum queues")
 	case errors.Is(err, retry.ErrUnsupported) && b.RetryJitter > 0:

@@ -38,6 +38,7 @@ func Parse(getenv func(string) string, cfg any) error {
 	}
 	err = env.ParseWithOptions(cfg, env.Options{Environment: vars})
 	if err == nil {
+		readDynamic(reflect.ValueOf(cfg), getenv)
 		return nil
 	}
 	info := fieldInfo(reflect.TypeOf(cfg).Elem())
@@ -60,6 +61,36 @@ func Parse(getenv func(string) string, cfg any) error {
 		msgs = append(msgs, e.Error())
 	}
 	return errors.New("configuration: " + strings.Join(msgs, "; "))
+}
+
+// Dynamic is implemented by a configuration that also reads variables
+// whose names its own settings choose: Broker reads RETRY_<TYPE>_DELAYS
+// and the like for each type NOTIFICATION_TYPES lists, as SMTP_PROVIDERS
+// brings in SMTP_<n>_HOST. Parse calls ReadDynamic, embedded structs
+// included, once the tagged fields are set; it only keeps what it reads,
+// and the configuration's own checks judge it.
+type Dynamic interface {
+	ReadDynamic(getenv func(string) string)
+}
+
+// readDynamic calls ReadDynamic on v, or on the first struct embedded in
+// it that implements Dynamic.
+func readDynamic(v reflect.Value, getenv func(string) string) {
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct || !v.CanAddr() {
+		return
+	}
+	if d, ok := v.Addr().Interface().(Dynamic); ok {
+		d.ReadDynamic(getenv)
+		return
+	}
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Type().Field(i); f.Anonymous && f.IsExported() && f.Type.Kind() == reflect.Struct {
+			readDynamic(v.Field(i), getenv)
+		}
+	}
 }
 
 // Invalid builds the error for a value that parsed but is not acceptable.

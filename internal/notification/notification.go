@@ -51,6 +51,10 @@ type Notification struct {
 	// one sent at once. It is not part of the envelope: the copies wait
 	// in the broker until then, and the history records it.
 	DueAt time.Time
+	// Type is the notification's type, whose retry schedule its copies
+	// follow; empty for the default schedule. It is not part of the
+	// envelope either: each copy carries it in HeaderType.
+	Type string
 }
 
 // HeaderDueAt is the header, Unix milliseconds, that marks a copy of a
@@ -65,6 +69,11 @@ const HeaderDueAt = "x-due-at"
 // filter selects by it.
 const HeaderRecipient = "x-recipient"
 
+// HeaderType names a copy's notification type, when it has one: the
+// topology's retry.Topology.TypeHeader, whose value picks the retry
+// schedule the copy follows.
+const HeaderType = "x-notification-type"
+
 // envelope names the keys of the JSON object that are not parts.
 var envelope = []string{"v", "id", "channel", "created_at"}
 
@@ -75,7 +84,16 @@ func IsEnvelope(name string) bool { return slices.Contains(envelope, name) }
 // MarshalJSON writes the envelope, then the parts in name order:
 // {"v":1,"id":"…","channel":"email","created_at":"…","email":{…}}. It
 // writes the bytes itself: every copy the API publishes goes through it.
-func (n Notification) MarshalJSON() ([]byte, error) {
+func (n Notification) MarshalJSON() ([]byte, error) { return n.marshal(false) }
+
+// Record is n as the history keeps it, the payload GET
+// /v1/notifications/{id} shows: MarshalJSON's object with, for a
+// notification of a type, "type" after "created_at". A copy's body never
+// holds it: the copy carries it in HeaderType.
+func (n Notification) Record() ([]byte, error) { return n.marshal(true) }
+
+// marshal writes n, with its type when withType is set.
+func (n Notification) marshal(withType bool) ([]byte, error) {
 	var names [8]string
 	keys := names[:0]
 	size := 64 + len(n.ID) + len(n.Channel)
@@ -105,6 +123,10 @@ func (n Notification) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("encode created_at: %w", err)
 	}
 	b = append(b, t...)
+	if withType && n.Type != "" {
+		b = append(b, `,"type":`...)
+		b = appendString(b, n.Type)
+	}
 	for _, name := range keys {
 		b = append(b, ',')
 		b = appendString(b, name)

@@ -77,6 +77,11 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 				refused++
 				continue
 			}
+			if p := checkType(deps.Topology, n); p != nil {
+				results[i].problem = p
+				refused++
+				continue
+			}
 			sched, p := schedule(deps.Topology, timing, now)
 			if p != nil {
 				results[i].problem = p

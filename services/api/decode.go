@@ -30,7 +30,9 @@ func requestType(all []channel.Channel) reflect.Type {
 	// When it goes out: at once, or at send_at, or after delay (see when).
 	fields = append(fields,
 		reflect.StructField{Name: "XSendAt", Type: reflect.TypeFor[*string](), Tag: `json:"send_at"`},
-		reflect.StructField{Name: "XDelay", Type: reflect.TypeFor[*string](), Tag: `json:"delay"`})
+		reflect.StructField{Name: "XDelay", Type: reflect.TypeFor[*string](), Tag: `json:"delay"`},
+		// Its type, whose retry schedule it follows (see checkType).
+		reflect.StructField{Name: "XType", Type: reflect.TypeFor[*string](), Tag: `json:"type"`})
 	return reflect.StructOf(fields)
 }
 
@@ -115,6 +117,9 @@ func decodeTimed(body io.Reader) (*notification.Notification, when, error) {
 	w := when{
 		SendAt: req.Elem().Field(len(all)).Interface().(*string),
 		Delay:  req.Elem().Field(len(all) + 1).Interface().(*string),
+	}
+	if typ := req.Elem().Field(len(all) + 2).Interface().(*string); typ != nil {
+		n.Type = *typ
 	}
 	return n, w, nil
 }

@@ -101,6 +101,9 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 		if err != nil {
 			return asProblem(err)
 		}
+		if p := checkType(deps.Topology, n); p != nil {
+			return p
+		}
 		sched, p := schedule(deps.Topology, timing, deps.Now())
 		if p != nil {
 			return p
@@ -360,6 +363,12 @@ func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publ
 			if p.Recipient != "" {
 				msg.Headers = amqp.Table{notification.HeaderRecipient: p.Recipient}
 			}
+			if n.Type != "" {
+				if msg.Headers == nil {
+					msg.Headers = amqp.Table{}
+				}
+				msg.Headers[notification.HeaderType] = n.Type
+			}
 			if !n.DueAt.IsZero() {
 				// Its age, and RETRY_DEADLINE, count from when it is due.
 				msg.Timestamp = n.DueAt
@@ -385,7 +394,7 @@ func record(n *notification.Notification, channels []string, copies []notificati
 	for _, c := range copies {
 		perRecipient = perRecipient || c.Recipient != ""
 	}
-	payload, _ := n.MarshalJSON()
+	payload, _ := n.Record()
 	a := notification.Accepted{ID: n.ID, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
 	if !n.DueAt.IsZero() {
 		a.DueAt = n.DueAt.UTC()

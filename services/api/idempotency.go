@@ -52,6 +52,10 @@ func fingerprint(n *notification.Notification, w when) []byte {
 	if w.Delay != nil {
 		b = append(b, "\x00delay="+*w.Delay...)
 	}
+	// Its type too, which the copies' bodies do not hold.
+	if n.Type != "" {
+		b = append(b, "\x00type="+n.Type...)
+	}
 	sum := sha256.Sum256(b)
 	return sum[:]
 }

@@ -43,6 +43,7 @@ func OpenAPI() []byte {
 	// When it goes out: at once, at send_at, or after delay.
 	props.WriteString(`,"send_at":{"type":"string","format":"date-time","description":"Send it at this time (RFC 3339), in the future and at most 30 days ahead, instead of at once. Not with delay."}`)
 	props.WriteString(`,"delay":{"type":"string","examples":["90s","15m","2h"],"description":"Send it this long from now (a duration, positive, at most 720h), instead of at once. Not with send_at."}`)
+	props.WriteString(`,"type":{"type":"string","examples":["otp","receipt"],"description":"The notification's type, one of those NOTIFICATION_TYPES configures: its copies follow the type's retry schedule and are parked as expired rather than sent past the type's expiry. Absent: the default schedule. An unknown type is a 422 naming the types there are."}`)
 	props.WriteByte('}')
 	anyOf.WriteByte(']')
 	names.WriteByte(']')

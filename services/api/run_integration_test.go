@@ -52,13 +52,26 @@ type apiProcess struct {
 // /readyz and deletes everything it declared when the test ends.
 func startAPI(t *testing.T, token string) *apiProcess {
 	t.Helper()
+	return startAPIWith(t, token, nil, nil)
+}
+
+// startAPIWith is startAPI with the variables extra besides, and the
+// types they configure, whose wait queues the test deletes too.
+func startAPIWith(t *testing.T, token string, extra map[string]string, types map[string]retry.Policy) *apiProcess {
+	t.Helper()
 	url := retrytest.URL(t)
 	prefix := retrytest.Prefix(t)
 	env := map[string]string{
 		"AMQP_URL": url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": "ttl",
 		"HTTP_ADDR": "127.0.0.1:0", "API_TOKENS": token, "DATA_DIR": t.TempDir(),
 	}
+	for k, v := range extra {
+		env[k] = v
+	}
 	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL}
+	if len(types) > 0 {
+		topo.Types, topo.TypeHeader = types, notification.HeaderType
+	}
 	conn := retrytest.Conn(t)
 	t.Cleanup(func() {
 		if err := topo.Delete(conn); err != nil {

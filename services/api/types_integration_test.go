@@ -1,0 +1,73 @@
+//go:build integration
+
+package api_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/retry"
+)
+
+// TestAPITypes runs the real `relay api` with a notification type: the
+// topology it declares waits the type's delays (a wait queue of the ttl
+// backend for each), a notification of the type goes out with it on its
+// copy, and one of an unknown type is refused.
+func TestAPITypes(t *testing.T) {
+	const token = "integration-token-0123456789"
+	p := startAPIWith(t, token, map[string]string{"NOTIFICATION_TYPES": "otp", "RETRY_OTP_DELAYS": "2s,7s", "RETRY_OTP_EXPIRY": "1m"},
+		map[string]retry.Policy{"otp": {Delays: []time.Duration{2 * time.Second, 7 * time.Second}}})
+
+	post := func(body string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, p.base+"/v1/notifications", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	ch, err := p.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	if _, err := ch.QueueDeclarePassive(p.topo.WaitQueue(7*time.Second), true, false, false, false, nil); err != nil {
+		t.Fatalf("the API declared no wait queue for the otp type's 7s: %v", err)
+	}
+
+	if code := post(`{"type":"sms-code","webhook":{"url":"https://example.com/hook","payload":{}}}`); code != http.StatusUnprocessableEntity {
+		t.Errorf("an unknown type: status %d, want 422", code)
+	}
+	if code := post(`{"type":"otp","webhook":{"url":"https://example.com/hook","payload":{}}}`); code != http.StatusAccepted {
+		t.Fatalf("a known type: status %d, want 202; log:\n%s", code, p.logs.String())
+	}
+	var queue string
+	for _, r := range p.topo.WorkRoutes() {
+		if r.Key == "webhook" {
+			queue = r.Queue
+		}
+	}
+	// The 202 came after the confirm, so the copy is already there.
+	d, ok, err := ch.Get(queue, true)
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case !ok:
+		t.Fatalf("%s is empty", queue)
+	case d.Headers[notification.HeaderType] != "otp":
+		t.Errorf("the copy's %s = %v, want otp", notification.HeaderType, d.Headers[notification.HeaderType])
+	}
+	if _, more, err := ch.Get(queue, true); err != nil || more {
+		t.Errorf("%s holds more than one copy (err %v): the refused notification went out", queue, err)
+	}
+}
