@@ -184,32 +184,8 @@ func runCell(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 		return err
 	}))
 	p.ServeStages()
-	// Cleanups run last registered first: this one once the pipeline
-	// stopped.
-	t.Cleanup(func() {
-		if c, err := retry.Dial(url, "relay test cleanup"); err == nil {
-			_ = topo.Delete(c)
-			c.Close()
-		}
-	})
-	runPipeline(t, p, url)
-	conn := retrytest.Conn(t)
+	conn, pub := serveCell(t, p, topo, url)
 	work := topo.WorkRoutes()[0].Queue
-	retrytest.Eventually(t, 30*time.Second, func() bool {
-		ch, err := conn.Channel()
-		if err != nil {
-			return false
-		}
-		defer ch.Close()
-		q, err := ch.QueueDeclarePassive(work, true, false, false, false, nil)
-		return err == nil && q.Consumers > 0
-	}, "the pipeline never consumed %s", work)
-
-	pub, err := retry.NewPublisher(conn, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
 	bg := context.Background()
 	msg := func(id string) amqp.Publishing {
 		return amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Timestamp: time.Now(), Body: []byte(id),
@@ -519,6 +495,40 @@ func runAside(t *testing.T, url string, topo retry.Topology) {
 			t.Errorf("%s handled %d times; only normal.1, once, should be", id, n)
 		}
 	}
+}
+
+// serveCell runs p, which serves topo's stages and its one work queue,
+// until the test ends, then deletes topo; it returns once the work queue
+// has a consumer, with a connection and a confirming publisher of the
+// test's own.
+func serveCell(t *testing.T, p *retry.Pipeline, topo retry.Topology, url string) (*amqp.Connection, *retry.Publisher) {
+	t.Helper()
+	// Cleanups run last registered first: this one once the pipeline
+	// stopped.
+	t.Cleanup(func() {
+		if c, err := retry.Dial(url, "relay test cleanup"); err == nil {
+			_ = topo.Delete(c)
+			c.Close()
+		}
+	})
+	runPipeline(t, p, url)
+	conn := retrytest.Conn(t)
+	work := topo.WorkRoutes()[0].Queue
+	retrytest.Eventually(t, 30*time.Second, func() bool {
+		ch, err := conn.Channel()
+		if err != nil {
+			return false
+		}
+		defer ch.Close()
+		q, err := ch.QueueDeclarePassive(work, true, false, false, false, nil)
+		return err == nil && q.Consumers > 0
+	}, "the pipeline never consumed %s", work)
+	pub, err := retry.NewPublisher(conn, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pub.Close() })
+	return conn, pub
 }
 
 // runPipeline runs p against the broker at url until the test ends, and

@@ -73,30 +73,7 @@ func runTypes(t *testing.T, url string, topo retry.Topology, f retry.Features) {
 		return err
 	}))
 	p.ServeStages()
-	t.Cleanup(func() {
-		if c, err := retry.Dial(url, "relay test cleanup"); err == nil {
-			_ = topo.Delete(c)
-			c.Close()
-		}
-	})
-	runPipeline(t, p, url)
-	conn := retrytest.Conn(t)
-	work := topo.WorkRoutes()[0].Queue
-	retrytest.Eventually(t, 30*time.Second, func() bool {
-		ch, err := conn.Channel()
-		if err != nil {
-			return false
-		}
-		defer ch.Close()
-		q, err := ch.QueueDeclarePassive(work, true, false, false, false, nil)
-		return err == nil && q.Consumers > 0
-	}, "the pipeline never consumed %s", work)
-
-	pub, err := retry.NewPublisher(conn, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
+	conn, pub := serveCell(t, p, topo, url)
 	msg := func(id, typ string, published time.Time) amqp.Publishing {
 		return amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent, Timestamp: published, Body: []byte(id),
 			Headers: amqp.Table{"x-type": typ}}
