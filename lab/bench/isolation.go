@@ -87,7 +87,14 @@ type IsolationFigures struct {
 	Deferred  int `json:"deferred"`
 	Failed    int `json:"failed"`
 	SickSent  int `json:"sick_sent"`
+	// SickReached counts the requests that reached the sick endpoint in
+	// the measured window: with the breaker, only its probes.
+	SickReached int `json:"sick_reached"`
 }
+
+// isolationCooldown is how long the breaker holds an open circuit before
+// its first probe (WEBHOOK_BREAKER_COOLDOWN, its default).
+const isolationCooldown = 5 * time.Second
 
 // IsolationResult compares the healthy endpoint's figures with the sick
 // one absent, present with the breaker, and present without it.
@@ -142,7 +149,23 @@ func Isolation(ctx context.Context, opts IsolationOptions) (IsolationResult, err
 	}))
 	defer healthy.Close()
 	stop := make(chan struct{})
+	var hitsMu sync.Mutex
+	var hits []time.Time
+	reached := func(from, to time.Time) int {
+		hitsMu.Lock()
+		defer hitsMu.Unlock()
+		n := 0
+		for _, at := range hits {
+			if !at.Before(from) && !at.After(to) {
+				n++
+			}
+		}
+		return n
+	}
 	sick := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hitsMu.Lock()
+		hits = append(hits, time.Now())
+		hitsMu.Unlock()
 		select {
 		case <-r.Context().Done():
 		case <-stop:
@@ -160,7 +183,7 @@ func Isolation(ctx context.Context, opts IsolationOptions) (IsolationResult, err
 		{&res.Breaker, true, 5},
 		{&res.NoBreaker, true, 0},
 	} {
-		f, err := isolationScenario(ctx, opts, dir, store, healthy.URL, sick.URL, sc.sick, sc.failures)
+		f, err := isolationScenario(ctx, opts, dir, store, healthy.URL, sick.URL, reached, sc.sick, sc.failures)
 		if err != nil {
 			return res, err
 		}
@@ -195,7 +218,7 @@ type isolationDelivery struct {
 // isolationScenario runs one scenario with a fresh sender and fresh
 // endpoints, so no circuit carries over.
 func isolationScenario(ctx context.Context, opts IsolationOptions, dir string, store *history.Store,
-	healthyURL, sickURL string, withSick bool, failures int) (IsolationFigures, error) {
+	healthyURL, sickURL string, reached func(from, to time.Time) int, withSick bool, failures int) (IsolationFigures, error) {
 	healthyID, err := createBenchEndpoint(ctx, store, healthyURL+"/hook")
 	if err != nil {
 		return IsolationFigures{}, err
@@ -209,6 +232,7 @@ func isolationScenario(ctx context.Context, opts IsolationOptions, dir string, s
 		"WEBHOOK_ALLOW_CIDRS": channel.DemoAllowCIDRs, "DATA_DIR": dir,
 		"WEBHOOK_ENDPOINT_CONCURRENCY": strconv.Itoa(opts.Workers),
 		"WEBHOOK_BREAKER_FAILURES":     strconv.Itoa(failures),
+		"WEBHOOK_BREAKER_COOLDOWN":     isolationCooldown.String(),
 	}
 	send, closeSend, err := channel.Webhook.Open(func(k string) string { return env[k] })
 	if err != nil {
@@ -318,6 +342,7 @@ func isolationScenario(ctx context.Context, opts IsolationOptions, dir string, s
 	}
 	f.Latency = Summarize(lat)
 	f.Throughput = PerSecond(f.Delivered, opts.Duration)
+	f.SickReached = reached(start, end)
 	return f, nil
 }
 

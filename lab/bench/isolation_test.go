@@ -7,9 +7,9 @@ import (
 )
 
 // TestIsolation runs a small isolation measurement: every figure is
-// there, and with the breaker the healthy endpoint's p99 stays far below
-// the sick endpoint's timeout, which it would reach were its deliveries
-// stuck behind the sick ones.
+// there, and with the breaker the sick endpoint gets its probes and
+// nothing else, where without it the deliveries keep reaching it. The
+// healthy endpoint's latency is a figure of the bench, not asserted.
 func TestIsolation(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes about 15s")
@@ -33,7 +33,15 @@ func TestIsolation(t *testing.T) {
 	if res.BreakerP99Ratio <= 0 || res.BreakerThroughputRatio <= 0 || res.NoBreakerP99Ratio <= 0 || res.NoBreakerThroughputRatio <= 0 {
 		t.Errorf("ratios not all positive: %+v", res)
 	}
-	if p99 := res.Breaker.Latency.P99; p99 >= res.Options.Timeout/4 {
-		t.Errorf("with the breaker, the healthy p99 is %s, want far below the sick endpoint's timeout %s", p99, res.Options.Timeout)
+	t.Logf("requests that reached the sick endpoint while measured: %d with the breaker, %d without", res.Breaker.SickReached, res.NoBreaker.SickReached)
+	// The breaker holds the sick endpoint's deliveries back, probes
+	// aside: an open circuit lets one through after its cooldown, and
+	// then after twice as long while they fail.
+	if probes := int(res.Options.Duration/isolationCooldown) + 1; res.Breaker.SickReached > probes {
+		t.Errorf("with the breaker, %d requests reached the sick endpoint in the measured %s; want its probes alone, %d at most",
+			res.Breaker.SickReached, res.Options.Duration, probes)
+	}
+	if res.NoBreaker.SickReached == 0 {
+		t.Error("without the breaker, no request reached the sick endpoint in the measured window: the scenario tests nothing")
 	}
 }
