@@ -4,7 +4,6 @@ package api_test
 
 import (
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,24 +16,13 @@ import (
 // backend for each), a notification of the type goes out with it on its
 // copy, and one of an unknown type is refused.
 func TestAPITypes(t *testing.T) {
-	const token = "integration-token-0123456789"
-	p := startAPIWith(t, token, map[string]string{"NOTIFICATION_TYPES": "otp", "RETRY_OTP_DELAYS": "2s,7s", "RETRY_OTP_EXPIRY": "1m"},
+	p := startAPIWith(t, deadLetterToken, map[string]string{"NOTIFICATION_TYPES": "otp", "RETRY_OTP_DELAYS": "2s,7s", "RETRY_OTP_EXPIRY": "1m"},
 		map[string]retry.Policy{"otp": {Delays: []time.Duration{2 * time.Second, 7 * time.Second}}})
 
 	post := func(body string) int {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, p.base+"/v1/notifications", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		code, _ := p.do(t, http.MethodPost, "/v1/notifications", body)
+		return code
 	}
 	ch, err := p.conn.Channel()
 	if err != nil {
