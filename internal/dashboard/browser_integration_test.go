@@ -236,7 +236,9 @@ func (r relay) recipients(t *testing.T, id string) map[string]string {
 // run runs chromedp actions, failing the test with what.
 func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// A deadline, not a measure: under make test's load on 2 cores a
+	// first navigation has taken over 30 s (alone, 3).
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		t.Fatalf("%s: %v", what, err)
