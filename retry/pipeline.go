@@ -254,6 +254,7 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 			})
 		})
 	}
+	var lanes sync.Once
 	supervise := func(name, queue string, run func(context.Context, *amqp.Connection) error) {
 		g.Go(func() error {
 			return SuperviseAny(gctx, urls, p.cfg.Name+" "+name, p.cfg.Logger, func(ctx context.Context, conn *amqp.Connection) error {
@@ -261,13 +262,17 @@ func (p *Pipeline) Run(ctx context.Context, urls ...string) error {
 					return err
 				}
 				checkManagement(conn)
+				lanes.Do(func() { topo.warnStrayLanes(conn, p.cfg.Logger) })
 				p.cfg.Logger.Info("consuming", "queue", queue, "delay_backend", string(topo.Backend))
 				return run(ctx, conn)
 			})
 		})
 	}
 	for _, r := range topo.WorkRoutes() {
-		h, ok := handlers[r.Queue[len(topo.Prefix):]]
+		// Every lane of a route is consumed on its own, with the route's
+		// handler and options: a lane's backlog holds up no other lane.
+		route, _ := topo.RouteOf(r.Queue)
+		h, ok := handlers[route.Queue]
 		if !ok {
 			continue
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -41,7 +43,25 @@ const (
 type Route struct {
 	Queue string
 	Key   string
+	// Lanes spreads the route's messages over this many queues, each
+	// consumed on its own, so that one receiver's backlog waits in its
+	// lane and not in front of everyone else's: lane 0 is Queue bound
+	// with Key, lane n (1 and up) is Queue.lane-n bound with Key.lane-n.
+	// A producer picks a message's lane with Topology.Lane, by a key such
+	// as the receiver it goes to, so one receiver's messages keep to one
+	// lane, and a retry goes back to the lane it came from. 0 or 1 means
+	// one queue, the route's own; at most MaxLanes.
+	Lanes int
+	// Lane is which lane of its route a work queue is, in WorkRoutes: 0
+	// for the route's own queue.
+	Lane int
 }
+
+// MaxLanes is the most lanes a route may have.
+const MaxLanes = 64
+
+// laneSuffix is what a lane's queue and routing key add to the route's.
+func laneSuffix(n int) string { return fmt.Sprintf(".lane-%d", n) }
 
 // Topology names and shapes everything the pipeline needs on the broker.
 // Its zero value, with a Backend chosen, is relay's default topology.
@@ -137,13 +157,103 @@ func (t Topology) Ingress() string {
 	return t.Name(t.Exchange)
 }
 
-// WorkRoutes are the prefixed work queues and their routing keys.
+// WorkRoutes are the prefixed work queues and their routing keys: a
+// route's own queue, then its other lanes, if it has more than one.
 func (t Topology) WorkRoutes() []Route {
-	out := make([]Route, len(t.Routes))
-	for i, r := range t.Routes {
-		out[i] = Route{Queue: t.Name(r.Queue), Key: r.Key}
+	out := make([]Route, 0, len(t.Routes))
+	for _, r := range t.Routes {
+		lanes := max(r.Lanes, 1)
+		out = append(out, Route{Queue: t.Name(r.Queue), Key: r.Key, Lanes: lanes})
+		for n := 1; n < lanes; n++ {
+			out = append(out, Route{Queue: t.Name(r.Queue) + laneSuffix(n), Key: r.Key + laneSuffix(n), Lanes: lanes, Lane: n})
+		}
 	}
 	return out
+}
+
+// Lane is the work queue and routing key, prefixed, of the lane a message
+// published with routing key key goes to, picked by by: the same by
+// always picks the same lane (an FNV-1a hash of it, modulo the route's
+// lanes). A route of one lane, or a key no route has, is returned as it
+// is, the key unchanged and the queue empty for an unknown key.
+func (t Topology) Lane(key, by string) Route {
+	for _, r := range t.Routes {
+		if r.Key != key {
+			continue
+		}
+		lanes := max(r.Lanes, 1)
+		n := 0
+		if lanes > 1 {
+			h := fnv.New32a()
+			_, _ = h.Write([]byte(by))
+			n = int(h.Sum32() % uint32(lanes))
+		}
+		if n == 0 {
+			return Route{Queue: t.Name(r.Queue), Key: r.Key, Lanes: lanes}
+		}
+		return Route{Queue: t.Name(r.Queue) + laneSuffix(n), Key: r.Key + laneSuffix(n), Lanes: lanes, Lane: n}
+	}
+	return Route{Key: key}
+}
+
+// LanesOf is how many lanes the route with routing key key has: 1 for a
+// route of one queue, 0 for a key no route has.
+func (t Topology) LanesOf(key string) int {
+	for _, r := range t.Routes {
+		if r.Key == key {
+			return max(r.Lanes, 1)
+		}
+	}
+	return 0
+}
+
+// StrayLanes are the queues, prefixed, of the first lane past each
+// route's last that exist on the broker: a process that spreads a route
+// over more lanes than this topology publishes to lanes that nobody
+// consuming with this topology reads (or did, before the lanes were cut).
+func (t Topology) StrayLanes(conn *amqp.Connection) []string {
+	var out []string
+	for _, r := range t.Routes {
+		q := t.Name(r.Queue) + laneSuffix(max(r.Lanes, 1))
+		ch, err := conn.Channel()
+		if err != nil {
+			return out
+		}
+		// A queue that does not exist closes the channel: one each.
+		if _, err := ch.QueueDeclarePassive(q, true, false, false, false, nil); err == nil {
+			out = append(out, q)
+		}
+		_ = ch.Close()
+	}
+	return out
+}
+
+// warnStrayLanes logs StrayLanes, each with the fix.
+func (t Topology) warnStrayLanes(conn *amqp.Connection, log *slog.Logger) {
+	for _, q := range t.StrayLanes(conn) {
+		route, _ := t.RouteOf(strings.TrimSuffix(q, q[strings.LastIndex(q, ".lane-"):]))
+		log.Error("a lane queue past this process's lanes exists: copies there wait for a consumer with more lanes",
+			"queue", q, "lanes", max(route.Lanes, 1),
+			"fix", "give every process of the deployment the same WORK_LANES; after cutting the lanes, move what the queue holds back with a shovel, then delete it")
+	}
+}
+
+// RouteOf is the route, as Routes lists it (unprefixed, lanes not
+// spread), whose lane work queue q (prefixed) is; false for a queue that
+// is not a work queue.
+func (t Topology) RouteOf(q string) (Route, bool) {
+	for _, r := range t.Routes {
+		own := t.Name(r.Queue)
+		if q == own {
+			return r, true
+		}
+		for n := 1; n < r.Lanes; n++ {
+			if q == own+laneSuffix(n) {
+				return r, true
+			}
+		}
+	}
+	return Route{}, false
 }
 
 // Destination reports whether q (prefixed) is one of the topology's work
@@ -355,6 +465,11 @@ func (t Topology) Validate() error {
 	}
 	if err := t.validateBackend(); err != nil {
 		return err
+	}
+	for _, r := range t.Routes {
+		if r.Lanes < 0 || r.Lanes > MaxLanes {
+			return fmt.Errorf("route %q: %d lanes: want 1 to %d (0 for 1)", r.Queue, r.Lanes, MaxLanes)
+		}
 	}
 	seen := map[string]bool{}
 	for _, r := range t.WorkRoutes() {

@@ -1,6 +1,8 @@
 package retry
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,8 +117,11 @@ func TestValidate(t *testing.T) {
 		{"auto unresolved", Topology{Routes: testRoutes, Backend: Auto}, "resolved"},
 		{"unknown backend", Topology{Routes: testRoutes, Backend: "redis"}, "want plugin, ttl, levels or native"},
 		{"unknown queue type", Topology{Routes: testRoutes, Backend: TTL, QueueType: "stream"}, "want classic or quorum"},
-		{"duplicate route", Topology{Backend: TTL, Routes: []Route{{"a", "a"}, {"a", "b"}}}, "twice"},
-		{"route without key", Topology{Backend: TTL, Routes: []Route{{"a", ""}}}, "routing key"},
+		{"duplicate route", Topology{Backend: TTL, Routes: []Route{{Queue: "a", Key: "a"}, {Queue: "a", Key: "b"}}}, "twice"},
+		{"route without key", Topology{Backend: TTL, Routes: []Route{{Queue: "a", Key: ""}}}, "routing key"},
+		{"too many lanes", Topology{Backend: TTL, Routes: []Route{{Queue: "a", Key: "a", Lanes: MaxLanes + 1}}}, "lanes"},
+		{"negative lanes", Topology{Backend: TTL, Routes: []Route{{Queue: "a", Key: "a", Lanes: -1}}}, "lanes"},
+		{"a lane named as another route", Topology{Backend: TTL, Routes: []Route{{Queue: "a", Key: "a", Lanes: 2}, {Queue: "a.lane-1", Key: "b"}}}, "twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,5 +186,71 @@ func TestDeliveryLimit(t *testing.T) {
 	}
 	if _, ok := quorum["x-delivery-limit"]; ok {
 		t.Error("DeliveryLimit changed the arguments it was given")
+	}
+}
+
+// TestLanes: a route of several lanes declares a queue per lane, bound
+// with a key of its own; Lane picks one by a key, always the same for the
+// same key, and spreads keys over every lane; RouteOf finds the route of
+// each lane; the events' channel and the stages' destinations cover them.
+func TestLanes(t *testing.T) {
+	topo := Topology{Prefix: "p.", Backend: Levels, Routes: []Route{{Queue: "webhook-queue", Key: "webhook", Lanes: 4}, {Queue: "email-queue", Key: "email"}}}
+	if err := topo.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var queues []string
+	for _, r := range topo.WorkRoutes() {
+		queues = append(queues, r.Queue+" "+r.Key)
+	}
+	want := []string{"p.webhook-queue webhook", "p.webhook-queue.lane-1 webhook.lane-1", "p.webhook-queue.lane-2 webhook.lane-2",
+		"p.webhook-queue.lane-3 webhook.lane-3", "p.email-queue email"}
+	if !slices.Equal(queues, want) {
+		t.Fatalf("WorkRoutes = %q, want %q", queues, want)
+	}
+	bound := map[string]string{}
+	for _, b := range topo.Plan().Bindings {
+		if b.Exchange == topo.Ingress() {
+			bound[b.Queue] = b.Key
+		}
+	}
+	for _, r := range topo.WorkRoutes() {
+		if bound[r.Queue] != r.Key {
+			t.Errorf("%s bound with %q, want %q", r.Queue, bound[r.Queue], r.Key)
+		}
+		if !topo.Destination(r.Queue) {
+			t.Errorf("%s is no destination of the stages", r.Queue)
+		}
+		if route, ok := topo.RouteOf(r.Queue); !ok || route.Key != strings.SplitN(r.Key, ".", 2)[0] {
+			t.Errorf("RouteOf(%s) = %+v, %v", r.Queue, route, ok)
+		}
+	}
+	if _, ok := topo.RouteOf("p.webhook-queue.lane-4"); ok {
+		t.Error("RouteOf found a lane past the route's last")
+	}
+	used := map[int]int{}
+	for i := range 400 {
+		by := fmt.Sprintf("receiver-%d", i)
+		l := topo.Lane("webhook", by)
+		if again := topo.Lane("webhook", by); again != l {
+			t.Fatalf("Lane(%q) = %+v, then %+v", by, l, again)
+		}
+		if bound[l.Queue] != l.Key {
+			t.Fatalf("Lane(%q) = %+v, a key that does not route to its queue", by, l)
+		}
+		used[l.Lane]++
+	}
+	for n := range 4 {
+		if used[n] < 50 {
+			t.Errorf("lane %d got %d of 400 receivers, want about 100: %v", n, used[n], used)
+		}
+	}
+	if l := topo.Lane("email", "ada@example.com"); l.Queue != "p.email-queue" || l.Key != "email" {
+		t.Errorf("a route of one lane: Lane = %+v", l)
+	}
+	if l := topo.Lane("sms", "x"); l.Queue != "" || l.Key != "sms" {
+		t.Errorf("an unknown key: Lane = %+v", l)
+	}
+	if topo.LanesOf("webhook") != 4 || topo.LanesOf("email") != 1 || topo.LanesOf("sms") != 0 {
+		t.Errorf("LanesOf: %d %d %d", topo.LanesOf("webhook"), topo.LanesOf("email"), topo.LanesOf("sms"))
 	}
 }

@@ -425,6 +425,27 @@ func Check(n *notification.Notification) error {
 	return nil
 }
 
+// LaneKey is what picks the lane of a copy of n's part for the named
+// channel (retry.Topology.Lane), so that every copy to one receiver takes
+// one lane: recipient, for a copy per recipient; else whom the part
+// names: a webhook's endpoint, or the host of its URL (all of a host's
+// URLs share its cap, see webhookSender); n's id when it names nobody.
+func LaneKey(n *notification.Notification, name, recipient string) string {
+	if recipient != "" {
+		return recipient
+	}
+	rs := RecipientsOf(n, name)
+	if len(rs) == 0 || rs[0] == "" {
+		return n.ID
+	}
+	if name == Webhook.Name() && !IsEndpointID(rs[0]) {
+		if host, ok := bareHost(rs[0]); ok {
+			return "host " + host
+		}
+	}
+	return rs[0]
+}
+
 // RecipientsOf names whom n's part for the named channel goes to; nothing
 // for an unknown channel or a part that does not decode.
 func RecipientsOf(n *notification.Notification, name string) []string {

@@ -31,6 +31,9 @@ type Broker struct {
 	// relay move aside a message too large for an AMQP frame.
 	ManagementURL string `env:"MANAGEMENT_URL" help:"the broker's management HTTP API, used to move aside a message too large for an AMQP frame and, by the retry stages, to watch for dead letters a quorum queue holds and does not forward: an http:// or https:// URL with credentials such as http://guest:guest@localhost:15672; empty: derived from the first broker URL when it names the default port 5672 (same host and credentials, port 15672), none for a broker on another port, whose API is not on 15672; off: none, and such a message stalls its queue until removed by hand"`
 
+	// Lanes spreads each channel's work queue over that many queues.
+	Lanes int `env:"WORK_LANES" envDefault:"1" help:"a whole number from 1 to 64: how many queues each channel's work is spread over, by receiver (a webhook's endpoint or its URL's host, an email's or an SMS's recipient), each consumed on its own with CONCURRENCY handlers, so that one receiver's backlog waits in its lane and not in front of the others' (see docs/guarantees.md, fair delivery); every process of a deployment must have the same value"`
+
 	RetryDelays     string        `env:"RETRY_DELAYS" help:"a comma-separated list of durations such as 500ms,5s,1m,5m, the wait before each retry (empty: 500ms,5s,1m,5m unless RETRY_INITIAL is set)"`
 	RetryMax        int           `env:"RETRY_MAX" help:"a whole number of retries before a message is parked, 0 for the schedule's length (5 for exponential); past the schedule the last delay repeats"`
 	RetryInitial    time.Duration `env:"RETRY_INITIAL" help:"a duration such as 1s, the first delay of an exponential backoff (leave RETRY_DELAYS empty)"`
@@ -341,6 +344,15 @@ func (b Broker) Topology(routes []retry.Route) (retry.Topology, error) {
 	types, err := b.TypePolicies(p)
 	if err != nil {
 		return retry.Topology{}, err
+	}
+	if b.Lanes < 0 || b.Lanes > retry.MaxLanes { // 0: unset, one lane
+		return retry.Topology{}, Invalid("WORK_LANES", fmt.Sprint(b.Lanes), fmt.Sprintf("a whole number from 1 to %d", retry.MaxLanes))
+	}
+	if b.Lanes > 1 {
+		routes = slices.Clone(routes)
+		for i := range routes {
+			routes[i].Lanes = b.Lanes
+		}
 	}
 	t := retry.Topology{Prefix: b.Prefix, Routes: routes, QueueType: retry.QueueType(b.QueueType), Backend: retry.Backend(b.DelayBackend), Policy: p,
 		CopyHeader: notification.HeaderRecipient}

@@ -28,7 +28,9 @@ type channels map[string]string
 func channelsOf(t retry.Topology) channels {
 	c := channels{}
 	for _, r := range t.WorkRoutes() {
-		c[r.Queue] = r.Key
+		// A lane's events name its route's channel.
+		route, _ := t.RouteOf(r.Queue)
+		c[r.Queue] = route.Key
 	}
 	return c
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
@@ -105,16 +106,18 @@ type delayedPublisher interface {
 
 // publishCopy publishes one copy of n: to the ingress exchange, or for a
 // scheduled notification into the delay backend, to reach the channel's
-// work queue at n.DueAt.
+// work queue at n.DueAt. Either way it goes to its lane of the channel's
+// work queue (see laneOf).
 func publishCopy(ctx context.Context, deps Deps, pub Publisher, ingress, channel string, n *notification.Notification, msg amqp.Publishing) error {
+	lane := laneOf(deps, channel, n, msg)
 	if n.DueAt.IsZero() {
-		return pub.Publish(ctx, ingress, channel, msg)
+		return pub.Publish(ctx, ingress, lane.Key, msg)
 	}
 	dp, ok := pub.(delayedPublisher)
 	if !ok {
 		return fmt.Errorf("%w: the publisher cannot publish a scheduled notification", errInternal)
 	}
-	route, err := copyRoute(deps, channel, n)
+	route, err := copyRoute(deps, channel, lane, n)
 	if err != nil {
 		return err
 	}
@@ -124,26 +127,33 @@ func publishCopy(ctx context.Context, deps Deps, pub Publisher, ingress, channel
 // outgoingCopy is one copy of n as publishCopy would publish it, for
 // PublishAll.
 func outgoingCopy(deps Deps, ingress, channel string, n *notification.Notification, msg amqp.Publishing) (retry.Outgoing, error) {
+	lane := laneOf(deps, channel, n, msg)
 	if n.DueAt.IsZero() {
-		return retry.Outgoing{Exchange: ingress, Key: channel, Msg: msg}, nil
+		return retry.Outgoing{Exchange: ingress, Key: lane.Key, Msg: msg}, nil
 	}
-	route, err := copyRoute(deps, channel, n)
+	route, err := copyRoute(deps, channel, lane, n)
 	if err != nil {
 		return retry.Outgoing{}, err
 	}
 	return route.Outgoing(msg), nil
 }
 
-// copyRoute is the way through the delay backend that brings a copy of
-// scheduled notification n to the channel's work queue at n.DueAt.
-func copyRoute(deps Deps, channel string, n *notification.Notification) (retry.Delayed, error) {
-	queue := ""
-	for _, r := range deps.Topology.WorkRoutes() {
-		if r.Key == channel {
-			queue = r.Queue
-			break
-		}
+// laneOf is the lane of the channel's work queue a copy of n goes to: with
+// WORK_LANES above 1, the one its receiver picks (channel.LaneKey), so
+// that a receiver's copies keep to one lane; else the channel's queue.
+func laneOf(deps Deps, name string, n *notification.Notification, msg amqp.Publishing) retry.Route {
+	if deps.Topology.LanesOf(name) <= 1 {
+		return deps.Topology.Lane(name, "")
 	}
+	recipient, _ := msg.Headers[notification.HeaderRecipient].(string)
+	return deps.Topology.Lane(name, channel.LaneKey(n, name, recipient))
+}
+
+// copyRoute is the way through the delay backend that brings a copy of
+// scheduled notification n to its lane of the channel's work queue at
+// n.DueAt.
+func copyRoute(deps Deps, channel string, lane retry.Route, n *notification.Notification) (retry.Delayed, error) {
+	queue := lane.Queue
 	if queue == "" {
 		return retry.Delayed{}, fmt.Errorf("%w: no work queue is bound for channel %q", retry.ErrUnroutable, channel)
 	}
