@@ -152,6 +152,16 @@ func (r *Report) explain() []string {
 			"messages are deferred at once and the healthy one barely notices. `WEBHOOK_ENDPOINT_CONCURRENCY` is set to "+
 			"the handlers' number here, so the cap does not throttle (a) itself.\n\n"+IsolationMarkdown(*r.Isolation))
 	}
+	if r.Noisy != nil {
+		out = append(out, "**A noisy neighbour.** relay's API, a retrier and a webhook worker (`relay worker webhook`: "+
+			"CONCURRENCY 8, WEBHOOK_ENDPOINT_CONCURRENCY 4, the other settings their defaults) run in one process on a "+
+			"SQLite history, against two local receivers, named as two registered endpoints or as bare URLs of two hosts "+
+			"(127.0.0.1 and localhost). Per row, three scenarios on topologies of their own: B alone, A alone, and both. "+
+			"B's latency is from the start of its POST to its arrival at its receiver; A's rate counts its arrivals in the "+
+			"window. With WORK_LANES=1 every copy waits in one webhook queue, behind A's backlog; with more, each receiver's "+
+			"copies keep to the lane its endpoint id or host picks, consumed with handlers of its own. Two receivers whose "+
+			"keys pick one lane share it (\"A and B in one lane\"): with 8 lanes, one pair in 8.\n\n"+NoisyMarkdown(*r.Noisy))
+	}
 	if len(r.RateLimits) > 0 {
 		o := r.RateLimits[0].Options
 		out = append(out, fmt.Sprintf("**Throughput under a rate limit.** %d email workers (`relay worker email`, in one process "+

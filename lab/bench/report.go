@@ -222,6 +222,9 @@ type Report struct {
 	// figures beside a sick one, with and without the breaker. Nil when
 	// that figure was not measured.
 	Isolation *IsolationResult `json:"isolation,omitempty"`
+	// Noisy is how far one receiver's backlog holds back another's
+	// webhooks, with and without lanes.
+	Noisy *NoisyResult `json:"noisy,omitempty"`
 	// RateLimits are the email channel under a limit, one per delay
 	// backend: the throughput that reached the mail server against the
 	// limit, and its busiest second.
@@ -405,6 +408,16 @@ func (r *Report) text(w io.Writer) error {
 			rl.Options.Rate, rl.Options.Burst, rl.Options.Replicas, rl.Options.Backend, rl.Options.QueueType, rl.Throughput, rl.Ratio*100, rl.MaxInSecond, rl.MaxInWindow,
 			rl.Delivered, rl.Options.Emails, rl.Duplicates, rl.Deferrals, rl.Missed, rl.Load); err != nil {
 			return err
+		}
+	}
+	if r.Noisy != nil {
+		fmt.Fprintln(w)
+		for _, n := range r.Noisy.Rows {
+			if _, err := fmt.Fprintf(w, "noisy neighbour, %s, WORK_LANES=%d (one lane: %s): B p99 %s alone, %s while A floods (%.1fx), %d not arrived; A %.1f/s alone, %.1f/s beside B (%.2fx); targets met: %s\n",
+				n.Receivers, n.Lanes, yesNo(n.SameLane), fmtDur(n.BAlone.P99), fmtDur(n.BFlood.P99), n.P99Ratio, n.BMissing,
+				n.AAlone, n.ABeside, n.ThroughputRatio, yesNo(n.Meets)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

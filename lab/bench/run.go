@@ -427,6 +427,17 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 		}
 		r.Isolation = &res
 	}
+	if slices.Contains(b.opts.Figures, "noisy") {
+		opts := NoisyOptions{}
+		if b.opts.Quick {
+			opts = NoisyOptions{Flood: 2000, Window: 3 * time.Second}
+		}
+		res, err := b.Noisy(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("noisy: %w", err)
+		}
+		r.Noisy = &res
+	}
 	if slices.Contains(b.opts.Figures, "ratelimit") {
 		backends, err := rateLimitBackends(b.opts.Backends, plugin, native)
 		if err != nil {
