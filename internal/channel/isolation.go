@@ -35,6 +35,17 @@ import (
 // queues; then it is deferred too, for busyWait. A failure caused by the
 // worker itself (its context ending) counts for nothing. With Failures 0
 // the circuit never opens; the cap still holds.
+//
+// A delivery that names its copy (admit's key) is paced instead: a
+// target with a backlog (copies over its cap, deferred) gets a line. A
+// copy over the cap, or arriving while others wait their turn, takes a
+// ticket at the end of the line, due when the target is expected to have
+// a slot for it (the line's length times a delivery's time in flight,
+// averaged, over the cap), and is deferred until then, holding no
+// handler: one target's backlog costs the worker a deferral per copy,
+// not a handler held for slotWait, and comes back at the pace the
+// target takes it. A copy back with its ticket goes before newcomers; at
+// most one newcomer per target waits for a slot in a handler.
 type isolation struct {
 	failures    int
 	cooldown    time.Duration
@@ -55,6 +66,8 @@ type isolation struct {
 
 	mu       sync.Mutex
 	circuits map[string]*circuit
+	// swept is when idle circuits were last looked for (forgetIdle).
+	swept time.Time
 }
 
 // circuit is one target's breaker and its deliveries in flight.
@@ -77,7 +90,24 @@ type circuit struct {
 	// between gate and done, so an idle circuit can be forgotten.
 	target string
 	users  int
+
+	// The line of paced copies: tickets by copy key, each due at its
+	// time; booked is when the last one is due.
+	tickets map[string]time.Time
+	booked  time.Time
+	// waiting counts the newcomers waiting in a handler for a slot.
+	waiting int
+	// inFlight is a delivery's time in flight, averaged (0: none yet).
+	inFlight time.Duration
 }
+
+// maxTickets bounds one target's line; past it a copy over the cap is
+// deferred for busyWait without a ticket.
+const maxTickets = 100_000
+
+// minPacedWait is the shortest deferral of a paced copy: a wait through
+// the delay backend shorter than that costs more than it spares.
+const minPacedWait = 50 * time.Millisecond
 
 // How long a delivery over the cap waits for a slot, and then is
 // deferred.
@@ -127,12 +157,18 @@ func (d *Deferred) RetryAfter() time.Duration { return d.Wait }
 // ctx's error when it ends while the delivery waits for a slot. resetAt,
 // when later than the circuit's start, makes a fresh circuit: the
 // endpoint was re-enabled since.
-func (iso *isolation) admit(ctx context.Context, target string, resetAt *time.Time) (done func(ctx context.Context, err error) outcome, rec *history.CircuitChange, err error) {
+// key names the copy for pacing (see isolation); empty, the copy is not
+// paced.
+func (iso *isolation) admit(ctx context.Context, target, key string, resetAt *time.Time) (done func(ctx context.Context, err error) outcome, rec *history.CircuitChange, err error) {
 	c, probe, rec, err := iso.gate(target, resetAt)
 	if err != nil {
 		return nil, rec, err
 	}
-	if err := iso.slot(ctx, c); err != nil {
+	slot := func() error { return iso.slot(ctx, c) }
+	if key != "" {
+		slot = func() error { return iso.pacedSlot(ctx, c, key) }
+	}
+	if err := slot(); err != nil {
 		iso.mu.Lock()
 		if probe {
 			c.probing = false // the next delivery probes instead
@@ -145,7 +181,108 @@ func (iso *isolation) admit(ctx context.Context, target string, resetAt *time.Ti
 		}
 		return nil, rec, err
 	}
-	return func(ctx context.Context, err error) outcome { return iso.done(c, probe, ctx, err) }, rec, nil
+	start := iso.now()
+	return func(ctx context.Context, err error) outcome {
+		iso.timed(c, iso.now().Sub(start))
+		return iso.done(c, probe, ctx, err)
+	}, rec, nil
+}
+
+// timed averages a delivery's time in flight into c's.
+func (iso *isolation) timed(c *circuit, took time.Duration) {
+	iso.mu.Lock()
+	defer iso.mu.Unlock()
+	if c.inFlight == 0 {
+		c.inFlight = took
+		return
+	}
+	c.inFlight = (4*c.inFlight + took) / 5
+}
+
+// pacedSlot takes one of c's slots for the copy key, or defers it to its
+// turn in c's line (see isolation).
+func (iso *isolation) pacedSlot(ctx context.Context, c *circuit, key string) error {
+	now := iso.now()
+	iso.mu.Lock()
+	if c.booked.Before(now.Add(-time.Minute)) {
+		// Every ticket is long due: the copies that held them went
+		// elsewhere (another replica, a cancellation). The line is empty.
+		clear(c.tickets)
+	}
+	_, ticketed := c.tickets[key]
+	delete(c.tickets, key)
+	line := len(c.tickets) > 0 && c.booked.After(now)
+	if ticketed || !line {
+		select {
+		case c.slots <- struct{}{}:
+			iso.mu.Unlock()
+			return nil
+		default:
+		}
+	}
+	if !ticketed && (line || c.waiting > 0 || iso.slotWait <= 0) {
+		d := iso.ticket(c, key, now, false)
+		iso.mu.Unlock()
+		return d
+	}
+	c.waiting++
+	iso.mu.Unlock()
+	t := time.NewTimer(max(iso.slotWait, time.Millisecond))
+	defer t.Stop()
+	var err error
+	select {
+	case c.slots <- struct{}{}:
+	case <-t.C:
+		err = errSlotWait
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	iso.mu.Lock()
+	defer iso.mu.Unlock()
+	c.waiting--
+	if err == errSlotWait {
+		// Back with its ticket and still no slot: the target is slower
+		// than its line reckoned. First in line again, not last.
+		return iso.ticket(c, key, iso.now(), ticketed)
+	}
+	return err
+}
+
+var errSlotWait = errors.New("no slot within the wait")
+
+// ticket gives the copy key a turn in c's line and returns its deferral
+// until then; first puts it at the head of the line. iso.mu is held.
+func (iso *isolation) ticket(c *circuit, key string, now time.Time, first bool) *Deferred {
+	if c.tickets == nil {
+		c.tickets = map[string]time.Time{}
+	}
+	if len(c.tickets) >= maxTickets {
+		return &Deferred{Wait: iso.spread(iso.busyWait), Why: fmt.Sprintf("%d deliveries in flight, the most it takes at once, and %d copies waiting their turn", cap(c.slots), len(c.tickets))}
+	}
+	// A copy's turn comes every in-flight time over the cap; until the
+	// first delivery ends, slotWait stands for that time.
+	each := c.inFlight
+	if each == 0 {
+		each = max(iso.slotWait, 10*time.Millisecond)
+	}
+	each /= time.Duration(cap(c.slots))
+	at := now.Add(each)
+	if !first {
+		at = maxTime(c.booked, now).Add(each)
+		c.booked = at
+	}
+	c.tickets[key] = at
+	// Back a little early: a copy with its ticket waits up to slotWait
+	// for its slot, where one late leaves the slot idle.
+	wait := max(at.Sub(now)-iso.slotWait/2, minPacedWait)
+	return &Deferred{Wait: wait, Why: fmt.Sprintf("%d deliveries in flight, the most it takes at once; %d copies before it", cap(c.slots), len(c.tickets)-1)}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // gate applies target's circuit to a delivery: it returns the circuit,
@@ -155,6 +292,9 @@ func (iso *isolation) gate(target string, resetAt *time.Time) (c *circuit, probe
 	now := iso.now()
 	iso.mu.Lock()
 	defer iso.mu.Unlock()
+	if iso.forgetIdle && now.Sub(iso.swept) >= time.Minute {
+		iso.sweep(now)
+	}
 	c = iso.circuits[target]
 	if c == nil || (resetAt != nil && resetAt.After(c.started)) {
 		c = &circuit{state: history.CircuitClosed, since: now, started: now, cooldown: iso.cooldown, slots: make(chan struct{}, iso.limit), target: target}
@@ -269,9 +409,27 @@ func (iso *isolation) done(c *circuit, probe bool, ctx context.Context, err erro
 // last and the isolation forgets idle circuits. iso.mu is held.
 func (iso *isolation) release(c *circuit) {
 	c.users--
-	if iso.forgetIdle && c.users == 0 && iso.circuits[c.target] == c {
+	if iso.forgetIdle && c.idle(iso.now()) && iso.circuits[c.target] == c {
 		delete(iso.circuits, c.target)
 	}
+}
+
+// sweep forgets the idle circuits (forgetIdle): a target whose copies
+// waiting their turn never came back, to this worker, keeps no line.
+// iso.mu is held.
+func (iso *isolation) sweep(now time.Time) {
+	iso.swept = now
+	for target, c := range iso.circuits {
+		if c.idle(now) {
+			delete(iso.circuits, target)
+		}
+	}
+}
+
+// idle reports whether c holds nothing worth keeping at now: no delivery
+// between gate and done, no ticket due within the last minute.
+func (c *circuit) idle(now time.Time) bool {
+	return c.users == 0 && (len(c.tickets) == 0 || c.booked.Before(now.Add(-time.Minute)))
 }
 
 // record is the circuit as the store records it, at now.

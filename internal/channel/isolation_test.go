@@ -3,6 +3,7 @@ package channel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -42,7 +43,7 @@ var (
 func try(t *testing.T, iso *isolation, target string, err error) (*Deferred, []history.CircuitChange) {
 	t.Helper()
 	var recs []history.CircuitChange
-	done, rec, aerr := iso.admit(context.Background(), target, nil)
+	done, rec, aerr := iso.admit(context.Background(), target, "", nil)
 	if rec != nil {
 		recs = append(recs, *rec)
 	}
@@ -109,7 +110,7 @@ func TestIsolationBreaker(t *testing.T) {
 
 	// Due: one probe goes through, the others wait for it.
 	clk.advance(6 * time.Second)
-	done, rec, err := iso.admit(context.Background(), "a", nil)
+	done, rec, err := iso.admit(context.Background(), "a", "", nil)
 	if err != nil || rec == nil || rec.State != history.CircuitHalfOpen {
 		t.Fatalf("probe: %v, recorded %+v, want admitted half-open", err, rec)
 	}
@@ -146,7 +147,7 @@ func TestIsolationCountsOnlyTheTargetsFailures(t *testing.T) {
 	// The worker giving up (shutdown) says nothing about the target.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	done, _, err := iso.admit(context.Background(), "a", nil)
+	done, _, err := iso.admit(context.Background(), "a", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestIsolationConcurrencyCap(t *testing.T) {
 	iso.slotWait = 0
 	var dones []func(context.Context, error) outcome
 	for range 2 {
-		done, _, err := iso.admit(context.Background(), "a", nil)
+		done, _, err := iso.admit(context.Background(), "a", "", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +194,7 @@ func TestIsolationConcurrencyCap(t *testing.T) {
 	iso.slotWait = time.Minute
 	admitted := make(chan error, 1)
 	go func() {
-		done, _, err := iso.admit(context.Background(), "a", nil)
+		done, _, err := iso.admit(context.Background(), "a", "", nil)
 		if err == nil {
 			done(context.Background(), nil)
 		}
@@ -209,14 +210,14 @@ func TestIsolationConcurrencyCap(t *testing.T) {
 		t.Fatal("a delivery waiting for a slot was never admitted")
 	}
 	// The worker shutting down ends the wait.
-	hold, _, err := iso.admit(context.Background(), "c", nil)
+	hold, _, err := iso.admit(context.Background(), "c", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hold2, _, _ := iso.admit(context.Background(), "c", nil)
+	hold2, _, _ := iso.admit(context.Background(), "c", "", nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, err := iso.admit(ctx, "c", nil); !errors.Is(err, context.Canceled) {
+	if _, _, err := iso.admit(ctx, "c", "", nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled while waiting: %v, want context.Canceled", err)
 	}
 	hold(context.Background(), nil)
@@ -234,13 +235,13 @@ func TestIsolationReset(t *testing.T) {
 		t.Fatal("open circuit admitted a delivery")
 	}
 	// A reset from before the circuit changes nothing.
-	if _, _, err := iso.admit(context.Background(), "a", &before); err == nil {
+	if _, _, err := iso.admit(context.Background(), "a", "", &before); err == nil {
 		t.Fatal("reset from before the circuit closed it")
 	}
 	clk.advance(time.Second)
 	reset := clk.now()
 	clk.advance(time.Second)
-	done, rec, err := iso.admit(context.Background(), "a", &reset)
+	done, rec, err := iso.admit(context.Background(), "a", "", &reset)
 	if err != nil || rec != nil {
 		t.Fatalf("after a reset: %v, recorded %+v, want a fresh closed circuit", err, rec)
 	}
@@ -256,7 +257,7 @@ func TestIsolationBreakerOff(t *testing.T) {
 			t.Fatalf("failure %d with the breaker off: deferred %v, recorded %v", i+1, d, recs)
 		}
 	}
-	done, _, err := iso.admit(context.Background(), "a", nil)
+	done, _, err := iso.admit(context.Background(), "a", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,4 +265,98 @@ func TestIsolationBreakerOff(t *testing.T) {
 		t.Error("the cap does not hold with the breaker off")
 	}
 	done(context.Background(), nil)
+}
+
+// TestIsolationPacing: copies over a target's cap that name themselves
+// take turns in a line. Each is deferred at once, holding no handler, for
+// as long as the copies before it take at the target's pace (its average
+// time in flight over the cap); a copy back with its ticket takes a free
+// slot before a newcomer, who joins the end of the line even with a slot
+// free; and the line is forgotten once every ticket is long due.
+func TestIsolationPacing(t *testing.T) {
+	clk := newClock()
+	iso := newIsolation(0, time.Minute, 2, clk.now)
+	iso.slotWait = 0
+	// Two deliveries of 100ms each: the target takes a copy every 50ms.
+	var held []func(context.Context, error) outcome
+	for _, key := range []string{"warm-1", "warm-2"} {
+		done, _, err := iso.admit(context.Background(), "a", key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, done)
+	}
+	clk.advance(100 * time.Millisecond)
+	for _, done := range held {
+		done(context.Background(), nil)
+	}
+	held = held[:0]
+	for _, key := range []string{"busy-1", "busy-2"} {
+		done, _, err := iso.admit(context.Background(), "a", key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, done)
+	}
+	var waits []time.Duration
+	for i := range 10 {
+		_, _, err := iso.admit(context.Background(), "a", fmt.Sprintf("copy-%d", i), nil)
+		var d *Deferred
+		if !errors.As(err, &d) {
+			t.Fatalf("copy %d over the cap: %v, want deferred", i, err)
+		}
+		waits = append(waits, d.Wait)
+	}
+	for i, w := range waits {
+		// Its turn: (i+1) × 50ms from now, back slotWait/2 early (0 here),
+		// never under minPacedWait.
+		want := max(time.Duration(i+1)*50*time.Millisecond, minPacedWait)
+		if w != want {
+			t.Errorf("copy %d deferred %s, want %s (waits %v)", i, w, want, waits)
+		}
+	}
+	// A slot frees; the newcomer finds a line and joins its end.
+	held[0](context.Background(), nil)
+	_, _, err := iso.admit(context.Background(), "a", "newcomer", nil)
+	var d *Deferred
+	if !errors.As(err, &d) || d.Wait <= waits[len(waits)-1] {
+		t.Fatalf("a newcomer beside a line with a slot free: %v, want deferred past the line's last (%s)", err, waits[len(waits)-1])
+	}
+	// The first in line is back: it takes the free slot.
+	clk.advance(50 * time.Millisecond)
+	done, _, err := iso.admit(context.Background(), "a", "copy-0", nil)
+	if err != nil {
+		t.Fatalf("back with its ticket and a slot free: %v, want admitted", err)
+	}
+	done(context.Background(), nil)
+	held[1](context.Background(), nil)
+	// Long after every ticket was due, the line is gone: a newcomer takes
+	// a free slot.
+	clk.advance(2 * time.Minute)
+	if d, _ := tryKey(t, iso, "a", "late", nil); d != nil {
+		t.Fatalf("with the line long due: %v, want admitted", d)
+	}
+	// A copy without a key is not paced: over the cap, busyWait.
+	a1, _, _ := iso.admit(context.Background(), "a", "", nil)
+	a2, _, _ := iso.admit(context.Background(), "a", "", nil)
+	if d, _ := try(t, iso, "a", nil); d == nil || d.Wait < defaultBusyWait {
+		t.Fatalf("an unnamed copy over the cap: %v, want deferred for busyWait", d)
+	}
+	a1(context.Background(), nil)
+	a2(context.Background(), nil)
+}
+
+// tryKey is try for a copy named key.
+func tryKey(t *testing.T, iso *isolation, target, key string, err error) (*Deferred, *history.CircuitChange) {
+	t.Helper()
+	done, rec, aerr := iso.admit(context.Background(), target, key, nil)
+	var d *Deferred
+	if errors.As(aerr, &d) {
+		return d, rec
+	}
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	done(context.Background(), err)
+	return nil, rec
 }

@@ -100,7 +100,7 @@ func (f *failover[P]) send(ctx context.Context, id string, part *P) error {
 	var refused error
 	for k := range n {
 		p := f.providers[(start+k)%n]
-		done, rec, err := f.iso.admit(ctx, p.Name, nil)
+		done, rec, err := f.iso.admit(ctx, p.Name, "", nil)
 		f.record(ctx, p.Name, rec)
 		var d *Deferred
 		switch {

@@ -156,7 +156,7 @@ func TestFailover(t *testing.T) {
 				1, time.Minute, 4, nil, emailTicket, time.Now)
 			defer providerSets.remove(f.stats)
 			if tt.openA {
-				done, _, err := f.iso.admit(context.Background(), "a", nil)
+				done, _, err := f.iso.admit(context.Background(), "a", "", nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -188,7 +188,7 @@ func TestFailoverEveryCircuitOpen(t *testing.T) {
 	a := &fakeProvider{}
 	f := newFailover("email", []Provider[EmailPart]{{Name: "a", Send: a.send}}, 1, time.Minute, 4, nil, emailTicket, time.Now)
 	defer providerSets.remove(f.stats)
-	done, _, _ := f.iso.admit(context.Background(), "a", nil)
+	done, _, _ := f.iso.admit(context.Background(), "a", "", nil)
 	done(context.Background(), errors.New("down"))
 	err := f.send(context.Background(), "ntf_1", &EmailPart{To: []string{"ada@example.com"}})
 	wait, ok := retry.RetryAfter(err)

@@ -92,7 +92,7 @@ func (w *webhookSender) deliver(ctx context.Context, id string, p *WebhookPart) 
 		_, err := w.send.Send(ctx, webhooks.Request{URL: p.URL, ID: id, Payload: p.Payload})
 		return err
 	}
-	done, _, err := w.hosts.admit(ctx, "host "+host, nil)
+	done, _, err := w.hosts.admit(ctx, "host "+host, id, nil)
 	if err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func (w *webhookSender) deliverToEndpoint(ctx context.Context, id string, p *Web
 		return retry.Permanent(fmt.Errorf("endpoint %s has no secret to sign with", ep.ID))
 	}
 	target := "endpoint " + ep.ID
-	done, rec, err := w.iso.admit(ctx, target, ep.ResetAt)
+	done, rec, err := w.iso.admit(ctx, target, id, ep.ResetAt)
 	if rec != nil {
 		_, _ = w.endpoints.record(ctx, ep.ID, *rec)
 	}

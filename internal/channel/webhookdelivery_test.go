@@ -598,11 +598,23 @@ func TestBareURLHostCap(t *testing.T) {
 	if delivered != limit+1 || deferred != backlog-limit {
 		t.Errorf("%d delivered, %d deferred; want %d delivered (the cap and the other host's) and %d deferred", delivered, deferred, limit+1, backlog-limit)
 	}
-	// Nothing is kept of a host once no copy to it is in flight.
+	// The slow host's line is kept while its deferred copies may come
+	// back for their turns; nothing is kept of a host once no copy to it
+	// is in flight and its line is long due.
 	w.hosts.mu.Lock()
 	left := len(w.hosts.circuits)
 	w.hosts.mu.Unlock()
+	if left != 1 {
+		t.Errorf("%d hosts tracked after every copy ended, want the slow host's line", left)
+	}
+	w.hosts.now = func() time.Time { return time.Now().Add(2 * time.Minute) }
+	if err := w.deliver(context.Background(), "ntf_2", &WebhookPart{URL: fast.URL + "/ok", Payload: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	w.hosts.mu.Lock()
+	left = len(w.hosts.circuits)
+	w.hosts.mu.Unlock()
 	if left != 0 {
-		t.Errorf("%d hosts still tracked after every copy ended", left)
+		t.Errorf("%d hosts still tracked after every copy ended and the line was long due", left)
 	}
 }
