@@ -36,16 +36,16 @@ import (
 // worker itself (its context ending) counts for nothing. With Failures 0
 // the circuit never opens; the cap still holds.
 //
-// A delivery that names its copy (admit's key) is paced instead: a
-// target with a backlog (copies over its cap, deferred) gets a line. A
-// copy over the cap, or arriving while others wait their turn, takes a
-// ticket at the end of the line, due when the target is expected to have
-// a slot for it (the line's length times a delivery's time in flight,
-// averaged, over the cap), and is deferred until then, holding no
-// handler: one target's backlog costs the worker a deferral per copy,
-// not a handler held for slotWait, and comes back at the pace the
-// target takes it. A copy back with its ticket goes before newcomers; at
-// most one newcomer per target waits for a slot in a handler.
+// A delivery that names its copy (admit's key) is paced instead. A copy
+// that finds no free slot waits for one in a handler only when its turn
+// has come and no other copy to the target waits so; otherwise it takes
+// a ticket for its turn, due when the target is expected to have a slot
+// for it (the copies waiting before it times a delivery's time in
+// flight, averaged, over the cap), and is deferred until then, holding
+// no handler. So one target's backlog costs the worker a deferral or two
+// per copy, not a handler held for slotWait each time round, and comes
+// back at about the pace the target takes it; a free slot is never left
+// idle for a copy still away.
 type isolation struct {
 	failures    int
 	cooldown    time.Duration
@@ -91,10 +91,12 @@ type circuit struct {
 	target string
 	users  int
 
-	// The line of paced copies: tickets by copy key, each due at its
-	// time; booked is when the last one is due.
+	// The paced copies waiting their turns: tickets by copy key, each
+	// due at its time; booked is when the last one is due, swept when
+	// tickets long due were last dropped.
 	tickets map[string]time.Time
 	booked  time.Time
+	swept   time.Time
 	// waiting counts the newcomers waiting in a handler for a slot.
 	waiting int
 	// inFlight is a delivery's time in flight, averaged (0: none yet).
@@ -200,34 +202,40 @@ func (iso *isolation) timed(c *circuit, took time.Duration) {
 }
 
 // pacedSlot takes one of c's slots for the copy key, or defers it to its
-// turn in c's line (see isolation).
+// turn (see isolation).
 func (iso *isolation) pacedSlot(ctx context.Context, c *circuit, key string) error {
 	now := iso.now()
 	iso.mu.Lock()
-	if c.booked.Before(now.Add(-time.Minute)) {
-		// Every ticket is long due: the copies that held them went
-		// elsewhere (another replica, a cancellation). The line is empty.
-		clear(c.tickets)
-	}
-	_, ticketed := c.tickets[key]
-	delete(c.tickets, key)
-	line := len(c.tickets) > 0 && c.booked.After(now)
-	if ticketed || !line {
-		select {
-		case c.slots <- struct{}{}:
-			iso.mu.Unlock()
-			return nil
-		default:
+	if now.Sub(c.swept) >= time.Second {
+		// Tickets long due belong to copies that went elsewhere
+		// (another replica, a cancellation): they hold no place.
+		c.swept = now
+		for k, at := range c.tickets {
+			if at.Before(now.Add(-time.Minute)) {
+				delete(c.tickets, k)
+			}
 		}
 	}
-	if !ticketed && (line || c.waiting > 0 || iso.slotWait <= 0) {
-		d := iso.ticket(c, key, now, false)
+	due, ticketed := c.tickets[key]
+	delete(c.tickets, key)
+	select {
+	case c.slots <- struct{}{}:
+		iso.mu.Unlock()
+		return nil
+	default:
+	}
+	// No slot: a copy whose turn has come, or the first over the cap,
+	// waits for one in a handler (maxWaiting copies per target at a time);
+	// any other waits its turn outside.
+	turn := (ticketed && !due.After(now.Add(iso.slotWait))) || len(c.tickets) == 0
+	if c.waiting >= maxWaiting(cap(c.slots)) || iso.slotWait <= 0 || !turn {
+		d := iso.ticket(c, key, now)
 		iso.mu.Unlock()
 		return d
 	}
 	c.waiting++
 	iso.mu.Unlock()
-	t := time.NewTimer(max(iso.slotWait, time.Millisecond))
+	t := time.NewTimer(iso.slotWait)
 	defer t.Stop()
 	var err error
 	select {
@@ -241,41 +249,44 @@ func (iso *isolation) pacedSlot(ctx context.Context, c *circuit, key string) err
 	defer iso.mu.Unlock()
 	c.waiting--
 	if err == errSlotWait {
-		// Back with its ticket and still no slot: the target is slower
-		// than its line reckoned. First in line again, not last.
-		return iso.ticket(c, key, iso.now(), ticketed)
+		return iso.ticket(c, key, iso.now())
 	}
 	return err
 }
 
 var errSlotWait = errors.New("no slot within the wait")
 
-// ticket gives the copy key a turn in c's line and returns its deferral
-// until then; first puts it at the head of the line. iso.mu is held.
-func (iso *isolation) ticket(c *circuit, key string, now time.Time, first bool) *Deferred {
+// maxWaiting is how many paced copies to one target may wait for a slot
+// in a handler at once, for a target that takes limit at once: half as
+// many (one at least), so that a copy coming back while every slot is
+// taken usually finds a place to wait and the target no idle slot, while
+// the handlers it holds stay few.
+func maxWaiting(limit int) int { return max(limit, 1) }
+
+// ticket defers the copy key for its turn: after the copies waiting
+// theirs, each taking the target's time in flight over its cap (averaged
+// over the deliveries so far). iso.mu is held.
+func (iso *isolation) ticket(c *circuit, key string, now time.Time) *Deferred {
 	if c.tickets == nil {
 		c.tickets = map[string]time.Time{}
 	}
-	if len(c.tickets) >= maxTickets {
-		return &Deferred{Wait: iso.spread(iso.busyWait), Why: fmt.Sprintf("%d deliveries in flight, the most it takes at once, and %d copies waiting their turn", cap(c.slots), len(c.tickets))}
+	ahead := len(c.tickets)
+	if ahead >= maxTickets {
+		return &Deferred{Wait: iso.spread(iso.busyWait), Why: fmt.Sprintf("%d deliveries in flight, the most it takes at once, and %d copies waiting their turn", cap(c.slots), ahead)}
 	}
-	// A copy's turn comes every in-flight time over the cap; until the
-	// first delivery ends, slotWait stands for that time.
+	// Until a delivery has ended, a turn is reckoned short: a copy back
+	// too early waits again, reckoned then from what was measured, where
+	// one reckoned too long would leave the target idle.
 	each := c.inFlight
 	if each == 0 {
-		each = max(iso.slotWait, 10*time.Millisecond)
+		each = minPacedWait
 	}
 	each /= time.Duration(cap(c.slots))
-	at := now.Add(each)
-	if !first {
-		at = maxTime(c.booked, now).Add(each)
-		c.booked = at
-	}
+	at := now.Add(time.Duration(ahead+1) * each)
 	c.tickets[key] = at
-	// Back a little early: a copy with its ticket waits up to slotWait
-	// for its slot, where one late leaves the slot idle.
-	wait := max(at.Sub(now)-iso.slotWait/2, minPacedWait)
-	return &Deferred{Wait: wait, Why: fmt.Sprintf("%d deliveries in flight, the most it takes at once; %d copies before it", cap(c.slots), len(c.tickets)-1)}
+	c.booked = maxTime(c.booked, at)
+	return &Deferred{Wait: max(at.Sub(now), minPacedWait),
+		Why: fmt.Sprintf("%d deliveries in flight, the most it takes at once; %d copies wait their turn before it", cap(c.slots), ahead)}
 }
 
 func maxTime(a, b time.Time) time.Time {

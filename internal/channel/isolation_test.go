@@ -268,11 +268,12 @@ func TestIsolationBreakerOff(t *testing.T) {
 }
 
 // TestIsolationPacing: copies over a target's cap that name themselves
-// take turns in a line. Each is deferred at once, holding no handler, for
-// as long as the copies before it take at the target's pace (its average
-// time in flight over the cap); a copy back with its ticket takes a free
-// slot before a newcomer, who joins the end of the line even with a slot
-// free; and the line is forgotten once every ticket is long due.
+// wait their turns outside the worker. Each is deferred at once, holding
+// no handler, for as long as the copies before it take at the target's
+// pace (its average time in flight over the cap); a free slot goes to
+// whoever comes, and a copy back while every slot is taken waits its turn
+// again; tickets long due are forgotten; a copy that names nothing is
+// not paced.
 func TestIsolationPacing(t *testing.T) {
 	clk := newClock()
 	iso := newIsolation(0, time.Minute, 2, clk.now)
@@ -315,18 +316,20 @@ func TestIsolationPacing(t *testing.T) {
 			t.Errorf("copy %d deferred %s, want %s (waits %v)", i, w, want, waits)
 		}
 	}
-	// A slot frees; the newcomer finds a line and joins its end.
+	// A slot frees: a free slot is never left idle for a copy still
+	// away, so a newcomer takes it.
 	held[0](context.Background(), nil)
-	_, _, err := iso.admit(context.Background(), "a", "newcomer", nil)
-	var d *Deferred
-	if !errors.As(err, &d) || d.Wait <= waits[len(waits)-1] {
-		t.Fatalf("a newcomer beside a line with a slot free: %v, want deferred past the line's last (%s)", err, waits[len(waits)-1])
-	}
-	// The first in line is back: it takes the free slot.
-	clk.advance(50 * time.Millisecond)
-	done, _, err := iso.admit(context.Background(), "a", "copy-0", nil)
+	done, _, err := iso.admit(context.Background(), "a", "newcomer", nil)
 	if err != nil {
-		t.Fatalf("back with its ticket and a slot free: %v, want admitted", err)
+		t.Fatalf("a newcomer with a slot free: %v, want admitted", err)
+	}
+	// The first in line, back while every slot is taken, waits its turn
+	// again, after the copies still away.
+	clk.advance(50 * time.Millisecond)
+	_, _, err = iso.admit(context.Background(), "a", "copy-0", nil)
+	var d *Deferred
+	if !errors.As(err, &d) || d.Wait < 9*40*time.Millisecond {
+		t.Fatalf("back with every slot taken: %v, want deferred after the 9 still away", err)
 	}
 	done(context.Background(), nil)
 	held[1](context.Background(), nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -539,20 +540,21 @@ func TestBareURLHostCap(t *testing.T) {
 	}
 	w := newWebhookSender(s, EndpointConfig{Concurrency: limit, Failures: 2, Cooldown: time.Minute}, noStore, EndpointCacheTTL, time.Now)
 
-	jobs := make(chan string)
+	type job struct{ id, url string }
+	jobs := make(chan job)
 	results := make(chan error, backlog+1)
 	for range workers {
 		go func() {
-			for u := range jobs {
-				results <- w.deliver(context.Background(), "ntf_1", &WebhookPart{URL: u, Payload: json.RawMessage(`{}`)})
+			for j := range jobs {
+				results <- w.deliver(context.Background(), j.id, &WebhookPart{URL: j.url, Payload: json.RawMessage(`{}`)})
 			}
 		}()
 	}
 	go func() {
-		for range backlog {
-			jobs <- slow.URL + "/hang"
+		for i := range backlog {
+			jobs <- job{fmt.Sprintf("ntf_%d", i), slow.URL + "/hang"}
 		}
-		jobs <- fast.URL + "/ok"
+		jobs <- job{"ntf_fast", fast.URL + "/ok"}
 		close(jobs)
 	}()
 
