@@ -232,13 +232,14 @@ func (e *endpoints) record(ctx context.Context, id string, c history.CircuitChan
 	return stored, nil
 }
 
-// disable disables the endpoint id with reason.
-func (e *endpoints) disable(ctx context.Context, id, reason string, now time.Time) error {
+// disable disables the endpoint id with reason, and reports whether this
+// call disabled it (false: it was disabled already).
+func (e *endpoints) disable(ctx context.Context, id, reason string, now time.Time) (bool, error) {
 	s, err := e.storeOf(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
-	_, err = s.DisableEndpoint(ctx, id, reason, now)
+	did, err := s.DisableEndpoint(ctx, id, reason, now)
 	e.forget(id)
-	return err
+	return did, err
 }

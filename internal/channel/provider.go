@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -71,12 +72,16 @@ type failover[P any] struct {
 	declared  bool
 	// stored is each provider's circuit state as the store last said it.
 	stored map[string]string
+	// tripped holds the providers whose circuit this worker saw open and
+	// not yet closed again: a circuit that opens again after a failed
+	// probe is reported opened once.
+	tripped map[string]bool
 }
 
 func newFailover[P any](channel string, providers []Provider[P], failures int, cooldown time.Duration, concurrency int,
 	rates func(ctx context.Context) (rateTaker, error), ticket func(id string, p *P) string, now func() time.Time) *failover[P] {
 	f := &failover[P]{channel: channel, providers: providers, iso: newIsolation(failures, cooldown, concurrency, now),
-		rates: rates, ticket: ticket, now: now, stats: newProviderStats(), stored: map[string]string{}}
+		rates: rates, ticket: ticket, now: now, stats: newProviderStats(), stored: map[string]string{}, tripped: map[string]bool{}}
 	for _, p := range providers {
 		var per float64
 		if p.Rate != nil {
@@ -249,6 +254,14 @@ func (f *failover[P]) storedState(name string) string {
 func (f *failover[P]) record(ctx context.Context, name string, c *history.CircuitChange) {
 	if c == nil {
 		return
+	}
+	f.declareMu.Lock()
+	opened := c.State == history.CircuitOpen && !f.tripped[name]
+	f.tripped[name] = c.State != history.CircuitClosed
+	f.declareMu.Unlock()
+	if opened {
+		report(ctx, notification.Operational{Type: notification.OpProviderCircuitOpened, Timestamp: c.Since.UTC(),
+			Data: notification.OpData{Channel: f.channel, Provider: name, LastError: c.LastError}})
 	}
 	if r := f.recorder(ctx); r != nil {
 		if stored, err := r.RecordProviderCircuit(ctx, f.channel, name, *c); err == nil {

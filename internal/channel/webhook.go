@@ -37,6 +37,7 @@ type WebhookConfig struct {
 	Timeout time.Duration `env:"WEBHOOK_TIMEOUT" envDefault:"10s" help:"a duration such as 10s"`
 	AllowConfig
 	EndpointConfig
+	OperatorConfig
 }
 
 // Webhook delivers signed HTTP requests (Standard Webhooks).
@@ -79,11 +80,19 @@ var Webhook = Define(Spec[WebhookPart]{
 		if err := cfg.EndpointConfig.check(); err != nil {
 			return nil, nil, err
 		}
+		if err := cfg.OperatorConfig.Check(getenv); err != nil {
+			return nil, nil, err
+		}
+		opSig, err := cfg.OperatorConfig.signer()
+		if err != nil {
+			return nil, nil, err
+		}
 		s := webhooks.NewSender(webhooks.Config{Timeout: cfg.Timeout, Allow: allow}, sig)
 		// The store is opened by the first delivery to an endpoint: a
 		// worker that only sees bare URLs never touches it.
 		seal, _ := history.SealOptions(cfg.SealKey, cfg.SealKeyFallbacks) // checked above
 		w := newWebhookSender(s, cfg.EndpointConfig, openStore(cfg.HistoryStoreDSN(), seal...), EndpointCacheTTL, time.Now)
+		w.operatorURL, w.operator = cfg.OperatorConfig.URL, opSig
 		return w.deliver, w.endpoints.close, nil
 	},
 	Demo: func(d Downstreams) map[string]string {

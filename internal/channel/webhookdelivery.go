@@ -10,6 +10,7 @@ import (
 
 	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/webhooks"
 )
@@ -32,6 +33,11 @@ type webhookSender struct {
 	endpoints    *endpoints
 	disableAfter time.Duration
 	now          func() time.Time
+	// operatorURL and operator are the operator webhook's URL and
+	// signer (OPERATOR_WEBHOOK_URL, OPERATOR_WEBHOOK_SECRET); nil
+	// operator: none.
+	operatorURL string
+	operator    *webhooks.Signer
 }
 
 func newWebhookSender(s *webhooks.Sender, cfg EndpointConfig, open func(context.Context) (endpointStore, func() error, error),
@@ -79,7 +85,19 @@ func (c EndpointConfig) check() error {
 
 // deliver sends one webhook part of notification id.
 func (w *webhookSender) deliver(ctx context.Context, id string, p *WebhookPart) error {
-	if p.Endpoint != "" {
+	var signers []*webhooks.Signer
+	switch {
+	case isOperator(ctx):
+		// An operational event: signed with the operator's own secret,
+		// and only ever to the operator's URL.
+		switch {
+		case w.operator == nil:
+			return retry.Permanent(errors.New("an operator webhook reached a worker without OPERATOR_WEBHOOK_URL and OPERATOR_WEBHOOK_SECRET"))
+		case p.Endpoint != "" || p.URL != w.operatorURL:
+			return retry.Permanent(errors.New("an operator webhook names another URL than OPERATOR_WEBHOOK_URL"))
+		}
+		signers = []*webhooks.Signer{w.operator}
+	case p.Endpoint != "":
 		return w.deliverToEndpoint(ctx, id, p)
 	}
 	// A bare URL, the demo's form, has no breaker: its failures are
@@ -89,14 +107,14 @@ func (w *webhookSender) deliver(ctx context.Context, id string, p *WebhookPart) 
 	host, ok := bareHost(p.URL)
 	if !ok {
 		// Send refuses it for good, and says why.
-		_, err := w.send.Send(ctx, webhooks.Request{URL: p.URL, ID: id, Payload: p.Payload})
+		_, err := w.send.Send(ctx, webhooks.Request{URL: p.URL, ID: id, Payload: p.Payload, Signers: signers})
 		return err
 	}
 	done, _, err := w.hosts.admit(ctx, "host "+host, id, nil)
 	if err != nil {
 		return err
 	}
-	_, err = w.send.Send(ctx, webhooks.Request{URL: p.URL, ID: id, Payload: p.Payload})
+	_, err = w.send.Send(ctx, webhooks.Request{URL: p.URL, ID: id, Payload: p.Payload, Signers: signers})
 	done(ctx, err)
 	return err
 }
@@ -208,9 +226,16 @@ func (w *webhookSender) disableIfTooLong(ctx context.Context, ep *history.Endpoi
 	}
 	reason := fmt.Sprintf("failing since %s, longer than WEBHOOK_DISABLE_AFTER (%s); last error: %s",
 		failingSince.UTC().Format(time.RFC3339), w.disableAfter, lastErr)
-	if err := w.endpoints.disable(ctx, ep.ID, reason, now); err != nil {
+	did, err := w.endpoints.disable(ctx, ep.ID, reason, now)
+	if err != nil {
 		// Not disabled this time: the next failure tries again.
 		return nil
+	}
+	if did {
+		// Only the worker that disabled it says so: the others find
+		// it disabled already.
+		report(ctx, notification.Operational{Type: notification.OpEndpointDisabled, Timestamp: now.UTC(),
+			Data: notification.OpData{EndpointID: ep.ID, URL: ep.URL, Reason: reason, LastError: lastErr}})
 	}
 	return disabled(ep.ID, reason)
 }

@@ -76,12 +76,18 @@ type Emitter struct {
 	service  string
 	channels channels
 	log      *slog.Logger
-	queue    chan notification.Event
+	queue    chan item
 	dropped  atomic.Uint64
 	wait     time.Duration // ObserveWait, shorter in tests
 
 	mu    sync.Mutex
-	retry []notification.Event // unconfirmed on a lost connection: published first
+	retry []item // unconfirmed on a lost connection: published first
+}
+
+// item is one event to publish: an attempt, or an operational event.
+type item struct {
+	ev notification.Event
+	op *notification.Operational
 }
 
 // NewEmitter returns an Emitter for topology t whose events name service
@@ -96,7 +102,7 @@ func NewEmitter(t retry.Topology, service string, log *slog.Logger) *Emitter {
 		service:  service,
 		channels: channelsOf(t),
 		log:      log,
-		queue:    make(chan notification.Event, BufferSize),
+		queue:    make(chan item, BufferSize),
 		wait:     ObserveWait,
 	}
 }
@@ -104,7 +110,30 @@ func NewEmitter(t retry.Topology, service string, log *slog.Logger) *Emitter {
 // Observe queues ev for publishing. When the buffer is full it waits up to
 // ObserveWait for room, then drops the event and counts it.
 func (e *Emitter) Observe(ev retry.Event) {
-	out := e.channels.event(e.service, ev)
+	e.enqueue(item{ev: e.channels.event(e.service, ev)})
+	if ev.Outcome == retry.Parked {
+		op := e.channels.parked(ev)
+		e.Operate(op)
+	}
+}
+
+// Operate queues op for publishing, as Observe does an attempt: op's
+// Service, ID and Timestamp are filled in when empty.
+func (e *Emitter) Operate(op notification.Operational) {
+	if op.Service == "" {
+		op.Service = e.service
+	}
+	if op.ID == "" {
+		op.ID = NewOpID()
+	}
+	if op.Timestamp.IsZero() {
+		op.Timestamp = time.Now().UTC()
+	}
+	e.enqueue(item{op: &op})
+}
+
+// enqueue queues out, waiting up to e.wait for room.
+func (e *Emitter) enqueue(out item) {
 	select {
 	case e.queue <- out:
 		return
@@ -126,14 +155,14 @@ func (e *Emitter) Dropped() uint64 { return e.dropped.Load() }
 const dropReport = 10 * time.Second
 
 // again keeps events to publish first on the next connection.
-func (e *Emitter) again(evs ...notification.Event) {
+func (e *Emitter) again(evs ...item) {
 	e.mu.Lock()
 	e.retry = append(e.retry, evs...)
 	e.mu.Unlock()
 }
 
 // takeRetries returns the events to publish again, and forgets them.
-func (e *Emitter) takeRetries() []notification.Event {
+func (e *Emitter) takeRetries() []item {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := e.retry
@@ -162,7 +191,7 @@ func (e *Emitter) Run(ctx context.Context, conn *amqp.Connection) error {
 		return fmt.Errorf("events channel: enable publisher confirms: %w", err)
 	}
 	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, inFlight+1))
-	pending := map[uint64]notification.Event{}
+	pending := map[uint64]item{}
 	// Whatever is still unconfirmed when Run returns is published again
 	// on the next connection.
 	defer func() {
@@ -170,7 +199,7 @@ func (e *Emitter) Run(ctx context.Context, conn *amqp.Connection) error {
 			e.again(ev)
 		}
 	}()
-	publish := func(ev notification.Event) error {
+	publish := func(ev item) error {
 		tag := ch.GetNextPublishSeqNo()
 		if err := e.publish(ch, user, ev); err != nil {
 			e.again(ev)
@@ -242,27 +271,35 @@ func (e *Emitter) Run(ctx context.Context, conn *amqp.Connection) error {
 
 // publish sends ev as user, the connection's: the history takes only
 // events relay's own user published.
-func (e *Emitter) publish(ch *amqp.Channel, user string, ev notification.Event) error {
-	body, err := json.Marshal(ev)
+func (e *Emitter) publish(ch *amqp.Channel, user string, it item) error {
+	msg := amqp.Publishing{
+		ContentType:  "application/json",
+		DeliveryMode: amqp.Persistent,
+		UserId:       user,
+	}
+	var key, id string
+	var body []byte
+	var err error
+	if it.op != nil {
+		key, id = OpRoutingKey(it.op.Type), it.op.ID
+		msg.Type, msg.AppId, msg.Timestamp, msg.MessageId = it.op.Type, it.op.Service, it.op.Timestamp, it.op.ID
+		body, err = json.Marshal(it.op)
+	} else {
+		key, id = RoutingKey(it.ev), it.ev.ID
+		msg.Type, msg.AppId, msg.Timestamp = it.ev.Type, it.ev.Service, it.ev.At
+		body, err = json.Marshal(it.ev)
+	}
 	if err != nil {
-		// A notification.Event holds only strings, numbers and a time:
-		// this cannot happen short of a time out of JSON's range. Skip
-		// the event.
-		e.log.Error("encode event", "message_id", ev.ID, "error", err)
+		// An event holds only strings, numbers and a time: this cannot
+		// happen short of a time out of JSON's range. Skip the event.
+		e.log.Error("encode event", "message_id", id, "error", err)
 		return nil
 	}
-	err = ch.Publish(e.exchange, RoutingKey(ev),
+	msg.Body = body
+	err = ch.Publish(e.exchange, key,
 		false, // mandatory
 		false, // immediate
-		amqp.Publishing{
-			ContentType:  "application/json",
-			DeliveryMode: amqp.Persistent,
-			Type:         ev.Type,
-			AppId:        ev.Service,
-			UserId:       user,
-			Timestamp:    ev.At,
-			Body:         body,
-		})
+		msg)
 	if err != nil {
 		return fmt.Errorf("publish event: %w", err)
 	}

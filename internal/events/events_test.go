@@ -168,7 +168,7 @@ func TestEmitterDropsWhenFull(t *testing.T) {
 	}
 	first := <-e.queue
 	want := notification.Event{Type: "attempt", Outcome: "failed", ID: "0", Channel: "email", Queue: "t1.email-queue", At: t0, Service: "worker"}
-	if diff := cmp.Diff(want, first); diff != "" {
+	if diff := cmp.Diff(want, first.ev); diff != "" || first.op != nil {
 		t.Errorf("first queued event (-want +got):\n%s", diff)
 	}
 }

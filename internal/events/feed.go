@@ -400,6 +400,11 @@ func decode(ds []amqp.Delivery, user string, log *slog.Logger) ([]notification.A
 			}
 			evs = append(evs, ev)
 		default:
+			if notification.IsOpType(head.Type) {
+				// Operational events are for operators; the history
+				// records the attempts they come from.
+				continue
+			}
 			log.Warn("dropped a message of unknown type in the history queue", "message_id", d.MessageId, "type", head.Type)
 		}
 	}

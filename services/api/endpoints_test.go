@@ -426,3 +426,31 @@ func TestLoadEndpointsConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestEndpointEnabledIsAnOperationalEvent: enabling a disabled endpoint is
+// endpoint.enabled; enabling an enabled one, or disabling, is none.
+func TestEndpointEnabledIsAnOperationalEvent(t *testing.T) {
+	var ops []notification.Operational
+	store := historytest.Open(t, historytest.SQLite)
+	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
+		d.History, d.Endpoints = store, store
+		d.EndpointRules = EndpointRules{Guard: webhooks.NewGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), Lookup: testResolver}
+		d.Operate = func(op notification.Operational) { ops = append(ops, op) }
+	})
+	rec := call(h, http.MethodPost, "/v1/endpoints", `{"url":"https://hooks.example.com/in"}`, nil)
+	if rec.Code != http.StatusCreated {
+		t.Fatalf("create = %d %s", rec.Code, rec.Body)
+	}
+	ep := decodeAs[endpointBody](t, rec)
+	for _, body := range []string{`{"enabled":true}`, `{"enabled":false}`, `{"enabled":true}`, `{"enabled":true}`} {
+		if rec := call(h, http.MethodPatch, "/v1/endpoints/"+ep.ID, body, nil); rec.Code != http.StatusOK {
+			t.Fatalf("PATCH %s = %d %s", body, rec.Code, rec.Body)
+		}
+	}
+	if len(ops) != 1 {
+		t.Fatalf("%d operational events, want 1 (the enabling of the disabled endpoint): %+v", len(ops), ops)
+	}
+	if op := ops[0]; op.Type != notification.OpEndpointEnabled || op.Data.EndpointID != ep.ID || op.Data.URL != "https://hooks.example.com/in" {
+		t.Errorf("event %+v, want endpoint.enabled of %s with its URL", op, ep.ID)
+	}
+}

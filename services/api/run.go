@@ -198,6 +198,7 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 		},
 		History:          store,
 		Endpoints:        store,
+		Operate:          emitter.Operate,
 		EndpointRules:    rules,
 		IdempotencyTTL:   cfg.IdempotencyTTL,
 		MaxBatch:         cfg.MaxBatch,

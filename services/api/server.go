@@ -20,6 +20,7 @@ import (
 
 	"github.com/relay-demo/relay/internal/dashboard"
 	"github.com/relay-demo/relay/internal/events"
+	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/internal/tracing"
 	"github.com/relay-demo/relay/retry"
 )
@@ -90,6 +91,9 @@ type Deps struct {
 	// read and write them there, and a notification that names one is
 	// checked against it. nil answers both with 503.
 	Endpoints EndpointStore
+	// Operate publishes an operational event (an endpoint enabled
+	// again); nil publishes none.
+	Operate func(notification.Operational)
 	// EndpointRules are what the endpoint routes check besides the store.
 	// The zero value rotates secrets without a grace period and allows
 	// endpoints on the public internet only; see NewEndpointRules.

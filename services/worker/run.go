@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/config"
+	"github.com/relay-demo/relay/internal/events"
 	"github.com/relay-demo/relay/internal/runner"
 	"github.com/relay-demo/relay/retry"
 )
@@ -45,7 +47,29 @@ func Run(ctx context.Context, name string, getenv func(string) string, stdout io
 	cancellations := &historyCancellations{dsn: cfg.historyDSN()}
 	defer cancellations.Close()
 	p := proc.Pipeline(retry.Config{Options: retry.Options{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, ShutdownTimeout: cfg.ShutdownTimeout}},
-		map[string]retry.Handler{name: checkCancelled(name, cancellations, Handler(name, send))})
+		map[string]retry.Handler{name: reporting(proc.Events.Operate, checkCancelled(name, cancellations, Handler(name, send)))})
 	p.StagesElsewhere() // relay retrier runs them
-	return proc.Run(ctx, p)
+	if name != channel.Webhook.Name() {
+		return proc.Run(ctx, p)
+	}
+	// The webhook worker, which signs the operator webhook, also turns
+	// the operational events into its notifications.
+	var op channel.OperatorConfig
+	if err := config.Parse(getenv, &op); err != nil {
+		return err
+	}
+	if !op.On() {
+		return proc.Run(ctx, p)
+	}
+	fwd := &events.Forwarder{Topology: proc.Topology(), Channel: name, URL: op.URL, Service: proc.Name, Log: proc.Log}
+	fctx, stop := context.WithCancel(ctx)
+	forwarded := make(chan struct{})
+	go func() {
+		defer close(forwarded)
+		_ = retry.SuperviseAny(fctx, cfg.URLs(), "relay "+proc.Name+" operator webhooks", proc.Log, fwd.Run)
+	}()
+	err = proc.Run(ctx, p)
+	stop()
+	<-forwarded
+	return err
 }

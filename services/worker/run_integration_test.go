@@ -34,6 +34,9 @@ type stack struct {
 	topo  retry.Topology
 	conn  *amqp.Connection
 	flaky *flaky.Server
+	// stop stops the processes; a test that declares queues of its own
+	// calls it before it deletes them, or the processes declare them again.
+	stop func()
 }
 
 func start(t *testing.T, env map[string]string) *stack {
@@ -116,7 +119,7 @@ func start(t *testing.T, env map[string]string) *stack {
 			return worker.Run(ctx, ch, getenv, w)
 		})
 	}
-	return &stack{topo: topo, conn: conn, flaky: srv}
+	return &stack{topo: topo, conn: conn, flaky: srv, stop: stop}
 }
 
 func cutPort(addr string) (string, string, bool) {

@@ -68,9 +68,20 @@ func Handler(name string, send channel.Sender) retry.HandlerFunc {
 		// The retries so far pick the provider the attempt starts with;
 		// the provider it went through goes into its event.
 		ctx = channel.WithRetries(ctx, m.Retries)
+		if on, _ := m.Headers[notification.HeaderOperator].(bool); on {
+			ctx = channel.WithOperator(ctx)
+		}
 		var via channel.Via
 		err = send(channel.WithVia(ctx, &via), n)
 		m.Via = via.Name()
 		return err
+	}
+}
+
+// reporting hands the operational events h's sender sees happen (an
+// endpoint disabled, a provider's circuit opened) to r.
+func reporting(r channel.Reporter, h retry.Handler) retry.HandlerFunc {
+	return func(ctx context.Context, m *retry.Message) error {
+		return h.Handle(channel.WithReporter(ctx, r), m)
 	}
 }
