@@ -159,3 +159,25 @@ func TestDefineRefusesBrokenSpecs(t *testing.T) {
 		channel.Register(channel.Email)
 	})
 }
+
+// TestLaneKey: what picks a copy's lane is its receiver: a recipient of a
+// copy per recipient, a webhook's endpoint, the host of a bare URL (any
+// spelling of it, any path), and the notification's id when the part
+// names nobody.
+func TestLaneKey(t *testing.T) {
+	n := &notification.Notification{ID: "ntf_1", Parts: map[string]json.RawMessage{
+		"webhook": json.RawMessage(`{"url":"https://Hooks.Example.:8443/a?b=1","payload":{}}`)}}
+	if got := channel.LaneKey(n, "webhook", ""); got != "host hooks.example" {
+		t.Errorf("bare URL: %q, want host hooks.example", got)
+	}
+	n.Parts["webhook"] = json.RawMessage(`{"endpoint":"ep_3kq7ymzd5vbxw2n4c6f7h2j4la","payload":{}}`)
+	if got := channel.LaneKey(n, "webhook", ""); got != "ep_3kq7ymzd5vbxw2n4c6f7h2j4la" {
+		t.Errorf("endpoint: %q", got)
+	}
+	if got := channel.LaneKey(n, "email", "ada@example.com"); got != "ada@example.com" {
+		t.Errorf("a copy's recipient: %q", got)
+	}
+	if got := channel.LaneKey(n, "nothing", ""); got != "ntf_1" {
+		t.Errorf("a part naming nobody: %q, want the id", got)
+	}
+}
