@@ -144,7 +144,7 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 	// The API's own events: a replay from the dashboard or the API.
 	emitter := events.NewEmitter(topo, "api", log)
 
-	var current atomic.Pointer[retry.Publisher]
+	var current atomic.Pointer[retry.Publishers]
 	// The dashboard follows the events exchange and reads queue depths
 	// over the connection of the moment.
 	var live atomic.Pointer[amqp.Connection]
@@ -281,10 +281,13 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 	return s, nil
 }
 
+// publishChannels is how many confirm-mode channels the API publishes on.
+const publishChannels = 4
+
 // connect is the work of one broker connection: declare the topology, open
 // a confirming publisher, offer it to the handlers until the connection or
 // the publisher's channel closes, then withdraw it so Supervise reconnects.
-func connect(topo retry.Topology, current *atomic.Pointer[retry.Publisher], log *slog.Logger) func(context.Context, *amqp.Connection) error {
+func connect(topo retry.Topology, current *atomic.Pointer[retry.Publishers], log *slog.Logger) func(context.Context, *amqp.Connection) error {
 	return func(ctx context.Context, conn *amqp.Connection) error {
 		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 		if err := topo.Declare(ctx, conn); err != nil {
@@ -301,7 +304,9 @@ func connect(topo retry.Topology, current *atomic.Pointer[retry.Publisher], log 
 		if err != nil {
 			return err
 		}
-		p, err := retry.NewPublisher(conn, 0)
+		// A few channels, so that one large batch's publishes do not hold
+		// up every other request's confirm behind them.
+		p, err := retry.NewPublishers(conn, publishChannels, 0)
 		if err != nil {
 			return err
 		}
