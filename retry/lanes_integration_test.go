@@ -18,14 +18,22 @@ import (
 )
 
 // TestLanesRun runs a pipeline whose route has three lanes, on the real
-// broker: a backlog in one lane, every handler of it held, does not hold
-// up a message in another lane, and a message that fails is retried in
-// the lane it came from.
+// broker, on every cell it runs (backend, queue type, hand-off): a
+// backlog in one lane, every handler of it held, does not hold up a
+// message in another lane, and a message that fails is retried in the
+// lane it came from.
 func TestLanesRun(t *testing.T) {
 	url := retrytest.URL(t)
-	prefix := retrytest.Prefix(t)
-	topo := retry.Topology{Prefix: prefix, Backend: retry.Levels, Policy: retry.Policy{Delays: []time.Duration{ms(50)}},
-		Routes: []retry.Route{{Queue: "jobs", Key: "job", Lanes: 3}}}
+	for _, cell := range retrytest.Cells(t, url) {
+		t.Run(cell.Name(), func(t *testing.T) { lanesCell(t, url, cell) })
+	}
+}
+
+func lanesCell(t *testing.T, url string, cell retrytest.Cell) {
+	topo := cell.Topology()
+	topo.Prefix = retrytest.Prefix(t)
+	topo.Policy = retry.Policy{Delays: []time.Duration{ms(50)}}
+	topo.Routes = []retry.Route{{Queue: "jobs", Key: "job", Lanes: 3}}
 	// Two receivers in different lanes.
 	slow := topo.Lane("job", "slow receiver")
 	var fast retry.Route
