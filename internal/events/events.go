@@ -56,6 +56,10 @@ func (c channels) event(service string, ev retry.Event) notification.Event {
 	if age, ok := age(ev); ok {
 		out.AgeMS = age.Milliseconds()
 	}
+	if !ev.Received.IsZero() && !ev.Published.IsZero() {
+		w := ev.Waited.Milliseconds()
+		out.WaitedMS = &w
+	}
 	return out
 }
 
