@@ -36,6 +36,10 @@ type Message struct {
 	// Via is where the handler says it sent the message, such as the
 	// provider of a channel with several: the attempt's event carries it.
 	Via string
+	// Target is what the handler says the message was for, finer than its
+	// queue, such as the webhook endpoint it went to: the attempt's event
+	// carries it, and the backlog is broken down by it.
+	Target string
 }
 
 // Handler does the work for one message. Returning nil acknowledges it; an
@@ -180,7 +184,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 	}
 	took := time.Since(start)
 	e := Event{MessageID: m.ID, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: m.Round, At: time.Now(), Published: d.Timestamp, Duration: took, Via: m.Via,
-		Received: received, Waited: waited(d, received)}
+		Received: received, Waited: waited(d, received), Target: m.Target}
 	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt, "duration_ms", took.Milliseconds())
 
 	var settleErr error
@@ -209,6 +213,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		if next.Outcome == Parked {
 			events[0] = next
 			events[0].Duration, events[0].Via = took, m.Via
+			events[0].Received, events[0].Waited, events[0].Target = e.Received, e.Waited, e.Target
 		} else if next.Outcome != "" {
 			events = append(events, next)
 		}

@@ -79,6 +79,9 @@ type Event struct {
 	// Zero when neither is known, or when a clock ahead of the
 	// consumer's puts that moment in the future.
 	Waited time.Duration
+	// Target is, for a consumer's outcome, what the handler said the
+	// message was for (Message.Target).
+	Target string
 	// Via is where the attempt went, as its handler said (Message.Via):
 	// the provider of a channel with several. Empty when not said.
 	Via string

@@ -63,12 +63,12 @@ func (b *Backlog) Observe(ev notification.Event) {
 	if old, ok := b.queues[ev.Queue]; !ok || !t.at.Before(old.at) {
 		b.queues[ev.Queue] = t
 	}
-	if !channel.IsEndpointID(ev.Recipient) {
+	if !channel.IsEndpointID(ev.Target) {
 		// A bare URL, or no recipient: only registered endpoints are
 		// followed, so the figures stay as few as they are.
 		return
 	}
-	old, ok := b.endpoints[ev.Recipient]
+	old, ok := b.endpoints[ev.Target]
 	if !ok && len(b.endpoints) >= maxBacklogEndpoints {
 		b.forget(t.at)
 		if len(b.endpoints) >= maxBacklogEndpoints {
@@ -76,7 +76,7 @@ func (b *Backlog) Observe(ev notification.Event) {
 		}
 	}
 	if !ok || !t.at.Before(old.at) {
-		b.endpoints[ev.Recipient] = t
+		b.endpoints[ev.Target] = t
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 )
@@ -38,8 +37,7 @@ func TestBacklogFromTheBroker(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			conn := retrytest.Conn(t)
-			topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, QueueType: tt.queueType,
-				CopyHeader: notification.HeaderRecipient})
+			topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, QueueType: tt.queueType})
 			queue := topo.Name("webhook-queue")
 			ch, err := conn.Channel()
 			if err != nil {
@@ -49,7 +47,7 @@ func TestBacklogFromTheBroker(t *testing.T) {
 			const n = 3
 			now := time.Now()
 			for i := range n {
-				h := amqp.Table{notification.HeaderRecipient: epA}
+				h := amqp.Table{}
 				if tt.ready > 0 {
 					h[retry.HeaderReadyAt] = now.Add(-tt.ready).UnixMilli()
 				}
@@ -66,7 +64,10 @@ func TestBacklogFromTheBroker(t *testing.T) {
 			m := NewMetrics(reg, topo)
 			done := make(chan struct{}, n)
 			c := &retry.Consumer{Topology: topo, Queue: queue,
-				Handler: retry.HandlerFunc(func(context.Context, *retry.Message) error { return nil })}
+				Handler: retry.HandlerFunc(func(_ context.Context, m *retry.Message) error {
+					m.Target = epA // as the webhook worker names the endpoint
+					return nil
+				})}
 			c.Observe = Fanout(m.Observe, func(ev retry.Event) {
 				if ev.Outcome == retry.Delivered {
 					done <- struct{}{}

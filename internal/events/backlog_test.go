@@ -16,11 +16,11 @@ const (
 	epB = "ep_bbbbbbbbbbbbbbbbbbbbbbbbbb"
 )
 
-// taken is a worker's delivery of a copy for recipient, received at
+// taken is a worker's delivery of a copy for target, received at
 // t0+at after it had waited ready in queue for waited.
-func taken(queue, recipient string, at, waited time.Duration) retry.Event {
+func taken(queue, target string, at, waited time.Duration) retry.Event {
 	received := t0.Add(at)
-	return retry.Event{Outcome: retry.Delivered, MessageID: "m", Queue: queue, Copy: recipient, Attempt: 1,
+	return retry.Event{Outcome: retry.Delivered, MessageID: "m", Queue: queue, Target: target, Attempt: 1,
 		Received: received, At: received.Add(50 * time.Millisecond), Duration: 50 * time.Millisecond,
 		Published: received.Add(-time.Hour), Waited: waited}
 }
@@ -84,7 +84,7 @@ func TestBacklogMetrics(t *testing.T) {
 			want:   map[string]float64{"relay_queue_backlog_seconds{queue=t1.webhook-queue}": 0},
 		},
 		{
-			name: "bare URLs and no recipient are no endpoints",
+			name: "bare URLs and malformed ids are no endpoints",
 			events: []retry.Event{
 				taken(webhook, "https://example.com/hook", 0, 7*time.Second),
 				taken(webhook, "ep_not-an-id", 0, 7*time.Second),
@@ -93,7 +93,7 @@ func TestBacklogMetrics(t *testing.T) {
 		},
 		{
 			name: "a message with no time to count from is not counted",
-			events: []retry.Event{{Outcome: retry.Delivered, MessageID: "m", Queue: webhook, Copy: epA,
+			events: []retry.Event{{Outcome: retry.Delivered, MessageID: "m", Queue: webhook, Target: epA,
 				Received: t0, At: t0}},
 			want: map[string]float64{},
 		},

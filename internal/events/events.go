@@ -52,6 +52,7 @@ func (c channels) event(service string, ev retry.Event) notification.Event {
 		At:         ev.At,
 		Service:    service,
 		Provider:   ev.Via,
+		Target:     ev.Target,
 	}
 	if age, ok := age(ev); ok {
 		out.AgeMS = age.Milliseconds()
