@@ -195,7 +195,8 @@ func (p *Pipeline) arrows(ev notification.Event, q string) []string {
 
 // Backlog returns, in seconds, how far behind each work queue (by its
 // name without the topology's prefix) and each registered webhook
-// endpoint (by id) is, as the workers' events tell it (events.Backlog).
+// endpoint (by id) is, as the workers' events tell it: the figures of
+// events.Backlog.
 func (p *Pipeline) Backlog() (queues, endpoints map[string]float64) {
 	now := p.now()
 	queues = map[string]float64{}

@@ -380,7 +380,7 @@ func TestQueuesBacklog(t *testing.T) {
 	waited := func(ms int64) *int64 { return &ms }
 	const ep = "ep_aaaaaaaaaaaaaaaaaaaaaaaaaa"
 	p.Observe(notification.Event{Outcome: retry.Delivered, ID: "ntf_a", Channel: "webhook", Target: ep,
-		Queue: topo.Name("webhook-queue"), Attempt: 1, At: t0, WaitedMS: waited(42_500)})
+		Queue: topo.Name("webhook-queue"), Attempt: 1, At: t0, AgeMS: 90_000, WaitedMS: waited(42_500)})
 	p.Observe(notification.Event{Outcome: retry.Delivered, ID: "ntf_b", Channel: "webhook", Target: "https://example.com/hook",
 		Queue: topo.Name("webhook-queue"), Attempt: 1, At: t0, WaitedMS: waited(42_500)})
 	depths := func(context.Context) (map[string]int, error) { return map[string]int{"webhook-queue": 7}, nil }
@@ -392,7 +392,7 @@ func TestQueuesBacklog(t *testing.T) {
 		want          string
 	}{
 		{"with a token", time.Second, "Bearer " + goodToken,
-			`{"backlog_seconds":{"webhook-queue":42.5},"endpoint_backlog_seconds":{"` + ep + `":42.5},"queues":{"webhook-queue":7}}`},
+			`{"backlog_seconds":{"webhook-queue":42.5},"endpoint_backlog_seconds":{"` + ep + `":90},"queues":{"webhook-queue":7}}`},
 		{"public", time.Second, "", `{"backlog_seconds":{"webhook-queue":42.5},"queues":{"webhook-queue":7}}`},
 		{"idle", events.BacklogIdle + time.Second, "Bearer " + goodToken,
 			`{"backlog_seconds":{"webhook-queue":0},"endpoint_backlog_seconds":{},"queues":{"webhook-queue":7}}`},

@@ -17,11 +17,16 @@ const BacklogIdle = 30 * time.Second
 const maxBacklogEndpoints = 10_000
 
 // Backlog follows how far behind each work queue, and each registered
-// webhook endpoint, is: how long the message a worker took last had been
-// ready in its queue when the worker received it (retry.Event.Waited).
-// Taken in order from the head of the queue, that is the age of the oldest
-// ready message at that moment. It is fed with the workers' events, the
-// only ones that carry a wait (notification.Event.WaitedMS).
+// webhook endpoint, is. A queue's figure is how long the message a worker
+// took last had been ready in it when the worker received it
+// (retry.Event.Waited): taken in order from the head of the queue, that is
+// the age of the oldest ready message at that moment. An endpoint's is how
+// old the copy for it a worker took last was (since it was published, or
+// fell due): its copies also wait apart from the queue, in the delay
+// backend, while the endpoint's circuit is open, its limits hold them or
+// they are retried, and that wait is the endpoint's own. Backlog is fed
+// with the workers' events, the only ones that carry a wait
+// (notification.Event.WaitedMS).
 //
 // A queue nobody takes from tells nothing: the figure stands for
 // BacklogIdle after the last take and then falls to 0, as an emptied queue
@@ -35,9 +40,10 @@ type Backlog struct {
 	endpoints map[string]take
 }
 
-// take is one message taken: how long it had waited, and when.
+// take is one message taken: how far behind it found its queue or
+// endpoint, and when.
 type take struct {
-	waited time.Duration
+	behind time.Duration
 	at     time.Time
 }
 
@@ -56,7 +62,7 @@ func (b *Backlog) Observe(ev notification.Event) {
 	if ev.WaitedMS == nil || ev.Queue == "" {
 		return
 	}
-	t := take{waited: time.Duration(max(*ev.WaitedMS, 0)) * time.Millisecond,
+	t := take{behind: time.Duration(max(*ev.WaitedMS, 0)) * time.Millisecond,
 		at: ev.At.Add(-time.Duration(ev.DurationMS) * time.Millisecond)}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -64,11 +70,14 @@ func (b *Backlog) Observe(ev notification.Event) {
 		b.queues[ev.Queue] = t
 	}
 	if !channel.IsEndpointID(ev.Target) {
-		// A bare URL, or no recipient: only registered endpoints are
+		// A bare URL, or no endpoint: only registered endpoints are
 		// followed, so the figures stay as few as they are.
 		return
 	}
 	old, ok := b.endpoints[ev.Target]
+	// The copy's age when it was taken: its age at the decision, less
+	// the attempt.
+	t.behind = time.Duration(max(ev.AgeMS-ev.DurationMS, 0)) * time.Millisecond
 	if !ok && len(b.endpoints) >= maxBacklogEndpoints {
 		b.forget(t.at)
 		if len(b.endpoints) >= maxBacklogEndpoints {
@@ -99,13 +108,14 @@ func (b *Backlog) Queues(now time.Time) map[string]float64 {
 	for q, t := range b.queues {
 		out[q] = 0
 		if now.Sub(t.at) <= b.idle {
-			out[q] = t.waited.Seconds()
+			out[q] = t.behind.Seconds()
 		}
 	}
 	return out
 }
 
-// Endpoints returns, at now, the backlog in seconds of each registered
+// Endpoints returns, at now, the age in seconds of the copy taken last for
+// each registered
 // endpoint a worker delivered to within the time a figure stands; the
 // others are forgotten.
 func (b *Backlog) Endpoints(now time.Time) map[string]float64 {
@@ -114,7 +124,7 @@ func (b *Backlog) Endpoints(now time.Time) map[string]float64 {
 	b.forget(now)
 	out := make(map[string]float64, len(b.endpoints))
 	for id, t := range b.endpoints {
-		out[id] = t.waited.Seconds()
+		out[id] = t.behind.Seconds()
 	}
 	return out
 }

@@ -17,12 +17,13 @@ const (
 )
 
 // taken is a worker's delivery of a copy for target, received at
-// t0+at after it had waited ready in queue for waited.
+// t0+at after it had waited ready in queue for waited; the copy was
+// published 100 s before that wait began (it waited for retries).
 func taken(queue, target string, at, waited time.Duration) retry.Event {
 	received := t0.Add(at)
 	return retry.Event{Outcome: retry.Delivered, MessageID: "m", Queue: queue, Target: target, Attempt: 1,
 		Received: received, At: received.Add(50 * time.Millisecond), Duration: 50 * time.Millisecond,
-		Published: received.Add(-time.Hour), Waited: waited}
+		Published: received.Add(-waited - 100*time.Second), Waited: waited}
 }
 
 func TestBacklogMetrics(t *testing.T) {
@@ -39,6 +40,8 @@ func TestBacklogMetrics(t *testing.T) {
 			want:   map[string]float64{},
 		},
 		{
+			// A queue's figure is the copy's wait in it; an endpoint's,
+			// the copy's age, its waits for retries included.
 			name: "the latest take counts, per queue and per endpoint",
 			events: []retry.Event{
 				taken(webhook, epA, 0, 40*time.Second),
@@ -49,8 +52,8 @@ func TestBacklogMetrics(t *testing.T) {
 			want: map[string]float64{
 				"relay_queue_backlog_seconds{queue=t1.webhook-queue}":                    12,
 				"relay_queue_backlog_seconds{queue=t1.email-queue}":                      3,
-				"relay_endpoint_backlog_seconds{endpoint=ep_aaaaaaaaaaaaaaaaaaaaaaaaaa}": 40,
-				"relay_endpoint_backlog_seconds{endpoint=ep_bbbbbbbbbbbbbbbbbbbbbbbbbb}": 12,
+				"relay_endpoint_backlog_seconds{endpoint=ep_aaaaaaaaaaaaaaaaaaaaaaaaaa}": 140,
+				"relay_endpoint_backlog_seconds{endpoint=ep_bbbbbbbbbbbbbbbbbbbbbbbbbb}": 112,
 			},
 		},
 		{
@@ -62,7 +65,7 @@ func TestBacklogMetrics(t *testing.T) {
 			at: 6 * time.Second,
 			want: map[string]float64{
 				"relay_queue_backlog_seconds{queue=t1.webhook-queue}":                    2,
-				"relay_endpoint_backlog_seconds{endpoint=ep_aaaaaaaaaaaaaaaaaaaaaaaaaa}": 2,
+				"relay_endpoint_backlog_seconds{endpoint=ep_aaaaaaaaaaaaaaaaaaaaaaaaaa}": 102,
 			},
 		},
 		{
@@ -74,7 +77,7 @@ func TestBacklogMetrics(t *testing.T) {
 			at: BacklogIdle + 10*time.Second,
 			want: map[string]float64{
 				"relay_queue_backlog_seconds{queue=t1.webhook-queue}":                    5,
-				"relay_endpoint_backlog_seconds{endpoint=ep_bbbbbbbbbbbbbbbbbbbbbbbbbb}": 5,
+				"relay_endpoint_backlog_seconds{endpoint=ep_bbbbbbbbbbbbbbbbbbbbbbbbbb}": 105,
 			},
 		},
 		{

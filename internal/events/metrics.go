@@ -32,8 +32,9 @@ var EndToEndBuckets = []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 //     timestamp);
 //   - relay_queue_backlog_seconds{queue}: how far behind a work queue is,
 //     as this process's workers last found it (see Backlog);
-//   - relay_endpoint_backlog_seconds{endpoint}: the same for each
-//     registered webhook endpoint this process delivered to lately.
+//   - relay_endpoint_backlog_seconds{endpoint}: how far behind each
+//     registered webhook endpoint this process delivered to lately is:
+//     the age of its copy taken last.
 //
 // The queue labels carry the queue as the event names it, with the
 // topology's prefix: a prefixed run (tests, workshops) shows up apart from
@@ -101,7 +102,7 @@ var (
 		"How long the message a worker took last from the work queue had waited there, ready: the age of the oldest ready message then; 0 once nothing was taken for 30s.",
 		[]string{"queue"}, nil)
 	endpointBacklogDesc = prometheus.NewDesc("relay_endpoint_backlog_seconds",
-		"How long the webhook copy for the registered endpoint a worker took last had waited, ready, in the webhook queue; an endpoint nothing was taken for in 30s is left out.",
+		"How old the webhook copy for the registered endpoint a worker took last was, since it was published or fell due (its waits for retries, the circuit and limits included); an endpoint nothing was taken for in 30s is left out.",
 		[]string{"endpoint"}, nil)
 )
 

@@ -962,8 +962,8 @@
   }
 
   // The backlog of each work queue and endpoint, in seconds, as the
-  // workers last found it (the API's figure): shown beside the depths and
-  // in the endpoints' rows.
+  // workers last found it (the API's figures, see docs/template.md):
+  // shown beside the depths and in the endpoints' rows.
   let queueBacklog = {};
   let endpointBacklog = {};
 
