@@ -115,9 +115,8 @@ func (b *Backlog) Queues(now time.Time) map[string]float64 {
 }
 
 // Endpoints returns, at now, the age in seconds of the copy taken last for
-// each registered
-// endpoint a worker delivered to within the time a figure stands; the
-// others are forgotten.
+// each registered endpoint a worker took one for within the time a figure
+// stands; the others are forgotten.
 func (b *Backlog) Endpoints(now time.Time) map[string]float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
