@@ -389,6 +389,7 @@ var ErrNotLinear = errors.New("schedule not linear")
 func (t Topology) schedule(ctx context.Context, hop *Hop, d *amqp.Delivery, h amqp.Table, dest string, delay time.Duration, now time.Time) (time.Duration, error) {
 	delay = min(max(delay, 0), MaxDelay)
 	r := t.delayer().route(t, dest, delay)
+	h[HeaderReadyAt] = now.Add(r.wait).UnixMilli()
 	for k, v := range r.headers {
 		h[k] = v
 	}

@@ -36,6 +36,10 @@ type Message struct {
 	// Via is where the handler says it sent the message, such as the
 	// provider of a channel with several: the attempt's event carries it.
 	Via string
+	// Target is what the handler says the message was for, finer than its
+	// queue, such as the webhook endpoint it went to: the attempt's event
+	// carries it, and the backlog is broken down by it.
+	Target string
 }
 
 // Handler does the work for one message. Returning nil acknowledges it; an
@@ -138,6 +142,7 @@ func (c *Consumer) Run(ctx context.Context, conn *amqp.Connection) error {
 }
 
 func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error {
+	received := time.Now()
 	t := c.Topology
 	if d.Exchange != "" && d.Exchange == t.Ingress() && carriesAny(d.Headers, pipelineHeaders) {
 		// A producer's message: relay did not write these.
@@ -178,7 +183,8 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		<-c.slots
 	}
 	took := time.Since(start)
-	e := Event{MessageID: m.ID, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: m.Round, At: time.Now(), Published: d.Timestamp, Duration: took, Via: m.Via}
+	e := Event{MessageID: m.ID, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: m.Round, At: time.Now(), Published: d.Timestamp, Duration: took, Via: m.Via,
+		Received: received, Waited: waited(d, received), Target: m.Target}
 	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt, "duration_ms", took.Milliseconds())
 
 	var settleErr error
@@ -207,6 +213,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		if next.Outcome == Parked {
 			events[0] = next
 			events[0].Duration, events[0].Via = took, m.Via
+			events[0].Received, events[0].Waited, events[0].Target = e.Received, e.Waited, e.Target
 		} else if next.Outcome != "" {
 			events = append(events, next)
 		}
@@ -351,6 +358,21 @@ func (c *Consumer) fail(ctx context.Context, pub *Hop, d *amqp.Delivery, cause e
 		return err
 	}
 	return d.Ack(false)
+}
+
+// waited is how long d had been ready in its work queue when it was
+// received: since HeaderReadyAt, which the pipeline sets when a wait ends
+// or a replay starts, else since its timestamp. The timestamp counts in
+// whole seconds (AMQP's), so a first attempt reads up to a second more.
+func waited(d *amqp.Delivery, received time.Time) time.Duration {
+	ready := d.Timestamp
+	if ms, ok := headerInt(d.Headers, HeaderReadyAt); ok && ms > 0 {
+		ready = time.UnixMilli(ms)
+	}
+	if ready.IsZero() || ready.After(received) {
+		return 0
+	}
+	return received.Sub(ready)
 }
 
 // oversized is the permanent failure of a message whose headers fill the

@@ -360,6 +360,7 @@ func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 			return false, nil
 		}
 		h := replayHeaders(d.Headers)
+		h[HeaderReadyAt] = time.Now().UnixMilli()
 		if err := pub.Publish(ctx, "", source, true /* mandatory */, Republish(d, h)); err != nil {
 			if errors.Is(err, ErrUnroutable) {
 				failed = append(failed, fmt.Errorf("message %q: %w", d.MessageId, err))

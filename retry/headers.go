@@ -66,6 +66,11 @@ const (
 	// HeaderPriorError is, on a replayed message, the last error of the
 	// round that ended when it was parked.
 	HeaderPriorError = "x-prior-error"
+	// HeaderReadyAt is when (Unix milliseconds) the message is ready in
+	// its work queue again: set when a retry is scheduled (the moment its
+	// wait ends) and when it is replayed. The consumer reads it to tell
+	// how long the message waited there (Event.Waited).
+	HeaderReadyAt = "x-ready-at"
 )
 
 // MaxCopyLength bounds the value of a topology's CopyHeader: a longer
@@ -98,7 +103,7 @@ func (t Topology) Copy(h amqp.Table) string {
 var pipelineHeaders = []string{
 	HeaderRetryCount, HeaderOriginalQueue, HeaderFirstFailedAt, HeaderLastError, HeaderRetryAfter,
 	HeaderNotBefore, HeaderWaits, HeaderDeadSource, HeaderDeadReason, HeaderParkedAt, HeaderClaimedSource,
-	HeaderReplays, HeaderAttempts, HeaderDeferrals, HeaderPriorRetries, HeaderPriorError,
+	HeaderReplays, HeaderAttempts, HeaderDeferrals, HeaderPriorRetries, HeaderPriorError, HeaderReadyAt,
 }
 
 // attempts is how many deliveries a message has had in this round:

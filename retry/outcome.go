@@ -69,6 +69,19 @@ type Event struct {
 	// Published is the message's AMQP timestamp, set by its producer:
 	// At minus Published is the message's age.
 	Published time.Time
+	// Received is, for a consumer's outcome, when the consumer received
+	// the message; zero for the stages' decisions.
+	Received time.Time
+	// Waited is, for a consumer's outcome, how long the message had been
+	// ready in its work queue when the consumer received it: since its
+	// retry wait ended or it was replayed (HeaderReadyAt), else since its
+	// AMQP timestamp (when its producer published it, or it fell due).
+	// Zero when neither is known, or when a clock ahead of the
+	// consumer's puts that moment in the future.
+	Waited time.Duration
+	// Target is, for a consumer's outcome, what the handler said the
+	// message was for (Message.Target).
+	Target string
 	// Via is where the attempt went, as its handler said (Message.Via):
 	// the provider of a channel with several. Empty when not said.
 	Via string

@@ -704,6 +704,36 @@ func TestEndpointsInBrowser(t *testing.T) {
 	retrytest.Eventually(t, 20*time.Second, func() bool {
 		return r.copies(t, delivered)["webhook"].Status == "delivered"
 	}, "the notification to the healthy endpoint was not delivered")
+	// The healthy endpoint's copy was taken as soon as it was published:
+	// its backlog, and the webhook queue's, are a second or two at most
+	// (the AMQP timestamp counts whole seconds). The API says so, and the
+	// page shows what the API says.
+	var backlog struct {
+		Queues    map[string]float64 `json:"backlog_seconds"`
+		Endpoints map[string]float64 `json:"endpoint_backlog_seconds"`
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		code, b := r.call(t, http.MethodGet, "/dashboard/queues", "", true)
+		if code == http.StatusOK && json.Unmarshal(b, &backlog) == nil {
+			if _, ok := backlog.Endpoints[okID]; ok {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /dashboard/queues never gave the healthy endpoint's backlog: %d %s", code, b)
+		}
+		time.Sleep(50 * time.Millisecond) // polling the API, not waiting for the broker
+	}
+	if q, ok := backlog.Queues["webhook-queue"]; !ok || q >= 5 || backlog.Endpoints[okID] >= 5 {
+		t.Errorf("backlog: webhook-queue %v (reported %t), the healthy endpoint %v; want both under 5 s", q, ok, backlog.Endpoints[okID])
+	}
+	run(t, ctx, "see the backlog of the healthy endpoint and of the webhook queue",
+		waitFor(`(() => {
+			const ep = document.querySelector('#endpoints tr[data-endpoint="`+okID+`"][data-backlog]');
+			const q = document.querySelector('#queues .queue[data-queue="webhook-queue"][data-backlog]');
+			return ep !== null && q !== null && Number(ep.dataset.backlog) < 5 && Number(q.dataset.backlog) < 5;
+		})()`),
+	)
 	if got := r.circuit(t, downID); got != "open" {
 		t.Errorf("the API says the sick endpoint's circuit is %q while the page says open", got)
 	}

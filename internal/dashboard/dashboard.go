@@ -129,7 +129,9 @@ type Dashboard struct {
 //     stream opens, and a ": ping" comment every 15s; a 429 beyond the
 //     caps;
 //   - GET /dashboard/queues: {"queues": {"email-queue": 3, ...}}, or a
-//     503 with {"error": "..."} when the depths cannot be read;
+//     503 with {"error": "..."} when the depths cannot be read; with the
+//     Pipeline, also "backlog_seconds" by work queue and, with a token,
+//     "endpoint_backlog_seconds" by endpoint id (see Pipeline.Backlog);
 //   - GET /dashboard/pipeline: the topology as boxes and arrows, with
 //     each box's depth and each arrow's rate over the last seconds (see
 //     Pipeline);
@@ -248,7 +250,16 @@ func (s *server) queues(w http.ResponseWriter, r *http.Request) error {
 			depths = d
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"queues": depths})
+	out := map[string]any{"queues": depths}
+	if s.Pipeline != nil {
+		queues, endpoints := s.Pipeline.Backlog()
+		out["backlog_seconds"] = queues
+		if full {
+			// Endpoint ids are for those who may list the endpoints.
+			out["endpoint_backlog_seconds"] = endpoints
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/internal/diagram"
+	"github.com/relay-demo/relay/internal/events"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/internal/problem"
 	"github.com/relay-demo/relay/retry"
@@ -33,6 +34,10 @@ type Pipeline struct {
 	graph diagram.Graph
 	now   func() time.Time
 
+	// backlog follows how far behind each work queue and endpoint is,
+	// as the metrics do.
+	backlog *events.Backlog
+
 	mu      sync.Mutex
 	counts  map[string]*[rateSlots]slot // edge id -> per-second counts
 	waiting map[string]waiting          // copy -> its wait
@@ -55,7 +60,7 @@ type waiting struct {
 
 // NewPipeline returns the picture of topology t, with no traffic yet.
 func NewPipeline(t retry.Topology) *Pipeline {
-	return &Pipeline{topo: t, graph: diagram.Of(t), now: time.Now,
+	return &Pipeline{topo: t, graph: diagram.Of(t), now: time.Now, backlog: events.NewBacklog(events.BacklogIdle),
 		counts: map[string]*[rateSlots]slot{}, waiting: map[string]waiting{}}
 }
 
@@ -85,13 +90,14 @@ func (p *Pipeline) Follow(ctx context.Context, in <-chan notification.Event) <-c
 	return out
 }
 
-// Observe counts ev on the arrows the message took, and follows the wait
-// it scheduled.
+// Observe counts ev on the arrows the message took, follows the wait it
+// scheduled, and the backlog a worker found.
 func (p *Pipeline) Observe(ev notification.Event) {
 	q := strings.TrimPrefix(ev.Queue, p.topo.Prefix)
 	if q == "" {
 		return
 	}
+	p.backlog.Observe(ev)
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -185,6 +191,21 @@ func (p *Pipeline) arrows(ev notification.Event, q string) []string {
 		out = append(out, id(from, retry.DeadExchange), id(retry.DeadExchange, retry.DeadQueue))
 	}
 	return out
+}
+
+// Backlog returns, in seconds, how far behind each work queue (by its
+// name without the topology's prefix) and each registered webhook
+// endpoint (by id) is, as the workers' events tell it: the figures of
+// events.Backlog.
+func (p *Pipeline) Backlog() (queues, endpoints map[string]float64) {
+	now := p.now()
+	queues = map[string]float64{}
+	for q, s := range p.backlog.Queues(now) {
+		if name, ok := strings.CutPrefix(q, p.topo.Prefix); ok {
+			queues[name] = s
+		}
+	}
+	return queues, p.backlog.Endpoints(now)
 }
 
 // expire forgets the waits that are over. p.mu is held.

@@ -369,3 +369,44 @@ func durable(b retry.Backend) retry.QueueType {
 	f, _ := retry.FeaturesOf(b)
 	return f.Durable()
 }
+
+// TestQueuesBacklog reads the backlog the workers' events tell, by work
+// queue for everyone, and by endpoint only with a token.
+func TestQueuesBacklog(t *testing.T) {
+	topo := pipelineTopology(retry.Levels, retry.ViaStages)
+	p := NewPipeline(topo)
+	now := t0
+	p.now = func() time.Time { return now }
+	waited := func(ms int64) *int64 { return &ms }
+	const ep = "ep_aaaaaaaaaaaaaaaaaaaaaaaaaa"
+	p.Observe(notification.Event{Outcome: retry.Delivered, ID: "ntf_a", Channel: "webhook", Target: ep,
+		Queue: topo.Name("webhook-queue"), Attempt: 1, At: t0, AgeMS: 90_000, WaitedMS: waited(42_500)})
+	p.Observe(notification.Event{Outcome: retry.Delivered, ID: "ntf_b", Channel: "webhook", Target: "https://example.com/hook",
+		Queue: topo.Name("webhook-queue"), Attempt: 1, At: t0, WaitedMS: waited(42_500)})
+	depths := func(context.Context) (map[string]int, error) { return map[string]int{"webhook-queue": 7}, nil }
+	h := New(Deps{Pipeline: p, Queues: depths, Authenticate: authenticate, Public: true})
+	tests := []struct {
+		name          string
+		after         time.Duration
+		authorization string
+		want          string
+	}{
+		{"with a token", time.Second, "Bearer " + goodToken,
+			`{"backlog_seconds":{"webhook-queue":42.5},"endpoint_backlog_seconds":{"` + ep + `":90},"queues":{"webhook-queue":7}}`},
+		{"public", time.Second, "", `{"backlog_seconds":{"webhook-queue":42.5},"queues":{"webhook-queue":7}}`},
+		{"idle", events.BacklogIdle + time.Second, "Bearer " + goodToken,
+			`{"backlog_seconds":{"webhook-queue":0},"endpoint_backlog_seconds":{},"queues":{"webhook-queue":7}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now = t0.Add(tt.after)
+			resp, body := get(t, h, "/dashboard/queues", tt.authorization)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("GET /dashboard/queues = %d %s", resp.StatusCode, body)
+			}
+			if got := strings.TrimSpace(body); got != tt.want {
+				t.Errorf("GET /dashboard/queues = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -54,9 +54,14 @@ func (c channels) event(service string, ev retry.Event) notification.Event {
 		At:         ev.At,
 		Service:    service,
 		Provider:   ev.Via,
+		Target:     ev.Target,
 	}
 	if age, ok := age(ev); ok {
 		out.AgeMS = age.Milliseconds()
+	}
+	if !ev.Received.IsZero() && !ev.Published.IsZero() {
+		w := ev.Waited.Milliseconds()
+		out.WaitedMS = &w
 	}
 	return out
 }

@@ -193,6 +193,8 @@ func samples(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 			switch {
 			case m.GetCounter() != nil:
 				out[f.GetName()+key] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[f.GetName()+key] = m.GetGauge().GetValue()
 			case m.GetHistogram() != nil:
 				out[f.GetName()+"_count"+key] = float64(m.GetHistogram().GetSampleCount())
 				out[f.GetName()+"_sum"+key] = m.GetHistogram().GetSampleSum()

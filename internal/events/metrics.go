@@ -2,6 +2,7 @@ package events
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,7 +29,12 @@ var EndToEndBuckets = []float64{0.005, 0.025, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 //     (deferrals' waits aside);
 //   - relay_end_to_end_seconds{channel,outcome}: the age of messages when
 //     delivered or parked (only for messages whose producer set the AMQP
-//     timestamp).
+//     timestamp);
+//   - relay_queue_backlog_seconds{queue}: how far behind a work queue is,
+//     as this process's workers last found it (see Backlog);
+//   - relay_endpoint_backlog_seconds{endpoint}: how far behind each
+//     registered webhook endpoint this process delivered to lately is:
+//     the age of its copy taken last.
 //
 // The queue labels carry the queue as the event names it, with the
 // topology's prefix: a prefixed run (tests, workshops) shows up apart from
@@ -41,6 +47,8 @@ type Metrics struct {
 	parked     *prometheus.CounterVec
 	delay      prometheus.Histogram
 	endToEnd   *prometheus.HistogramVec
+	backlog    *Backlog
+	now        func() time.Time // the clock the backlog is read by
 }
 
 // NewMetrics creates the metrics for topology t and registers them with
@@ -75,11 +83,44 @@ func NewMetrics(reg prometheus.Registerer, t retry.Topology) *Metrics {
 			Help:    "Time from publishing a notification to its delivery or parking.",
 			Buckets: EndToEndBuckets,
 		}, []string{"channel", "outcome"}),
+		backlog: NewBacklog(BacklogIdle),
+		now:     time.Now,
 	}
 	if reg != nil {
-		reg.MustRegister(m.deliveries, m.retries, m.deferrals, m.parked, m.delay, m.endToEnd)
+		reg.MustRegister(m.deliveries, m.retries, m.deferrals, m.parked, m.delay, m.endToEnd,
+			backlogCollector{m})
 	}
 	return m
+}
+
+// backlogCollector reads a Backlog at each scrape: its figures depend on
+// the time they are read at.
+type backlogCollector struct{ m *Metrics }
+
+var (
+	queueBacklogDesc = prometheus.NewDesc("relay_queue_backlog_seconds",
+		"How long the message a worker took last from the work queue had waited there, ready: the age of the oldest ready message then; 0 once nothing was taken for 30s.",
+		[]string{"queue"}, nil)
+	endpointBacklogDesc = prometheus.NewDesc("relay_endpoint_backlog_seconds",
+		"How old the webhook copy for the registered endpoint a worker took last was, since it was published or fell due (its waits for retries, the circuit and limits included); an endpoint nothing was taken for in 30s is left out.",
+		[]string{"endpoint"}, nil)
+)
+
+// Describe sends the backlog metrics' descriptions.
+func (c backlogCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- queueBacklogDesc
+	ch <- endpointBacklogDesc
+}
+
+// Collect sends the backlog of each queue and endpoint, as of now.
+func (c backlogCollector) Collect(ch chan<- prometheus.Metric) {
+	now := c.m.now()
+	for q, s := range c.m.backlog.Queues(now) {
+		ch <- prometheus.MustNewConstMetric(queueBacklogDesc, prometheus.GaugeValue, s, q)
+	}
+	for id, s := range c.m.backlog.Endpoints(now) {
+		ch <- prometheus.MustNewConstMetric(endpointBacklogDesc, prometheus.GaugeValue, s, id)
+	}
 }
 
 // Observe counts one decision. It suits the Observe fields of retry.Stages
@@ -98,6 +139,7 @@ func (m *Metrics) Observe(ev retry.Event) {
 	case retry.Parked:
 		m.parked.WithLabelValues(ev.Queue, ev.Reason).Inc()
 	}
+	m.backlog.Observe(m.channels.event("", ev))
 	switch ev.Outcome {
 	case retry.Delivered, retry.Parked:
 		if a, ok := age(ev); ok {

@@ -54,6 +54,15 @@ type Event struct {
 	// AgeMS is the message's age at the decision: At minus the time its
 	// producer published it; zero when that time is unknown.
 	AgeMS int64 `json:"age_ms"`
+	// WaitedMS is, for a worker's outcome, how long the message had been
+	// ready in its work queue when the worker received it
+	// (retry.Event.Waited); absent for the other decisions, and when the
+	// message carries no time to count from.
+	WaitedMS *int64 `json:"waited_ms,omitempty"`
+	// Target is, for a worker's outcome, what the copy was for, finer than
+	// its channel: the id of the registered webhook endpoint it went to
+	// (retry.Event.Target).
+	Target string `json:"target,omitempty"`
 	// Service names the process that made the decision.
 	Service string `json:"service"`
 	// Provider is the provider the attempt went through, for a channel

@@ -74,6 +74,8 @@ func Handler(name string, send channel.Sender) retry.HandlerFunc {
 		var via channel.Via
 		err = send(channel.WithVia(ctx, &via), n)
 		m.Via = via.Name()
+		// The endpoint a webhook copy went to, for the backlog by endpoint.
+		m.Target = channel.WebhookEndpoint(n)
 		return err
 	}
 }

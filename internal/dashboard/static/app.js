@@ -961,6 +961,12 @@
     return Number(m[1]) * { ms: 1, s: 1000, m: 60000, h: 3600000 }[m[2]];
   }
 
+  // The backlog of each work queue and endpoint, in seconds, as the
+  // workers last found it (the API's figures, see docs/template.md):
+  // shown beside the depths and in the endpoints' rows.
+  let queueBacklog = {};
+  let endpointBacklog = {};
+
   function drawQueues(queues) {
     const names = Object.keys(queues).sort((a, b) => {
       const ra = queueRank(a), rb = queueRank(b);
@@ -979,6 +985,13 @@
       if (name === "dead-letter-queue") q.classList.add("dead");
       if (name.startsWith("wait.")) q.classList.add("waiting");
       q.append(el("span", "q-name", name), el("span", "q-depth", fmtInt(n)));
+      const behind = queueBacklog[name];
+      if (behind !== undefined) {
+        const b = el("span", "q-backlog", fmtDur(behind * 1000) + " behind");
+        b.title = "how long the message a worker took last had waited, ready, in this queue";
+        q.dataset.backlog = String(behind);
+        q.append(b);
+      }
       return q;
     }));
   }
@@ -987,7 +1000,10 @@
     if (!running) return;
     try {
       const body = await call("/dashboard/queues");
+      queueBacklog = body.backlog_seconds || {};
+      endpointBacklog = body.endpoint_backlog_seconds || {};
       drawQueues(body.queues || {});
+      for (const [id, tr] of endpointRows) updateBacklog(tr, id);
       $("queues").classList.remove("stale");
       $("queues").title = "";
     } catch (err) {
@@ -1106,7 +1122,7 @@
         tr = el("tr", "endpoint");
         tr.dataset.endpoint = ep.id;
         tr.append(el("td", "id"), el("td", "host"), el("td", "description"), el("td", "enabled"),
-          el("td", "circuit"), el("td", "error"), el("td", "when"));
+          el("td", "circuit"), el("td", "error"), el("td", "when"), el("td", "backlog"));
       }
       updateEndpoint(tr, ep);
       return tr;
@@ -1155,6 +1171,17 @@
     const lastError = hostsOnly(c.last_error);
     setText(cells[5], lastError, lastError);
     setText(cells[6], c.failing_since ? fmtTime(c.failing_since) : "—", c.failing_since || "");
+    updateBacklog(tr, ep.id);
+  }
+
+  // updateBacklog shows how far behind an endpoint's copies are: "—" for
+  // one no worker delivered to lately.
+  function updateBacklog(tr, id) {
+    const behind = endpointBacklog[id];
+    if (behind === undefined) delete tr.dataset.backlog;
+    else tr.dataset.backlog = String(behind);
+    setText(tr.children[7], behind === undefined ? "—" : fmtDur(behind * 1000),
+      behind === undefined ? "no copy for it taken in the last 30 s" : "");
   }
 
   // ---- providers ---------------------------------------------------------
