@@ -11,6 +11,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 )
@@ -169,7 +170,9 @@ func (f *Forwarder) forward(ctx context.Context, pub *retry.Publisher, user stri
 		Headers:      amqp.Table{notification.HeaderOperator: true},
 		Body:         body,
 	}
-	if err := pub.Publish(pctx, f.Topology.Ingress(), f.Channel, msg); err != nil {
+	// To the lane the operator webhook's host picks, as the API would.
+	lane := f.Topology.Lane(f.Channel, channel.LaneKey(n, f.Channel, ""))
+	if err := pub.Publish(pctx, f.Topology.Ingress(), lane.Key, msg); err != nil {
 		return fmt.Errorf("publish operator webhook %s: %w", n.ID, err)
 	}
 	return nil
