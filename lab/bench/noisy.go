@@ -290,24 +290,9 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 	b.janitor.exchange(events.ExchangeName(topo))
 	b.janitor.queue(topo.Name(events.HistoryQueue))
 
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var runErr error
-	var errMu sync.Mutex
-	run := func(f func(context.Context) error) {
-		wg.Go(func() {
-			if err := f(runCtx); err != nil && !errors.Is(err, context.Canceled) {
-				errMu.Lock()
-				runErr = errors.Join(runErr, err)
-				errMu.Unlock()
-			}
-		})
-	}
-	defer func() {
-		cancel()
-		wg.Wait()
-		err = errors.Join(err, runErr)
-	}()
+	g := startGroup(ctx)
+	runCtx, run := g.ctx, g.run
+	defer func() { err = errors.Join(err, g.stop()) }()
 	srv, err := api.Start(runCtx, cfg, api.EndpointsConfig{RotationGrace: api.DefaultRotationGrace}, config.Logger(io.Discard, "api"))
 	if err != nil {
 		return out, err

@@ -204,24 +204,9 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 		return res, err
 	}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var runErr error
-	var errMu sync.Mutex
-	run := func(f func(context.Context) error) {
-		wg.Go(func() {
-			if err := f(runCtx); err != nil && !errors.Is(err, context.Canceled) {
-				errMu.Lock()
-				runErr = errors.Join(runErr, err)
-				errMu.Unlock()
-			}
-		})
-	}
-	defer func() {
-		cancel()
-		wg.Wait()
-		err = errors.Join(err, runErr)
-	}()
+	g := startGroup(ctx)
+	runCtx, run, wg := g.ctx, g.run, &g.wg
+	defer func() { err = errors.Join(err, g.stop()) }()
 	run(func(ctx context.Context) error { return retrier.Run(ctx, getenv, io.Discard) })
 	for range opts.Replicas {
 		run(func(ctx context.Context) error { return worker.Run(ctx, "email", getenv, io.Discard) })
