@@ -198,6 +198,11 @@ func TestDeadLetterRoutesOnTheBroker(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("email-queue is empty after the replay (%v)", err)
 	}
+	// A replay is ready from when it starts: its wait counts from then.
+	if ms, ok := d.Headers[retry.HeaderReadyAt].(int64); !ok || time.Since(time.UnixMilli(ms)).Abs() > time.Minute {
+		t.Errorf("replayed n2's %s = %v, want the replay's time", retry.HeaderReadyAt, d.Headers[retry.HeaderReadyAt])
+	}
+	delete(d.Headers, retry.HeaderReadyAt)
 	want := amqp.Table{"tenant": "acme", retry.HeaderFirstFailedAt: "2026-01-02T03:04:05Z", retry.HeaderReplays: int32(1),
 		retry.HeaderPriorRetries: int32(5), retry.HeaderPriorError: "503 busy"}
 	if diff := cmp.Diff(want, d.Headers); d.MessageId != "n2" || diff != "" {
