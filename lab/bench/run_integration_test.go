@@ -71,7 +71,7 @@ func TestRunQuick(t *testing.T) {
 	url := retrytest.URL(t)
 	out := filepath.Join(t.TempDir(), "report.json")
 	var progress watched
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	if err := bench.Run(ctx, append(tiny, "--format", "json", "--out", out), envFor(url), &progress); err != nil {
 		t.Fatalf("Run: %v\n%s", err, progress.String())
@@ -92,6 +92,18 @@ func TestRunQuick(t *testing.T) {
 	}
 	if r.HTTPFloor <= 0 {
 		t.Errorf("net/http floor = %v, want a positive rate", r.HTTPFloor)
+	}
+	// The noisy neighbour: a row per way of naming the receivers and
+	// lane count, each with B's webhooks timed alone and beside A's
+	// flood, and A's deliveries counted.
+	if r.Noisy == nil || len(r.Noisy.Rows) != 4 {
+		t.Errorf("noisy figure: %+v, want 4 rows", r.Noisy)
+	} else {
+		for _, row := range r.Noisy.Rows {
+			if row.BAlone.N == 0 || row.BFlood.N+row.BMissing == 0 || row.AAlone <= 0 {
+				t.Errorf("noisy row %s, %d lanes: %+v, want B timed in both scenarios and A delivering", row.Receivers, row.Lanes, row)
+			}
+		}
 	}
 
 	plugin, err := retry.HasPlugin(url)
