@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/retry"
 )
 
 func TestBrokerURLs(t *testing.T) {
@@ -275,5 +276,44 @@ func TestTopologyCopies(t *testing.T) {
 	}
 	if topo.CopyHeader != notification.HeaderRecipient {
 		t.Errorf("CopyHeader = %q, want %q", topo.CopyHeader, notification.HeaderRecipient)
+	}
+}
+
+// TestWorkLanes: WORK_LANES spreads every route over that many lanes, 1
+// (the default, and 0) leaves them one queue each, and a count out of
+// range is an error naming the variable.
+func TestWorkLanes(t *testing.T) {
+	routes := []retry.Route{{Queue: "email-queue", Key: "email"}, {Queue: "webhook-queue", Key: "webhook"}}
+	for _, tt := range []struct {
+		value   string
+		lanes   int
+		wantErr bool
+	}{{"", 1, false}, {"1", 1, false}, {"8", 8, false}, {"64", 64, false}, {"0", 1, false}, {"65", 0, true}, {"-2", 0, true}} {
+		var b Broker
+		err := Parse(func(k string) string {
+			if k == "WORK_LANES" {
+				return tt.value
+			}
+			return ""
+		}, &b)
+		var topo retry.Topology
+		if err == nil {
+			topo, err = b.Topology(routes)
+		}
+		switch {
+		case tt.wantErr && (err == nil || !strings.Contains(err.Error(), "WORK_LANES")):
+			t.Errorf("WORK_LANES=%q: %v, want an error naming WORK_LANES", tt.value, err)
+		case !tt.wantErr && err != nil:
+			t.Errorf("WORK_LANES=%q: %v", tt.value, err)
+		case !tt.wantErr:
+			for _, r := range topo.Routes {
+				if max(r.Lanes, 1) != tt.lanes {
+					t.Errorf("WORK_LANES=%q: route %s has %d lanes, want %d", tt.value, r.Queue, r.Lanes, tt.lanes)
+				}
+			}
+			if routes[0].Lanes != 0 {
+				t.Fatal("Topology changed the caller's routes")
+			}
+		}
 	}
 }
