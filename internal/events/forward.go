@@ -49,8 +49,9 @@ type Forwarder struct {
 }
 
 // DeclareOperatorQueue declares t's events exchange and the durable
-// operator queue bound to every operational event.
-func DeclareOperatorQueue(ch *amqp.Channel, t retry.Topology) error {
+// operator queue bound to every operational event, on a broker of version
+// (as retry.BrokerVersion gives it).
+func DeclareOperatorQueue(ch *amqp.Channel, t retry.Topology, version string) error {
 	if err := Declare(ch, t); err != nil {
 		return err
 	}
@@ -58,6 +59,10 @@ func DeclareOperatorQueue(ch *amqp.Channel, t retry.Topology) error {
 	if t.QueueType == retry.Quorum {
 		args["x-queue-type"] = string(retry.Quorum)
 	}
+	// No dead-letter exchange either: an event the forwarder returns while
+	// the broker refuses its publishes must not be dropped at the 21st
+	// return by a quorum queue's default limit on RabbitMQ 4.
+	args = retry.DeliveryLimit(version, args)
 	q := t.Name(OperatorQueue)
 	if _, err := ch.QueueDeclare(q,
 		true,  // durable
@@ -86,7 +91,7 @@ func (f *Forwarder) Run(ctx context.Context, conn *amqp.Connection) error {
 		return fmt.Errorf("open operator channel: %w", err)
 	}
 	defer ch.Close()
-	if err := DeclareOperatorQueue(ch, f.Topology); err != nil {
+	if err := DeclareOperatorQueue(ch, f.Topology, retry.BrokerVersion(conn)); err != nil {
 		return err
 	}
 	if err := ch.Qos(forwardPrefetch, 0, false /* global */); err != nil {

@@ -98,3 +98,71 @@ func TestParkedIsAnOperationalEvent(t *testing.T) {
 		t.Fatal("no endpoint.enabled event")
 	}
 }
+
+// TestOperatorQueueKeepsReturnedEvents returns an event to the quorum
+// operator queue more often than RabbitMQ 4's default delivery limit
+// (20), as the forwarder does while the broker refuses its publishes, and
+// finds it still there: the queue has no dead-letter exchange, so a limit
+// would drop it.
+func TestOperatorQueueKeepsReturnedEvents(t *testing.T) {
+	conn := retrytest.Conn(t)
+	topo := retry.Topology{Prefix: retrytest.Prefix(t), Backend: retry.TTL, Routes: retrytest.Routes, QueueType: retry.Quorum}
+	cleanupExchange(t, topo)
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := topo.Name(OperatorQueue)
+	t.Cleanup(func() {
+		if _, err := ch.QueueDelete(q, false /* ifUnused */, false /* ifEmpty */, false /* noWait */); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		ch.Close()
+	})
+	if err := DeclareOperatorQueue(ch, topo, retry.BrokerVersion(conn)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.Confirm(false /* noWait */); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, ExchangeName(topo), OpRoutingPrefix+"copy.parked", true /* mandatory */, false, /* immediate */
+		amqp.Publishing{DeliveryMode: amqp.Persistent, MessageId: "evt_kept", Body: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := dc.WaitContext(ctx); !ok || err != nil {
+		t.Fatalf("publish not confirmed: %v", err)
+	}
+	const returns = 25
+	for i := 1; i <= returns+1; i++ {
+		var d amqp.Delivery
+		for {
+			var ok bool
+			d, ok, err = ch.Get(q, false /* autoAck */)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("RabbitMQ %s: the event is gone after %d returns", retry.BrokerVersion(conn), i-1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if d.MessageId != "evt_kept" {
+			t.Fatalf("got message %q, want evt_kept", d.MessageId)
+		}
+		if i > returns {
+			if err := d.Ack(false); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if err := d.Nack(false /* multiple */, true /* requeue */); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
