@@ -232,7 +232,7 @@ func (r *Report) explainHistory() string {
 		"go to the ends of the store's indexes, a few pages a transaction. With random ids, as the API made them before, "+
 		"a batch's rows landed on pages all over the indexes and every page a transaction touched was written again, on "+
 		"SQLite to the WAL and, at checkpoints, to the database.",
-		thousands(historyPrefill), thousands(int64(r.Options.Consume)), feedBatch, r.Options.Rounds, worker,
+		thousands(int64(r.Options.prefill())), thousands(int64(r.Options.Consume)), feedBatch, r.Options.Rounds, worker,
 		against(lite), pgAgainst)
 }
 

@@ -55,6 +55,9 @@ type NoisyOptions struct {
 	Window time.Duration `json:"window_ns"`
 	// Lanes are the WORK_LANES settings compared (1, 8).
 	Lanes []int `json:"lanes"`
+	// Receivers are the ways of naming the receivers compared: as
+	// registered endpoints, as bare URLs on their hosts (both).
+	Receivers []string `json:"receivers"`
 	// QueueType is the queues' type (quorum).
 	QueueType retry.QueueType `json:"queue_type"`
 }
@@ -74,6 +77,9 @@ func (o NoisyOptions) withDefaults() NoisyOptions {
 	}
 	if len(o.Lanes) == 0 {
 		o.Lanes = []int{1, 8}
+	}
+	if len(o.Receivers) == 0 {
+		o.Receivers = []string{"endpoints", "hosts"}
 	}
 	if o.QueueType == "" {
 		o.QueueType = retry.Quorum
@@ -126,7 +132,7 @@ type NoisyResult struct {
 func (b *bench) Noisy(ctx context.Context, opts NoisyOptions) (NoisyResult, error) {
 	opts = opts.withDefaults()
 	res := NoisyResult{Options: opts}
-	for _, receivers := range []string{"endpoints", "hosts"} {
+	for _, receivers := range opts.Receivers {
 		for _, lanes := range opts.Lanes {
 			row := NoisyRow{Receivers: receivers, Lanes: lanes}
 			for _, sc := range []struct {
