@@ -155,6 +155,17 @@ func historyNotification(id string, i int, at time.Time) (notification.Accepted,
 	return a, evs
 }
 
+// historyEventsPerNotification is the average number of attempt events
+// historyNotification makes for a notification, over its cycle of 100.
+func historyEventsPerNotification() float64 {
+	n := 0
+	for i := range 100 {
+		_, evs := historyNotification("ntf_cycle", i, time.Time{})
+		n += len(evs)
+	}
+	return float64(n) / 100
+}
+
 // storeBatch is what events.Feed stores from one batch of the history
 // queue: the accepted records, then the attempt events.
 type storeBatch struct {
