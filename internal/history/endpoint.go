@@ -114,6 +114,10 @@ type Circuit struct {
 	FailingSince *time.Time
 	// UpdatedAt is when a worker last recorded the circuit.
 	UpdatedAt *time.Time
+	// Opened is true only on what RecordProviderCircuit returns, and only
+	// when that record turned the shared circuit from closed to open (no
+	// column holds it): of the workers that trip at once, one says so.
+	Opened bool
 }
 
 // EndpointChange is what UpdateEndpoint changes: nil fields stay as they
