@@ -71,7 +71,7 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 		refused := 0
 		now := deps.Now()
 		for i, raw := range items {
-			n, timing, err := decodeTimed(bytes.NewReader(raw))
+			n, timing, err := deps.request.decodeTimed(bytes.NewReader(raw))
 			if err != nil {
 				results[i].problem = asProblem(err)
 				refused++
@@ -109,7 +109,7 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 			if n != nil {
 				n.ID, n.CreatedAt = deps.NewID(), createdAt
 				channels[i] = n.Channels()
-				copies += len(copyRefs(n, channels[i]))
+				copies += len(copyRefs(deps.Channels, n, channels[i]))
 			}
 		}
 		// The whole batch or nothing: a client told to wait resends it as
@@ -129,7 +129,7 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 				results[i].problem = publishProblem(errs[i], ingress, deps.PublishTimeout)
 				continue
 			}
-			results[i].accepted = acceptedOf(n, channels[i])
+			results[i].accepted = acceptedOf(deps.Channels, n, channels[i])
 			results[i].accepted.Rounded = rounded[i]
 			deps.Log.Info("notification accepted", "id", n.ID, "channels", channels[i], "batch_index", i)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -337,7 +338,7 @@ func FuzzDecodeBatch(f *testing.F) {
 			t.Fatalf("%d items", len(items))
 		}
 		for _, raw := range items {
-			if _, err := decodeRequest(strings.NewReader(string(raw))); err != nil {
+			if _, err := newRequest(channel.Builtin()).decodeRequest(strings.NewReader(string(raw))); err != nil {
 				if s := asProblem(err).Status; s != http.StatusBadRequest && s != http.StatusUnprocessableEntity {
 					t.Fatalf("item status %d for %q", s, raw)
 				}

@@ -578,7 +578,7 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 			}
 			var bad notification.Invalid
 			for i, raw := range items {
-				n, err := decodeRequest(bytes.NewReader(raw))
+				n, err := deps.request.decodeRequest(bytes.NewReader(raw))
 				if err != nil {
 					continue
 				}

@@ -55,8 +55,8 @@ type accepted struct {
 }
 
 // acceptedOf is the answer for n, published to channels.
-func acceptedOf(n *notification.Notification, channels []string) *accepted {
-	a := &accepted{ID: n.ID, Channels: channels, Copies: copyRefs(n, channels)}
+func acceptedOf(set channel.Set, n *notification.Notification, channels []string) *accepted {
+	a := &accepted{ID: n.ID, Channels: channels, Copies: copyRefs(set, n, channels)}
 	if !n.DueAt.IsZero() {
 		due := n.DueAt.UTC()
 		a.DueAt = &due
@@ -67,11 +67,11 @@ func acceptedOf(n *notification.Notification, channels []string) *accepted {
 // copyRefs are the copies n makes on channels: one per channel, or one per
 // recipient on a channel that delivers to each on its own (email). They
 // are what the answer lists and what the rate limit counts.
-func copyRefs(n *notification.Notification, channels []string) []notification.CopyRef {
+func copyRefs(set channel.Set, n *notification.Notification, channels []string) []notification.CopyRef {
 	out := make([]notification.CopyRef, 0, len(channels))
 	for _, name := range channels {
-		if c, err := channel.Lookup(name); err == nil && c.PerRecipient() {
-			for _, r := range channel.RecipientsOf(n, name) {
+		if c, err := set.Lookup(name); err == nil && c.PerRecipient() {
+			for _, r := range c.RecipientsOf(n) {
 				out = append(out, notification.CopyRef{Channel: name, Recipient: r})
 			}
 			continue
@@ -97,7 +97,7 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 		if r.ContentLength > deps.MaxBody {
 			return tooLarge(deps.MaxBody)
 		}
-		n, timing, err := decodeTimed(http.MaxBytesReader(w, r.Body, deps.MaxBody))
+		n, timing, err := deps.request.decodeTimed(http.MaxBytesReader(w, r.Body, deps.MaxBody))
 		if err != nil {
 			return asProblem(err)
 		}
@@ -136,7 +136,7 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 				return nil
 			}
 		}
-		if p := deps.chargeCopies(r, len(copyRefs(n, channels))); p != nil {
+		if p := deps.chargeCopies(r, len(copyRefs(deps.Channels, n, channels))); p != nil {
 			claim.release(deps)
 			return p
 		}
@@ -145,7 +145,7 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 			deps.Log.Warn("notification not accepted", "id", n.ID, "channels", channels, "error", err.Error())
 			return publishProblem(err, ingress, deps.PublishTimeout)
 		}
-		answer := acceptedOf(n, channels)
+		answer := acceptedOf(deps.Channels, n, channels)
 		answer.Rounded = sched.rounded
 		body, _ := json.Marshal(answer)
 		body = append(body, '\n')
@@ -176,13 +176,13 @@ func publish(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress 
 // done. Notifications that share wg share one wait for all their confirms.
 // A message that cannot be encoded fails n before anything of it is sent.
 func send(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress string, n *notification.Notification, channels []string, wg *sync.WaitGroup) (outcome func() error) {
-	msgs, copies, err := copiesOf(n, channels)
+	msgs, copies, err := copiesOf(deps.Channels, n, channels)
 	if err != nil {
 		return func() error { return err }
 	}
 	// The history's record of the notification, confirmed with the
 	// copies: a 202 means the history will know the notification too.
-	rec, err := events.AcceptedPublishing(record(n, channels, copies), AppID)
+	rec, err := events.AcceptedPublishing(record(deps.Channels, n, channels, copies), AppID)
 	if err != nil {
 		err = fmt.Errorf("%w: %w", errInternal, err)
 		return func() error { return err }
@@ -329,12 +329,12 @@ func (d Deps) tracePublish(ctx context.Context, exchange, channel, id string, ms
 // channel that delivers to each recipient on its own (email), one per
 // recipient, with the recipient in notification.HeaderRecipient. copies names
 // each message's copy, in the same order.
-func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publishing, copies []notification.CopyRef, err error) {
+func copiesOf(set channel.Set, n *notification.Notification, channels []string) (msgs []amqp.Publishing, copies []notification.CopyRef, err error) {
 	msgs = make([]amqp.Publishing, 0, len(channels))
 	copies = make([]notification.CopyRef, 0, len(channels))
 	for _, name := range channels {
 		parts := []channel.Piece{{Part: n.Parts[name]}}
-		if c, lerr := channel.Lookup(name); lerr == nil && c.PerRecipient() {
+		if c, lerr := set.Lookup(name); lerr == nil && c.PerRecipient() {
 			if parts, err = c.Copies(n.Parts[name]); err != nil {
 				return nil, nil, fmt.Errorf("%w: split the %s part of %s: %w", errInternal, name, n.ID, err)
 			}
@@ -385,11 +385,11 @@ func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publ
 }
 
 // record is the history's record of n, whose messages are copies.
-func record(n *notification.Notification, channels []string, copies []notification.CopyRef) notification.Accepted {
+func record(set channel.Set, n *notification.Notification, channels []string, copies []notification.CopyRef) notification.Accepted {
 	var recipients []string
 	perRecipient := false
 	for _, name := range n.Channels() {
-		recipients = append(recipients, channel.RecipientsOf(n, name)...)
+		recipients = append(recipients, set.RecipientsOf(n, name)...)
 	}
 	for _, c := range copies {
 		perRecipient = perRecipient || c.Recipient != ""
@@ -490,7 +490,7 @@ func handleMetrics(reg *prometheus.Registry, log *slog.Logger) http.HandlerFunc 
 func handleOpenAPI() http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(OpenAPI())
+		_, _ = w.Write(OpenAPI(channel.Builtin()))
 	}
 }
 

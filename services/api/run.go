@@ -32,8 +32,15 @@ import (
 var errNotConnected = errors.New("not connected to the broker")
 
 // Run reads the configuration from getenv, logs JSON to stdout and serves
-// the API until ctx is done, then shuts it down gracefully.
+// the API of relay's own channels (channel.Builtin) until ctx is done,
+// then shuts it down gracefully.
 func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	return RunWith(ctx, channel.Builtin(), getenv, stdout)
+}
+
+// RunWith is Run for the channels of channels: a program that embeds
+// relay with channels of its own, or a test.
+func RunWith(ctx context.Context, channels channel.Set, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := LoadConfig(getenv)
 	if err != nil {
 		return err
@@ -44,7 +51,7 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	log := config.Logger(stdout, "api")
 	log.Info("starting", append(config.Masked(cfg), config.Masked(ecfg)...)...)
-	srv, err := Start(ctx, cfg, ecfg, log)
+	srv, err := StartWith(ctx, channels, cfg, ecfg, log)
 	if err != nil {
 		return err
 	}
@@ -69,13 +76,19 @@ type Server struct {
 // background too, and keeps reconnecting: until it is connected, /readyz
 // and POST /v1/notifications answer 503. cfg and ecfg, the endpoint
 // routes' configuration, are expected to be valid (see Config.Validate and
-// LoadEndpointsConfig).
+// LoadEndpointsConfig). It serves relay's own channels (channel.Builtin).
 func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logger) (*Server, error) {
+	return StartWith(ctx, channel.Builtin(), cfg, ecfg, log)
+}
+
+// StartWith is Start for the channels of channels: the API accepts and
+// publishes their parts and its topology holds their work queues.
+func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg EndpointsConfig, log *slog.Logger) (*Server, error) {
 	rules, err := NewEndpointRules(ecfg)
 	if err != nil {
 		return nil, err
 	}
-	topo, err := cfg.Topology(channel.Routes())
+	topo, err := cfg.Topology(channels.Routes())
 	if err != nil {
 		return nil, err
 	}
@@ -184,6 +197,7 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 			return nil
 		},
 		Topology:       topo,
+		Channels:       channels,
 		Tokens:         cfg.Tokens,
 		AuthOff:        cfg.AuthOff(),
 		MaxBody:        cfg.MaxBodyBytes,

@@ -10,7 +10,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
@@ -146,7 +145,7 @@ func laneOf(deps Deps, name string, n *notification.Notification, msg amqp.Publi
 		return deps.Topology.Lane(name, "")
 	}
 	recipient, _ := msg.Headers[notification.HeaderRecipient].(string)
-	return deps.Topology.Lane(name, channel.LaneKey(n, name, recipient))
+	return deps.Topology.Lane(name, deps.Channels.LaneKey(n, name, recipient))
 }
 
 // copyRoute is the way through the delay backend that brings a copy of

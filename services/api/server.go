@@ -18,6 +18,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/dashboard"
 	"github.com/relay-demo/relay/internal/events"
 	"github.com/relay-demo/relay/internal/notification"
@@ -54,6 +55,10 @@ type Deps struct {
 	Publisher func() Publisher
 	// Topology names the ingress exchange notifications go to.
 	Topology retry.Topology
+	// Channels are the channels the API accepts, checks and publishes
+	// to; Topology holds their routes. The zero Set means
+	// channel.Builtin().
+	Channels channel.Set
 	// Tokens are the bearer tokens accepted on /v1/.
 	Tokens []string
 	// AuthOff serves /v1/ without authentication.
@@ -137,6 +142,7 @@ type Deps struct {
 	// each attempt at the copy continues the trace. nil traces nothing.
 	TracerProvider trace.TracerProvider
 
+	request      request      // decodes a notification of Channels
 	events       string       // the events exchange, for the accepted records
 	perClient    *limiter     // the rate of each token (or address), nil for none
 	authFailures *limiter     // the rate of each address's failed authentications, never nil
@@ -148,7 +154,7 @@ type Deps struct {
 // panic-recovery middleware.
 func NewServer(deps Deps) http.Handler {
 	deps = deps.withDefaults()
-	m := newMetrics(deps.Registry)
+	m := newMetrics(deps.Registry, deps.Channels)
 	r := chi.NewRouter()
 	r.Use(securityHeaders)
 	if deps.tracer != nil {
@@ -258,6 +264,10 @@ func (d Deps) withDefaults() Deps {
 	if d.Log == nil {
 		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if d.Channels.Len() == 0 {
+		d.Channels = channel.Builtin()
+	}
+	d.request = newRequest(d.Channels)
 	if d.Publisher == nil {
 		d.Publisher = func() Publisher { return nil }
 	}
