@@ -486,11 +486,13 @@ func handleMetrics(reg *prometheus.Registry, log *slog.Logger) http.HandlerFunc 
 	}).ServeHTTP
 }
 
-// handleOpenAPI serves the OpenAPI document.
-func handleOpenAPI() http.HandlerFunc {
+// handleOpenAPI serves the OpenAPI document of the channels the server
+// accepts.
+func handleOpenAPI(deps Deps) http.HandlerFunc {
+	doc := OpenAPI(deps.Channels)
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(OpenAPI(channel.Builtin()))
+		_, _ = w.Write(doc)
 	}
 }
 

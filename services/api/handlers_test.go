@@ -765,3 +765,43 @@ func TestOpenAPICopy(t *testing.T) {
 
 // Compile-time check that the real publisher fits.
 var _ Publisher = (*retry.Publisher)(nil)
+
+// probePart is the part of a channel only TestOpenAPIListsItsChannels
+// knows.
+type probePart struct {
+	Note string `json:"note"`
+}
+
+// TestOpenAPIListsItsChannels serves the OpenAPI document of a server
+// with a channel of its own: the document lists it, and another server's
+// does not.
+func TestOpenAPIListsItsChannels(t *testing.T) {
+	probe := channel.Define(channel.Spec[probePart]{
+		Name:       "probe",
+		Summary:    "a channel of this test's own",
+		Check:      func(*probePart, func(field, format string, args ...any)) {},
+		Recipients: func(p *probePart) []string { return []string{p.Note} },
+		Schema:     `{"type": "object", "properties": {"note": {"type": "string"}}}`,
+		Open: func(func(string) string) (channel.Send[probePart], func() error, error) {
+			return func(context.Context, string, *probePart) error { return nil }, func() error { return nil }, nil
+		},
+	})
+	for _, tt := range []struct {
+		name     string
+		channels channel.Set
+		want     bool
+	}{
+		{"with the probe", channel.Builtin().With(probe), true},
+		{"built in", channel.Builtin(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := call(NewServer(Deps{Channels: tt.channels}), http.MethodGet, "/openapi.json", "", nil)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("status %d", rec.Code)
+			}
+			if got := strings.Contains(rec.Body.String(), `"probe"`); got != tt.want {
+				t.Errorf("openapi.json names the probe channel: %t, want %t", got, tt.want)
+			}
+		})
+	}
+}
