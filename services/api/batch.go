@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -157,7 +156,7 @@ func publishBatch(ctx context.Context, deps Deps, m *metrics, pub Publisher, ing
 		if n == nil {
 			continue
 		}
-		outcomes[i] = sendOne(ctx, deps, m, pub, ingress, n, channels[i], &wg)
+		outcomes[i] = send(ctx, deps, m, pub, ingress, n, channels[i], &wg)
 	}
 	wg.Wait()
 	errs = make([]error, len(ns))
@@ -167,17 +166,4 @@ func publishBatch(ctx context.Context, deps Deps, m *metrics, pub Publisher, ing
 		}
 	}
 	return errs
-}
-
-// sendOne is send for one item of a batch: a panic while it prepares the
-// item's messages fails that item alone.
-func sendOne(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress string, n *notification.Notification, channels []string, wg *sync.WaitGroup) (outcome func() error) {
-	defer func() {
-		if v := recover(); v != nil {
-			deps.Log.Error("panic publishing", "id", n.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			err := fmt.Errorf("%w: publish %s: panic: %v", errInternal, n.ID, v)
-			outcome = func() error { return err }
-		}
-	}()
-	return send(ctx, deps, m, pub, ingress, n, channels, wg)
 }

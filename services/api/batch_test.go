@@ -257,6 +257,17 @@ func (g *gatePublisher) Publish(ctx context.Context, exchange, key string, msg a
 	return g.fakePublisher.Publish(ctx, exchange, key, msg)
 }
 
+// PublishAll publishes msgs all at once, each through the gate.
+func (g *gatePublisher) PublishAll(ctx context.Context, msgs []retry.Outgoing) []error {
+	errs := make([]error, len(msgs))
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		wg.Go(func() { errs[i] = g.Publish(ctx, m.Exchange, m.Key, m.Msg) })
+	}
+	wg.Wait()
+	return errs
+}
+
 func TestBatchWaitsOnce(t *testing.T) {
 	const items = 100
 	// Each item: an email and a webhook copy, and its accepted record.

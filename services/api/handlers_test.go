@@ -89,6 +89,18 @@ func (f *fakePublisher) Publish(ctx context.Context, exchange, key string, msg a
 	return nil
 }
 
+// PublishAll publishes msgs one after the other, each as Publish does.
+func (f *fakePublisher) PublishAll(ctx context.Context, msgs []retry.Outgoing) []error {
+	errs := make([]error, len(msgs))
+	for i, m := range msgs {
+		errs[i] = f.Publish(ctx, m.Exchange, m.Key, m.Msg)
+	}
+	return errs
+}
+
+// User is the broker user it publishes as: none.
+func (f *fakePublisher) User() string { return "" }
+
 // messages returns the channel copies published, ordered by routing key.
 func (f *fakePublisher) messages() []published {
 	f.mu.Lock()

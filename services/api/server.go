@@ -12,7 +12,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -33,10 +32,15 @@ const DefaultMaxBody = 1 << 20
 // Deps.PublishTimeout is zero.
 const DefaultPublishTimeout = 10 * time.Second
 
-// Publisher publishes one message and returns once the broker has
-// confirmed it, or with the reason it did not. *retry.Publisher is one.
+// Publisher publishes a notification's messages with publisher confirms,
+// all of them at once; *retry.Publisher and *retry.Publishers are ones.
 type Publisher interface {
-	Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error
+	// PublishAll publishes msgs, all at once, and waits for every
+	// confirm: errs[i] is msgs[i]'s outcome, nil once the broker has it.
+	PublishAll(ctx context.Context, msgs []retry.Outgoing) (errs []error)
+	// User is the broker user it publishes as: the history takes accepted
+	// records only from relay's own user.
+	User() string
 }
 
 // Routes is a set of routes that registers itself on a router;
