@@ -359,7 +359,7 @@ func publishProblem(err error, ingress string, timeout time.Duration) *Problem {
 		return unavailable(fmt.Sprintf("no queue is bound to exchange %q for a channel of the notification: the broker's topology is missing", ingress))
 	case errors.Is(err, retry.ErrNacked):
 		return unavailable("the broker refused the notification (a negative publisher confirm)")
-	case errors.Is(err, retry.ErrClosed):
+	case errors.Is(err, retry.ErrClosed), errors.Is(err, retry.ErrNotConnected):
 		return unavailable("the broker connection closed before the notification was confirmed")
 	case errors.Is(err, context.DeadlineExceeded):
 		return unavailable(fmt.Sprintf("the broker did not confirm the notification within %s", timeout))

@@ -157,7 +157,21 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 	// The API's own events: a replay from the dashboard or the API.
 	emitter := events.NewEmitter(topo, "api", log)
 
-	var current atomic.Pointer[retry.Publishers]
+	// The notifications' publisher, on a connection of its own that it
+	// keeps. The history queue exists before the first accepted record is
+	// published, so none is unroutable. A few channels, so that one large
+	// batch's publishes do not hold up every other request's confirm
+	// behind them.
+	producer := retry.NewProducer(retry.ProducerConfig{Topology: topo, URLs: cfg.URLs(), Name: "relay api",
+		Channels: publishChannels, Logger: log,
+		Declare: func(ctx context.Context, conn *amqp.Connection) error {
+			ch, err := conn.Channel()
+			if err != nil {
+				return fmt.Errorf("open channel: %w", err)
+			}
+			defer ch.Close()
+			return events.DeclareHistory(ch, topo, retry.BrokerVersion(conn))
+		}})
 	// The dashboard follows the events exchange and reads queue depths
 	// over the connection of the moment.
 	var live atomic.Pointer[amqp.Connection]
@@ -191,10 +205,10 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 	handler := NewServer(Deps{
 		Log: log,
 		Publisher: func() Publisher {
-			if p := current.Load(); p != nil && !p.Closed() {
-				return p
+			if producer.Connected() != nil {
+				return nil
 			}
-			return nil
+			return producer
 		},
 		Topology:       topo,
 		Channels:       channels,
@@ -222,12 +236,8 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 		AuthFailureBurst: cfg.AuthFailureBurst,
 		TracerProvider:   tr.Provider(),
 		Ready: func() error {
-			p := current.Load()
-			switch {
-			case p == nil:
-				return errNotConnected
-			case p.Closed():
-				return errors.New("the publish channel to the broker is closed; reconnecting")
+			if err := producer.Connected(); err != nil {
+				return err
 			}
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
@@ -262,7 +272,7 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
 	brokered := make(chan error, 1)
 	go func() {
-		brokered <- retry.SuperviseAny(brokerCtx, cfg.URLs(), "relay api", log, connect(topo, &current, log))
+		brokered <- producer.Run(brokerCtx)
 	}()
 	// The dashboard's event stream and queue depths have a connection of
 	// their own: whatever arrives on the events exchange cannot take the
@@ -297,59 +307,6 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 
 // publishChannels is how many confirm-mode channels the API publishes on.
 const publishChannels = 4
-
-// connect is the work of one broker connection: declare the topology, open
-// a confirming publisher, offer it to the handlers until the connection or
-// the publisher's channel closes, then withdraw it so Supervise reconnects.
-func connect(topo retry.Topology, current *atomic.Pointer[retry.Publishers], log *slog.Logger) func(context.Context, *amqp.Connection) error {
-	return func(ctx context.Context, conn *amqp.Connection) error {
-		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
-		if err := topo.Declare(ctx, conn); err != nil {
-			return err
-		}
-		// The history queue exists before the first accepted record is
-		// published, so none is unroutable.
-		ch, err := conn.Channel()
-		if err != nil {
-			return fmt.Errorf("open channel: %w", err)
-		}
-		err = events.DeclareHistory(ch, topo, retry.BrokerVersion(conn))
-		ch.Close()
-		if err != nil {
-			return err
-		}
-		// A few channels, so that one large batch's publishes do not hold
-		// up every other request's confirm behind them.
-		p, err := retry.NewPublishers(conn, publishChannels, 0)
-		if err != nil {
-			return err
-		}
-		current.Store(p)
-		defer current.CompareAndSwap(p, nil)
-		log.Info("broker connected", "exchange", topo.Ingress())
-
-		// A channel error (say, the exchange was deleted) closes the
-		// publisher's channel but not the connection; a new connection
-		// declares the topology again.
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case err := <-closed:
-				if err == nil {
-					return errors.New("broker connection closed")
-				}
-				return fmt.Errorf("broker connection closed: %w", err)
-			case <-ctx.Done():
-				return nil
-			case <-tick.C:
-				if p.Closed() {
-					return errors.New("publish channel closed by the broker")
-				}
-			}
-		}
-	}
-}
 
 // supervise waits for ctx to end, or for the HTTP server or the broker
 // supervisor to stop by themselves, then shuts the HTTP server down
