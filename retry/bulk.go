@@ -51,6 +51,10 @@ type Progress struct {
 	Failed int
 	// LastError is the last of those failures.
 	LastError string
+	// Again counts the messages left parked, not selected, because the
+	// Journal holds their round before: this job replayed them and they
+	// failed and were parked again. A job replays a copy once.
+	Again int
 }
 
 // Bulk is a replay or a purge of every parked message a Filter selects,
@@ -88,6 +92,10 @@ func (dl DeadLetters) Bulk(ctx context.Context, b Bulk) (Progress, error) {
 		defer pub.Close()
 	}
 	_, err := dl.walk(ctx, b.Filter, func(d *amqp.Delivery) (bool, error) {
+		if again, err := dl.replayedBefore(ctx, b, d); again || err != nil {
+			p.Again += btoi(again)
+			return false, err
+		}
 		p.Matched++
 		remove, err := dl.bulkOne(ctx, b, pub, d, &p)
 		if b.Progress != nil {
@@ -97,6 +105,32 @@ func (dl DeadLetters) Bulk(ctx context.Context, b Bulk) (Progress, error) {
 	})
 	return p, err
 }
+
+// replayedBefore reports whether b's Journal holds the round before d's:
+// this job replayed d once already, and it came back parked.
+func (dl DeadLetters) replayedBefore(ctx context.Context, b Bulk, d *amqp.Delivery) (bool, error) {
+	round := replays(d.Headers)
+	if b.Purge || b.Journal == nil || round == 0 {
+		return false, nil
+	}
+	k := ReplayKey{ID: d.MessageId, Copy: dl.Topology.Copy(d.Headers), Source: headerString(d.Headers, HeaderDeadSource), Round: round - 1}
+	again, err := b.Journal.Replayed(ctx, k)
+	if err != nil {
+		return false, fmt.Errorf("read the replay journal: %w", err)
+	}
+	return again, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// bulkPublishTimeout bounds the confirm and the journal write of one
+// replayed copy.
+const bulkPublishTimeout = 30 * time.Second
 
 // bulkOne deals with one selected message and says whether to ack it.
 func (dl DeadLetters) bulkOne(ctx context.Context, b Bulk, pub *Hop, d *amqp.Delivery, p *Progress) (bool, error) {
@@ -115,7 +149,12 @@ func (dl DeadLetters) bulkOne(ctx context.Context, b Bulk, pub *Hop, d *amqp.Del
 			return true, nil
 		}
 	}
-	if err := dl.replayOne(ctx, pub, d); err != nil {
+	// Once published, a copy is seen through to its confirm and its
+	// journal entry even if ctx ends: a pass stopped there would leave
+	// a duplicate. ctx is checked between messages instead.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bulkPublishTimeout)
+	defer cancel()
+	if err := dl.replayOne(pctx, pub, d); err != nil {
 		if errors.Is(err, ErrNotDestination) || errors.Is(err, ErrUnroutable) {
 			p.Failed++
 			p.LastError = err.Error()
@@ -124,7 +163,7 @@ func (dl DeadLetters) bulkOne(ctx context.Context, b Bulk, pub *Hop, d *amqp.Del
 		return false, err
 	}
 	if b.Journal != nil {
-		if err := b.Journal.Record(ctx, k); err != nil {
+		if err := b.Journal.Record(pctx, k); err != nil {
 			// The copy went: without the record, the original must stay
 			// parked rather than vanish unnoticed; a resumed pass replays
 			// it once more (the window the doc names).

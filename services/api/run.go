@@ -175,6 +175,10 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 	// Inside relay all, the registry is shared: /metrics shows every
 	// service's metrics.
 	reg := runner.TelemetryFrom(ctx).Registry
+	// Bulk replays and purges run as jobs in the history store; this
+	// process takes over those whose process stopped.
+	jobs := &DeadLetterJobs{Store: store, Topology: topo, Log: log, Owner: "api " + NewID(),
+		Dial: dialedDeadLetters{urls: cfg.URLs(), topo: topo, observe: emitter.Observe}.open}
 	handler := NewServer(Deps{
 		Log: log,
 		Publisher: func() Publisher {
@@ -196,6 +200,7 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 		DeadLetters: func() DeadLetterStore {
 			return dialedDeadLetters{urls: cfg.URLs(), topo: topo, observe: emitter.Observe}
 		},
+		DeadLetterJobs:   jobs,
 		History:          store,
 		Endpoints:        store,
 		Operate:          emitter.Operate,
@@ -275,6 +280,7 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 		_ = retry.SuperviseAny(brokerCtx, cfg.URLs(), "relay api history", log, feed.Run)
 	})
 	s.bg.Go(func() { store.RunPruner(brokerCtx, time.Hour, cfg.HistoryRetention, time.Now, log) })
+	s.bg.Go(func() { jobs.Run(brokerCtx) })
 	go s.supervise(ctx, cfg.ShutdownTimeout, stopBroker, served, brokered)
 
 	log.Info("listening", "addr", s.Addr(), "exchange", topo.Ingress(), "auth", cfg.Auth)

@@ -1,0 +1,372 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/retry"
+)
+
+// JobStore keeps the dead-letter jobs and the journal of their replays;
+// *history.Store is one.
+type JobStore interface {
+	CreateDeadLetterJob(ctx context.Context, j history.DeadLetterJob) error
+	DeadLetterJob(ctx context.Context, id string) (history.DeadLetterJob, error)
+	TakeOverDeadLetterJob(ctx context.Context, owner string, now, until time.Time) (history.DeadLetterJob, bool, error)
+	RenewDeadLetterJob(ctx context.Context, id, owner string, until time.Time, p history.JobProgress) error
+	FinishDeadLetterJob(ctx context.Context, id, owner, state string, p history.JobProgress, at time.Time) error
+	RecordJobReplay(ctx context.Context, job string, r history.JobReplay) error
+	JobReplayed(ctx context.Context, job string, r history.JobReplay) (bool, error)
+	JobReplays(ctx context.Context, job string) (int64, error)
+}
+
+// DefaultJobLease is how long a process holds a job's lease without
+// renewing it when DeadLetterJobs.Lease is zero: a job whose process died
+// is taken over about this long after.
+const DefaultJobLease = 15 * time.Second
+
+// DeadLetterJobs runs bulk replays and purges of the dead-letter queue as
+// jobs: it stores each in Store, runs it in the background of this
+// process under a lease it renews with the job's progress, and takes
+// over the jobs whose process died (RunTakeovers). See docs/guarantees.md
+// for what a job promises across a crash.
+type DeadLetterJobs struct {
+	Store JobStore
+	// Dial opens the broker connection one pass of a job runs on; done
+	// closes it.
+	Dial     func() (dl retry.DeadLetters, done func(), err error)
+	Topology retry.Topology
+	Log      *slog.Logger
+	// Owner names this process in the leases it holds.
+	Owner string
+	// Lease is how long a lease lasts unrenewed; zero means
+	// DefaultJobLease. It is renewed every third of it.
+	Lease time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// NewID makes a job's id; nil means NewID.
+	NewID func() string
+
+	// ctx is the process's: every job this process runs ends with it.
+	mu  sync.Mutex
+	ctx context.Context
+	wg  sync.WaitGroup
+}
+
+func (js *DeadLetterJobs) lease() time.Duration {
+	if js.Lease > 0 {
+		return js.Lease
+	}
+	return DefaultJobLease
+}
+
+func (js *DeadLetterJobs) now() time.Time {
+	if js.Now != nil {
+		return js.Now()
+	}
+	return time.Now()
+}
+
+func (js *DeadLetterJobs) log() *slog.Logger {
+	if js.Log != nil {
+		return js.Log
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Run takes over the jobs whose lease lapsed, now and every third of a
+// lease, and runs them, until ctx ends; then it waits for every job this
+// process runs to stop. The jobs Start begins end with ctx too: one that
+// has not finished keeps its state, running, and hands its lease back
+// so that another process takes it over at once.
+func (js *DeadLetterJobs) Run(ctx context.Context) {
+	js.mu.Lock()
+	js.ctx = ctx
+	js.mu.Unlock()
+	defer js.wg.Wait()
+	t := time.NewTicker(js.lease() / 3)
+	defer t.Stop()
+	for {
+		for {
+			j, ok, err := js.Store.TakeOverDeadLetterJob(ctx, js.Owner, js.now(), js.now().Add(js.lease()))
+			if err != nil && ctx.Err() == nil {
+				js.log().Error("take over dead-letter jobs", "error", err)
+			}
+			if !ok {
+				break
+			}
+			js.log().Warn("took over a dead-letter job whose process stopped", "job_id", j.ID, "action", j.Action, "done", j.Done, "takeovers", j.Takeovers)
+			js.start(j)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// start runs j in the background, under the process's context.
+func (js *DeadLetterJobs) start(j history.DeadLetterJob) {
+	js.mu.Lock()
+	ctx := js.ctx
+	js.mu.Unlock()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	js.wg.Add(1)
+	go func() {
+		defer js.wg.Done()
+		js.run(ctx, j)
+	}()
+}
+
+// Start stores a new job that replays or purges sel and begins it.
+func (js *DeadLetterJobs) Start(ctx context.Context, action string, sel selection) (history.DeadLetterJob, error) {
+	raw, err := json.Marshal(sel)
+	if err != nil {
+		return history.DeadLetterJob{}, err
+	}
+	newID := js.NewID
+	if newID == nil {
+		newID = NewID
+	}
+	now := js.now()
+	j := history.DeadLetterJob{ID: "job_" + newID()[len(IDPrefix):], Action: action, Selection: raw, State: history.JobRunning,
+		CreatedAt: now, LeaseOwner: js.Owner, LeaseUntil: now.Add(js.lease())}
+	if err := js.Store.CreateDeadLetterJob(ctx, j); err != nil {
+		return j, err
+	}
+	js.start(j)
+	return j, nil
+}
+
+// journal is a job's retry.Journal in the store.
+type journal struct {
+	store JobStore
+	job   string
+}
+
+func replayOf(k retry.ReplayKey) history.JobReplay {
+	return history.JobReplay{MessageID: k.ID, Copy: k.Copy, Source: k.Source, Round: k.Round}
+}
+
+func (j journal) Replayed(ctx context.Context, k retry.ReplayKey) (bool, error) {
+	return j.store.JobReplayed(ctx, j.job, replayOf(k))
+}
+
+func (j journal) Record(ctx context.Context, k retry.ReplayKey) error {
+	// The write must land even if the job is being stopped: the copy
+	// is confirmed, and the journal is what keeps it from going twice.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return j.store.RecordJobReplay(ctx, j.job, replayOf(k))
+}
+
+// run makes one pass of job j over the queue and records how it ended.
+func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
+	log := js.log().With("job_id", j.ID, "action", j.Action)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu   sync.Mutex
+		prog history.JobProgress
+		base int64 // what the processes before this one did
+	)
+	finish := func(state string, err error) {
+		mu.Lock()
+		p := prog
+		mu.Unlock()
+		if err != nil {
+			p.LastError = err.Error()
+		}
+		ctx := context.WithoutCancel(ctx)
+		if ferr := js.Store.FinishDeadLetterJob(ctx, j.ID, js.Owner, state, p, js.now()); ferr != nil {
+			log.Error("finish dead-letter job", "error", ferr)
+			return
+		}
+		log.Info("dead-letter job ended", "state", state, "matched", p.Matched, "done", p.Done, "failed", p.Failed, "error", p.LastError)
+	}
+	var sel selection
+	if err := json.Unmarshal(j.Selection, &sel); err != nil {
+		finish(history.JobFailed, fmt.Errorf("read the job's selection: %w", err))
+		return
+	}
+	f, bad := sel.filter(js.Topology)
+	if len(bad) > 0 {
+		finish(history.JobFailed, fmt.Errorf("the job's selection: %w", bad))
+		return
+	}
+	b := retry.Bulk{Filter: f, Purge: j.Action == "purge"}
+	base = j.Done
+	if !b.Purge {
+		b.Journal = journal{js.Store, j.ID}
+		n, err := js.Store.JobReplays(ctx, j.ID)
+		if err != nil {
+			finish(history.JobFailed, err)
+			return
+		}
+		base = n
+	}
+	prog = history.JobProgress{Matched: base, Done: base}
+	lastLog := time.Now()
+	b.Progress = func(p retry.Progress) {
+		mu.Lock()
+		prog = history.JobProgress{Matched: base + int64(p.Matched-p.Journaled), Done: base + int64(p.Done), Failed: int64(p.Failed), LastError: p.LastError}
+		cur := prog
+		mu.Unlock()
+		if time.Since(lastLog) >= time.Second {
+			lastLog = time.Now()
+			log.Info("dead-letter job progress", "matched", cur.Matched, "done", cur.Done, "failed", cur.Failed)
+		}
+	}
+
+	// The heartbeat renews the lease with the progress; a lease another
+	// process took stops the pass.
+	errLost := errors.New("lease lost")
+	beat := make(chan struct{})
+	go func() {
+		defer close(beat)
+		t := time.NewTicker(js.lease() / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			mu.Lock()
+			p := prog
+			mu.Unlock()
+			err := js.Store.RenewDeadLetterJob(ctx, j.ID, js.Owner, js.now().Add(js.lease()), p)
+			switch {
+			case errors.Is(err, history.ErrLeaseLost):
+				log.Warn("another process took over the dead-letter job: stopping")
+				cancel(errLost)
+				return
+			case err != nil && ctx.Err() == nil:
+				log.Error("renew a dead-letter job's lease", "error", err)
+			}
+		}
+	}()
+	defer func() { cancel(nil); <-beat }()
+
+	log.Info("dead-letter job started", "selection", string(j.Selection), "done_before", base)
+	dl, done, err := js.Dial()
+	if err != nil {
+		finish(history.JobFailed, fmt.Errorf("connect to the broker: %w", err))
+		return
+	}
+	p, err := dl.Bulk(ctx, b)
+	done()
+	b.Progress(p)
+	switch {
+	case errors.Is(context.Cause(ctx), errLost):
+	case ctx.Err() != nil:
+		// The process is stopping: the job stays running, and its lease
+		// goes back so that the next process takes it over at once.
+		mu.Lock()
+		cur := prog
+		mu.Unlock()
+		if err := js.Store.RenewDeadLetterJob(context.WithoutCancel(ctx), j.ID, js.Owner, js.now().Add(-time.Millisecond), cur); err != nil {
+			log.Error("hand back a dead-letter job's lease", "error", err)
+		}
+		log.Info("dead-letter job interrupted: another process resumes it", "matched", cur.Matched, "done", cur.Done)
+	case err != nil:
+		finish(history.JobFailed, err)
+	default:
+		finish(history.JobDone, nil)
+	}
+}
+
+// jobView is a job as the API answers it.
+type jobView struct {
+	ID         string          `json:"id"`
+	Action     string          `json:"action"`
+	State      string          `json:"state"`
+	Selection  json.RawMessage `json:"selection"`
+	Matched    int64           `json:"matched"`
+	Done       int64           `json:"done"`
+	Failed     int64           `json:"failed"`
+	LastError  string          `json:"last_error,omitempty"`
+	StartedAt  time.Time       `json:"started_at"`
+	FinishedAt *time.Time      `json:"finished_at,omitempty"`
+	Takeovers  int64           `json:"takeovers,omitempty"`
+}
+
+func newJobView(j history.DeadLetterJob) jobView {
+	return jobView{ID: j.ID, Action: j.Action, State: j.State, Selection: json.RawMessage(j.Selection), Matched: j.Matched,
+		Done: j.Done, Failed: j.Failed, LastError: j.LastError, StartedAt: j.CreatedAt, FinishedAt: j.FinishedAt, Takeovers: j.Takeovers}
+}
+
+// jobRequest is the body of POST /v1/dead-letters/jobs.
+type jobRequest struct {
+	Action string `json:"action"`
+	selection
+	// Confirm must be true for a purge.
+	Confirm bool `json:"confirm"`
+}
+
+func handleCreateDeadLetterJob(deps Deps) http.HandlerFunc {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		var req jobRequest
+		if p := decodeSelection(r, &req, "action, "+orList(append(selectionFields, "all"))+", and confirm"); p != nil {
+			return p
+		}
+		var bad notification.Invalid
+		switch req.Action {
+		case "replay":
+		case "purge":
+			if !req.Confirm {
+				bad = append(bad, notification.FieldError{Field: "confirm", Message: "must be true: a purge deletes parked messages for good"})
+			}
+		default:
+			bad = append(bad, notification.FieldError{Field: "action", Message: "replay or purge"})
+		}
+		_, invalid := req.filter(deps.Topology)
+		if bad = append(append(req.checkSelected(), invalid...), bad...); len(bad) > 0 {
+			return invalidRequest(bad)
+		}
+		if deps.DeadLetterJobs == nil {
+			return unavailable("dead-letter jobs need the history store")
+		}
+		j, err := deps.DeadLetterJobs.Start(r.Context(), req.Action, req.selection)
+		if err != nil {
+			deps.Log.Error("start a dead-letter job", "error", err)
+			return unavailable("the job could not be stored: " + err.Error())
+		}
+		w.Header().Set("Location", "/v1/dead-letters/jobs/"+j.ID)
+		writeJSON(w, http.StatusAccepted, newJobView(j))
+		return nil
+	})
+}
+
+func handleGetDeadLetterJob(deps Deps) http.HandlerFunc {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		if deps.DeadLetterJobs == nil {
+			return unavailable("dead-letter jobs need the history store")
+		}
+		id := chi.URLParam(r, "id")
+		j, err := deps.DeadLetterJobs.Store.DeadLetterJob(r.Context(), id)
+		switch {
+		case errors.Is(err, history.ErrNotFound):
+			return newProblem(ProblemNotFound, http.StatusNotFound, "Not found", "no dead-letter job "+quote(id))
+		case err != nil:
+			deps.Log.Error("read a dead-letter job", "error", err)
+			return unavailable("the job could not be read: " + err.Error())
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, newJobView(j))
+		return nil
+	})
+}

@@ -1,0 +1,278 @@
+//go:build integration
+
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/history/historytest"
+	"github.com/relay-demo/relay/retry"
+	"github.com/relay-demo/relay/retry/retrytest"
+	"github.com/relay-demo/relay/services/api"
+)
+
+// parkSplit parks n copies: copy i goes to the email queue when even and
+// to the webhook queue when odd, each with id c<i>.
+func parkSplit(t *testing.T, conn *amqp.Connection, topo retry.Topology, n int) {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	for i := range n {
+		queue := "email-queue"
+		if i%2 == 1 {
+			queue = "webhook-queue"
+		}
+		if err := ch.Publish(topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{
+			MessageId: fmt.Sprintf("c%03d", i), Body: []byte(`{}`), DeliveryMode: amqp.Persistent,
+			Headers: amqp.Table{retry.HeaderDeadSource: topo.Name(queue), retry.HeaderDeadReason: retry.ReasonMaxRetries,
+				retry.HeaderParkedAt: time.Now().UTC().Format(time.RFC3339Nano), retry.HeaderLastError: "503 busy"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// takeAll takes every message in queue (prefixed) and counts each id.
+func takeAll(t *testing.T, conn *amqp.Connection, queue string) map[string]int {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	out := map[string]int{}
+	for {
+		d, ok, err := ch.Get(queue, true /* autoAck */)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return out
+		}
+		out[d.MessageId]++
+	}
+}
+
+// evenCopies are the ids parkSplit parks from the email queue, once each.
+func evenCopies(n int) map[string]int {
+	out := map[string]int{}
+	for i := 0; i < n; i += 2 {
+		out[fmt.Sprintf("c%03d", i)] = 1
+	}
+	return out
+}
+
+// jobAnswer is what the job routes answer, less the times.
+type jobAnswer struct {
+	ID        string `json:"id"`
+	State     string `json:"state"`
+	LastError string `json:"last_error"`
+	Matched   int64  `json:"matched"`
+	Done      int64  `json:"done"`
+	Failed    int64  `json:"failed"`
+}
+
+// TestDeadLetterJobOnTheBroker runs a replay job through the real `relay
+// api`: a dry run counts the selection, the job answers 202 and a
+// Location, its progress can be followed there, each selected copy
+// arrives once on its work queue and the others stay parked.
+func TestDeadLetterJobOnTheBroker(t *testing.T) {
+	p := startAPI(t, deadLetterToken)
+	const n = 300
+	parkSplit(t, p.conn, p.topo, n)
+	if !poll(defaultWait, func() bool { return p.depth(t, retry.DeadQueue) == n }) {
+		t.Fatalf("not parked: %d", p.depth(t, retry.DeadQueue))
+	}
+
+	status, body := p.do(t, http.MethodPost, "/v1/dead-letters/replay", `{"channel":"email","dry_run":true}`)
+	if status != http.StatusOK || string(body) != `{"dry_run":true,"matched":150}`+"\n" {
+		t.Fatalf("dry run: %d %s", status, body)
+	}
+
+	req, _ := http.NewRequest(http.MethodPost, p.base+"/v1/dead-letters/jobs", strings.NewReader(`{"action":"replay","channel":"email","error":"BUSY"}`))
+	req.Header.Set("Authorization", "Bearer "+deadLetterToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started jobAnswer
+	err = json.NewDecoder(resp.Body).Decode(&started)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusAccepted || resp.Header.Get("Location") != "/v1/dead-letters/jobs/"+started.ID || started.State != "running" {
+		t.Fatalf("POST jobs: %d %+v, Location %q, %v", resp.StatusCode, started, resp.Header.Get("Location"), err)
+	}
+
+	var seen []int64
+	var last jobAnswer
+	if !poll(30*time.Second, func() bool {
+		status, body := p.do(t, http.MethodGet, resp.Header.Get("Location"), "")
+		if status != http.StatusOK || json.Unmarshal(body, &last) != nil {
+			t.Fatalf("GET job: %d %s", status, body)
+		}
+		if len(seen) == 0 || seen[len(seen)-1] != last.Done {
+			seen = append(seen, last.Done)
+		}
+		return last.State != "running"
+	}) {
+		t.Fatalf("the job never ended: %+v", last)
+	}
+	t.Logf("done counts seen while polling: %v", seen)
+	if diff := cmp.Diff(jobAnswer{ID: started.ID, State: "done", Matched: n / 2, Done: n / 2}, last); diff != "" {
+		t.Errorf("the job (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(evenCopies(n), takeAll(t, p.conn, p.topo.Name("email-queue"))); diff != "" {
+		t.Errorf("arrivals on the email queue (-want +got):\n%s", diff)
+	}
+	if !poll(defaultWait, func() bool { return p.depth(t, retry.DeadQueue) == n/2 }) {
+		t.Errorf("parked after the job: %d, want the %d webhook copies", p.depth(t, retry.DeadQueue), n/2)
+	}
+	if !strings.Contains(p.logs.String(), `"msg":"dead-letter job ended"`) {
+		t.Errorf("no log of the job's end:\n%s", p.logs.String())
+	}
+	if status, _ := p.do(t, http.MethodGet, "/v1/dead-letters/jobs/job_nope", ""); status != http.StatusNotFound {
+		t.Errorf("unknown job: %d", status)
+	}
+}
+
+// crashingStore is a JobStore that dies after its nth journal write:
+// that write lands, the process's broker connection is cut, and nothing
+// it writes afterwards reaches the store, as if its process had been
+// killed between the journal write and the ack of the parked original:
+// the narrowest point of a replay.
+type crashingStore struct {
+	api.JobStore
+	after   int
+	writes  atomic.Int64
+	crashed atomic.Bool
+	conn    *amqp.Connection
+}
+
+var errCrashed = errors.New("the process is gone")
+
+func (s *crashingStore) RecordJobReplay(ctx context.Context, job string, r history.JobReplay) error {
+	if s.crashed.Load() {
+		return errCrashed
+	}
+	err := s.JobStore.RecordJobReplay(ctx, job, r)
+	if s.writes.Add(1) == int64(s.after) {
+		s.crashed.Store(true)
+		s.conn.Close()
+		return errCrashed
+	}
+	return err
+}
+
+func (s *crashingStore) JobReplayed(ctx context.Context, job string, r history.JobReplay) (bool, error) {
+	if s.crashed.Load() {
+		return false, errCrashed
+	}
+	return s.JobStore.JobReplayed(ctx, job, r)
+}
+
+func (s *crashingStore) RenewDeadLetterJob(ctx context.Context, id, owner string, until time.Time, p history.JobProgress) error {
+	if s.crashed.Load() {
+		return errCrashed
+	}
+	return s.JobStore.RenewDeadLetterJob(ctx, id, owner, until, p)
+}
+
+func (s *crashingStore) FinishDeadLetterJob(ctx context.Context, id, owner, state string, p history.JobProgress, at time.Time) error {
+	if s.crashed.Load() {
+		return errCrashed
+	}
+	return s.JobStore.FinishDeadLetterJob(ctx, id, owner, state, p, at)
+}
+
+// TestDeadLetterJobResumes kills the process running a replay job right
+// after a journal write, and checks that another process takes the job
+// over once its lease lapses and finishes it: every selected copy
+// replayed once, none lost, the others still parked.
+func TestDeadLetterJobResumes(t *testing.T) {
+	for _, backend := range historytest.Backends() {
+		t.Run(backend, func(t *testing.T) {
+			conn := retrytest.Conn(t)
+			topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, Routes: channel.Routes()})
+			store := historytest.Open(t, backend)
+			const n = 300
+			parkSplit(t, conn, topo, n)
+			retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
+
+			// Process A: its own connection, which dies with it.
+			connA := retrytest.Conn(t)
+			crash := &crashingStore{JobStore: store, after: 60, conn: connA}
+			a := &api.DeadLetterJobs{Store: crash, Topology: topo, Owner: "a", Lease: time.Second,
+				Dial: func() (retry.DeadLetters, func(), error) {
+					return retry.DeadLetters{Conn: connA, Topology: topo}, func() {}, nil
+				}}
+			srv := httptest.NewServer(api.NewServer(api.Deps{AuthOff: true, Topology: topo, DeadLetterJobs: a}))
+			defer srv.Close()
+			resp, err := http.Post(srv.URL+"/v1/dead-letters/jobs", "application/json", strings.NewReader(`{"action":"replay","channel":"email"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var started jobAnswer
+			_ = json.NewDecoder(resp.Body).Decode(&started)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusAccepted {
+				t.Fatalf("POST jobs: %d", resp.StatusCode)
+			}
+			retrytest.Eventually(t, defaultWait, crash.crashed.Load, "process A never got to its crash")
+
+			// Process B takes over once A's lease lapses.
+			connB := retrytest.Conn(t)
+			b := &api.DeadLetterJobs{Store: store, Topology: topo, Owner: "b", Lease: time.Second,
+				Dial: func() (retry.DeadLetters, func(), error) {
+					return retry.DeadLetters{Conn: connB, Topology: topo}, func() {}, nil
+				}}
+			ctx, cancel := context.WithCancel(context.Background())
+			ran := make(chan struct{})
+			go func() { b.Run(ctx); close(ran) }()
+			defer func() { cancel(); <-ran }()
+			var j history.DeadLetterJob
+			retrytest.Eventually(t, 30*time.Second, func() bool {
+				j, err = store.DeadLetterJob(context.Background(), started.ID)
+				return err == nil && j.State != history.JobRunning
+			}, "the job never ended")
+			if j.State != history.JobDone || j.Matched != n/2 || j.Done != n/2 || j.Failed != 0 || j.Takeovers != 1 || j.LeaseOwner != "" {
+				t.Errorf("the job: %+v", j)
+			}
+			if diff := cmp.Diff(evenCopies(n), takeAll(t, conn, topo.Name("email-queue"))); diff != "" {
+				t.Errorf("arrivals on the email queue (-want +got):\n%s", diff)
+			}
+			retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n/2 },
+				"the webhook copies are not all parked")
+		})
+	}
+}
+
+// queueDepth is how many messages queue (prefixed) holds.
+func queueDepth(t *testing.T, conn *amqp.Connection, queue string) int {
+	t.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q.Messages
+}
