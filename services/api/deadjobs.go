@@ -289,23 +289,9 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 	}
 }
 
-// jobView is a job as the API answers it.
-type jobView struct {
-	ID         string          `json:"id"`
-	Action     string          `json:"action"`
-	State      string          `json:"state"`
-	Selection  json.RawMessage `json:"selection"`
-	Matched    int64           `json:"matched"`
-	Done       int64           `json:"done"`
-	Failed     int64           `json:"failed"`
-	LastError  string          `json:"last_error,omitempty"`
-	StartedAt  time.Time       `json:"started_at"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
-	Takeovers  int64           `json:"takeovers,omitempty"`
-}
-
-func newJobView(j history.DeadLetterJob) jobView {
-	return jobView{ID: j.ID, Action: j.Action, State: j.State, Selection: json.RawMessage(j.Selection), Matched: j.Matched,
+// newJobView is j as the API answers it.
+func newJobView(j history.DeadLetterJob) notification.DeadLetterJob {
+	return notification.DeadLetterJob{ID: j.ID, Action: j.Action, State: j.State, Selection: json.RawMessage(j.Selection), Matched: j.Matched,
 		Done: j.Done, Failed: j.Failed, LastError: j.LastError, StartedAt: j.CreatedAt, FinishedAt: j.FinishedAt, Takeovers: j.Takeovers}
 }
 
