@@ -239,6 +239,7 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 		defer close(beat)
 		t := time.NewTicker(js.lease() / 3)
 		defer t.Stop()
+		held := j.LeaseUntil
 		for {
 			select {
 			case <-ctx.Done():
@@ -248,13 +249,24 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 			mu.Lock()
 			p := prog
 			mu.Unlock()
-			err := js.Store.RenewDeadLetterJob(ctx, j.ID, js.Owner, js.now().Add(js.lease()), p)
+			until := js.now().Add(js.lease())
+			err := js.Store.RenewDeadLetterJob(ctx, j.ID, js.Owner, until, p)
 			switch {
+			case err == nil:
+				held = until
 			case errors.Is(err, history.ErrLeaseLost):
 				log.Warn("another process took over the dead-letter job: stopping")
 				cancel(errLost)
 				return
-			case err != nil && ctx.Err() == nil:
+			case ctx.Err() != nil:
+			case !js.now().Before(held.Add(-js.lease() / 3)):
+				// The lease is about to lapse and could not be renewed:
+				// another process may take the job over, and must not
+				// find this one still at work.
+				log.Error("renew a dead-letter job's lease: stopping before it lapses", "error", err)
+				cancel(errLost)
+				return
+			default:
 				log.Error("renew a dead-letter job's lease", "error", err)
 			}
 		}
