@@ -88,7 +88,7 @@ func commands() []command {
 		{name: "dead replay", summary: "send parked messages back with a fresh retry count (filters as list's, or --all; --dry-run counts, --job runs it as a job and follows it)", run: deadVerb("replay", os.Stdin)},
 		{name: "dead purge", summary: "delete parked messages for good (filters as list's, or --all; --dry-run, --job) [--yes]", run: deadVerb("purge", os.Stdin)},
 		{name: "dead show", summary: "print a parked message in full: history, headers, payload (relay dead show ID, --source Q, --recipient ADDRESS, --json)", run: deadVerb("show", os.Stdin)},
-		{name: "dead job", summary: "print a dead-letter job: its state and counts (relay dead job ID, --json)", run: deadVerb("job", os.Stdin)},
+		{name: "dead job", summary: "print a dead-letter job: its state and counts (relay dead job ID, --json); --cancel stops it", run: deadVerb("job", os.Stdin)},
 		{name: "topology", summary: "declare the exchanges and queues and print them (--format mermaid, --no-declare)", run: topology.Run},
 		{name: "health", summary: "check a service's health endpoint for a container health check: exit 0 on 2xx (relay health http://127.0.0.1:8080/readyz)", run: health.Run},
 		{name: "version", summary: "print relay's version and the revision it was built from (also --version)", run: runVersion},

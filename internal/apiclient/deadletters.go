@@ -130,6 +130,17 @@ func (c *Client) DeadLetterJob(ctx context.Context, id string) (notification.Dea
 	return readJob(raw)
 }
 
+// CancelDeadLetterJob cancels the running job id (DELETE
+// /v1/dead-letters/jobs/{id}) and returns it; a job that had ended is an
+// *Error with status 409.
+func (c *Client) CancelDeadLetterJob(ctx context.Context, id string) (notification.DeadLetterJob, error) {
+	raw, err := c.do(ctx, http.MethodDelete, "/v1/dead-letters/jobs/"+url.PathEscape(id), nil, nil, http.StatusOK)
+	if err != nil {
+		return notification.DeadLetterJob{}, err
+	}
+	return readJob(raw)
+}
+
 func readJob(raw []byte) (notification.DeadLetterJob, error) {
 	var j notification.DeadLetterJob
 	if err := json.Unmarshal(raw, &j); err != nil {

@@ -182,3 +182,24 @@ func (s *Store) JobReplays(ctx context.Context, job string) (int64, error) {
 	}
 	return n, nil
 }
+
+// ErrJobEnded means a job asked to stop had already ended.
+var ErrJobEnded = errors.New("the job has already ended")
+
+// CancelDeadLetterJob ends the running job id as cancelled at at and
+// returns it: its process finds its lease gone at its next renewal and
+// stops, after the copy in hand. ErrNotFound if there is no such job,
+// ErrJobEnded (with the job) if it had already ended.
+func (s *Store) CancelDeadLetterJob(ctx context.Context, id string, at time.Time) (DeadLetterJob, error) {
+	res, err := s.write.ExecContext(ctx, s.d.q(`UPDATE dead_letter_jobs SET state = 'cancelled', finished_at = $2, lease_owner = ''
+		WHERE id = $1 AND state = 'running'`), id, s.d.ts(at))
+	if err != nil {
+		return DeadLetterJob{}, fmt.Errorf("cancel job %s: %w", id, err)
+	}
+	n, _ := res.RowsAffected()
+	j, err := s.DeadLetterJob(ctx, id)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("job %s is %s: %w", id, j.State, ErrJobEnded)
+	}
+	return j, err
+}

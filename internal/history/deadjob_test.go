@@ -73,3 +73,26 @@ func TestDeadLetterJobLease(t *testing.T) {
 		}
 	})
 }
+
+func TestCancelDeadLetterJob(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *history.Store) {
+		ctx := ctxOf(t)
+		j := history.DeadLetterJob{ID: "job1", Action: "purge", Selection: []byte(`{"all":true}`), CreatedAt: t0, LeaseOwner: "a", LeaseUntil: t0.Add(time.Minute)}
+		if err := s.CreateDeadLetterJob(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.CancelDeadLetterJob(ctx, "job1", t0.Add(time.Second))
+		if err != nil || got.State != history.JobCancelled || got.FinishedAt == nil || got.LeaseOwner != "" {
+			t.Fatalf("cancel: %+v, %v", got, err)
+		}
+		if err := s.RenewDeadLetterJob(ctx, "job1", "a", t0.Add(2*time.Minute), history.JobProgress{}); !errors.Is(err, history.ErrLeaseLost) {
+			t.Errorf("its process renewed a cancelled job: %v", err)
+		}
+		if _, err := s.CancelDeadLetterJob(ctx, "job1", t0.Add(2*time.Second)); !errors.Is(err, history.ErrJobEnded) {
+			t.Errorf("cancel twice: %v", err)
+		}
+		if _, err := s.CancelDeadLetterJob(ctx, "nope", t0); !errors.Is(err, history.ErrNotFound) {
+			t.Errorf("cancel an unknown job: %v", err)
+		}
+	})
+}

@@ -28,6 +28,7 @@ type JobStore interface {
 	RecordJobReplay(ctx context.Context, job string, r history.JobReplay) error
 	JobReplayed(ctx context.Context, job string, r history.JobReplay) (bool, error)
 	JobReplays(ctx context.Context, job string) (int64, error)
+	CancelDeadLetterJob(ctx context.Context, id string, at time.Time) (history.DeadLetterJob, error)
 }
 
 // DefaultJobLease is how long a process holds a job's lease without
@@ -255,7 +256,7 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 			case err == nil:
 				held = until
 			case errors.Is(err, history.ErrLeaseLost):
-				log.Warn("another process took over the dead-letter job: stopping")
+				log.Warn("the dead-letter job was cancelled, or another process took it over: stopping")
 				cancel(errLost)
 				return
 			case ctx.Err() != nil:
@@ -364,6 +365,32 @@ func handleGetDeadLetterJob(deps Deps) http.HandlerFunc {
 			return unavailable("the job could not be read: " + err.Error())
 		}
 		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, newJobView(j))
+		return nil
+	})
+}
+
+func handleCancelDeadLetterJob(deps Deps) http.HandlerFunc {
+	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
+		if deps.DeadLetterJobs == nil {
+			return unavailable("dead-letter jobs need the history store")
+		}
+		id := chi.URLParam(r, "id")
+		j, err := deps.DeadLetterJobs.Store.CancelDeadLetterJob(r.Context(), id, deps.Now())
+		switch {
+		case errors.Is(err, history.ErrNotFound):
+			return newProblem(ProblemNotFound, http.StatusNotFound, "Not found", "no dead-letter job "+quote(id))
+		case errors.Is(err, history.ErrJobEnded):
+			p := newProblem(ProblemJobEnded, http.StatusConflict, "Job already ended", err.Error())
+			p.Members = struct {
+				State string `json:"state"`
+			}{j.State}
+			return p
+		case err != nil:
+			deps.Log.Error("cancel a dead-letter job", "error", err)
+			return unavailable("the job could not be cancelled: " + err.Error())
+		}
+		deps.Log.Info("dead-letter job cancelled", "job_id", j.ID, "done", j.Done)
 		writeJSON(w, http.StatusOK, newJobView(j))
 		return nil
 	})

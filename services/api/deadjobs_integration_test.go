@@ -276,3 +276,72 @@ func queueDepth(t *testing.T, conn *amqp.Connection, queue string) int {
 	}
 	return q.Messages
 }
+
+// slowStore is a JobStore whose journal reads take a while, so that a job
+// is still running when the test acts on it.
+type slowStore struct {
+	api.JobStore
+	reads atomic.Int64
+	last  atomic.Int64 // when the last read came, in Unix nanoseconds
+}
+
+func (s *slowStore) JobReplayed(ctx context.Context, job string, r history.JobReplay) (bool, error) {
+	s.reads.Add(1)
+	s.last.Store(time.Now().UnixNano())
+	time.Sleep(5 * time.Millisecond) // stands for a slow store, not a wait for the broker
+	return s.JobStore.JobReplayed(ctx, job, r)
+}
+
+// TestCancelDeadLetterJob cancels a running replay job: it stops within a
+// lease renewal, what it replayed arrived once, the rest stays parked.
+func TestCancelDeadLetterJob(t *testing.T) {
+	conn := retrytest.Conn(t)
+	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, Routes: channel.Routes()})
+	store := &slowStore{JobStore: historytest.Open(t, historytest.SQLite)}
+	const n = 300
+	parkSplit(t, conn, topo, n)
+	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
+	jobs := &api.DeadLetterJobs{Store: store, Topology: topo, Owner: "a", Lease: 300 * time.Millisecond,
+		Dial: func() (retry.DeadLetters, func(), error) {
+			return retry.DeadLetters{Conn: conn, Topology: topo}, func() {}, nil
+		}}
+	srv := httptest.NewServer(api.NewServer(api.Deps{AuthOff: true, Topology: topo, DeadLetterJobs: jobs}))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/dead-letters/jobs", "application/json", strings.NewReader(`{"action":"replay","channel":"email"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	location := srv.URL + resp.Header.Get("Location")
+	retrytest.Eventually(t, defaultWait, func() bool { return store.reads.Load() >= 10 }, "the job never started")
+	req, _ := http.NewRequest(http.MethodDelete, location, nil)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cancelled jobAnswer
+	_ = json.NewDecoder(resp.Body).Decode(&cancelled)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || cancelled.State != "cancelled" {
+		t.Fatalf("DELETE job: %d %+v", resp.StatusCode, cancelled)
+	}
+	// The job stops at its next renewal (every 100ms): the journal reads
+	// stop.
+	retrytest.Eventually(t, defaultWait, func() bool { return time.Since(time.Unix(0, store.last.Load())) > time.Second },
+		"the job never stopped")
+	arrived := takeAll(t, conn, topo.Name("email-queue"))
+	if len(arrived) == 0 || len(arrived) >= n/2 {
+		t.Errorf("%d arrived: want some, not all of %d", len(arrived), n/2)
+	}
+	for id, c := range arrived {
+		if c != 1 {
+			t.Errorf("%s arrived %d times", id, c)
+		}
+	}
+	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n-len(arrived) },
+		"what the job did not replay is not all parked")
+	req, _ = http.NewRequest(http.MethodDelete, location, nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusConflict {
+		t.Errorf("DELETE a cancelled job: %v, %v", resp.StatusCode, err)
+	}
+}

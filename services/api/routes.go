@@ -28,6 +28,7 @@ func routes(r *chi.Mux, deps Deps, m *metrics) {
 		v1.Post("/dead-letters/purge", handlePurgeDeadLetters(deps))
 		v1.Post("/dead-letters/jobs", handleCreateDeadLetterJob(deps))
 		v1.Get("/dead-letters/jobs/{id}", handleGetDeadLetterJob(deps))
+		v1.Delete("/dead-letters/jobs/{id}", handleCancelDeadLetterJob(deps))
 		v1.Post("/endpoints", handleCreateEndpoint(deps))
 		v1.Get("/endpoints", handleListEndpoints(deps))
 		v1.Get("/endpoints/{id}", handleGetEndpoint(deps))

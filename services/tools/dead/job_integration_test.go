@@ -83,4 +83,7 @@ func TestDeadJobCommands(t *testing.T) {
 	if _, err := run("job", "job_nope"); err == nil {
 		t.Error("job job_nope: no error")
 	}
+	if _, err := run("job", m[1], "--cancel"); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Errorf("job %s --cancel of a job that ended = %v, want the API's 409", m[1], err)
+	}
 }

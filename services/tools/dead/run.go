@@ -39,7 +39,7 @@ type options struct {
 	verb, id, source, recipient string
 	// The selection's other filters.
 	channel, reason, endpoint, since, until, errText string
-	all, json, yes, dryRun, job                      bool
+	all, json, yes, dryRun, job, cancel              bool
 	limit                                            int
 	api                                              apiclient.Flags
 }
@@ -118,8 +118,9 @@ func parse(args []string, getenv func(string) string, stdout io.Writer) (options
 		}
 	case "job":
 		fs.BoolVar(&o.json, "json", false, "print the job as JSON, as GET /v1/dead-letters/jobs/{id}")
+		fs.BoolVar(&o.cancel, "cancel", false, "cancel the job: it stops after the copy in hand; what it did stays done")
 		fs.Usage = func() {
-			fmt.Fprintln(stdout, "usage: relay dead job ID [--json]\n\n"+
+			fmt.Fprintln(stdout, "usage: relay dead job ID [--cancel] [--json]\n\n"+
 				"Prints a dead-letter job (relay dead replay|purge --job starts one): its state, how many\n"+
 				"parked copies it selected, replayed or purged, and left parked, and its last error.")
 			fs.PrintDefaults()
@@ -200,7 +201,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		return printShow(stdout, list, o.json)
 	case "job":
-		j, err := api.DeadLetterJob(ctx, o.id)
+		get := api.DeadLetterJob
+		if o.cancel {
+			get = api.CancelDeadLetterJob
+		}
+		j, err := get(ctx, o.id)
 		if err != nil {
 			return o.api.Explain(err)
 		}

@@ -72,6 +72,7 @@ func TestParse(t *testing.T) {
 		{args: []string{"job", "job_1"}, want: options{verb: "job", id: "job_1"}},
 		{args: []string{"job", "--json", "job_1"}, want: options{verb: "job", id: "job_1", json: true}},
 		{args: []string{"job"}, wantErr: "relay dead job needs an id"},
+		{args: []string{"job", "job_1", "--cancel"}, want: options{verb: "job", id: "job_1", cancel: true}},
 		{args: []string{"job", "job_1", "--recipient", "a@example.com"}, wantErr: "flag provided but not defined: -recipient"},
 	}
 	for _, tt := range tests {
