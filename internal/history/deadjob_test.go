@@ -96,3 +96,36 @@ func TestCancelDeadLetterJob(t *testing.T) {
 		}
 	})
 }
+
+func TestPruneDeadLetterJobs(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *history.Store) {
+		ctx := ctxOf(t)
+		for _, id := range []string{"ended", "running"} {
+			if err := s.CreateDeadLetterJob(ctx, history.DeadLetterJob{ID: id, Action: "replay", Selection: []byte(`{}`), CreatedAt: t0,
+				LeaseOwner: "a", LeaseUntil: t0.Add(time.Minute)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.RecordJobReplay(ctx, id, history.JobReplay{MessageID: "m1", Source: "q"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.FinishDeadLetterJob(ctx, "ended", "a", history.JobDone, history.JobProgress{Matched: 1, Done: 1}, t0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Prune(ctx, t0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DeadLetterJob(ctx, "ended"); !errors.Is(err, history.ErrNotFound) {
+			t.Errorf("the ended job after a prune: %v", err)
+		}
+		if n, err := s.JobReplays(ctx, "ended"); n != 0 || err != nil {
+			t.Errorf("its journal after a prune: %d, %v", n, err)
+		}
+		if _, err := s.DeadLetterJob(ctx, "running"); err != nil {
+			t.Errorf("the running job after a prune: %v", err)
+		}
+		if n, err := s.JobReplays(ctx, "running"); n != 1 || err != nil {
+			t.Errorf("the running job's journal after a prune: %d, %v", n, err)
+		}
+	})
+}
