@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
@@ -152,6 +153,18 @@ func (js *DeadLetterJobs) Start(ctx context.Context, action string, sel selectio
 	return j, nil
 }
 
+// MaxJobTakeovers is how many times a job the broker stopped (it could
+// not be reached, or its connection closed) is taken up again before it
+// fails.
+const MaxJobTakeovers = 10
+
+// brokerLost reports whether err says the broker connection went: a job
+// stopped by it goes on later rather than fail.
+func brokerLost(err error) bool {
+	var aerr *amqp.Error
+	return errors.Is(err, amqp.ErrClosed) || errors.As(err, &aerr) && aerr.Server && !aerr.Recover
+}
+
 // journal is a job's retry.Journal in the store.
 type journal struct {
 	store JobStore
@@ -275,15 +288,35 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 	defer func() { cancel(nil); <-beat }()
 
 	log.Info("dead-letter job started", "selection", string(j.Selection), "done_before", base)
+	// retryLater leaves the job running, its lease kept until it lapses,
+	// with err as its last error: a process takes it over then, this one
+	// or another, and the job goes on once the broker is back.
+	retryLater := func(err error) {
+		mu.Lock()
+		cur := prog
+		mu.Unlock()
+		cur.LastError = err.Error()
+		if rerr := js.Store.RenewDeadLetterJob(context.WithoutCancel(ctx), j.ID, js.Owner, js.now().Add(js.lease()), cur); rerr != nil {
+			log.Error("keep a dead-letter job for later", "error", rerr)
+		}
+		log.Warn("dead-letter job stopped by the broker: it goes on after its lease lapses", "error", err, "takeovers", j.Takeovers)
+	}
 	dl, done, err := js.Dial()
 	if err != nil {
-		finish(history.JobFailed, fmt.Errorf("connect to the broker: %w", err))
+		err = fmt.Errorf("connect to the broker: %w", err)
+		if j.Takeovers < MaxJobTakeovers {
+			retryLater(err)
+		} else {
+			finish(history.JobFailed, err)
+		}
 		return
 	}
 	p, err := dl.Bulk(ctx, b)
 	done()
 	b.Progress(p)
 	switch {
+	case err != nil && ctx.Err() == nil && brokerLost(err) && j.Takeovers < MaxJobTakeovers:
+		retryLater(err)
 	case errors.Is(context.Cause(ctx), errLost):
 	case ctx.Err() != nil:
 		// The process is stopping: the job stays running, and its lease

@@ -345,3 +345,52 @@ func TestCancelDeadLetterJob(t *testing.T) {
 		t.Errorf("DELETE a cancelled job: %v, %v", resp.StatusCode, err)
 	}
 }
+
+// TestDeadLetterJobWaitsForTheBroker: a job whose process cannot reach
+// the broker stays running with the error, and goes on once a process
+// (here the same one) takes it up again with the broker back.
+func TestDeadLetterJobWaitsForTheBroker(t *testing.T) {
+	conn := retrytest.Conn(t)
+	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, Routes: channel.Routes()})
+	store := historytest.Open(t, historytest.SQLite)
+	const n = 20
+	parkSplit(t, conn, topo, n)
+	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
+	var dials atomic.Int64
+	jobs := &api.DeadLetterJobs{Store: store, Topology: topo, Owner: "a", Lease: 300 * time.Millisecond,
+		Dial: func() (retry.DeadLetters, func(), error) {
+			if dials.Add(1) == 1 {
+				return retry.DeadLetters{}, nil, errors.New("connection refused")
+			}
+			return retry.DeadLetters{Conn: conn, Topology: topo}, func() {}, nil
+		}}
+	srv := httptest.NewServer(api.NewServer(api.Deps{AuthOff: true, Topology: topo, DeadLetterJobs: jobs}))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/dead-letters/jobs", "application/json", strings.NewReader(`{"action":"purge","channel":"webhook","confirm":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started jobAnswer
+	_ = json.NewDecoder(resp.Body).Decode(&started)
+	resp.Body.Close()
+	var j history.DeadLetterJob
+	retrytest.Eventually(t, defaultWait, func() bool {
+		j, err = store.DeadLetterJob(context.Background(), started.ID)
+		return err == nil && strings.Contains(j.LastError, "connection refused")
+	}, "the job never said why it waits")
+	if j.State != history.JobRunning {
+		t.Fatalf("a job that could not reach the broker: %+v", j)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { jobs.Run(ctx); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	retrytest.Eventually(t, defaultWait, func() bool {
+		j, err = store.DeadLetterJob(context.Background(), started.ID)
+		return err == nil && j.State != history.JobRunning
+	}, "the job never ended")
+	if j.State != history.JobDone || j.Done != n/2 || j.Takeovers != 1 || j.LastError != "" {
+		t.Errorf("the job: %+v", j)
+	}
+	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n/2 }, "the email copies are not all parked")
+}
