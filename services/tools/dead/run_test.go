@@ -328,3 +328,18 @@ func TestPrintEscapes(t *testing.T) {
 		}
 	}
 }
+
+func TestReplayHelp(t *testing.T) {
+	for _, verb := range []string{"replay", "purge"} {
+		var out bytes.Buffer
+		if _, err := parse([]string{verb, "-h"}, noEnv, &out); err == nil {
+			t.Fatalf("%s -h: no flag.ErrHelp", verb)
+		}
+		for _, want := range []string{"-channel channel", "-reason reason", "max-retries, permanent", "-endpoint id", "-since time", "RFC 3339",
+			"-until time", "-error text", "-dry-run", "-job", "follow its progress on stderr"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s -h lacks %q:\n%s", verb, want, out.String())
+			}
+		}
+	}
+}
