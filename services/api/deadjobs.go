@@ -40,7 +40,7 @@ const DefaultJobLease = 15 * time.Second
 // DeadLetterJobs runs bulk replays and purges of the dead-letter queue as
 // jobs: it stores each in Store, runs it in the background of this
 // process under a lease it renews with the job's progress, and takes
-// over the jobs whose process died (RunTakeovers). See docs/guarantees.md
+// over the jobs whose process died (Run). See docs/guarantees.md
 // for what a job promises across a crash.
 type DeadLetterJobs struct {
 	Store JobStore
@@ -59,10 +59,12 @@ type DeadLetterJobs struct {
 	// NewID makes a job's id; nil means NewID.
 	NewID func() string
 
-	// ctx is the process's: every job this process runs ends with it.
-	mu  sync.Mutex
+	mu sync.Mutex
+	// ctx is the one Run was given: every job this process runs ends
+	// with it. Before Run, jobs run under a context of their own.
 	ctx context.Context
-	wg  sync.WaitGroup
+	// wg counts the jobs running in this process; Run waits for them.
+	wg sync.WaitGroup
 }
 
 func (js *DeadLetterJobs) lease() time.Duration {
