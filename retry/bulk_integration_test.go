@@ -164,8 +164,8 @@ func TestBulkReplayResumes(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || second.Journaled != 1 {
 		t.Fatalf("second pass: %+v, %v; want one journaled and cancelled", second, err)
 	}
-	// A cancelled pass does not wait for the broker to take back what it
-	// held; a process taking over a job comes later than this.
+	// A cancelled pass waits (a while) for the broker to take back what
+	// it held; the test makes sure.
 	left := n - first.Done - second.Done - second.Journaled
 	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == left }, "the held ones are not back")
 	third, err := dl.Bulk(context.Background(), retry.Bulk{Filter: f, Journal: j})

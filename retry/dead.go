@@ -263,9 +263,11 @@ func (dl DeadLetters) walk(ctx context.Context, f Filter, fn func(*amqp.Delivery
 	}
 	queue := dl.Topology.Name(DeadQueue)
 	// Closing the channel returns every message taken and not acked; held
-	// counts them, and settle waits until the queue has them back.
+	// counts them, and settle waits until the queue has them back, even
+	// when ctx ended: whoever walks the queue next (a job taken over at
+	// once) must find them there.
 	held := 0
-	defer func() { dl.settle(ctx, ch, queue, held) }()
+	defer func() { dl.settle(context.WithoutCancel(ctx), ch, queue, held) }()
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	var aerr *amqp.Error
 	if errors.As(err, &aerr) && aerr.Code == amqp.NotFound {

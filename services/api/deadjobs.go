@@ -60,9 +60,10 @@ type DeadLetterJobs struct {
 	NewID func() string
 
 	mu sync.Mutex
-	// ctx is the one Run was given: every job this process runs ends
-	// with it. Before Run, jobs run under a context of their own.
-	ctx context.Context
+	// ctx is what every job this process runs ends with: cancel ends it
+	// when the context Run was given ends.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// wg counts the jobs running in this process; Run waits for them.
 	wg sync.WaitGroup
 }
@@ -94,9 +95,9 @@ func (js *DeadLetterJobs) log() *slog.Logger {
 // has not finished keeps its state, running, and hands its lease back
 // so that another process takes it over at once.
 func (js *DeadLetterJobs) Run(ctx context.Context) {
-	js.mu.Lock()
-	js.ctx = ctx
-	js.mu.Unlock()
+	js.jobsContext()
+	stop := context.AfterFunc(ctx, js.cancel)
+	defer stop()
 	defer js.wg.Wait()
 	t := time.NewTicker(js.lease() / 3)
 	defer t.Stop()
@@ -120,14 +121,21 @@ func (js *DeadLetterJobs) Run(ctx context.Context) {
 	}
 }
 
-// start runs j in the background, under the process's context.
-func (js *DeadLetterJobs) start(j history.DeadLetterJob) {
+// jobsContext returns the context the jobs of this process run under,
+// made on first use: a job started before Run ends with Run's context
+// too.
+func (js *DeadLetterJobs) jobsContext() context.Context {
 	js.mu.Lock()
-	ctx := js.ctx
-	js.mu.Unlock()
-	if ctx == nil {
-		ctx = context.Background()
+	defer js.mu.Unlock()
+	if js.ctx == nil {
+		js.ctx, js.cancel = context.WithCancel(context.Background())
 	}
+	return js.ctx
+}
+
+// start runs j in the background, under the jobs' context.
+func (js *DeadLetterJobs) start(j history.DeadLetterJob) {
+	ctx := js.jobsContext()
 	js.wg.Add(1)
 	go func() {
 		defer js.wg.Done()

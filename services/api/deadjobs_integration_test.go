@@ -394,3 +394,57 @@ func TestDeadLetterJobWaitsForTheBroker(t *testing.T) {
 	}
 	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n/2 }, "the email copies are not all parked")
 }
+
+// TestDeadLetterJobHandedBack stops the process running a job cleanly:
+// the job stays running with its lease handed back, and the next process
+// takes it over at once, not a lease later, and finishes it: each copy
+// replayed once.
+func TestDeadLetterJobHandedBack(t *testing.T) {
+	conn := retrytest.Conn(t)
+	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, Routes: channel.Routes()})
+	plain := historytest.Open(t, historytest.SQLite)
+	slow := &slowStore{JobStore: plain}
+	const n = 300
+	parkSplit(t, conn, topo, n)
+	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
+	dial := func() (retry.DeadLetters, func(), error) {
+		return retry.DeadLetters{Conn: conn, Topology: topo}, func() {}, nil
+	}
+	a := &api.DeadLetterJobs{Store: slow, Topology: topo, Owner: "a", Lease: time.Minute, Dial: dial}
+	ctxA, stopA := context.WithCancel(context.Background())
+	ranA := make(chan struct{})
+	go func() { a.Run(ctxA); close(ranA) }()
+	srv := httptest.NewServer(api.NewServer(api.Deps{AuthOff: true, Topology: topo, DeadLetterJobs: a}))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/dead-letters/jobs", "application/json", strings.NewReader(`{"action":"replay","channel":"email"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started jobAnswer
+	_ = json.NewDecoder(resp.Body).Decode(&started)
+	resp.Body.Close()
+	retrytest.Eventually(t, defaultWait, func() bool { return slow.reads.Load() >= 10 }, "the job never started")
+	stopA()
+	<-ranA
+	j, err := plain.DeadLetterJob(context.Background(), started.ID)
+	if err != nil || j.State != history.JobRunning || j.LeaseUntil.After(time.Now()) {
+		t.Fatalf("after a clean stop: %+v, %v; want running, its lease handed back", j, err)
+	}
+
+	b := &api.DeadLetterJobs{Store: plain, Topology: topo, Owner: "b", Lease: time.Minute, Dial: dial}
+	ctxB, stopB := context.WithCancel(context.Background())
+	ranB := make(chan struct{})
+	go func() { b.Run(ctxB); close(ranB) }()
+	defer func() { stopB(); <-ranB }()
+	// Well within the minute a lapsed lease would take.
+	retrytest.Eventually(t, 20*time.Second, func() bool {
+		j, err = plain.DeadLetterJob(context.Background(), started.ID)
+		return err == nil && j.State != history.JobRunning
+	}, "the job was not taken over at once")
+	if j.State != history.JobDone || j.Done != n/2 || j.Takeovers != 1 {
+		t.Errorf("the job: %+v", j)
+	}
+	if diff := cmp.Diff(evenCopies(n), takeAll(t, conn, topo.Name("email-queue"))); diff != "" {
+		t.Errorf("arrivals on the email queue (-want +got):\n%s", diff)
+	}
+}
