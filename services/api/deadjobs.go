@@ -66,6 +66,22 @@ type DeadLetterJobs struct {
 	cancel context.CancelFunc
 	// wg counts the jobs running in this process; Run waits for them.
 	wg sync.WaitGroup
+	// turn lets one job at a time walk the queue: two passes at once would
+	// each miss what the other holds.
+	turn     chan struct{}
+	turnOnce sync.Once
+}
+
+// takeTurn waits until no other job of this process walks the queue, or
+// ctx ends; release ends the turn.
+func (js *DeadLetterJobs) takeTurn(ctx context.Context) (release func(), err error) {
+	js.turnOnce.Do(func() { js.turn = make(chan struct{}, 1) })
+	select {
+	case js.turn <- struct{}{}:
+		return func() { <-js.turn }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (js *DeadLetterJobs) lease() time.Duration {
@@ -311,21 +327,10 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 		}
 		log.Warn("dead-letter job stopped by the broker: it goes on after its lease lapses", "error", err, "takeovers", j.Takeovers)
 	}
-	dl, done, err := js.Dial()
-	if err != nil {
-		err = fmt.Errorf("connect to the broker: %w", err)
-		if j.Takeovers < MaxJobTakeovers {
-			retryLater(err)
-		} else {
-			finish(history.JobFailed, err)
-		}
-		return
-	}
-	p, err := dl.Bulk(ctx, b)
-	done()
+	p, err := js.pass(ctx, b)
 	b.Progress(p)
 	switch {
-	case err != nil && ctx.Err() == nil && brokerLost(err) && j.Takeovers < MaxJobTakeovers:
+	case err != nil && ctx.Err() == nil && (brokerLost(err) || errors.Is(err, errDial)) && j.Takeovers < MaxJobTakeovers:
 		retryLater(err)
 	case errors.Is(context.Cause(ctx), errLost):
 	case ctx.Err() != nil:
@@ -343,6 +348,25 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 	default:
 		finish(history.JobDone, nil)
 	}
+}
+
+// errDial marks a pass that could not reach the broker.
+var errDial = errors.New("connect to the broker")
+
+// pass waits for this process's turn, dials the broker and makes one
+// pass of b over the queue.
+func (js *DeadLetterJobs) pass(ctx context.Context, b retry.Bulk) (retry.Progress, error) {
+	release, err := js.takeTurn(ctx)
+	if err != nil {
+		return retry.Progress{}, err
+	}
+	defer release()
+	dl, done, err := js.Dial()
+	if err != nil {
+		return retry.Progress{}, fmt.Errorf("%w: %w", errDial, err)
+	}
+	defer done()
+	return dl.Bulk(ctx, b)
 }
 
 // newJobView is j as the API answers it.

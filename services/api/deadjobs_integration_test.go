@@ -448,3 +448,49 @@ func TestDeadLetterJobHandedBack(t *testing.T) {
 		t.Errorf("arrivals on the email queue (-want +got):\n%s", diff)
 	}
 }
+
+// TestDeadLetterJobsTakeTurns starts two jobs at once in one process:
+// the second walks the queue after the first, so neither misses a copy
+// the other holds.
+func TestDeadLetterJobsTakeTurns(t *testing.T) {
+	conn := retrytest.Conn(t)
+	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, Routes: channel.Routes()})
+	store := historytest.Open(t, historytest.SQLite)
+	const n = 300
+	parkSplit(t, conn, topo, n)
+	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
+	jobs := &api.DeadLetterJobs{Store: store, Topology: topo, Owner: "a",
+		Dial: func() (retry.DeadLetters, func(), error) {
+			return retry.DeadLetters{Conn: conn, Topology: topo}, func() {}, nil
+		}}
+	srv := httptest.NewServer(api.NewServer(api.Deps{AuthOff: true, Topology: topo, DeadLetterJobs: jobs}))
+	defer srv.Close()
+	var ids []string
+	for _, body := range []string{`{"action":"replay","channel":"email"}`, `{"action":"purge","channel":"webhook","confirm":true}`} {
+		resp, err := http.Post(srv.URL+"/v1/dead-letters/jobs", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var started jobAnswer
+		_ = json.NewDecoder(resp.Body).Decode(&started)
+		resp.Body.Close()
+		ids = append(ids, started.ID)
+	}
+	for _, id := range ids {
+		var j history.DeadLetterJob
+		retrytest.Eventually(t, 30*time.Second, func() bool {
+			var err error
+			j, err = store.DeadLetterJob(context.Background(), id)
+			return err == nil && j.State != history.JobRunning
+		}, "job %s never ended", id)
+		if j.State != history.JobDone || j.Done != n/2 {
+			t.Errorf("job %s: %+v", id, j)
+		}
+	}
+	if diff := cmp.Diff(evenCopies(n), takeAll(t, conn, topo.Name("email-queue"))); diff != "" {
+		t.Errorf("arrivals on the email queue (-want +got):\n%s", diff)
+	}
+	if got := queueDepth(t, conn, topo.Name(retry.DeadQueue)); got != 0 {
+		t.Errorf("%d still parked, want none", got)
+	}
+}
