@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -49,7 +52,9 @@ type DeadLetterJobs struct {
 	Dial     func() (dl retry.DeadLetters, done func(), err error)
 	Topology retry.Topology
 	Log      *slog.Logger
-	// Owner names this process in the leases it holds.
+	// Owner names this process in the leases it holds; each run of a job
+	// holds its lease as Owner#n, so that this process taking over a job
+	// one of its own runs let lapse stops that run.
 	Owner string
 	// Lease is how long a lease lasts unrenewed; zero means
 	// DefaultJobLease. It is renewed every third of it.
@@ -66,10 +71,17 @@ type DeadLetterJobs struct {
 	cancel context.CancelFunc
 	// wg counts the jobs running in this process; Run waits for them.
 	wg sync.WaitGroup
+	// runs numbers the runs of jobs in this process.
+	runs atomic.Int64
 	// turn lets one job at a time walk the queue: two passes at once would
 	// each miss what the other holds.
 	turn     chan struct{}
 	turnOnce sync.Once
+}
+
+// runOwner names a new run of a job in this process's leases.
+func (js *DeadLetterJobs) runOwner() string {
+	return js.Owner + "#" + strconv.FormatInt(js.runs.Add(1), 10)
 }
 
 // takeTurn waits until no other job of this process walks the queue, or
@@ -119,7 +131,7 @@ func (js *DeadLetterJobs) Run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		for {
-			j, ok, err := js.Store.TakeOverDeadLetterJob(ctx, js.Owner, js.now(), js.now().Add(js.lease()))
+			j, ok, err := js.Store.TakeOverDeadLetterJob(ctx, js.runOwner(), js.now(), js.now().Add(js.lease()))
 			if err != nil && ctx.Err() == nil {
 				js.log().Error("take over dead-letter jobs", "error", err)
 			}
@@ -170,8 +182,8 @@ func (js *DeadLetterJobs) Start(ctx context.Context, action string, sel selectio
 		newID = NewID
 	}
 	now := js.now()
-	j := history.DeadLetterJob{ID: "job_" + newID()[len(IDPrefix):], Action: action, Selection: raw, State: history.JobRunning,
-		CreatedAt: now, LeaseOwner: js.Owner, LeaseUntil: now.Add(js.lease())}
+	j := history.DeadLetterJob{ID: "job_" + strings.TrimPrefix(newID(), IDPrefix), Action: action, Selection: raw, State: history.JobRunning,
+		CreatedAt: now, LeaseOwner: js.runOwner(), LeaseUntil: now.Add(js.lease())}
 	if err := js.Store.CreateDeadLetterJob(ctx, j); err != nil {
 		return j, err
 	}
@@ -231,7 +243,7 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 			p.LastError = err.Error()
 		}
 		ctx := context.WithoutCancel(ctx)
-		if ferr := js.Store.FinishDeadLetterJob(ctx, j.ID, js.Owner, state, p, js.now()); ferr != nil {
+		if ferr := js.Store.FinishDeadLetterJob(ctx, j.ID, j.LeaseOwner, state, p, js.now()); ferr != nil {
 			log.Error("finish dead-letter job", "error", ferr)
 			return
 		}
@@ -290,7 +302,7 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 			p := prog
 			mu.Unlock()
 			until := js.now().Add(js.lease())
-			err := js.Store.RenewDeadLetterJob(ctx, j.ID, js.Owner, until, p)
+			err := js.Store.RenewDeadLetterJob(ctx, j.ID, j.LeaseOwner, until, p)
 			switch {
 			case err == nil:
 				held = until
@@ -322,7 +334,7 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 		cur := prog
 		mu.Unlock()
 		cur.LastError = err.Error()
-		if rerr := js.Store.RenewDeadLetterJob(context.WithoutCancel(ctx), j.ID, js.Owner, js.now().Add(js.lease()), cur); rerr != nil {
+		if rerr := js.Store.RenewDeadLetterJob(context.WithoutCancel(ctx), j.ID, j.LeaseOwner, js.now().Add(js.lease()), cur); rerr != nil {
 			log.Error("keep a dead-letter job for later", "error", rerr)
 		}
 		log.Warn("dead-letter job stopped by the broker: it goes on after its lease lapses", "error", err, "takeovers", j.Takeovers)
@@ -339,7 +351,7 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 		mu.Lock()
 		cur := prog
 		mu.Unlock()
-		if err := js.Store.RenewDeadLetterJob(context.WithoutCancel(ctx), j.ID, js.Owner, js.now().Add(-time.Millisecond), cur); err != nil {
+		if err := js.Store.RenewDeadLetterJob(context.WithoutCancel(ctx), j.ID, j.LeaseOwner, js.now().Add(-time.Millisecond), cur); err != nil {
 			log.Error("hand back a dead-letter job's lease", "error", err)
 		}
 		log.Info("dead-letter job interrupted: another process resumes it", "matched", cur.Matched, "done", cur.Done)
