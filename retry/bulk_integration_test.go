@@ -180,3 +180,35 @@ func TestBulkReplayResumes(t *testing.T) {
 	}
 	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == n/2 }, "the permanent ones are not all parked")
 }
+
+// TestBulkByRouteAcrossLanes: a filter by route takes the copies parked
+// from every lane of it, and a replay sends each back to its own lane.
+func TestBulkByRouteAcrossLanes(t *testing.T) {
+	conn := retrytest.Conn(t)
+	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL,
+		Routes: []retry.Route{{Queue: "email-queue", Key: "email", Lanes: 3}, {Queue: "webhook-queue", Key: "webhook"}}})
+	lanes := []string{topo.Name("email-queue"), topo.Name("email-queue") + ".lane-1", topo.Name("email-queue") + ".lane-2", topo.Name("webhook-queue")}
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	for i, q := range lanes {
+		if err := ch.Publish(topo.Name(retry.DeadExchange), "", false, false, amqp.Publishing{MessageId: fmt.Sprintf("m%d", i),
+			Headers: amqp.Table{retry.HeaderDeadSource: q, retry.HeaderDeadReason: retry.ReasonMaxRetries}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == len(lanes) }, "not parked")
+	dl := retry.DeadLetters{Conn: conn, Topology: topo}
+	p, err := dl.Bulk(context.Background(), retry.Bulk{Filter: retry.Filter{Route: "email"}})
+	if err != nil || p.Done != 3 {
+		t.Fatalf("Bulk = %+v, %v; want the three email lanes' copies", p, err)
+	}
+	for i, q := range lanes[:3] {
+		if got := arrivals(t, conn, q); !cmp.Equal(got, map[string]int{fmt.Sprintf("m%d", i): 1}) {
+			t.Errorf("%s holds %v", q, got)
+		}
+	}
+	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == 1 }, "the webhook copy is not parked")
+}
