@@ -494,3 +494,57 @@ func TestDeadLetterJobsTakeTurns(t *testing.T) {
 		t.Errorf("%d still parked, want none", got)
 	}
 }
+
+// TestDeadLetterFiltersOnTheBroker lists through the real `relay api`
+// by endpoint, parked-at range, reason and error text.
+func TestDeadLetterFiltersOnTheBroker(t *testing.T) {
+	p := startAPI(t, deadLetterToken)
+	const ep = "ep_3kq7ymzd5vbxw2n4c6f7h2j4la"
+	p.park(t, "hook-ep", "webhook-queue", []byte(`{"v":1,"id":"hook-ep","channel":"webhook","webhook":{"endpoint":"`+ep+`","payload":{}}}`), "application/json")
+	p.park(t, "hook-url", "webhook-queue", []byte(`{"v":1,"id":"hook-url","channel":"webhook","webhook":{"url":"https://example.com","payload":{}}}`), "application/json")
+	p.park(t, "mail", "email-queue", []byte(`{}`), "application/json")
+	if !poll(defaultWait, func() bool { return p.depth(t, retry.DeadQueue) == 3 }) {
+		t.Fatal("not parked")
+	}
+	ids := func(query string) []string {
+		t.Helper()
+		status, body := p.do(t, http.MethodGet, "/v1/dead-letters?"+query, "")
+		if status != http.StatusOK {
+			t.Fatalf("GET ?%s: %d %s", query, status, body)
+		}
+		var answer struct {
+			DeadLetters []struct {
+				ID string `json:"id"`
+			} `json:"dead_letters"`
+		}
+		if err := json.Unmarshal(body, &answer); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, d := range answer.DeadLetters {
+			out = append(out, d.ID)
+		}
+		return out
+	}
+	// park writes x-parked-at 2026-01-02T03:09:05Z, reason max-retries and
+	// last error "503 busy".
+	for _, tt := range []struct {
+		query string
+		want  []string
+	}{
+		{"endpoint=" + ep, []string{"hook-ep"}},
+		{"channel=webhook", []string{"hook-ep", "hook-url"}},
+		{"since=2026-01-02T03:09:05Z&until=2026-01-02T03:09:06Z", []string{"hook-ep", "hook-url", "mail"}},
+		{"until=2026-01-02T03:09:05Z", nil},
+		{"reason=max-retries&error=BUSY&channel=email", []string{"mail"}},
+		{"reason=permanent", nil},
+	} {
+		if diff := cmp.Diff(tt.want, ids(tt.query)); diff != "" {
+			t.Errorf("?%s (-want +got):\n%s", tt.query, diff)
+		}
+	}
+	if status, body := p.do(t, http.MethodGet, "/v1/dead-letters?endpoint=nope&since=x", ""); status != http.StatusUnprocessableEntity ||
+		!strings.Contains(string(body), `"field":"endpoint"`) || !strings.Contains(string(body), `"field":"since"`) {
+		t.Errorf("bad filters: %d %s", status, body)
+	}
+}
