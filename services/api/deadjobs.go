@@ -57,7 +57,8 @@ type DeadLetterJobs struct {
 	// one of its own runs let lapse stops that run.
 	Owner string
 	// Lease is how long a lease lasts unrenewed; zero means
-	// DefaultJobLease. It is renewed every third of it.
+	// DefaultJobLease. It is renewed every third of it, or every second
+	// if that is sooner.
 	Lease time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
@@ -101,6 +102,13 @@ func (js *DeadLetterJobs) lease() time.Duration {
 		return js.Lease
 	}
 	return DefaultJobLease
+}
+
+// renewEvery is how often a running job renews its lease and stores its
+// progress: every third of a lease, and at least every second, so that
+// those who follow the job see it move.
+func (js *DeadLetterJobs) renewEvery() time.Duration {
+	return min(js.lease()/3, time.Second)
 }
 
 func (js *DeadLetterJobs) now() time.Time {
@@ -289,7 +297,7 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 	beat := make(chan struct{})
 	go func() {
 		defer close(beat)
-		t := time.NewTicker(js.lease() / 3)
+		t := time.NewTicker(js.renewEvery())
 		defer t.Stop()
 		held := j.LeaseUntil
 		for {
