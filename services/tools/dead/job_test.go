@@ -55,19 +55,20 @@ func TestRunJob(t *testing.T) {
 	tests := []struct {
 		name       string
 		steps      []notification.DeadLetterJob
+		total      int
 		wantErr    string
 		wantOut    string
 		wantStderr string
 	}{
-		{name: "progress then done",
+		{name: "progress then done", total: 300,
 			steps:   []notification.DeadLetterJob{step("running", 0, 0, 0, ""), step("running", 120, 100, 0, ""), step("running", 120, 100, 0, ""), step("done", 300, 300, 0, "")},
 			wantOut: "job job_1 done: replayed 300 of 300 matched message(s), 0 left parked\n",
 			wantStderr: "started job job_1 (relay dead job job_1 shows it)\n" +
-				"job job_1: 0 matched, 0 replayed, 0 failed\njob job_1: 120 matched, 100 replayed, 0 failed\n"},
-		{name: "failed", steps: []notification.DeadLetterJob{step("running", 0, 0, 0, ""), step("failed", 10, 4, 0, "broker gone")},
+				"job job_1: 0 of about 300 (0%) replayed, 0 matched, 0 failed\njob job_1: 100 of about 300 (33%) replayed, 120 matched, 0 failed\n"},
+		{name: "failed, not counted before", total: -1, steps: []notification.DeadLetterJob{step("running", 0, 0, 0, ""), step("failed", 10, 4, 0, "broker gone")},
 			wantOut: "job job_1 failed: replayed 4 of 10 matched message(s), 0 left parked\n", wantErr: "job job_1 failed: broker gone",
-			wantStderr: "started job job_1 (relay dead job job_1 shows it)\njob job_1: 0 matched, 0 replayed, 0 failed\n"},
-		{name: "some left parked", steps: []notification.DeadLetterJob{step("done", 5, 3, 2, "not one of the topology's work queues")},
+			wantStderr: "started job job_1 (relay dead job job_1 shows it)\njob job_1: 0 replayed, 0 matched, 0 failed\n"},
+		{name: "some left parked", total: 5, steps: []notification.DeadLetterJob{step("done", 5, 3, 2, "not one of the topology's work queues")},
 			wantOut: "job job_1 done: replayed 3 of 5 matched message(s), 2 left parked\n", wantErr: "left 2 message(s) parked",
 			wantStderr: "started job job_1 (relay dead job job_1 shows it)\n"},
 	}
@@ -78,7 +79,7 @@ func TestRunJob(t *testing.T) {
 			defer srv.Close()
 			var out, errOut bytes.Buffer
 			o := options{verb: "replay", channel: "email", reason: "permanent", job: true}
-			err := runJob(t.Context(), apiclient.New(srv.URL, "", nil), o, &out, &errOut, time.Millisecond)
+			err := runJob(t.Context(), apiclient.New(srv.URL, "", nil), o, tt.total, &out, &errOut, time.Millisecond)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Errorf("runJob = %v, want %q", err, tt.wantErr)
 			}

@@ -219,6 +219,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintf(stdout, "%d parked message(s) match; dry run: nothing was %s\n", n, map[string]string{"replay": "replayed", "purge": "purged"}[o.verb])
 		return nil
 	}
+	total := -1 // how many the selection holds, when counted
 	if o.verb == "purge" && !o.yes {
 		n, err := selected(ctx, api, o, q)
 		if err != nil {
@@ -233,9 +234,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		if strings.TrimSpace(answer) != "yes" {
 			return errors.New("purge cancelled: nothing was deleted")
 		}
+		total = n
 	}
 	if o.job {
-		return runJob(ctx, api, o, stdout, stderr, time.Second/2)
+		if total < 0 {
+			// A dry run first gives the progress line its "of N"; without
+			// it the job runs all the same.
+			if n, err := api.CountDeadLetters(ctx, o.verb, sel); err == nil {
+				total = n
+			}
+		}
+		return runJob(ctx, api, o, total, stdout, stderr, time.Second/2)
 	}
 	if o.verb == "replay" {
 		// The API records each replay in the history before it answers.
@@ -263,8 +272,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 // runJob starts o's replay or purge as a job and follows it every poll
 // until it ends: a progress line on stderr (rewritten in place on a
 // terminal, a line per change otherwise), and how it ended on stdout.
-// The job goes on if ctx ends first.
-func runJob(ctx context.Context, api *apiclient.Client, o options, stdout, stderr io.Writer, poll time.Duration) error {
+// total is how many a dry run counted before, -1 if unknown. The job goes
+// on if ctx ends first.
+func runJob(ctx context.Context, api *apiclient.Client, o options, total int, stdout, stderr io.Writer, poll time.Duration) error {
 	j, err := api.StartDeadLetterJob(ctx, o.verb, o.selection())
 	if err != nil {
 		return o.api.Explain(err)
@@ -273,7 +283,7 @@ func runJob(ctx context.Context, api *apiclient.Client, o options, stdout, stder
 	fmt.Fprintf(stderr, "started job %s (relay dead job %s shows it)\n", j.ID, j.ID)
 	last := ""
 	for j.State == "running" {
-		if line := progressLine(j); line != last {
+		if line := progressLine(j, total); line != last {
 			if tty {
 				fmt.Fprintf(stderr, "\r\033[K%s", line)
 			} else {
@@ -310,10 +320,17 @@ func runJob(ctx context.Context, api *apiclient.Client, o options, stdout, stder
 	return nil
 }
 
-// progressLine is a running job's progress in one line.
-func progressLine(j notification.DeadLetterJob) string {
+// progressLine is a running job's progress in one line; total is how
+// many a dry run counted before it started (-1: not counted).
+func progressLine(j notification.DeadLetterJob, total int) string {
 	verb := map[string]string{"replay": "replayed", "purge": "purged"}[j.Action]
-	return fmt.Sprintf("job %s: %d matched, %d %s, %d failed", j.ID, j.Matched, j.Done, verb, j.Failed)
+	of := ""
+	if total > 0 {
+		// The count is of the queue before the job: a copy parked since
+		// can make done pass it.
+		of = fmt.Sprintf(" of about %d (%d%%)", total, min(100, 100*j.Done/int64(total)))
+	}
+	return fmt.Sprintf("job %s: %d%s %s, %d matched, %d failed", j.ID, j.Done, of, verb, j.Matched, j.Failed)
 }
 
 // isTerminal reports whether w is a terminal.
