@@ -45,7 +45,8 @@ type DeadLetter struct {
 	Body            []byte     `json:"-"`
 }
 
-// Filter selects parked messages. Its zero value selects all of them.
+// Filter selects parked messages. Its zero value selects all of them;
+// each field set narrows the selection (they are ANDed).
 type Filter struct {
 	// ID selects one message id. The copies of one message share its id
 	// (relay sends a notification as a copy for each channel, and an email
@@ -58,12 +59,58 @@ type Filter struct {
 	// Topology.Copy reads it, is exactly this. Copies of one message share
 	// its id and its queue, so only the header tells them apart.
 	Copy string
+	// Route selects messages parked from any work queue of one route, by
+	// its Key (Topology.RouteOf): every lane of the route, where Source
+	// names one queue.
+	Route string
+	// Reason selects one park reason (HeaderDeadReason): ReasonMaxRetries,
+	// ReasonPermanent and the others of Reasons.
+	Reason string
+	// Since and Until select by when a message was parked
+	// (HeaderParkedAt): at or after Since, before Until. A message that
+	// does not say when it was parked matches neither.
+	Since, Until time.Time
+	// Error selects messages whose last error (HeaderLastError) holds this
+	// text, in any case.
+	Error string
+	// Where, if set, is asked last about each message the fields above
+	// selected: a selection by what only the producer can read (such as
+	// the body). It must not keep the DeadLetter: it is gone after the
+	// call.
+	Where func(DeadLetter) bool
+}
+
+// Reasons are every value of HeaderDeadReason relay writes.
+var Reasons = []string{ReasonMaxRetries, ReasonPermanent, ReasonNoSource, ReasonNoQueue, ReasonTooLarge, ReasonDeadline, ReasonExpired}
+
+// Match reports whether f selects the parked message p, as parked in
+// topology t.
+func (f Filter) Match(t Topology, p DeadLetter) bool {
+	switch {
+	case f.ID != "" && p.ID != f.ID,
+		f.Source != "" && p.Source != f.Source,
+		f.Copy != "" && p.Copy != f.Copy,
+		f.Reason != "" && p.Reason != f.Reason:
+		return false
+	case f.Route != "":
+		if r, ok := t.RouteOf(p.Source); !ok || r.Key != f.Route {
+			return false
+		}
+	}
+	if !f.Since.IsZero() && (p.ParkedAt.IsZero() || p.ParkedAt.Before(f.Since)) {
+		return false
+	}
+	if !f.Until.IsZero() && (p.ParkedAt.IsZero() || !p.ParkedAt.Before(f.Until)) {
+		return false
+	}
+	if f.Error != "" && !strings.Contains(strings.ToLower(p.LastError), strings.ToLower(f.Error)) {
+		return false
+	}
+	return f.Where == nil || f.Where(p)
 }
 
 func (f Filter) match(t Topology, d *amqp.Delivery) bool {
-	return (f.ID == "" || d.MessageId == f.ID) &&
-		(f.Source == "" || headerString(d.Headers, HeaderDeadSource) == f.Source) &&
-		(f.Copy == "" || t.Copy(d.Headers) == f.Copy)
+	return f.Match(t, parkedFrom(t, d))
 }
 
 // ErrNotParked means no parked message has the id a Filter names: Get,
@@ -216,9 +263,11 @@ func (dl DeadLetters) walk(ctx context.Context, f Filter, fn func(*amqp.Delivery
 	}
 	queue := dl.Topology.Name(DeadQueue)
 	// Closing the channel returns every message taken and not acked; held
-	// counts them, and settle waits until the queue has them back.
+	// counts them, and settle waits until the queue has them back, even
+	// when ctx ended: whoever walks the queue next (a job taken over at
+	// once) must find them there.
 	held := 0
-	defer func() { dl.settle(ctx, ch, queue, held) }()
+	defer func() { dl.settle(context.WithoutCancel(ctx), ch, queue, held) }()
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	var aerr *amqp.Error
 	if errors.As(err, &aerr) && aerr.Code == amqp.NotFound {
@@ -354,24 +403,14 @@ func (dl DeadLetters) Replay(ctx context.Context, f Filter) (int, error) {
 	n := 0
 	var failed []error
 	matched, err := dl.walk(ctx, f, func(d *amqp.Delivery) (bool, error) {
-		source := headerString(d.Headers, HeaderDeadSource)
-		if !dl.Topology.Destination(source) {
-			failed = append(failed, fmt.Errorf("message %q: source %q is %w: it stays parked", d.MessageId, source, ErrNotDestination))
-			return false, nil
-		}
-		h := replayHeaders(d.Headers)
-		h[HeaderReadyAt] = time.Now().UnixMilli()
-		if err := pub.Publish(ctx, "", source, true /* mandatory */, Republish(d, h)); err != nil {
-			if errors.Is(err, ErrUnroutable) {
-				failed = append(failed, fmt.Errorf("message %q: %w", d.MessageId, err))
+		if err := dl.replayOne(ctx, pub, d); err != nil {
+			if errors.Is(err, ErrNotDestination) || errors.Is(err, ErrUnroutable) {
+				failed = append(failed, err)
 				return false, nil
 			}
 			return false, err
 		}
 		n++
-		if dl.Observe != nil {
-			dl.Observe(Event{Outcome: Replayed, MessageID: d.MessageId, Copy: dl.Topology.Copy(d.Headers), Queue: source, Round: replays(h), At: time.Now(), Published: d.Timestamp})
-		}
 		return true, nil
 	})
 	if err == nil && matched == 0 && f.ID != "" {

@@ -229,3 +229,46 @@ func TestFilterMatch(t *testing.T) {
 		})
 	}
 }
+
+func TestFilterMatchRicher(t *testing.T) {
+	topo := Topology{Prefix: "p.", Routes: []Route{{Queue: "email-queue", Key: "email", Lanes: 3}, {Queue: "webhook-queue", Key: "webhook"}}}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	parked := func(id, source, reason string, parkedAt time.Time, lastError string) DeadLetter {
+		return DeadLetter{ID: id, Source: source, Reason: reason, ParkedAt: parkedAt, LastError: lastError}
+	}
+	lane := parked("lane", "p.email-queue.lane-2", ReasonMaxRetries, at, "SMTP 421 Try Later")
+	own := parked("own", "p.email-queue", ReasonPermanent, at.Add(time.Hour), "550 no such user")
+	hook := parked("hook", "p.webhook-queue", ReasonExpired, at.Add(2*time.Hour), "")
+	stray := parked("stray", "p.email-queue.lane-7", ReasonNoSource, time.Time{}, "")
+	all := []DeadLetter{lane, own, hook, stray}
+	tests := []struct {
+		name string
+		f    Filter
+		want []string
+	}{
+		{"route: every lane of it", Filter{Route: "email"}, []string{"lane", "own"}},
+		{"route: a lane past the route's is none of it", Filter{Route: "email", Reason: ReasonNoSource}, nil},
+		{"route of another", Filter{Route: "webhook"}, []string{"hook"}},
+		{"reason", Filter{Reason: ReasonPermanent}, []string{"own"}},
+		{"since is inclusive", Filter{Since: at.Add(time.Hour)}, []string{"own", "hook"}},
+		{"until is exclusive", Filter{Until: at.Add(time.Hour)}, []string{"lane"}},
+		{"a range", Filter{Since: at, Until: at.Add(90 * time.Minute)}, []string{"lane", "own"}},
+		{"error: a substring in any case", Filter{Error: "try later"}, []string{"lane"}},
+		{"error: no error matches none", Filter{Error: "5"}, []string{"own"}},
+		{"where narrows last", Filter{Route: "email", Where: func(p DeadLetter) bool { return p.ID == "own" }}, []string{"own"}},
+		{"fields are ANDed", Filter{Route: "email", Reason: ReasonMaxRetries, Error: "421"}, []string{"lane"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, p := range all {
+				if tt.f.Match(topo, p) {
+					got = append(got, p.ID)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("matches (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -33,7 +33,7 @@ func TestDispatch(t *testing.T) {
 		{[]string{"stauts", "ntf_1"}, errUsage, `relay: unknown command "stauts": did you mean relay status?`},
 		{[]string{"help", "sned"}, errUsage, "did you mean relay send?"},
 		{[]string{"dead"}, errUsage, "list, replay, purge"},
-		{[]string{"dead", "lsit"}, errUsage, `relay dead has no command "lsit": did you mean relay dead list? (relay dead needs one of: list, replay, purge, show)`},
+		{[]string{"dead", "lsit"}, errUsage, `relay dead has no command "lsit": did you mean relay dead list? (relay dead needs one of: list, replay, purge, show, job)`},
 		{[]string{"dead", "--help"}, nil, "dead replay"},
 		{[]string{"dead", "-h"}, nil, "dead purge"},
 		{[]string{"help", "dead"}, nil, "dead show"},

@@ -98,7 +98,7 @@ func TestCompletionBash(t *testing.T) {
 		{[]string{"status", "--j"}, "--json"},
 		{[]string{"providers", "--w"}, "--width"},
 		{[]string{"pro"}, "providers"},
-		{[]string{"dead", ""}, "list replay purge show"},
+		{[]string{"dead", ""}, "list replay purge show job"},
 		{[]string{"dead", "purge", "--y"}, "--yes"},
 		{[]string{"dead", "list", "--y"}, ""},
 		{[]string{"completion", "b"}, "bash"},

@@ -232,9 +232,20 @@ func (c *Client) do(ctx context.Context, method, path string, h http.Header, bod
 // errorOf reads a problem document, or keeps the start of any other body.
 func errorOf(resp *http.Response, raw []byte) *Error {
 	e := &Error{Status: resp.StatusCode, Body: raw}
-	var p struct{ Type, Title, Detail string }
+	var p struct {
+		Type, Title, Detail string
+		Errors              []struct{ Field, Message string }
+	}
 	if json.Unmarshal(raw, &p) == nil && (p.Title != "" || p.Detail != "") {
 		e.Type, e.Title, e.Detail = p.Type, p.Title, p.Detail
+		// A 422's detail says "see errors": the fields it names say more.
+		if len(p.Errors) > 0 {
+			fields := make([]string, len(p.Errors))
+			for i, f := range p.Errors {
+				fields[i] = f.Field + ": " + f.Message
+			}
+			e.Detail = strings.Join(fields, "; ")
+		}
 	} else {
 		e.Detail = Clip(string(raw), 200)
 	}

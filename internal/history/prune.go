@@ -21,12 +21,18 @@ const (
 	// before the history hears of the notification.
 	pruneHolds = `SELECT notification_id, channel, recipient FROM copy_holds h WHERE until < $1
 		AND NOT EXISTS (SELECT 1 FROM notifications n WHERE n.id = h.notification_id) LIMIT $2`
+	// A dead-letter job goes once it has ended, its journal first; a
+	// running one stays whatever its age.
+	pruneJobReplays = `SELECT r.job_id, r.message_id, r.copy, r.source, r.round FROM dead_letter_job_replays r
+		JOIN dead_letter_jobs j ON j.id = r.job_id WHERE j.state <> 'running' AND j.finished_at < $1 LIMIT $2`
+	pruneJobs = `SELECT id FROM dead_letter_jobs WHERE state <> 'running' AND finished_at < $1 LIMIT $2`
 )
 
 // Prune deletes the notifications created before before, with their
 // copies, events and attempts, and the idempotency keys that expired
 // before it, and the holds on copies (HoldCopy, Cancel) of notifications
-// no longer there. It deletes in batches, each its own transaction, so that a
+// no longer there, and the dead-letter jobs that ended before it, with
+// their journals. It deletes in batches, each its own transaction, so that a
 // large prune never holds the write lock for long, and returns how many
 // notifications and keys it deleted. It then refreshes the planner's
 // statistics.
@@ -41,6 +47,8 @@ func (s *Store) Prune(ctx context.Context, before time.Time) (int64, error) {
 		{"notifications", `DELETE FROM notifications WHERE id IN (` + pruneNotifications + `)`, ts, true},
 		{"idempotency keys", `DELETE FROM idempotency_keys WHERE (scope, key) IN (` + pruneKeys + `)`, ts, true},
 		{"copy holds", `DELETE FROM copy_holds WHERE (notification_id, channel, recipient) IN (` + pruneHolds + `)`, micro(before).UnixMicro(), false},
+		{"dead-letter job journals", `DELETE FROM dead_letter_job_replays WHERE (job_id, message_id, copy, source, round) IN (` + pruneJobReplays + `)`, ts, false},
+		{"dead-letter jobs", `DELETE FROM dead_letter_jobs WHERE id IN (` + pruneJobs + `)`, ts, false},
 	} {
 		for {
 			if err := ctx.Err(); err != nil {

@@ -1,6 +1,11 @@
 package notification
 
-import "github.com/relay-demo/relay/retry"
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/relay-demo/relay/retry"
+)
 
 // DeadLetterLimit is how many parked messages a listing shows when it
 // names no limit: GET /v1/dead-letters and `relay dead list` alike.
@@ -30,4 +35,29 @@ type DeadLetterDetail struct {
 // NewDeadLetterDetail returns d in full, with its recipient.
 func NewDeadLetterDetail(d retry.DeadLetter) DeadLetterDetail {
 	return DeadLetterDetail{DeadLetterDetail: d.Detail(), Recipient: d.Copy}
+}
+
+// DeadLetterJob is a bulk replay or purge of parked copies run in the
+// background, as POST and GET /v1/dead-letters/jobs answer it and `relay
+// dead job` prints it.
+type DeadLetterJob struct {
+	ID string `json:"id"`
+	// Action is "replay" or "purge".
+	Action string `json:"action"`
+	// State is running, done, failed or cancelled.
+	State string `json:"state"`
+	// Selection is the selection the job was given, as given.
+	Selection json.RawMessage `json:"selection"`
+	// Matched counts the parked copies the selection took so far, Done
+	// those replayed (or purged), Failed those left parked (a source that
+	// is not a work queue, a queue gone).
+	Matched    int64      `json:"matched"`
+	Done       int64      `json:"done"`
+	Failed     int64      `json:"failed"`
+	LastError  string     `json:"last_error,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// Takeovers counts the times another API process took the job over
+	// from one that stopped.
+	Takeovers int64 `json:"takeovers,omitempty"`
 }

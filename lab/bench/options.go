@@ -85,7 +85,7 @@ type Options struct {
 // AllFigures are the groups of figures --figures chooses from. ingest and
 // ingest-batch share their raw publisher, retry and retry-direct their raw
 // loop: chosen together, each raw side is measured once for both.
-var AllFigures = []string{"ingest", "ingest-batch", "worker", "retry", "retry-direct", "memory", "schedule", "streams", "history", "history-get", "isolation", "noisy", "ratelimit"}
+var AllFigures = []string{"ingest", "ingest-batch", "worker", "retry", "retry-direct", "memory", "schedule", "streams", "history", "history-get", "isolation", "noisy", "ratelimit", "deadletters"}
 
 // figureHelp says what each group of --figures measures, for the flag's
 // help.
@@ -103,6 +103,7 @@ var figureHelp = map[string]string{
 	"isolation":    "a healthy webhook endpoint beside one that never answers",
 	"noisy":        "a receiver's webhooks while another's backlog of 20,000 waits, with WORK_LANES 1 and 8, as endpoints and as hosts",
 	"ratelimit":    "email throughput under SMTP_RATE, three worker replicas sharing it, against the limit itself",
+	"deadletters":  "a bulk replay job of half of 10,000 parked copies (1,000 with --quick): time, RSS, duplicates and losses",
 }
 
 // maxWaiting bounds --waiting: ten million messages of the API's size

@@ -229,6 +229,9 @@ type Report struct {
 	// backend: the throughput that reached the mail server against the
 	// limit, and its busiest second.
 	RateLimits []RateLimitResult `json:"rate_limits,omitempty"`
+	// DeadLetters is a bulk replay job over a dead-letter queue. Nil
+	// when that figure was not measured.
+	DeadLetters *DeadLettersResult `json:"dead_letters,omitempty"`
 }
 
 // Evaluate fills each row's ratio and verdict.
@@ -407,6 +410,12 @@ func (r *Report) text(w io.Writer) error {
 		if _, err := fmt.Fprintf(w, "rate limit %g/s (burst %d), %d email workers, %s backend on %s queues: %.1f/s, %.0f %% of the limit; most in a second %d (in any one-second window %d); %d of %d delivered, %d twice; %d deferrals, %d late for their slot; load %.1f\n",
 			rl.Options.Rate, rl.Options.Burst, rl.Options.Replicas, rl.Options.Backend, rl.Options.QueueType, rl.Throughput, rl.Ratio*100, rl.MaxInSecond, rl.MaxInWindow,
 			rl.Delivered, rl.Options.Emails, rl.Duplicates, rl.Deferrals, rl.Missed, rl.Load); err != nil {
+			return err
+		}
+	}
+	if d := r.DeadLetters; d != nil {
+		if _, err := fmt.Fprintf(w, "\ndead letters, %s queues: a replay job of %d of %d parked copies in %s (%.0f/s); RSS %.1f MiB before, %.1f MiB at most; %d arrived, %d twice, %d lost; %d left parked\n",
+			d.Options.QueueType, d.Selected, d.Options.Copies, fmtDur(d.Elapsed), d.PerSecond, mib(d.RSSBefore), mib(d.RSSPeak), d.Arrived, d.Duplicates, d.Lost, d.LeftParked); err != nil {
 			return err
 		}
 	}

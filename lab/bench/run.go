@@ -461,6 +461,20 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 			r.RateLimits = append(r.RateLimits, res)
 		}
 	}
+	if slices.Contains(b.opts.Figures, "deadletters") {
+		opts := DeadLettersOptions{}
+		if b.opts.Quick {
+			opts.Copies = 1000
+		}
+		res, err := b.DeadLetters(ctx, opts)
+		if cerr := b.janitor.clean(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("deadletters: %w", err)
+		}
+		r.DeadLetters = &res
+	}
 	r.BrokerMemLimit = b.memLimit
 	r.Elapsed = time.Since(started)
 	r.Evaluate()

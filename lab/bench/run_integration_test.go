@@ -93,6 +93,10 @@ func TestRunQuick(t *testing.T) {
 	if r.HTTPFloor <= 0 {
 		t.Errorf("net/http floor = %v, want a positive rate", r.HTTPFloor)
 	}
+	// The bulk replay job: every selected copy once, the others parked.
+	if d := r.DeadLetters; d == nil || d.Arrived != d.Selected || d.Duplicates != 0 || d.Lost != 0 || d.LeftParked != d.Options.Copies-d.Selected || d.PerSecond <= 0 {
+		t.Errorf("deadletters figure: %+v", r.DeadLetters)
+	}
 	// The noisy neighbour: the quick run's one row (endpoints, 8 lanes),
 	// with B's webhooks timed alone and beside A's flood, and A's
 	// deliveries counted.

@@ -26,6 +26,8 @@ type DeadLetterStore interface {
 	Get(ctx context.Context, f retry.Filter) ([]retry.DeadLetter, error)
 	Replay(ctx context.Context, f retry.Filter) (int, error)
 	Purge(ctx context.Context, f retry.Filter) (int, error)
+	// Count is a dry run: how many parked messages f selects.
+	Count(ctx context.Context, f retry.Filter) (int, error)
 }
 
 // dialedDeadLetters runs each operation on a connection of its own.
@@ -71,6 +73,15 @@ func (d dialedDeadLetters) Replay(ctx context.Context, f retry.Filter) (int, err
 	return dl.Replay(ctx, f)
 }
 
+func (d dialedDeadLetters) Count(ctx context.Context, f retry.Filter) (int, error) {
+	dl, done, err := d.open()
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	return dl.Count(ctx, f)
+}
+
 func (d dialedDeadLetters) Purge(ctx context.Context, f retry.Filter) (int, error) {
 	dl, done, err := d.open()
 	if err != nil {
@@ -108,8 +119,8 @@ func sourceQueue(t retry.Topology, q string) string {
 }
 
 // deadLetterQuery reads the query parameters of a dead-letter route, which
-// takes those in allowed (of source, recipient, id and limit), naming each
-// bad one.
+// takes those in allowed (of limit and the fields of a selection), naming
+// each bad one.
 // Without a limit parameter, limit is DefaultDeadLetterLimit.
 func deadLetterQuery(r *http.Request, t retry.Topology, allowed ...string) (f retry.Filter, limit int, bad notification.Invalid) {
 	v, err := query.Values(r)
@@ -129,7 +140,8 @@ func deadLetterQuery(r *http.Request, t retry.Topology, allowed ...string) (f re
 			bad = append(bad, notification.FieldError{Field: name, Message: "given " + strconv.Itoa(len(v[name])) + " times: give it once"})
 		}
 	}
-	f = retry.Filter{ID: v.Get("id"), Source: sourceQueue(t, v.Get("source")), Copy: v.Get("recipient")}
+	f, invalid := selectionFromQuery(v.Get).filter(t)
+	bad = append(bad, invalid...)
 	limit = DefaultDeadLetterLimit
 	if s := v.Get("limit"); s != "" && slices.Contains(allowed, "limit") {
 		n, err := strconv.Atoi(s)
@@ -188,7 +200,7 @@ func deadLetterFailed(deps Deps, what string, done int, err error) *Problem {
 
 func handleListDeadLetters(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
-		f, limit, bad := deadLetterQuery(r, deps.Topology, "id", "limit", "recipient", "source")
+		f, limit, bad := deadLetterQuery(r, deps.Topology, "channel", "endpoint", "error", "id", "limit", "reason", "recipient", "since", "source", "until")
 		if len(bad) > 0 {
 			return invalidQuery(bad)
 		}
@@ -275,32 +287,12 @@ func handleReplayDeadLetter(deps Deps) http.HandlerFunc {
 }
 
 // replayRequest is the body of POST /v1/dead-letters/replay: which parked
-// messages.
+// messages, and whether only to count them.
 type replayRequest struct {
-	Source string `json:"source"`
-	ID     string `json:"id"`
-	// Recipient narrows the selection to the copies for one recipient
-	// (x-recipient): alone, that recipient's parked copies of every
-	// notification.
-	Recipient string `json:"recipient"`
-	All       bool   `json:"all"`
-}
-
-// invalid names what is wrong with the selection: nothing selected, or
-// all together with a narrower choice.
-func (req replayRequest) invalid() notification.Invalid {
-	narrowed := req.Source != "" || req.ID != "" || req.Recipient != ""
-	switch {
-	case req.All && narrowed:
-		return notification.Invalid{{Field: "all", Message: "all selects every parked message: leave out source, id and recipient, or leave out all"}}
-	case !req.All && !narrowed:
-		return notification.Invalid{{Field: "source", Message: "name a source queue, an id or a recipient, or set all to true"}}
-	}
-	return nil
-}
-
-func (req replayRequest) filter(t retry.Topology) retry.Filter {
-	return retry.Filter{ID: req.ID, Source: sourceQueue(t, req.Source), Copy: req.Recipient}
+	selection
+	// DryRun answers how many parked messages the selection holds now,
+	// and touches none.
+	DryRun bool `json:"dry_run"`
 }
 
 // purgeRequest is the body of POST /v1/dead-letters/purge.
@@ -327,7 +319,10 @@ func decodeSelection(r *http.Request, v any, takes string) *Problem {
 		if typeErr.Type.Kind() == reflect.Bool {
 			want = "true or false"
 		}
-		return invalidRequest(notification.Invalid{{Field: typeErr.Field, Message: want + ", not a JSON " + typeErr.Value}})
+		// The path names the embedded struct too (selection.recipient):
+		// the body is flat, so its last part is the field.
+		field := typeErr.Field[strings.LastIndex(typeErr.Field, ".")+1:]
+		return invalidRequest(notification.Invalid{{Field: field, Message: want + ", not a JSON " + typeErr.Value}})
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return unknownField(strings.TrimPrefix(err.Error(), "json: ") + ": the request takes " + takes)
 	default:
@@ -338,31 +333,54 @@ func decodeSelection(r *http.Request, v any, takes string) *Problem {
 func handleReplayDeadLetters(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		var req replayRequest
-		if p := decodeSelection(r, &req, "source, id, recipient or all"); p != nil {
+		if p := decodeSelection(r, &req, orList(append(selectionFields, "all"))+", and dry_run"); p != nil {
 			return p
 		}
-		if bad := req.invalid(); len(bad) > 0 {
+		f, bad := req.filter(deps.Topology)
+		if bad = append(req.checkSelected(), bad...); len(bad) > 0 {
 			return invalidRequest(bad)
 		}
-		return replay(deps, w, r, req.filter(deps.Topology))
+		if req.DryRun {
+			return dryRun(deps, w, r, f)
+		}
+		return replay(deps, w, r, f)
 	})
 }
 
 func handlePurgeDeadLetters(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
 		var req purgeRequest
-		if p := decodeSelection(r, &req, "source, id, recipient or all, and confirm"); p != nil {
+		if p := decodeSelection(r, &req, orList(append(selectionFields, "all"))+", and confirm or dry_run"); p != nil {
 			return p
 		}
-		bad := req.invalid()
-		if !req.Confirm {
-			bad = append(bad, notification.FieldError{Field: "confirm", Message: "must be true: a purge deletes parked messages for good"})
+		f, bad := req.filter(deps.Topology)
+		bad = append(req.checkSelected(), bad...)
+		if !req.Confirm && !req.DryRun {
+			bad = append(bad, notification.FieldError{Field: "confirm", Message: "must be true: a purge deletes parked messages for good (or set dry_run to count them)"})
 		}
 		if len(bad) > 0 {
 			return invalidRequest(bad)
 		}
-		return purge(deps, w, r, req.filter(deps.Topology))
+		if req.DryRun {
+			return dryRun(deps, w, r, f)
+		}
+		return purge(deps, w, r, f)
 	})
+}
+
+// dryRun answers how many parked messages f selects, touching none.
+func dryRun(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) error {
+	store, p := deadLetterStore(deps)
+	if p != nil {
+		return p
+	}
+	n, err := store.Count(r.Context(), f)
+	if err != nil {
+		return deadLetterFailed(deps, "read", 0, err)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, map[string]any{"matched": n, "dry_run": true})
+	return nil
 }
 
 func replay(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) error {
@@ -376,7 +394,7 @@ func replay(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) e
 	}
 	// No email address goes into the log: by_recipient only says the
 	// selection named one.
-	deps.Log.Info("replayed dead letters", "replayed", n, "id", f.ID, "source", f.Source, "by_recipient", f.Copy != "")
+	deps.Log.Info("replayed dead letters", "replayed", n, "id", f.ID, "source", f.Source, "channel", f.Route, "reason", f.Reason, "by_recipient", f.Copy != "")
 	writeJSON(w, http.StatusOK, map[string]int{"replayed": n})
 	return nil
 }
@@ -390,7 +408,7 @@ func purge(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) er
 	if err != nil {
 		return deadLetterFailed(deps, "purged", n, err)
 	}
-	deps.Log.Info("purged dead letters", "purged", n, "id", f.ID, "source", f.Source, "by_recipient", f.Copy != "")
+	deps.Log.Info("purged dead letters", "purged", n, "id", f.ID, "source", f.Source, "channel", f.Route, "reason", f.Reason, "by_recipient", f.Copy != "")
 	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
 	return nil
 }

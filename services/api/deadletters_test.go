@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -29,18 +30,36 @@ func (f *fakeStore) record(op string, flt retry.Filter, limit int) {
 	if flt.Copy != "" {
 		call += fmt.Sprintf(" recipient=%q", flt.Copy)
 	}
+	for _, kv := range [][2]string{{"route", flt.Route}, {"reason", flt.Reason}, {"error", flt.Error}} {
+		if kv[1] != "" {
+			call += fmt.Sprintf(" %s=%q", kv[0], kv[1])
+		}
+	}
+	if !flt.Since.IsZero() || !flt.Until.IsZero() {
+		call += fmt.Sprintf(" parked=[%s,%s)", flt.Since.Format(time.RFC3339), flt.Until.Format(time.RFC3339))
+	}
+	if flt.Where != nil {
+		call += " where"
+	}
 	f.calls = append(f.calls, call)
 }
 
 func (f *fakeStore) match(flt retry.Filter) []retry.DeadLetter {
 	var out []retry.DeadLetter
 	for _, p := range f.parked {
-		if (flt.ID == "" || p.ID == flt.ID) && (flt.Source == "" || p.Source == flt.Source) &&
-			(flt.Copy == "" || p.Copy == flt.Copy) {
+		if flt.Match(deadLetterTopology, p) {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// deadLetterTopology is the topology of deadLetterServer.
+var deadLetterTopology = retry.Topology{Prefix: "p.", Routes: []retry.Route{{Queue: "email-queue", Key: "email", Lanes: 2}, {Queue: "webhook-queue", Key: "webhook"}}}
+
+func (f *fakeStore) Count(_ context.Context, flt retry.Filter) (int, error) {
+	f.record("Count", flt, 0)
+	return len(f.match(flt)), f.err
 }
 
 // notParked is what retry.DeadLetters answers for an id that matches
@@ -96,7 +115,7 @@ func deadLetterServer(store *fakeStore, noStore bool) http.Handler {
 			{ID: "s", Copy: "full@example.com", Source: "p.email-queue", Reason: retry.ReasonPermanent},
 		}
 	}
-	return NewServer(Deps{Tokens: []string{deadLetterToken}, Topology: retry.Topology{Prefix: "p."},
+	return NewServer(Deps{Tokens: []string{deadLetterToken}, Topology: deadLetterTopology,
 		DeadLetters: func() DeadLetterStore {
 			if noStore {
 				return nil
@@ -139,7 +158,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 		{name: "negative limit", method: "GET", path: "/v1/dead-letters?limit=-1", wantStatus: 422, wantType: ProblemInvalidQuery,
 			wantBody: `"field":"limit"`},
 		{name: "unknown parameter", method: "GET", path: "/v1/dead-letters?queue=email-queue", wantStatus: 422, wantType: ProblemInvalidQuery,
-			wantBody: `{"field":"queue","message":"unknown parameter: this route takes id, limit, recipient or source"}`},
+			wantBody: `{"field":"queue","message":"unknown parameter: this route takes channel, endpoint, error, id, limit, reason, recipient, since, source or until"}`},
 		{name: "parameter given twice", method: "GET", path: "/v1/dead-letters?limit=1&limit=2", wantStatus: 422, wantType: ProblemInvalidQuery,
 			wantBody: `"field":"limit","message":"given 2 times`},
 		{name: "list while disconnected", method: "GET", path: "/v1/dead-letters", noStore: true, wantStatus: 503,
@@ -194,7 +213,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 			wantStatus: 200, wantBody: `{"purged":1}`, wantCall: `Purge id="" source="" limit=0 recipient="typo@exmaple.com"`},
 		{name: "purge recipient and all", method: "POST", path: "/v1/dead-letters/purge", body: `{"recipient":"typo@exmaple.com","all":true,"confirm":true}`,
 			wantStatus: 422, wantType: ProblemInvalidFields,
-			wantBody: `{"field":"all","message":"all selects every parked message: leave out source, id and recipient, or leave out all"}`},
+			wantBody: `{"field":"all","message":"all selects every parked message: leave out source, id, recipient, channel, reason, endpoint, since, until or error, or leave out all"}`},
 		{name: "purge all", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"confirm":true}`,
 			wantStatus: 200, wantBody: `{"purged":4}`, wantCall: `Purge id="" source="" limit=0`},
 		{name: "purge without confirm", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true}`,
@@ -206,13 +225,13 @@ func TestDeadLetterRoutes(t *testing.T) {
 		{name: "purge source and all", method: "POST", path: "/v1/dead-letters/purge", body: `{"source":"email-queue","all":true,"confirm":true}`,
 			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"field":"all"`},
 		{name: "purge needs a selection and confirm", method: "POST", path: "/v1/dead-letters/purge", body: `{}`,
-			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"errors":[{"field":"source","message":"name a source queue, an id or a recipient, or set all to true"},{"field":"confirm"`},
+			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"errors":[{"field":"source","message":"name a source queue, an id, a recipient, a channel, a reason, an endpoint, a time range or an error, or set all to true"},{"field":"confirm"`},
 		{name: "purge an empty body", method: "POST", path: "/v1/dead-letters/purge", wantStatus: 422, wantType: ProblemInvalidFields,
 			wantBody: `"field":"confirm"`},
 		{name: "purge unknown id", method: "POST", path: "/v1/dead-letters/purge", body: `{"id":"zzz","confirm":true}`,
 			wantStatus: 404, wantType: ProblemNotFound, wantBody: "zzz", wantCall: `Purge id="zzz" source="" limit=0`},
 		{name: "purge unknown field", method: "POST", path: "/v1/dead-letters/purge", body: `{"everything":true,"confirm":true}`,
-			wantStatus: 400, wantType: ProblemUnknownField, wantBody: `unknown field \"everything\": the request takes source, id, recipient or all, and confirm`},
+			wantStatus: 400, wantType: ProblemUnknownField, wantBody: `unknown field \"everything\": the request takes source, id, recipient, channel, reason, endpoint, since, until, error or all, and confirm or dry_run`},
 		{name: "purge not JSON", method: "POST", path: "/v1/dead-letters/purge", body: `all`,
 			wantStatus: 400, wantType: ProblemMalformedJSON},
 		{name: "purge error", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"confirm":true}`, storeErr: errors.New("boom"),
@@ -250,6 +269,32 @@ func TestDeadLetterRoutes(t *testing.T) {
 			wantType: ProblemInvalidFields, wantBody: `"field":"source"`},
 		{name: "replay takes no confirm", method: "POST", path: "/v1/dead-letters/replay", body: `{"all":true,"confirm":true}`,
 			wantStatus: 400, wantType: ProblemUnknownField, wantBody: "confirm"},
+		{name: "list by channel", method: "GET", path: "/v1/dead-letters?channel=webhook", wantStatus: 200, wantBody: `"id":"b"`,
+			wantCall: `List id="" source="" limit=50 route="webhook"`},
+		{name: "list by an unknown channel", method: "GET", path: "/v1/dead-letters?channel=fax", wantStatus: 422, wantType: ProblemInvalidQuery,
+			wantBody: `{"field":"channel","message":"no channel \"fax\": one of email or webhook"}`},
+		{name: "list by reason and error text", method: "GET", path: "/v1/dead-letters?reason=permanent&error=Timeout", wantStatus: 200,
+			wantCall: `List id="" source="" limit=50 reason="permanent" error="Timeout"`},
+		{name: "list by an unknown reason", method: "GET", path: "/v1/dead-letters?reason=tired", wantStatus: 422, wantType: ProblemInvalidQuery,
+			wantBody: `"field":"reason","message":"no park reason \"tired\": one of max-retries, permanent`},
+		{name: "list by a parked-at range", method: "GET", path: "/v1/dead-letters?since=2026-01-02T00:00:00Z&until=2026-01-03T00:00:00%2B01:00",
+			wantStatus: 200, wantCall: `List id="" source="" limit=50 parked=[2026-01-02T00:00:00Z,2026-01-03T00:00:00+01:00)`},
+		{name: "since not a time", method: "GET", path: "/v1/dead-letters?since=yesterday", wantStatus: 422, wantType: ProblemInvalidQuery,
+			wantBody: `{"field":"since","message":"an RFC 3339 time such as 2026-03-14T09:26:53Z, not \"yesterday\""}`},
+		{name: "until not after since", method: "POST", path: "/v1/dead-letters/replay", body: `{"since":"2026-01-02T00:00:00Z","until":"2026-01-01T00:00:00Z"}`,
+			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `{"field":"until","message":"must be after since"}`},
+		{name: "endpoint not an endpoint id", method: "POST", path: "/v1/dead-letters/replay", body: `{"endpoint":"https://example.com"}`,
+			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"field":"endpoint"`},
+		{name: "purge by endpoint", method: "POST", path: "/v1/dead-letters/purge", body: `{"endpoint":"ep_3kq7ymzd5vbxw2n4c6f7h2j4la","confirm":true}`,
+			wantStatus: 200, wantBody: `{"purged":0}`, wantCall: `Purge id="" source="" limit=0 where`},
+		{name: "replay by channel and reason", method: "POST", path: "/v1/dead-letters/replay", body: `{"channel":"email","reason":"permanent"}`,
+			wantStatus: 200, wantBody: `{"replayed":2}`, wantCall: `Replay id="" source="" limit=0 route="email" reason="permanent"`},
+		{name: "replay dry run", method: "POST", path: "/v1/dead-letters/replay", body: `{"channel":"email","dry_run":true}`,
+			wantStatus: 200, wantBody: `{"dry_run":true,"matched":3}`, wantCall: `Count id="" source="" limit=0 route="email"`},
+		{name: "purge dry run needs no confirm", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"dry_run":true}`,
+			wantStatus: 200, wantBody: `{"dry_run":true,"matched":4}`, wantCall: `Count id="" source="" limit=0`},
+		{name: "a dry run still needs a selection", method: "POST", path: "/v1/dead-letters/purge", body: `{"dry_run":true}`,
+			wantStatus: 422, wantType: ProblemInvalidFields, wantBody: `"field":"source"`},
 		{name: "replay into a queue that is not relay's", method: "POST", path: "/v1/dead-letters/a/replay",
 			storeErr:   fmt.Errorf("message %q: source %q is %w: it stays parked", "a", "victim", retry.ErrNotDestination),
 			wantStatus: 409, wantType: ProblemNotDestination, wantBody: `"victim`, wantCall: `Replay id="a" source="" limit=0`},

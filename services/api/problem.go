@@ -38,6 +38,7 @@ const (
 	ProblemRateLimited          = ProblemBase + "rate-limited"
 	ProblemTooManyCopies        = ProblemBase + "too-many-copies"
 	ProblemNothingToCancel      = ProblemBase + "nothing-to-cancel"
+	ProblemJobEnded             = ProblemBase + "job-ended"
 )
 
 // ProblemContentType is the media type of every error answer (RFC 9457).

@@ -202,6 +202,10 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 	// Inside relay all, the registry is shared: /metrics shows every
 	// service's metrics.
 	reg := runner.TelemetryFrom(ctx).Registry
+	// Bulk replays and purges run as jobs in the history store; this
+	// process takes over those whose process stopped.
+	jobs := &DeadLetterJobs{Store: store, Topology: topo, Log: log, Owner: "api " + NewID(),
+		Dial: dialedDeadLetters{urls: cfg.URLs(), topo: topo, observe: emitter.Observe}.open}
 	handler := NewServer(Deps{
 		Log: log,
 		Publisher: func() Publisher {
@@ -224,6 +228,7 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 		DeadLetters: func() DeadLetterStore {
 			return dialedDeadLetters{urls: cfg.URLs(), topo: topo, observe: emitter.Observe}
 		},
+		DeadLetterJobs:   jobs,
 		History:          store,
 		Endpoints:        store,
 		Operate:          emitter.Operate,
@@ -299,6 +304,7 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 		_ = retry.SuperviseAny(brokerCtx, cfg.URLs(), "relay api history", log, feed.Run)
 	})
 	s.bg.Go(func() { store.RunPruner(brokerCtx, time.Hour, cfg.HistoryRetention, time.Now, log) })
+	s.bg.Go(func() { jobs.Run(brokerCtx) })
 	go s.supervise(ctx, cfg.ShutdownTimeout, stopBroker, served, brokered)
 
 	log.Info("listening", "addr", s.Addr(), "exchange", topo.Ingress(), "auth", cfg.Auth)

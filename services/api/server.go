@@ -82,6 +82,9 @@ type Deps struct {
 	// the broker is disconnected; nil means the dead-letter routes answer
 	// 503.
 	DeadLetters func() DeadLetterStore
+	// DeadLetterJobs runs the dead-letter jobs; nil answers their routes
+	// 503.
+	DeadLetterJobs *DeadLetterJobs
 	// Dashboard, when set, registers its routes on the API's router
 	// ("/", /static/ and /dashboard/; see dashboard.New). It checks
 	// tokens itself (see dashboardAccess): its page needs none, its data

@@ -1,4 +1,4 @@
-// Package dead is `relay dead list|show|replay|purge`: the command-line
+// Package dead is `relay dead list|show|replay|purge|job`: the command-line
 // tools for messages parked in the dead-letter queue. They call the API's
 // dead-letter routes (`relay api` or `relay all`, at --api or RELAY_API
 // with --token or API_TOKENS), so they act on the broker the API serves
@@ -37,9 +37,37 @@ const DefaultLimit = notification.DeadLetterLimit
 // options are a verb's parsed arguments.
 type options struct {
 	verb, id, source, recipient string
-	all, json, yes              bool
-	limit                       int
-	api                         apiclient.Flags
+	// The selection's other filters.
+	channel, reason, endpoint, since, until, errText string
+	all, json, yes, dryRun, job, cancel              bool
+	limit                                            int
+	api                                              apiclient.Flags
+}
+
+// selection is o's filters as the API takes them.
+func (o options) selection() apiclient.Selection {
+	return apiclient.Selection{ID: o.id, Source: o.source, Recipient: o.recipient, Channel: o.channel, Reason: o.reason,
+		Endpoint: o.endpoint, Since: o.since, Until: o.until, Error: o.errText, All: o.all}
+}
+
+// narrowed reports whether o names any filter.
+func (o options) narrowed() bool {
+	s := o.selection()
+	s.All = false
+	return s != apiclient.Selection{}
+}
+
+// filterFlags are the flags of the filters besides --id, for the errors.
+const filterFlags = "--id, --source, --recipient, --channel, --reason, --endpoint, --since, --until or --error"
+
+// registerFilters adds the filters every verb that selects takes.
+func (o *options) registerFilters(fs *flag.FlagSet) {
+	fs.StringVar(&o.channel, "channel", "", "only the copies of this `channel` (email, webhook…), from any of its lanes")
+	fs.StringVar(&o.reason, "reason", "", "only the copies parked for this `reason`: "+strings.Join(retry.Reasons, ", "))
+	fs.StringVar(&o.endpoint, "endpoint", "", "only the webhook copies for this endpoint `id` (ep_…)")
+	fs.StringVar(&o.since, "since", "", "only the copies parked at or after this `time` (RFC 3339, e.g. 2026-03-14T09:00:00Z)")
+	fs.StringVar(&o.until, "until", "", "only the copies parked before this `time` (RFC 3339)")
+	fs.StringVar(&o.errText, "error", "", "only the copies whose last error holds this `text` (any case)")
 }
 
 // parse reads a verb's flags (and show's ID), and refuses what does not go
@@ -47,7 +75,7 @@ type options struct {
 // --token.
 func parse(args []string, getenv func(string) string, stdout io.Writer) (options, error) {
 	if len(args) == 0 {
-		return options{}, errors.New("usage: relay dead list|show|replay|purge [flags]; add -h to a verb for its flags")
+		return options{}, errors.New("usage: relay dead list|show|replay|purge|job [flags]; add -h to a verb for its flags")
 	}
 	o := options{verb: args[0]}
 	args = args[1:]
@@ -55,9 +83,12 @@ func parse(args []string, getenv func(string) string, stdout io.Writer) (options
 	fs.SetOutput(stdout)
 	o.api.Register(fs, getenv("RELAY_API"), apiclient.Token(getenv, os.Stderr))
 	fs.StringVar(&o.source, "source", "", "only messages parked from this `queue` (e.g. email-queue)")
-	fs.StringVar(&o.recipient, "recipient", "", "only the copies for this recipient `address` (exact match; an email has a copy per recipient)")
+	if o.verb != "job" {
+		fs.StringVar(&o.recipient, "recipient", "", "only the copies for this recipient `address` (exact match; an email has a copy per recipient)")
+	}
 	switch o.verb {
 	case "list":
+		o.registerFilters(fs)
 		fs.StringVar(&o.id, "id", "", "only the message with this `id`")
 		fs.IntVar(&o.limit, "limit", DefaultLimit, "show at most `n` messages (0: all)")
 		fs.BoolVar(&o.json, "json", false, "print JSON, one object per line")
@@ -76,19 +107,35 @@ func parse(args []string, getenv func(string) string, stdout io.Writer) (options
 			o.id, args = args[0], args[1:]
 		}
 	case "replay", "purge":
+		o.registerFilters(fs)
 		fs.StringVar(&o.id, "id", "", "only the message with this `id`")
 		fs.BoolVar(&o.all, "all", false, "every parked message")
+		fs.BoolVar(&o.dryRun, "dry-run", false, "only say how many parked messages the filters select now; touch none")
+		fs.BoolVar(&o.job, "job", false, "run as a job in the API (POST /v1/dead-letters/jobs) and follow its progress on stderr;\n"+
+			"a job goes on if this command stops, and another API process resumes it if its own stops")
 		if o.verb == "purge" {
 			fs.BoolVar(&o.yes, "yes", false, "do not ask for confirmation")
 		}
+	case "job":
+		fs.BoolVar(&o.json, "json", false, "print the job as JSON, as GET /v1/dead-letters/jobs/{id}")
+		fs.BoolVar(&o.cancel, "cancel", false, "cancel the job: it stops after the copy in hand; what it did stays done")
+		fs.Usage = func() {
+			fmt.Fprintln(stdout, "usage: relay dead job ID [--cancel] [--json]\n\n"+
+				"Prints a dead-letter job (relay dead replay|purge --job starts one): its state, how many\n"+
+				"parked copies it selected, replayed or purged, and left parked, and its last error.")
+			fs.PrintDefaults()
+		}
+		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+			o.id, args = args[0], args[1:]
+		}
 	default:
-		return o, fmt.Errorf("unknown verb %q: want list, show, replay or purge", o.verb)
+		return o, fmt.Errorf("unknown verb %q: want list, show, replay, purge or job", o.verb)
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	rest := fs.Args()
-	if o.verb == "show" && o.id == "" && len(rest) > 0 {
+	if (o.verb == "show" || o.verb == "job") && o.id == "" && len(rest) > 0 {
 		o.id, rest = rest[0], rest[1:]
 	}
 	if len(rest) > 0 {
@@ -97,19 +144,28 @@ func parse(args []string, getenv func(string) string, stdout io.Writer) (options
 	switch {
 	case o.verb == "show" && o.id == "":
 		return o, errors.New("relay dead show needs an id: relay dead show ID [--source Q] [--recipient ADDRESS] [--json]")
-	case o.all && (o.id != "" || o.source != "" || o.recipient != ""):
-		return o, fmt.Errorf("relay dead %s: --all selects every parked message: leave out --id, --source and --recipient, or --all", o.verb)
-	case (o.verb == "replay" || o.verb == "purge") && !o.all && o.id == "" && o.source == "" && o.recipient == "":
-		return o, fmt.Errorf("relay dead %s needs --id, --source, --recipient or --all", o.verb)
+	case o.verb == "job" && o.id == "":
+		return o, errors.New("relay dead job needs an id: relay dead job ID [--json]")
+	case o.all && o.narrowed():
+		return o, fmt.Errorf("relay dead %s: --all selects every parked message: leave out %s, or --all", o.verb, filterFlags)
+	case (o.verb == "replay" || o.verb == "purge") && !o.all && !o.narrowed():
+		return o, fmt.Errorf("relay dead %s needs a filter (%s) or --all", o.verb, filterFlags)
+	case o.dryRun && o.job:
+		return o, fmt.Errorf("relay dead %s: --dry-run counts and --job acts: give one", o.verb)
 	case o.limit < 0:
 		return o, fmt.Errorf("--limit %d: want 0 or more (0: all)", o.limit)
 	}
 	return o, nil
 }
 
-// Run dispatches `relay dead <list|show|replay|purge> [flags]`. stdin
-// answers purge's confirmation question.
+// Run dispatches `relay dead <list|show|replay|purge|job> [flags]`. stdin
+// answers purge's confirmation question; a job's progress goes to
+// stderr.
 func Run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout io.Writer) error {
+	return run(ctx, args, getenv, stdin, stdout, os.Stderr)
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	// Parked messages carry what any publisher wrote: nothing of it
 	// reaches the terminal as a control sequence.
 	stdout = apiclient.Terminal(stdout)
@@ -118,13 +174,16 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return err
 	}
 	api := o.api.Client()
-	q := url.Values{}
-	for k, v := range map[string]string{"id": o.id, "source": o.source, "recipient": o.recipient} {
-		if v != "" && (k != "id" || o.verb == "list") {
-			q.Set(k, v)
+	sel := o.selection()
+	q := sel.Query()
+	if o.verb != "list" {
+		q = url.Values{}
+		for k, v := range map[string]string{"source": o.source, "recipient": o.recipient} {
+			if v != "" {
+				q.Set(k, v)
+			}
 		}
 	}
-	sel := apiclient.Selection{ID: o.id, Source: o.source, Recipient: o.recipient, All: o.all}
 	explain := func(err error) error { return notParkedHint(o.api.Explain(err)) }
 
 	switch o.verb {
@@ -141,7 +200,53 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return explain(err)
 		}
 		return printShow(stdout, list, o.json)
-	case "replay":
+	case "job":
+		get := api.DeadLetterJob
+		if o.cancel {
+			get = api.CancelDeadLetterJob
+		}
+		j, err := get(ctx, o.id)
+		if err != nil {
+			return o.api.Explain(err)
+		}
+		return printJob(stdout, j, o.json)
+	}
+	if o.dryRun {
+		n, err := api.CountDeadLetters(ctx, o.verb, sel)
+		if err != nil {
+			return explain(err)
+		}
+		fmt.Fprintf(stdout, "%d parked message(s) match; dry run: nothing was %s\n", n, map[string]string{"replay": "replayed", "purge": "purged"}[o.verb])
+		return nil
+	}
+	total := -1 // how many the selection holds, when counted
+	if o.verb == "purge" && !o.yes {
+		n, err := selected(ctx, api, o, q)
+		if err != nil {
+			return explain(err)
+		}
+		if n == 0 {
+			fmt.Fprintln(stdout, "nothing to purge")
+			return nil
+		}
+		fmt.Fprintf(stdout, "Delete %d parked message(s) for good? Type yes to confirm: ", n)
+		answer, _ := bufio.NewReader(stdin).ReadString('\n')
+		if strings.TrimSpace(answer) != "yes" {
+			return errors.New("purge cancelled: nothing was deleted")
+		}
+		total = n
+	}
+	if o.job {
+		if total < 0 {
+			// A dry run first gives the progress line its "of N"; without
+			// it the job runs all the same.
+			if n, err := api.CountDeadLetters(ctx, o.verb, sel); err == nil {
+				total = n
+			}
+		}
+		return runJob(ctx, api, o, total, stdout, stderr, time.Second/2)
+	}
+	if o.verb == "replay" {
 		// The API records each replay in the history before it answers.
 		n, err := api.ReplayDeadLetters(ctx, sel)
 		if !answered(err) {
@@ -152,32 +257,122 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return explain(err)
 		}
 		return nil
-	default: // purge
-		if !o.yes {
-			n, err := selected(ctx, api, o, q)
-			if err != nil {
-				return explain(err)
-			}
-			if n == 0 {
-				fmt.Fprintln(stdout, "nothing to purge")
-				return nil
-			}
-			fmt.Fprintf(stdout, "Delete %d parked message(s) for good? Type yes to confirm: ", n)
-			answer, _ := bufio.NewReader(stdin).ReadString('\n')
-			if strings.TrimSpace(answer) != "yes" {
-				return errors.New("purge cancelled: nothing was deleted")
-			}
-		}
-		n, err := api.PurgeDeadLetters(ctx, sel)
-		if !answered(err) {
-			return explain(err)
-		}
-		fmt.Fprintf(stdout, "purged %d message(s)\n", n)
-		if err != nil {
-			return explain(err)
-		}
-		return nil
 	}
+	n, err := api.PurgeDeadLetters(ctx, sel)
+	if !answered(err) {
+		return explain(err)
+	}
+	fmt.Fprintf(stdout, "purged %d message(s)\n", n)
+	if err != nil {
+		return explain(err)
+	}
+	return nil
+}
+
+// runJob starts o's replay or purge as a job and follows it every poll
+// until it ends: a progress line on stderr (rewritten in place on a
+// terminal, a line per change otherwise), and how it ended on stdout.
+// total is how many a dry run counted before, -1 if unknown. The job goes
+// on if ctx ends first.
+func runJob(ctx context.Context, api *apiclient.Client, o options, total int, stdout, stderr io.Writer, poll time.Duration) error {
+	j, err := api.StartDeadLetterJob(ctx, o.verb, o.selection())
+	if err != nil {
+		return o.api.Explain(err)
+	}
+	tty := isTerminal(stderr)
+	fmt.Fprintf(stderr, "started job %s (relay dead job %s shows it)\n", j.ID, j.ID)
+	last := ""
+	for j.State == "running" {
+		if line := progressLine(j, total); line != last {
+			if tty {
+				fmt.Fprintf(stderr, "\r\033[K%s", line)
+			} else {
+				fmt.Fprintln(stderr, line)
+			}
+			last = line
+		}
+		select {
+		case <-ctx.Done():
+			if tty {
+				fmt.Fprintln(stderr)
+			}
+			return fmt.Errorf("stopped following job %s; it goes on: relay dead job %s shows it", j.ID, j.ID)
+		case <-time.After(poll):
+		}
+		if j, err = api.DeadLetterJob(ctx, j.ID); err != nil {
+			if tty {
+				fmt.Fprintln(stderr)
+			}
+			return o.api.Explain(err)
+		}
+	}
+	if tty && last != "" {
+		fmt.Fprintln(stderr)
+	}
+	verb := map[string]string{"replay": "replayed", "purge": "purged"}[j.Action]
+	fmt.Fprintf(stdout, "job %s %s: %s %d of %d matched message(s), %d left parked\n", j.ID, j.State, verb, j.Done, j.Matched, j.Failed)
+	if j.State != "done" {
+		return fmt.Errorf("job %s %s: %s", j.ID, j.State, cmp.Or(j.LastError, "no error given"))
+	}
+	if j.Failed > 0 {
+		return fmt.Errorf("job %s left %d message(s) parked: %s", j.ID, j.Failed, j.LastError)
+	}
+	return nil
+}
+
+// progressLine is a running job's progress in one line; total is how
+// many a dry run counted before it started (-1: not counted).
+func progressLine(j notification.DeadLetterJob, total int) string {
+	verb := map[string]string{"replay": "replayed", "purge": "purged"}[j.Action]
+	of := ""
+	if total > 0 {
+		// The count is of the queue before the job: a copy parked since
+		// can make done pass it.
+		of = fmt.Sprintf(" of about %d (%d%%)", total, min(100, 100*j.Done/int64(total)))
+	}
+	return fmt.Sprintf("job %s: %d%s %s, %d matched, %d failed", j.ID, j.Done, of, verb, j.Matched, j.Failed)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// printJob prints a job: with asJSON as GET /v1/dead-letters/jobs/{id}
+// answers it, otherwise a field a line.
+func printJob(w io.Writer, j notification.DeadLetterJob, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(j)
+	}
+	bw := bufio.NewWriter(w)
+	field := func(name, value string) {
+		if value != "" {
+			fmt.Fprintf(bw, "%-12s%s\n", name, value)
+		}
+	}
+	field("id", j.ID)
+	field("action", j.Action)
+	field("state", j.State)
+	field("selection", string(j.Selection))
+	field("matched", fmt.Sprint(j.Matched))
+	field("done", fmt.Sprint(j.Done))
+	field("failed", fmt.Sprint(j.Failed))
+	field("started", stamp(j.StartedAt))
+	if j.FinishedAt != nil {
+		field("finished", stamp(*j.FinishedAt))
+	}
+	if j.Takeovers > 0 {
+		field("takeovers", fmt.Sprint(j.Takeovers))
+	}
+	if j.LastError != "" {
+		field("last error", oneLine(j.LastError, 200))
+	}
+	return bw.Flush()
 }
 
 // answered reports whether a replay or purge got as far as the dead-letter
@@ -189,15 +384,16 @@ func answered(err error) bool {
 	return err == nil || errors.As(err, &e) && (e.Status == http.StatusConflict || e.Status == http.StatusServiceUnavailable)
 }
 
-// selected counts the parked copies a purge would delete.
+// selected counts the parked copies a purge would delete: a dry run,
+// which holds none of them in memory. An id alone is shown first, so
+// that one nothing matches is an error.
 func selected(ctx context.Context, api *apiclient.Client, o options, q url.Values) (int, error) {
 	if o.id != "" {
-		list, err := api.DeadLetter(ctx, o.id, q)
-		return len(list), err
+		if _, err := api.DeadLetter(ctx, o.id, q); err != nil {
+			return 0, err
+		}
 	}
-	q.Set("limit", "0")
-	list, err := api.DeadLetters(ctx, q)
-	return len(list), err
+	return api.CountDeadLetters(ctx, "purge", o.selection())
 }
 
 // notParked is the API's 404 for an id nothing matches: retry.ErrNotParked,

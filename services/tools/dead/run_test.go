@@ -24,7 +24,7 @@ func TestParse(t *testing.T) {
 		wantErr string
 	}{
 		{args: nil, wantErr: "usage: relay dead list|show|replay|purge"},
-		{args: []string{"bury"}, wantErr: `unknown verb "bury": want list, show, replay or purge`},
+		{args: []string{"bury"}, wantErr: `unknown verb "bury": want list, show, replay, purge or job`},
 		{args: []string{"list"}, want: options{verb: "list", limit: DefaultLimit}},
 		{args: []string{"list", "--limit", "0"}, want: options{verb: "list"}},
 		{args: []string{"list", "--limit", "-1"}, wantErr: "--limit -1: want 0 or more (0: all)"},
@@ -43,16 +43,16 @@ func TestParse(t *testing.T) {
 		{args: []string{"show", "--json"}, wantErr: "relay dead show needs an id"},
 		{args: []string{"show", "n1", "n2"}, wantErr: `unexpected argument "n2"`},
 		{args: []string{"show", "--id", "n1"}, wantErr: "flag provided but not defined: -id"},
-		{args: []string{"replay"}, wantErr: "relay dead replay needs --id, --source, --recipient or --all"},
+		{args: []string{"replay"}, wantErr: "relay dead replay needs a filter (--id, --source, --recipient, --channel, --reason, --endpoint, --since, --until or --error) or --all"},
 		{args: []string{"replay", "--id", "n1"}, want: options{verb: "replay", id: "n1"}},
 		{args: []string{"replay", "--all"}, want: options{verb: "replay", all: true}},
 		{args: []string{"replay", "--all", "--source", "email-queue"},
-			wantErr: "relay dead replay: --all selects every parked message: leave out --id, --source and --recipient, or --all"},
+			wantErr: "relay dead replay: --all selects every parked message: leave out --id, --source, --recipient, --channel, --reason, --endpoint, --since, --until or --error, or --all"},
 		{args: []string{"replay", "--all", "--id", "n1"}, wantErr: "relay dead replay: --all selects every parked message"},
 		{args: []string{"replay", "--id", "n1", "--recipient", "typo@exmaple.com"}, want: options{verb: "replay", id: "n1", recipient: "typo@exmaple.com"}},
 		{args: []string{"replay", "--recipient", "typo@exmaple.com"}, want: options{verb: "replay", recipient: "typo@exmaple.com"}},
 		{args: []string{"replay", "--all", "--recipient", "typo@exmaple.com"}, wantErr: "relay dead replay: --all selects every parked message"},
-		{args: []string{"purge", "--yes"}, wantErr: "relay dead purge needs --id, --source, --recipient or --all"},
+		{args: []string{"purge", "--yes"}, wantErr: "relay dead purge needs a filter"},
 		{args: []string{"purge", "--source", "email-queue", "--all", "--yes"}, wantErr: "relay dead purge: --all selects every parked message"},
 		{args: []string{"purge", "--source", "email-queue", "--yes"}, want: options{verb: "purge", source: "email-queue", yes: true}},
 		{args: []string{"purge", "--yes", "--id", "n1", "--source", "email-queue"},
@@ -60,6 +60,20 @@ func TestParse(t *testing.T) {
 		{args: []string{"purge", "--id", "n1", "--recipient", "full@example.com", "--yes"},
 			want: options{verb: "purge", id: "n1", recipient: "full@example.com", yes: true}},
 		{args: []string{"purge", "--recipient", "full@example.com", "--all", "--yes"}, wantErr: "relay dead purge: --all selects every parked message"},
+		{args: []string{"replay", "--channel", "email", "--reason", "permanent", "--since", "2026-03-14T09:00:00Z", "--until", "2026-03-15T00:00:00Z"},
+			want: options{verb: "replay", channel: "email", reason: "permanent", since: "2026-03-14T09:00:00Z", until: "2026-03-15T00:00:00Z"}},
+		{args: []string{"replay", "--endpoint", "ep_3kq7ymzd5vbxw2n4c6f7h2j4la", "--error", "timeout", "--job"},
+			want: options{verb: "replay", endpoint: "ep_3kq7ymzd5vbxw2n4c6f7h2j4la", errText: "timeout", job: true}},
+		{args: []string{"purge", "--reason", "expired", "--dry-run"}, want: options{verb: "purge", reason: "expired", dryRun: true}},
+		{args: []string{"purge", "--reason", "expired", "--dry-run", "--job"}, wantErr: "--dry-run counts and --job acts: give one"},
+		{args: []string{"replay", "--all", "--channel", "email"}, wantErr: "relay dead replay: --all selects every parked message"},
+		{args: []string{"list", "--channel", "webhook", "--error", "410"}, want: options{verb: "list", channel: "webhook", errText: "410", limit: DefaultLimit}},
+		{args: []string{"list", "--dry-run"}, wantErr: "flag provided but not defined: -dry-run"},
+		{args: []string{"job", "job_1"}, want: options{verb: "job", id: "job_1"}},
+		{args: []string{"job", "--json", "job_1"}, want: options{verb: "job", id: "job_1", json: true}},
+		{args: []string{"job"}, wantErr: "relay dead job needs an id"},
+		{args: []string{"job", "job_1", "--cancel"}, want: options{verb: "job", id: "job_1", cancel: true}},
+		{args: []string{"job", "job_1", "--recipient", "a@example.com"}, wantErr: "flag provided but not defined: -recipient"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -310,6 +324,21 @@ func TestPrintEscapes(t *testing.T) {
 			}
 			if !asJSON && !strings.Contains(out.String(), `\u001b]0;owned\u0007`) {
 				t.Errorf("%s does not show the escaped header:\n%s", name, out.String())
+			}
+		}
+	}
+}
+
+func TestReplayHelp(t *testing.T) {
+	for _, verb := range []string{"replay", "purge"} {
+		var out bytes.Buffer
+		if _, err := parse([]string{verb, "-h"}, noEnv, &out); err == nil {
+			t.Fatalf("%s -h: no flag.ErrHelp", verb)
+		}
+		for _, want := range []string{"-channel channel", "-reason reason", "max-retries, permanent", "-endpoint id", "-since time", "RFC 3339",
+			"-until time", "-error text", "-dry-run", "-job", "follow its progress on stderr"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s -h lacks %q:\n%s", verb, want, out.String())
 			}
 		}
 	}
