@@ -111,6 +111,18 @@ func (s *Store) TakeOverDeadLetterJob(ctx context.Context, owner string, now, un
 	}
 }
 
+// SettleCancelledJob stores the last progress of owner's run of job id,
+// which was cancelled while it ran: the counts the cancel found were the
+// run's last renewal's, up to a renewal behind what it did before it
+// stopped. It does nothing to a job owner no longer runs.
+func (s *Store) SettleCancelledJob(ctx context.Context, id, owner string, p JobProgress) error {
+	if _, err := s.write.ExecContext(ctx, s.d.q(`UPDATE dead_letter_jobs SET matched = $3, done = $4, failed = $5, lease_owner = ''
+		WHERE id = $1 AND lease_owner = $2 AND state = 'cancelled'`), id, owner, p.Matched, p.Done, p.Failed); err != nil {
+		return fmt.Errorf("settle cancelled job %s: %w", id, err)
+	}
+	return nil
+}
+
 // RenewDeadLetterJob extends owner's lease of job id to until and stores
 // its progress; ErrLeaseLost if owner no longer holds it.
 func (s *Store) RenewDeadLetterJob(ctx context.Context, id, owner string, until time.Time, p JobProgress) error {
@@ -188,10 +200,11 @@ var ErrJobEnded = errors.New("the job has already ended")
 
 // CancelDeadLetterJob ends the running job id as cancelled at at and
 // returns it: its process finds its lease gone at its next renewal and
-// stops, after the copy in hand. ErrNotFound if there is no such job,
-// ErrJobEnded (with the job) if it had already ended.
+// stops, after the copy in hand, and then settles its counts
+// (SettleCancelledJob). ErrNotFound if there is no such job, ErrJobEnded
+// (with the job) if it had already ended.
 func (s *Store) CancelDeadLetterJob(ctx context.Context, id string, at time.Time) (DeadLetterJob, error) {
-	res, err := s.write.ExecContext(ctx, s.d.q(`UPDATE dead_letter_jobs SET state = 'cancelled', finished_at = $2, lease_owner = ''
+	res, err := s.write.ExecContext(ctx, s.d.q(`UPDATE dead_letter_jobs SET state = 'cancelled', finished_at = $2
 		WHERE id = $1 AND state = 'running'`), id, s.d.ts(at))
 	if err != nil {
 		return DeadLetterJob{}, fmt.Errorf("cancel job %s: %w", id, err)

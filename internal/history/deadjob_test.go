@@ -82,11 +82,23 @@ func TestCancelDeadLetterJob(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := s.CancelDeadLetterJob(ctx, "job1", t0.Add(time.Second))
-		if err != nil || got.State != history.JobCancelled || got.FinishedAt == nil || got.LeaseOwner != "" {
+		if err != nil || got.State != history.JobCancelled || got.FinishedAt == nil || got.LeaseOwner != "a" {
 			t.Fatalf("cancel: %+v, %v", got, err)
 		}
 		if err := s.RenewDeadLetterJob(ctx, "job1", "a", t0.Add(2*time.Minute), history.JobProgress{}); !errors.Is(err, history.ErrLeaseLost) {
 			t.Errorf("its process renewed a cancelled job: %v", err)
+		}
+		// Its run stops and settles what it did; another run cannot.
+		if err := s.SettleCancelledJob(ctx, "job1", "b", history.JobProgress{Matched: 9, Done: 9}); err != nil {
+			t.Fatal(err)
+		}
+		done := history.JobProgress{Matched: 40, Done: 37, Failed: 1}
+		if err := s.SettleCancelledJob(ctx, "job1", "a", done); err != nil {
+			t.Fatal(err)
+		}
+		got, err = s.DeadLetterJob(ctx, "job1")
+		if err != nil || got.State != history.JobCancelled || got.Matched != 40 || got.Done != 37 || got.Failed != 1 || got.LeaseOwner != "" {
+			t.Errorf("settled: %+v, %v; want cancelled with 40 matched, 37 done, 1 failed", got, err)
 		}
 		if _, err := s.CancelDeadLetterJob(ctx, "job1", t0.Add(2*time.Second)); !errors.Is(err, history.ErrJobEnded) {
 			t.Errorf("cancel twice: %v", err)

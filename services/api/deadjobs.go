@@ -29,6 +29,7 @@ type JobStore interface {
 	TakeOverDeadLetterJob(ctx context.Context, owner string, now, until time.Time) (history.DeadLetterJob, bool, error)
 	RenewDeadLetterJob(ctx context.Context, id, owner string, until time.Time, p history.JobProgress) error
 	FinishDeadLetterJob(ctx context.Context, id, owner, state string, p history.JobProgress, at time.Time) error
+	SettleCancelledJob(ctx context.Context, id, owner string, p history.JobProgress) error
 	RecordJobReplay(ctx context.Context, job string, r history.JobReplay) error
 	JobReplayed(ctx context.Context, job string, r history.JobReplay) (bool, error)
 	JobReplays(ctx context.Context, job string) (int64, error)
@@ -353,6 +354,14 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 	case err != nil && ctx.Err() == nil && (brokerLost(err) || errors.Is(err, errDial)) && j.Takeovers < MaxJobTakeovers:
 		retryLater(err)
 	case errors.Is(context.Cause(ctx), errLost):
+		// Cancelled (or taken over): a cancelled job gets this run's last
+		// counts, which its last renewal did not hold.
+		mu.Lock()
+		cur := prog
+		mu.Unlock()
+		if err := js.Store.SettleCancelledJob(context.WithoutCancel(ctx), j.ID, j.LeaseOwner, cur); err != nil {
+			log.Error("settle a cancelled dead-letter job's counts", "error", err)
+		}
 	case ctx.Err() != nil:
 		// The process is stopping: the job stays running, and its lease
 		// goes back so that the next process takes it over at once.

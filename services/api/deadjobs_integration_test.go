@@ -340,6 +340,18 @@ func TestCancelDeadLetterJob(t *testing.T) {
 	}
 	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n-len(arrived) },
 		"what the job did not replay is not all parked")
+	// Its counts are what it did, settled once it stopped, not its last
+	// renewal's.
+	var settled jobAnswer
+	resp, err = http.Get(location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&settled)
+	resp.Body.Close()
+	if settled.State != "cancelled" || settled.Done != int64(len(arrived)) {
+		t.Errorf("the cancelled job says %+v; %d copies arrived", settled, len(arrived))
+	}
 	req, _ = http.NewRequest(http.MethodDelete, location, nil)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusConflict {
 		t.Errorf("DELETE a cancelled job: %v, %v", resp.StatusCode, err)
