@@ -40,7 +40,7 @@ VERSION ?= 4.3
 COMPAT_VERSIONS ?= 4.0 4.3
 
 .PHONY: broker-up
-broker-up: ## start a RabbitMQ VERSION (4.0 or 4.3) node beside the default broker, from Debian's packages in a cached root; prints its URL (needs root)
+broker-up: ## start a RabbitMQ VERSION (3.10, 4.0 or 4.3) node beside the default broker, from Debian's packages in a cached root; prints its URL (needs root)
 	@deploy/broker.sh up $(VERSION) && deploy/broker.sh url $(VERSION)
 
 .PHONY: broker-down

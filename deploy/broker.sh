@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # deploy/broker.sh: RabbitMQ nodes of other versions beside the machine's
 # own broker, for the compatibility tests. Each version runs from Debian's
-# own packages in a debootstrap root (4.0 from trixie, 4.3 from sid, each
-# with the Erlang it needs), on loopback ports of its own, with an epmd of
-# its own: the default broker (rabbit@localhost, 5672) is never touched.
+# own packages in a debootstrap root (3.10 from bookworm, 4.0 from trixie,
+# 4.3 from sid, each with the Erlang it needs), on loopback ports of its
+# own, with an epmd of its own: the default broker (rabbit@localhost, 5672)
+# is never touched. 3.10 is the default broker's own version: a node of it
+# here is for a test that restarts its broker, configured as the others
+# are, so the default broker is neither stopped nor changed.
 #
 #   deploy/broker.sh up 4.3      build the root once (cached), start a fresh node, wait until it answers
 #   deploy/broker.sh down 4.3    stop the node (and, with the root's last node, its epmd and mounts)
@@ -56,6 +59,10 @@ log() { printf 'broker.sh: %s\n' "$*" >&2; }
 # away from the defaults (5672, 15672, 25672, 4369) and from each other.
 settings() {
 	case "$1" in
+	3.10)
+		SUITE=bookworm NODE=relay310@localhost AMQP_PORT=5631 MGMT_PORT=15631 DIST_PORT=25631 EPMD_PORT=4331
+		DELAYED=
+		;;
 	4.0)
 		SUITE=trixie NODE=relay40@localhost AMQP_PORT=5640 MGMT_PORT=15640 DIST_PORT=25640 EPMD_PORT=4340
 		DELAYED=yes
@@ -65,7 +72,7 @@ settings() {
 		DELAYED=
 		;;
 	*)
-		die "unknown version ${1:-(none)}: choose 4.0 or 4.3"
+		die "unknown version ${1:-(none)}: choose 3.10, 4.0 or 4.3"
 		;;
 	esac
 	ROOT=$CACHE/$SUITE VERSION=$1
@@ -398,7 +405,7 @@ ctl)
 	in_root rabbitmqctl -n "$NODE" "$@"
 	;;
 status)
-	for v in 4.0 4.3; do
+	for v in 3.10 4.0 4.3; do
 		settings "$v"
 		if [ -d "$ROOT" ] && mounted "$ROOT/proc" && answers; then
 			echo "$v running $(url)"

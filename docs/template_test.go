@@ -31,9 +31,9 @@ import (
 )
 
 func TestTemplatePush(t *testing.T) {
-	c, err := Lookup("push")
+	c, err := Builtin().Lookup("push")
 	if err != nil {
-		t.Fatalf("the template's registry line does not register push: %v", err)
+		t.Fatalf("the template's line of builtin.go does not hold push: %v", err)
 	}
 	secret := webhooks.NewSecret()
 
@@ -80,14 +80,14 @@ func TestTemplatePush(t *testing.T) {
 	}
 
 	untitled := &notification.Notification{Parts: map[string]json.RawMessage{"push": json.RawMessage(` + "`" + `{"token":"device-abc"}` + "`" + `)}}
-	if err := Check(untitled); err == nil || !strings.Contains(err.Error(), "push.title") {
+	if err := Builtin().Check(untitled); err == nil || !strings.Contains(err.Error(), "push.title") {
 		t.Errorf("a part without the title the schema requires: %v, want push.title refused", err)
 	}
 }
 `
 
 // TestTemplateChannelExample builds docs/template.md's push channel as
-// the page shows it: its file and its line of registry.go, in a copy of
+// the page shows it: its file and its line of builtin.go, in a copy of
 // internal/channel inside the module, which go vet checks and whose tests
 // run. The example cannot drift from the code it extends.
 func TestTemplateChannelExample(t *testing.T) {
@@ -106,11 +106,11 @@ func TestTemplateChannelExample(t *testing.T) {
 	}
 	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(rest, 2)
 	if len(blocks) < 2 {
-		t.Fatalf("template.md: want the channel's file and the registry line in two go blocks after %s", marker)
+		t.Fatalf("template.md: want the channel's file and the line of builtin.go in two go blocks after %s", marker)
 	}
-	file, registry := blocks[0][1], strings.TrimSpace(blocks[1][1])
-	if !strings.HasPrefix(file, "package channel\n") || !strings.HasPrefix(registry, "var registry = []Channel{") {
-		t.Fatalf("template.md: want a whole file of package channel, then the registry line; got\n%s\n%s", file, registry)
+	file, builtin := blocks[0][1], strings.TrimSpace(blocks[1][1])
+	if !strings.HasPrefix(file, "package channel\n") || !strings.HasPrefix(builtin, "func Builtin() Set {") {
+		t.Fatalf("template.md: want a whole file of package channel, then the line of builtin.go; got\n%s\n%s", file, builtin)
 	}
 
 	// A directory whose name starts with _ is left out of ./..., so no
@@ -126,7 +126,7 @@ func TestTemplateChannelExample(t *testing.T) {
 	}
 	for _, src := range sources {
 		name := filepath.Base(src)
-		if name == "registry.go" || strings.HasSuffix(name, "_test.go") && name != "schema_test.go" {
+		if name == "builtin.go" || strings.HasSuffix(name, "_test.go") && name != "schema_test.go" {
 			continue
 		}
 		b, err := os.ReadFile(src)
@@ -138,7 +138,7 @@ func TestTemplateChannelExample(t *testing.T) {
 		}
 	}
 	for name, text := range map[string]string{
-		"registry.go":           "package channel\n\n" + registry + "\n",
+		"builtin.go":            "package channel\n\n" + builtin + "\n",
 		"push.go":               file,
 		"template_push_test.go": templatePushTest,
 	} {

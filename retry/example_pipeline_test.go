@@ -67,7 +67,7 @@ func ExamplePipeline_Producer() {
 	err = pub.Publish(ctx, "invoice.created", amqp.Publishing{
 		MessageId: "inv-42", Timestamp: time.Now(), ContentType: "application/json", Body: []byte(`{"total": 12}`)})
 	if err != nil {
-		log.Fatal(err) // the broker did not take it: ErrUnroutable, ErrNacked, ErrClosed
+		log.Fatal(err) // the broker did not take it: ErrUnroutable, ErrNacked, ErrNotConnected while it reconnects
 	}
 	if err := p.Run(ctx, url); err != nil {
 		log.Fatal(err)

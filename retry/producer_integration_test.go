@@ -78,3 +78,83 @@ func TestPipelineProducer(t *testing.T) {
 		}
 	}
 }
+
+// TestProducerReconnects has the broker close a Producer's publish
+// channel (a publish to an exchange that does not exist), and the
+// Producer goes on by itself: publishes fail with ErrNotConnected while it
+// reconnects, never silently, and succeed again on the new connection,
+// where the message reaches its queue.
+func TestProducerReconnects(t *testing.T) {
+	url := retrytest.URL(t)
+	topo := retry.Topology{Prefix: retrytest.Prefix(t), Backend: retry.TTL, Routes: []retry.Route{{Queue: "jobs", Key: "job"}}}
+	t.Cleanup(func() {
+		if c, err := retry.Dial(url, "relay test cleanup"); err == nil {
+			_ = topo.Delete(c)
+			c.Close()
+		}
+	})
+	prod := retry.NewProducer(retry.ProducerConfig{Topology: topo, URLs: []string{url}, Name: "relay test producer"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := prod.Publish(ctx, "job", amqp.Publishing{MessageId: "too-early"}); !errors.Is(err, retry.ErrNotConnected) {
+		t.Errorf("Publish before Run = %v, want ErrNotConnected", err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- prod.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	// publish tries until the broker has msg, with a deadline; any error
+	// but ErrNotConnected ends the test.
+	publish := func(id string) {
+		t.Helper()
+		for {
+			err := prod.Publish(ctx, "job", amqp.Publishing{MessageId: id, Body: []byte(id)})
+			if err == nil {
+				return
+			}
+			if !errors.Is(err, retry.ErrNotConnected) || ctx.Err() != nil {
+				t.Fatalf("Publish %s = %v, want nil or, while it connects, ErrNotConnected", id, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	publish("before")
+	if prod.User() == "" {
+		t.Error("User() is empty on a connected producer")
+	}
+	errs := prod.PublishAll(ctx, []retry.Outgoing{{Exchange: topo.Name("no-such-exchange"), Key: "job", Msg: amqp.Publishing{MessageId: "nowhere"}}})
+	if errs[0] == nil {
+		t.Fatal("a publish to an exchange that does not exist succeeded")
+	}
+	publish("after")
+
+	conn := retrytest.Conn(t)
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	want := map[string]bool{"before": true, "after": true}
+	for len(want) > 0 {
+		d, ok, err := ch.Get(topo.Name("jobs"), true /* autoAck */)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			if ctx.Err() != nil {
+				t.Fatalf("messages %v never reached the queue", want)
+			}
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if !want[d.MessageId] {
+			t.Fatalf("the queue holds %q, want only %v", d.MessageId, want)
+		}
+		delete(want, d.MessageId)
+	}
+}

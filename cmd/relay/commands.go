@@ -70,7 +70,7 @@ func commands() []command {
 	cmds := []command{
 		{name: "api", summary: "run the ingest HTTP API (POST /v1/notifications) and the dashboard", run: service(api.Run), env: serviceEnv("api")},
 	}
-	// A worker command for every channel in the registry.
+	// A worker command for every one of relay's own channels.
 	for _, c := range worker.Channels() {
 		name := "worker " + c.Name
 		cmds = append(cmds, command{name: name, summary: c.Summary, run: service(workerFor(c.Name)), env: serviceEnv(name)})

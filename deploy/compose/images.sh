@@ -27,6 +27,11 @@
 #     run DELAY_BACKEND=levels or ttl); under CI=true that is an error.
 # It prints the stand-in broker's image on stdout.
 #
+#   deploy/compose/images.sh roots
+#
+# only builds the Debian roots the stand-ins are made from (cached, as
+# below), without an engine: a first run elsewhere can have them ready.
+#
 # Built images are saved in $RELAY_CACHE/images, so the next run loads them
 # in seconds; the stand-in broker is built again when what it is built from
 # (its Dockerfile, deploy/rabbitmq's configuration, the plugin) changes.
@@ -204,6 +209,12 @@ build_broker() {
 	docker import "$(rootfs trixie trixie-rabbitmq rabbitmq-server)" relay-stand-in/trixie:rabbitmq-root >/dev/null
 	DOCKER_BUILDKIT=1 docker build -q --label "relay.context=$sum" -t "$image" "$broker_ctx" >/dev/null
 }
+
+if [ "${1:-}" = roots ]; then
+	rootfs bookworm bookworm >/dev/null
+	rootfs trixie trixie-rabbitmq rabbitmq-server >/dev/null
+	exit 0
+fi
 
 golang=$(sed -n 's/^FROM .*\(golang:[^ ]*\).*/\1/p' "$ROOT/deploy/relay/Dockerfile" | head -n1)
 distroless=$(sed -n 's/^FROM \(gcr.io\/distroless[^ ]*\).*/\1/p' "$ROOT/deploy/relay/Dockerfile" | head -n1)

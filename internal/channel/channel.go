@@ -3,10 +3,13 @@
 // and the sender that delivers that part: email over SMTP, webhook and sms
 // over signed HTTP.
 //
-// Adding a channel takes three files: the channel's own (a part type and a
-// Spec, passed to Define), its line in registry.go, and its test. The API,
-// the workers, `relay all`, the command list and the OpenAPI document all
-// read the registry; docs/template.md walks through one.
+// Adding a channel takes a file and a line: the channel's own (a part type
+// and a Spec, passed to Define, with its test), and its place in Builtin
+// (builtin.go).
+// Each process is wired with one Set of channels, built once and passed
+// down: the API, the workers, `relay all`, the command list and the
+// OpenAPI document all read the Set they were given; docs/template.md
+// walks through one.
 package channel
 
 import (
@@ -18,7 +21,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -78,7 +80,7 @@ type Downstreams struct {
 }
 
 // Channel is a channel with its part type erased: what the API, the
-// workers and the registry handle.
+// workers and a Set handle.
 type Channel struct {
 	name, summary string
 	part          reflect.Type
@@ -327,87 +329,78 @@ func (c Channel) Demo(d Downstreams) map[string]string {
 	return c.demo(d)
 }
 
-var (
-	mu    sync.RWMutex
-	extra []Channel
-	// generation counts the changes to the registry, so that what is
-	// built from it can be cached (see Generation).
-	generation int64
-)
-
-// Generation changes whenever Register adds or removes a channel: what
-// is built from All can be kept while it stays the same.
-func Generation() int64 {
-	mu.RLock()
-	defer mu.RUnlock()
-	return generation
+// Set is a fixed list of channels, in the order help texts show them:
+// the channels one process accepts, documents and delivers through. It is
+// built once where the process is wired (Builtin for relay's own) and
+// passed down; it never changes after. The zero Set has no channels.
+type Set struct {
+	list []Channel
 }
 
-// All returns every channel: relay's own (registry.go), then any
-// registered since.
-func All() []Channel {
-	mu.RLock()
-	defer mu.RUnlock()
-	return append(slices.Clone(registry), extra...)
-}
-
-// Register adds a channel to All, for a program that embeds relay or a
-// test that builds a throw-away channel; relay's own channels are listed
-// in registry.go. The function it returns removes the channel again.
-func Register(c Channel) (unregister func()) {
-	mu.Lock()
-	defer mu.Unlock()
-	for _, have := range append(slices.Clone(registry), extra...) {
-		if have.name == c.name {
-			panic("channel: " + c.name + " is registered twice")
+// NewSet makes a Set of cs, in their order. It panics on two channels of
+// one name: a programming error, found by the first test that builds it.
+func NewSet(cs ...Channel) Set {
+	for i, c := range cs {
+		for _, have := range cs[:i] {
+			if have.name == c.name {
+				panic("channel: " + c.name + " is in the set twice")
+			}
 		}
 	}
-	extra = append(extra, c)
-	generation++
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		extra = slices.DeleteFunc(extra, func(e Channel) bool { return e.name == c.name })
-		generation++
-	}
+	return Set{list: slices.Clone(cs)}
 }
 
-// Lookup finds a channel by name.
-func Lookup(name string) (Channel, error) {
-	all := All()
-	for _, c := range all {
+// With returns a Set of s's channels followed by cs; s is unchanged. It
+// panics, as NewSet does, on a name already taken.
+func (s Set) With(cs ...Channel) Set {
+	return NewSet(append(slices.Clone(s.list), cs...)...)
+}
+
+// All returns the set's channels, in order.
+func (s Set) All() []Channel { return slices.Clone(s.list) }
+
+// Len is how many channels the set holds.
+func (s Set) Len() int { return len(s.list) }
+
+// Lookup finds a channel of the set by name.
+func (s Set) Lookup(name string) (Channel, error) {
+	for _, c := range s.list {
 		if c.name == name {
 			return c, nil
 		}
 	}
-	return Channel{}, fmt.Errorf("unknown channel %q: want one of %s", name, strings.Join(Names(), ", "))
+	return Channel{}, fmt.Errorf("unknown channel %q: want one of %s", name, strings.Join(s.Names(), ", "))
 }
 
-// Names lists the channels' names in registry order.
-func Names() []string {
-	var out []string
-	for _, c := range All() {
+// Names lists the channels' names in the set's order.
+func (s Set) Names() []string {
+	out := make([]string, 0, len(s.list))
+	for _, c := range s.list {
 		out = append(out, c.name)
 	}
 	return out
 }
 
 // Routes lists every channel's work queue and routing key: the topology
-// every relay process declares.
-func Routes() []retry.Route {
-	var out []retry.Route
-	for _, c := range All() {
+// every process wired with the set declares.
+func (s Set) Routes() []retry.Route {
+	out := make([]retry.Route, 0, len(s.list))
+	for _, c := range s.list {
 		out = append(out, c.Route())
 	}
 	return out
 }
 
-// Check checks every part of a notification against its channel: an
-// unknown part, or a part its channel refuses, is an error.
-func Check(n *notification.Notification) error {
+// Routes lists the work queues and routing keys of relay's own channels:
+// Builtin().Routes().
+func Routes() []retry.Route { return Builtin().Routes() }
+
+// Check checks every part of a notification against its channel in the
+// set: an unknown part, or a part its channel refuses, is an error.
+func (s Set) Check(n *notification.Notification) error {
 	var errs notification.Invalid
 	for _, name := range n.Channels() {
-		c, err := Lookup(name)
+		c, err := s.Lookup(name)
 		if err != nil {
 			errs = append(errs, notification.FieldError{Field: name, Message: err.Error()})
 			continue
@@ -425,20 +418,43 @@ func Check(n *notification.Notification) error {
 	return nil
 }
 
-// LaneKey is what picks the lane of a copy of n's part for the named
-// channel (retry.Topology.Lane), so that every copy to one receiver takes
-// one lane: recipient, for a copy per recipient; else whom the part
-// names: a webhook's endpoint, or the host of its URL (all of a host's
-// URLs share its cap, see webhookSender); n's id when it names nobody.
-func LaneKey(n *notification.Notification, name, recipient string) string {
+// LaneKey is the named channel's LaneKey for a copy of n; n's id for a
+// channel the set does not hold.
+func (s Set) LaneKey(n *notification.Notification, name, recipient string) string {
+	c, err := s.Lookup(name)
+	if err != nil {
+		if recipient != "" {
+			return recipient
+		}
+		return n.ID
+	}
+	return c.LaneKey(n, recipient)
+}
+
+// RecipientsOf names whom n's part for the named channel goes to; nothing
+// for a channel the set does not hold or a part that does not decode.
+func (s Set) RecipientsOf(n *notification.Notification, name string) []string {
+	c, err := s.Lookup(name)
+	if err != nil {
+		return nil
+	}
+	return c.RecipientsOf(n)
+}
+
+// LaneKey is what picks the lane of a copy of n's part for c
+// (retry.Topology.Lane), so that every copy to one receiver takes one
+// lane: recipient, for a copy per recipient; else whom the part names: a
+// webhook's endpoint, or the host of its URL (all of a host's URLs share
+// its cap, see webhookSender); n's id when it names nobody.
+func (c Channel) LaneKey(n *notification.Notification, recipient string) string {
 	if recipient != "" {
 		return recipient
 	}
-	rs := RecipientsOf(n, name)
+	rs := c.RecipientsOf(n)
 	if len(rs) == 0 || rs[0] == "" {
 		return n.ID
 	}
-	if name == Webhook.Name() && !IsEndpointID(rs[0]) {
+	if c.name == Webhook.Name() && !IsEndpointID(rs[0]) {
 		if host, ok := bareHost(rs[0]); ok {
 			return "host " + host
 		}
@@ -446,16 +462,16 @@ func LaneKey(n *notification.Notification, name, recipient string) string {
 	return rs[0]
 }
 
-// RecipientsOf names whom n's part for the named channel goes to; nothing
-// for an unknown channel or a part that does not decode.
-func RecipientsOf(n *notification.Notification, name string) []string {
-	c, err := Lookup(name)
-	if err != nil {
+// RecipientsOf names whom n's part for c goes to; nothing for a part that
+// does not decode, or that n does not have.
+func (c Channel) RecipientsOf(n *notification.Notification) []string {
+	raw, ok := n.Parts[c.name]
+	if !ok || c.part == nil {
 		return nil
 	}
 	p := reflect.New(c.part).Interface()
 	// Lenient: it only reads whom a part names, of a part checked before.
-	if err := json.Unmarshal(n.Parts[name], p); err != nil {
+	if err := json.Unmarshal(raw, p); err != nil {
 		return nil
 	}
 	return c.recipients(p)

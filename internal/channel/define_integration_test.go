@@ -23,13 +23,13 @@ import (
 	"github.com/relay-demo/relay/services/worker"
 )
 
-// TestDefinedChannelEndToEnd runs a channel defined outside relay's
-// registry through the real API, retrier and worker: the API accepts and
+// TestDefinedChannelEndToEnd runs a channel defined outside relay, added
+// to relay's own in a Set, through the real API, retrier and worker: the API accepts and
 // checks its part, the worker's first send fails and the pipeline retries
 // it, and the history says delivered after two attempts.
 func TestDefinedChannelEndToEnd(t *testing.T) {
 	p := newProbe(1)
-	t.Cleanup(channel.Register(p.Channel))
+	channels := channel.Builtin().With(p.Channel)
 
 	const token = "probe-token-0123456789abcdef"
 	prefix := retrytest.Prefix(t)
@@ -39,7 +39,7 @@ func TestDefinedChannelEndToEnd(t *testing.T) {
 		"SHUTDOWN_TIMEOUT": "5s",
 	}
 	getenv := func(k string) string { return env[k] }
-	topo := retry.Topology{Prefix: prefix, Routes: channel.Routes(), Backend: retry.TTL,
+	topo := retry.Topology{Prefix: prefix, Routes: channels.Routes(), Backend: retry.TTL,
 		Policy: retry.Policy{Delays: []time.Duration{200 * time.Millisecond, 400 * time.Millisecond}}}
 	conn := retrytest.Conn(t)
 	t.Cleanup(func() {
@@ -67,10 +67,14 @@ func TestDefinedChannelEndToEnd(t *testing.T) {
 		cancel()
 		wg.Wait()
 	})
-	run("api", api.Run)
-	run("retrier", retrier.Run)
+	run("api", func(ctx context.Context, getenv func(string) string, w io.Writer) error {
+		return api.RunWith(ctx, channels, getenv, w)
+	})
+	run("retrier", func(ctx context.Context, getenv func(string) string, w io.Writer) error {
+		return retrier.RunWith(ctx, channels, getenv, w)
+	})
 	run("worker probe", func(ctx context.Context, getenv func(string) string, w io.Writer) error {
-		return worker.Run(ctx, "probe", getenv, w)
+		return worker.RunWith(ctx, channels, "probe", getenv, w)
 	})
 
 	listening := regexp.MustCompile(`"msg":"listening",.*?"addr":"([^"]+)"`)

@@ -9,11 +9,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/api"
-	"github.com/relay-demo/relay/services/worker"
 )
 
 // ProbePart is the part of the throw-away channel the tests define: what
@@ -22,8 +23,8 @@ type ProbePart struct {
 	Code string `json:"code"`
 }
 
-// probe is a channel defined as docs/template.md says, registered for one
-// test. Its sender records what it was given and fails the first
+// probe is a channel defined as docs/template.md says, added to relay's
+// own in a Set of the test's. Its sender records what it was given and fails the first
 // failures calls, a transient failure the pipeline retries.
 type probe struct {
 	channel.Channel
@@ -72,28 +73,23 @@ func (p *probe) calls() []string {
 	return slices.Clone(p.sent)
 }
 
-// TestDefinedChannelIsEverywhere registers a channel and checks that every
-// place that lists channels lists it, and forgets it once unregistered.
+// TestDefinedChannelIsEverywhere adds a channel to a Set and checks that
+// every place that lists the set's channels lists it, and that relay's
+// own set knows nothing of it.
 func TestDefinedChannelIsEverywhere(t *testing.T) {
 	p := newProbe(0)
-	unregister := channel.Register(p.Channel)
-	registered := true
-	defer func() {
-		if registered {
-			unregister()
-		}
-	}()
+	set := channel.Builtin().With(p.Channel)
 
-	if !slices.Contains(channel.Names(), "probe") {
-		t.Errorf("Names() = %v, want probe in it", channel.Names())
+	if diff := cmp.Diff([]string{"email", "webhook", "sms", "probe"}, set.Names()); diff != "" {
+		t.Errorf("Names() (-want +got):\n%s", diff)
 	}
-	if !slices.ContainsFunc(channel.Routes(), func(r retry.Route) bool { return r.Queue == "probe-queue" && r.Key == "probe" }) {
-		t.Errorf("Routes() = %v, want probe-queue bound with key probe", channel.Routes())
+	if !slices.ContainsFunc(set.Routes(), func(r retry.Route) bool { return r.Queue == "probe-queue" && r.Key == "probe" }) {
+		t.Errorf("Routes() = %v, want probe-queue bound with key probe", set.Routes())
 	}
-	if !slices.ContainsFunc(worker.Channels(), func(i worker.Info) bool { return i.Name == "probe" }) {
-		t.Errorf("worker.Channels() = %v, want the probe worker", worker.Channels())
+	if c, err := set.Lookup("probe"); err != nil || c.Name() != "probe" {
+		t.Errorf("Lookup(probe) = %v, %v", c.Name(), err)
 	}
-	doc := string(api.OpenAPI())
+	doc := string(api.OpenAPI(set))
 	for _, want := range []string{`"probe": {`, `"$ref": "#/components/schemas/Probe"`, `"Probe": {`} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("the OpenAPI document has no %s", want)
@@ -105,26 +101,65 @@ func TestDefinedChannelIsEverywhere(t *testing.T) {
 	}
 
 	good := &notification.Notification{V: 1, ID: "n1", Parts: map[string]json.RawMessage{"probe": json.RawMessage(`{"code":"1234"}`)}}
-	if err := channel.Check(good); err != nil {
+	if err := set.Check(good); err != nil {
 		t.Errorf("Check(a good probe part) = %v", err)
 	}
-	if got := channel.RecipientsOf(good, "probe"); !slices.Equal(got, []string{"probe:1234"}) {
+	if got := set.RecipientsOf(good, "probe"); !slices.Equal(got, []string{"probe:1234"}) {
 		t.Errorf("RecipientsOf = %v, want [probe:1234]", got)
 	}
 	bad := &notification.Notification{V: 1, ID: "n2", Parts: map[string]json.RawMessage{"probe": json.RawMessage(`{"code":"12"}`)}}
-	err := channel.Check(bad)
+	err := set.Check(bad)
 	var inv notification.Invalid
 	if !errors.As(err, &inv) || len(inv) != 1 || inv[0].Field != "probe.code" {
 		t.Errorf("Check(a short code) = %v, want one error on probe.code", err)
 	}
 
-	unregister()
-	registered = false
-	if slices.Contains(channel.Names(), "probe") || strings.Contains(string(api.OpenAPI()), `"Probe"`) {
-		t.Error("the probe channel outlived its unregister")
+	builtin := channel.Builtin()
+	if slices.Contains(builtin.Names(), "probe") || strings.Contains(string(api.OpenAPI(builtin)), `"Probe"`) {
+		t.Error("relay's own channels hold the probe channel another set was given")
 	}
-	if err := channel.Check(good); err == nil {
-		t.Error("Check accepted a part of an unregistered channel")
+	if _, err := builtin.Lookup("probe"); err == nil {
+		t.Error("relay's own channels look up the probe channel")
+	}
+	if err := builtin.Check(good); err == nil {
+		t.Error("Check accepted a part of a channel the set does not hold")
+	}
+}
+
+// TestSet: a Set keeps its order, is not changed by With, and refuses two
+// channels of one name.
+func TestSet(t *testing.T) {
+	builtin := channel.Builtin()
+	if diff := cmp.Diff([]string{"email", "webhook", "sms"}, builtin.Names()); diff != "" {
+		t.Errorf("Builtin().Names() (-want +got):\n%s", diff)
+	}
+	_ = builtin.With(newProbe(0).Channel)
+	if diff := cmp.Diff([]string{"email", "webhook", "sms"}, builtin.Names()); diff != "" {
+		t.Errorf("With changed the set it was called on (-want +got):\n%s", diff)
+	}
+	all := builtin.All()
+	all[0] = newProbe(0).Channel
+	if builtin.All()[0].Name() != "email" {
+		t.Error("changing All's slice changed the set")
+	}
+	if (channel.Set{}).Len() != 0 || len((channel.Set{}).Routes()) != 0 {
+		t.Error("the zero Set holds channels")
+	}
+	if _, err := (channel.Set{}).Lookup("email"); err == nil {
+		t.Error("the zero Set looked up email")
+	}
+	for name, build := range map[string]func(){
+		"NewSet": func() { channel.NewSet(channel.Email, channel.Webhook, channel.Email) },
+		"With":   func() { builtin.With(channel.Email) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Error("a second email channel was accepted")
+				}
+			}()
+			build()
+		})
 	}
 }
 
@@ -150,14 +185,6 @@ func TestDefineRefusesBrokenSpecs(t *testing.T) {
 			channel.Define(spec)
 		})
 	}
-	t.Run("registered twice", func(t *testing.T) {
-		defer func() {
-			if recover() == nil {
-				t.Error("Register accepted a second email channel")
-			}
-		}()
-		channel.Register(channel.Email)
-	})
 }
 
 // TestLaneKey: what picks a copy's lane is its receiver: a recipient of a
@@ -165,19 +192,23 @@ func TestDefineRefusesBrokenSpecs(t *testing.T) {
 // spelling of it, any path), and the notification's id when the part
 // names nobody.
 func TestLaneKey(t *testing.T) {
+	set := channel.Builtin()
 	n := &notification.Notification{ID: "ntf_1", Parts: map[string]json.RawMessage{
 		"webhook": json.RawMessage(`{"url":"https://Hooks.Example.:8443/a?b=1","payload":{}}`)}}
-	if got := channel.LaneKey(n, "webhook", ""); got != "host hooks.example" {
+	if got := set.LaneKey(n, "webhook", ""); got != "host hooks.example" {
 		t.Errorf("bare URL: %q, want host hooks.example", got)
 	}
+	if got := channel.Webhook.LaneKey(n, ""); got != "host hooks.example" {
+		t.Errorf("Webhook.LaneKey of a bare URL: %q, want host hooks.example", got)
+	}
 	n.Parts["webhook"] = json.RawMessage(`{"endpoint":"ep_3kq7ymzd5vbxw2n4c6f7h2j4la","payload":{}}`)
-	if got := channel.LaneKey(n, "webhook", ""); got != "ep_3kq7ymzd5vbxw2n4c6f7h2j4la" {
+	if got := set.LaneKey(n, "webhook", ""); got != "ep_3kq7ymzd5vbxw2n4c6f7h2j4la" {
 		t.Errorf("endpoint: %q", got)
 	}
-	if got := channel.LaneKey(n, "email", "ada@example.com"); got != "ada@example.com" {
+	if got := set.LaneKey(n, "email", "ada@example.com"); got != "ada@example.com" {
 		t.Errorf("a copy's recipient: %q", got)
 	}
-	if got := channel.LaneKey(n, "nothing", ""); got != "ntf_1" {
+	if got := set.LaneKey(n, "nothing", ""); got != "ntf_1" {
 		t.Errorf("a part naming nobody: %q, want the id", got)
 	}
 }

@@ -250,7 +250,10 @@ func (f *failover[P]) storedState(name string) string {
 
 // record records a change of a provider's circuit (nil: none) in the
 // shared store. The circuit is the workers' shared view: a worker that
-// cannot record goes on with its own, as with an endpoint's.
+// cannot record goes on with its own, as with an endpoint's. Its opening
+// is an operational event once, whichever worker tripped first: the
+// store says which record opened the shared circuit; without a store
+// that answers, the worker's own circuit says it.
 func (f *failover[P]) record(ctx context.Context, name string, c *history.CircuitChange) {
 	if c == nil {
 		return
@@ -259,16 +262,17 @@ func (f *failover[P]) record(ctx context.Context, name string, c *history.Circui
 	opened := c.State == history.CircuitOpen && !f.tripped[name]
 	f.tripped[name] = c.State != history.CircuitClosed
 	f.declareMu.Unlock()
-	if opened {
-		report(ctx, notification.Operational{Type: notification.OpProviderCircuitOpened, Timestamp: c.Since.UTC(),
-			Data: notification.OpData{Channel: f.channel, Provider: name, LastError: c.LastError}})
-	}
 	if r := f.recorder(ctx); r != nil {
 		if stored, err := r.RecordProviderCircuit(ctx, f.channel, name, *c); err == nil {
 			f.declareMu.Lock()
 			f.stored[name] = stored.State
 			f.declareMu.Unlock()
+			opened = stored.Opened
 		}
+	}
+	if opened {
+		report(ctx, notification.Operational{Type: notification.OpProviderCircuitOpened, Timestamp: c.Since.UTC(),
+			Data: notification.OpData{Channel: f.channel, Provider: name, LastError: c.LastError}})
 	}
 }
 

@@ -50,7 +50,7 @@ func TestCheckWebhook(t *testing.T) {
 func TestWebhookRecipients(t *testing.T) {
 	const ep = "ep_3kq7ymzd5vbxw2n4c6f7h2j4la"
 	n := &notification.Notification{Parts: map[string]json.RawMessage{"webhook": json.RawMessage(`{"endpoint":"` + ep + `","payload":1}`)}}
-	if got := RecipientsOf(n, "webhook"); len(got) != 1 || got[0] != ep {
+	if got := Webhook.RecipientsOf(n); len(got) != 1 || got[0] != ep {
 		t.Errorf("recipients of an endpoint part = %q, want the endpoint id", got)
 	}
 }

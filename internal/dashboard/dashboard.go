@@ -125,7 +125,8 @@ type Dashboard struct {
 //   - GET /dashboard/notifications/{id}: one notification with every
 //     copy's attempts, as GET /v1/notifications/{id}, plus "redacted";
 //   - GET /dashboard/events: Server-Sent Events, each "event: attempt"
-//     with the JSON of an notification.Event as data, from the moment the
+//     with the JSON of a Streamed as data (a notification.Event with the
+//     status it leads its copy to and its rank), from the moment the
 //     stream opens, and a ": ping" comment every 15s; a 429 beyond the
 //     caps;
 //   - GET /dashboard/queues: {"queues": {"email-queue": 3, ...}}, or a

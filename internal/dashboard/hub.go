@@ -43,10 +43,30 @@ func newUpdate(ev notification.Event) (*Update, error) {
 	return u, nil
 }
 
-// frame writes ev as one Server-Sent Event. JSON has no raw newlines, so
-// the data fits one data line.
+// Streamed is an event as the event streams send it: the event with what
+// the history derives from it, so that the page draws the status the
+// history would show rather than deriving it again.
+type Streamed struct {
+	notification.Event
+	// Status is the status the event leads its copy to, once it is the
+	// latest of the copy's events (notification.Event.CopyStatus); absent
+	// for an outcome relay does not know.
+	Status notification.Status `json:"status,omitempty"`
+	// Rank orders the event among the outcomes of its attempt
+	// (notification.Event.Rank): of two events of one round and attempt,
+	// the higher-ranked says the copy's status.
+	Rank int `json:"rank"`
+}
+
+// streamed is ev with what the history derives from it.
+func streamed(ev notification.Event) Streamed {
+	return Streamed{Event: ev, Status: ev.CopyStatus(), Rank: ev.Rank()}
+}
+
+// frame writes ev, as Streamed, as one Server-Sent Event. JSON has no raw
+// newlines, so the data fits one data line.
 func frame(ev notification.Event) ([]byte, error) {
-	b, err := json.Marshal(ev)
+	b, err := json.Marshal(streamed(ev))
 	if err != nil {
 		return nil, err
 	}

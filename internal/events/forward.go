@@ -176,7 +176,7 @@ func (f *Forwarder) forward(ctx context.Context, pub *retry.Publisher, user stri
 		Body:         body,
 	}
 	// To the lane the operator webhook's host picks, as the API would.
-	lane := f.Topology.Lane(f.Channel, channel.LaneKey(n, f.Channel, ""))
+	lane := f.Topology.Lane(f.Channel, channel.Webhook.LaneKey(n, ""))
 	if err := pub.Publish(pctx, f.Topology.Ingress(), lane.Key, msg); err != nil {
 		return fmt.Errorf("publish operator webhook %s: %w", n.ID, err)
 	}

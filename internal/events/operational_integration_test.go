@@ -101,9 +101,10 @@ func TestParkedIsAnOperationalEvent(t *testing.T) {
 
 // TestOperatorQueueKeepsReturnedEvents returns an event to the quorum
 // operator queue more often than RabbitMQ 4's default delivery limit
-// (20), as the forwarder does while the broker refuses its publishes, and
-// finds it still there: the queue has no dead-letter exchange, so a limit
-// would drop it.
+// (20), as the forwarder does while the broker refuses its publishes (a
+// reject: it counts on every version, as a channel closed with the event
+// unacked does; a nack stops counting on 4.3), and finds it still there:
+// the queue has no dead-letter exchange, so a limit would drop it.
 func TestOperatorQueueKeepsReturnedEvents(t *testing.T) {
 	conn := retrytest.Conn(t)
 	topo := retry.Topology{Prefix: retrytest.Prefix(t), Backend: retry.TTL, Routes: retrytest.Routes, QueueType: retry.Quorum}
@@ -161,7 +162,7 @@ func TestOperatorQueueKeepsReturnedEvents(t *testing.T) {
 			}
 			break
 		}
-		if err := d.Nack(false /* multiple */, true /* requeue */); err != nil {
+		if err := d.Reject(true /* requeue */); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -85,6 +85,10 @@ type Endpoint struct {
 	ResetAt *time.Time
 	// Circuit is its circuit state as a worker last recorded it.
 	Circuit Circuit
+	// Reenabled is true only on what UpdateEndpoint returns, and only
+	// when that change enabled an endpoint that was disabled (no column
+	// holds it): of two changes at once, one says so.
+	Reenabled bool
 }
 
 // Secrets returns the secrets a delivery at now is signed with: the
@@ -110,6 +114,10 @@ type Circuit struct {
 	FailingSince *time.Time
 	// UpdatedAt is when a worker last recorded the circuit.
 	UpdatedAt *time.Time
+	// Opened is true only on what RecordProviderCircuit returns, and only
+	// when that record turned the shared circuit from closed to open (no
+	// column holds it): of the workers that trip at once, one says so.
+	Opened bool
 }
 
 // EndpointChange is what UpdateEndpoint changes: nil fields stay as they
@@ -295,15 +303,33 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id string, c EndpointChange,
 		}
 	}
 	set = append(set, "updated_at = "+arg(s.d.ts(micro(now))))
-	// Both backends evaluate every CASE against the row as it was.
-	e, err := s.scanEndpoint(s.write.QueryRowContext(ctx, s.d.q(`UPDATE endpoints SET `+strings.Join(set, ", ")+
-		` WHERE id = $1 RETURNING `+endpointColumns), args...))
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("update endpoint %q: %w", id, err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	// A write that changes nothing locks the row (PostgreSQL) or the
+	// database (SQLite) before the state is read: two changes at once take
+	// turns, so only the one that finds the endpoint disabled and enables
+	// it reports Reenabled.
+	var was bool
+	err = tx.QueryRowContext(ctx, s.d.q(`UPDATE endpoints SET updated_at = updated_at WHERE id = $1 RETURNING enabled`), id).Scan(&was)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("endpoint %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("update endpoint %q: %w", id, err)
 	}
+	// Both backends evaluate every CASE against the row as it was.
+	e, err := s.scanEndpoint(tx.QueryRowContext(ctx, s.d.q(`UPDATE endpoints SET `+strings.Join(set, ", ")+
+		` WHERE id = $1 RETURNING `+endpointColumns), args...))
+	if err != nil {
+		return nil, fmt.Errorf("update endpoint %q: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("update endpoint %q: %w", id, err)
+	}
+	e.Reenabled = !was && e.Enabled
 	return e, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,7 +264,7 @@ func TestDisableEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !e.Enabled || e.DisabledReason != "" || e.DisabledAt != nil || e.ResetAt == nil || !e.ResetAt.Equal(t3) ||
+		if !e.Enabled || !e.Reenabled || e.DisabledReason != "" || e.DisabledAt != nil || e.ResetAt == nil || !e.ResetAt.Equal(t3) ||
 			e.Circuit.State != history.CircuitClosed || e.Circuit.FailingSince != nil || e.Circuit.LastError != "" {
 			t.Errorf("re-enabled: %+v", e)
 		}
@@ -282,7 +284,7 @@ func TestDisableEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Circuit.State != history.CircuitOpen || !e.ResetAt.Equal(t3) {
+		if e.Circuit.State != history.CircuitOpen || !e.ResetAt.Equal(t3) || e.Reenabled {
 			t.Errorf("enabling an enabled endpoint reset it: %+v", e)
 		}
 		// Disabled through the API: with the reason given.
@@ -291,8 +293,29 @@ func TestDisableEndpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Enabled || e.DisabledReason != "disabled through the API" {
+		if e.Enabled || e.Reenabled || e.DisabledReason != "disabled through the API" {
 			t.Errorf("disabled through the API: %+v", e)
+		}
+		// Enabled by several changes at once: one of them enabled it.
+		var wg sync.WaitGroup
+		var reenabled atomic.Int32
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e, err := s.UpdateEndpoint(ctx, ep1, history.EndpointChange{Enabled: &on}, t4.Add(time.Duration(3+i)*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if e.Reenabled {
+					reenabled.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := reenabled.Load(); n != 1 {
+			t.Errorf("%d of 8 changes at once say they enabled the endpoint, want 1", n)
 		}
 	})
 }

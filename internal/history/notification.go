@@ -3,8 +3,6 @@ package history
 import (
 	"errors"
 	"fmt"
-
-	"github.com/relay-demo/relay/retry"
 )
 
 // ErrInvalid is wrapped by the errors of Accept and Record for input they
@@ -26,19 +24,3 @@ func (e *InputError) Error() string {
 
 // Unwrap returns ErrInvalid.
 func (e *InputError) Unwrap() error { return ErrInvalid }
-
-// rank orders the outcomes of one attempt: what happened last to an
-// attempt outranks what happened on the way.
-func rank(outcome retry.Outcome) int {
-	switch outcome {
-	case retry.Replayed:
-		return 0
-	case retry.Failed:
-		return 1
-	case retry.Retrying, retry.Waiting, retry.Requeued:
-		return 2
-	case retry.Delivered, retry.Parked, retry.Cancelled:
-		return 3
-	}
-	return -1
-}

@@ -40,7 +40,7 @@ func compareEvents(a, b notification.Event) int {
 	return cmp.Or(
 		cmp.Compare(a.Round, b.Round),
 		cmp.Compare(a.Attempt, b.Attempt),
-		cmp.Compare(rank(a.Outcome), rank(b.Outcome)),
+		cmp.Compare(a.Rank(), b.Rank()),
 		a.At.Compare(b.At),
 		cmp.Compare(a.Outcome, b.Outcome),
 		cmp.Compare(a.Error, b.Error),
@@ -58,8 +58,8 @@ func compareEvents(a, b notification.Event) int {
 func duplicateWins(a, b notification.Event) bool { return compareEvents(b, a) < 0 }
 
 // project derives the state of a copy from its events, one per key. Its
-// status comes from the greatest event: the highest (round, attempt) and,
-// within an attempt, the highest-ranked outcome.
+// status comes from the greatest event (its CopyStatus): the highest
+// (round, attempt) and, within an attempt, the highest-ranked outcome.
 func project(events []notification.Event) notification.Copy {
 	evs := slices.Clone(events)
 	slices.SortFunc(evs, compareEvents)
@@ -69,25 +69,15 @@ func project(events []notification.Event) notification.Copy {
 	}
 	top := evs[len(evs)-1]
 	c.Round = top.Round
-	switch top.Outcome {
-	case retry.Replayed:
-		c.Status = notification.StatusQueued
-	case retry.Delivered:
-		c.Status = notification.StatusDelivered
-	case retry.Parked:
-		c.Status, c.Reason = notification.StatusParked, top.Reason
-	case retry.Requeued:
-		c.Status = notification.StatusRetrying
-		if top.Round == 0 && top.Attempt == 1 {
-			// Requeued before any attempt: a scheduled copy, due and on its
-			// way to its worker. It stays scheduled (and cancellable) until
-			// the worker reports.
-			c.Status = notification.StatusScheduled
-			at := top.At
-			c.NextAttemptAt = &at
-		}
-	case retry.Cancelled:
-		c.Status = notification.StatusCancelled
+	c.Status = top.CopyStatus()
+	switch c.Status {
+	case notification.StatusParked:
+		c.Reason = top.Reason
+	case notification.StatusScheduled:
+		// Due and on its way to its worker: it was due then.
+		at := top.At
+		c.NextAttemptAt = &at
+	case notification.StatusCancelled:
 		// A copy that went out before the cancellation reached its
 		// worker stays delivered: that is what happened to it.
 		for _, e := range evs {
@@ -95,7 +85,8 @@ func project(events []notification.Event) notification.Copy {
 				c.Status = notification.StatusDelivered
 			}
 		}
-	default:
+	case "":
+		// An outcome relay does not know, which Record refuses.
 		c.Status = notification.StatusRetrying
 	}
 	for _, e := range evs {

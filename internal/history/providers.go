@@ -94,19 +94,38 @@ func (s *Store) RecordProviderCircuit(ctx context.Context, channel, name string,
 		failing = "CASE WHEN failing_since IS NULL OR failing_since > $7 THEN $7 ELSE failing_since END"
 		args = append(args, s.d.ts(micro(*c.FailingSince)))
 	}
-	var out Circuit
-	err := s.write.QueryRowContext(ctx, s.d.q(`UPDATE providers SET circuit_state = $3, circuit_since = $4,
-		circuit_error = CASE WHEN $5 = '' THEN circuit_error ELSE $5 END, failing_since = `+failing+`,
-		circuit_updated_at = $6, seen_at = $6
-		WHERE channel = $1 AND name = $2
-		RETURNING circuit_state, circuit_since, circuit_error, failing_since, circuit_updated_at`), args...).
-		Scan(&out.State, nullTimeCol{&out.Since}, &out.LastError, nullTimeCol{&out.FailingSince}, nullTimeCol{&out.UpdatedAt})
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return Circuit{}, fmt.Errorf("record circuit of provider %s %q: %w", channel, name, err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	// A write that changes nothing locks the row (PostgreSQL) or the
+	// database (SQLite) before the state is read: workers recording at
+	// once take turns, so only the one that finds the circuit closed and
+	// opens it reports Opened.
+	var was string
+	err = tx.QueryRowContext(ctx, s.d.q(`UPDATE providers SET seen_at = seen_at WHERE channel = $1 AND name = $2 RETURNING circuit_state`),
+		channel, name).Scan(&was)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Circuit{}, fmt.Errorf("provider %s %q: %w", channel, name, ErrNotFound)
 	}
 	if err != nil {
 		return Circuit{}, fmt.Errorf("record circuit of provider %s %q: %w", channel, name, err)
 	}
+	var out Circuit
+	err = tx.QueryRowContext(ctx, s.d.q(`UPDATE providers SET circuit_state = $3, circuit_since = $4,
+		circuit_error = CASE WHEN $5 = '' THEN circuit_error ELSE $5 END, failing_since = `+failing+`,
+		circuit_updated_at = $6, seen_at = $6
+		WHERE channel = $1 AND name = $2
+		RETURNING circuit_state, circuit_since, circuit_error, failing_since, circuit_updated_at`), args...).
+		Scan(&out.State, nullTimeCol{&out.Since}, &out.LastError, nullTimeCol{&out.FailingSince}, nullTimeCol{&out.UpdatedAt})
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		return Circuit{}, fmt.Errorf("record circuit of provider %s %q: %w", channel, name, err)
+	}
+	out.Opened = (was == "" || was == CircuitClosed) && out.State == CircuitOpen
 	return out, nil
 }
 

@@ -2,6 +2,8 @@ package history_test
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,8 +29,17 @@ func TestProviders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if recorded.State != history.CircuitOpen || recorded.FailingSince == nil || !recorded.FailingSince.Equal(since) {
-			t.Errorf("recorded circuit = %+v, want open, failing since %v", recorded, since)
+		if recorded.State != history.CircuitOpen || !recorded.Opened || recorded.FailingSince == nil || !recorded.FailingSince.Equal(since) {
+			t.Errorf("recorded circuit = %+v, want open, opened by this record, failing since %v", recorded, since)
+		}
+		// A second worker trips too: the circuit was open already.
+		again, err := s.RecordProviderCircuit(ctx, "email", "primary", history.CircuitChange{
+			State: history.CircuitOpen, Since: since, LastError: "dial tcp: connection refused", FailingSince: &since, At: since})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Opened {
+			t.Errorf("a second worker's open record says it opened the circuit: %+v", again)
 		}
 		// Another replica saw the run start later: the earliest stays,
 		// and an empty error keeps the one stored.
@@ -96,6 +107,38 @@ func TestProviders(t *testing.T) {
 		}
 		if got[0].Name != "backup" || got[0].Rate != nil || got[1].Name != "primary" || got[1].Circuit.State != history.CircuitHalfOpen {
 			t.Errorf("after declaring again: %+v, want backup (no limit) then primary, half-open still", got[:2])
+		}
+	})
+}
+
+// TestProviderOpenedOnce records the same provider's circuit open from
+// several workers at once: one of the records opened it.
+func TestProviderOpenedOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *history.Store) {
+		ctx := ctxOf(t)
+		half := t0.Add(time.Second)
+		if _, err := s.DeclareProviders(ctx, "sms", []history.ProviderDecl{{Name: "sms1"}}, t0); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var opened atomic.Int32
+		for range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := s.RecordProviderCircuit(ctx, "sms", "sms1", history.CircuitChange{State: history.CircuitOpen, Since: half, At: half})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if c.Opened {
+					opened.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := opened.Load(); n != 1 {
+			t.Errorf("%d of 6 workers tripping at once say they opened the circuit, want 1", n)
 		}
 	})
 }

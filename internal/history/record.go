@@ -257,7 +257,7 @@ func checkEvent(e notification.Event) string {
 		return fmt.Sprintf("event for %q has no channel", e.ID)
 	case checkRecipient(e.Recipient) != "":
 		return fmt.Sprintf("event for %q/%s: %s", e.ID, e.Channel, checkRecipient(e.Recipient))
-	case rank(e.Outcome) < 0:
+	case e.Rank() < 0:
 		return fmt.Sprintf("event for %q/%s: unknown outcome %q", e.ID, e.Channel, e.Outcome)
 	case e.Round < 0 || e.Attempt < 0:
 		return fmt.Sprintf("event for %q/%s: negative round or attempt", e.ID, e.Channel)

@@ -69,3 +69,53 @@ type Event struct {
 	// with several (mail servers, SMS gateways); empty otherwise.
 	Provider string `json:"provider,omitempty"`
 }
+
+// Rank orders the outcomes of one attempt: what happened last to an
+// attempt outranks what happened on the way. It is -1 for an outcome relay
+// does not know. The history orders a copy's events by round, attempt and
+// Rank; the dashboard's live events carry it, so the page orders them
+// the same way.
+func (e Event) Rank() int {
+	switch e.Outcome {
+	case retry.Replayed:
+		return 0
+	case retry.Failed:
+		return 1
+	case retry.Retrying, retry.Waiting, retry.Requeued:
+		return 2
+	case retry.Delivered, retry.Parked, retry.Cancelled:
+		return 3
+	}
+	return -1
+}
+
+// CopyStatus is the status of e's copy once e is the greatest of the
+// copy's events (by round, attempt and Rank): what the history derives
+// from it, and what the dashboard's live events carry for the page to
+// draw. It is empty for an outcome relay does not know.
+//
+// A requeue before any attempt (round 0, attempt 1) is a scheduled copy,
+// due and on its way to its worker: it stays scheduled, and cancellable,
+// until the worker reports. The history alone knows the one status an
+// event cannot say by itself: a copy cancelled after it went out in the
+// same round stays delivered.
+func (e Event) CopyStatus() Status {
+	switch e.Outcome {
+	case retry.Replayed:
+		return StatusQueued
+	case retry.Delivered:
+		return StatusDelivered
+	case retry.Parked:
+		return StatusParked
+	case retry.Requeued:
+		if e.Round == 0 && e.Attempt == 1 {
+			return StatusScheduled
+		}
+		return StatusRetrying
+	case retry.Cancelled:
+		return StatusCancelled
+	case retry.Failed, retry.Retrying, retry.Waiting:
+		return StatusRetrying
+	}
+	return ""
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/internal/runner"
 	"github.com/relay-demo/relay/internal/testenv"
@@ -68,7 +69,7 @@ func run(ctx context.Context, getenv func(string) string, stdout *testenv.Buffer
 	if err := config.Parse(getenv, &b); err != nil {
 		return err
 	}
-	proc, err := runner.Start(ctx, "redact-test", stdout, b, b)
+	proc, err := runner.Start(ctx, "redact-test", stdout, b, b, channel.Builtin())
 	if err != nil {
 		return err
 	}

@@ -39,14 +39,14 @@ type Process struct {
 }
 
 // Start logs that the service starts, with its configuration cfg (every
-// secret masked), builds its topology from broker (every channel's work
-// queue, the backend as configured) and starts its tracing, as relay-name,
+// secret masked), builds its topology from broker (the work queue of every
+// channel of channels, the backend as configured) and starts its tracing, as relay-name,
 // from the OTEL_* variables. It contacts no broker; its error names the
 // variable at fault.
-func Start(ctx context.Context, name string, stdout io.Writer, cfg any, broker config.Broker) (*Process, error) {
+func Start(ctx context.Context, name string, stdout io.Writer, cfg any, broker config.Broker, channels channel.Set) (*Process, error) {
 	log := config.Logger(stdout, name)
 	log.Info("starting", config.Masked(cfg)...)
-	topo, err := broker.Topology(channel.Routes())
+	topo, err := broker.Topology(channels.Routes())
 	if err != nil {
 		return nil, err
 	}

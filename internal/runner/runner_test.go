@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
 )
 
@@ -31,7 +32,7 @@ func TestStartWithoutManagement(t *testing.T) {
 				t.Fatal(err)
 			}
 			var log bytes.Buffer
-			p, err := Start(context.Background(), "worker-test", &log, b, b)
+			p, err := Start(context.Background(), "worker-test", &log, b, b, channel.Builtin())
 			if err != nil {
 				t.Fatal(err)
 			}

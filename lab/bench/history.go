@@ -36,8 +36,18 @@ const feedBatch = 500
 
 // historyPrefill is how many notifications the store holds before its
 // rate is timed: a store in use, with planner statistics, not an empty
-// one whose plans suit ten rows.
+// one whose plans suit ten rows. A quick run, which checks the figure's
+// machinery (under the race detector, in make test), fills a tenth.
 const historyPrefill = 10000
+
+// prefill is how many notifications the history figure's store holds
+// before it is timed, in a run with these options.
+func (o Options) prefill() int {
+	if o.Quick {
+		return historyPrefill / 10
+	}
+	return historyPrefill
+}
 
 // historyTarget is the history's target: it stores events at least as
 // fast as the worker handles messages, so it never falls behind.
@@ -145,6 +155,17 @@ func historyNotification(id string, i int, at time.Time) (notification.Accepted,
 	return a, evs
 }
 
+// historyEventsPerNotification is the average number of attempt events
+// historyNotification makes for a notification, over its cycle of 100.
+func historyEventsPerNotification() float64 {
+	n := 0
+	for i := range 100 {
+		_, evs := historyNotification("ntf_cycle", i, time.Time{})
+		n += len(evs)
+	}
+	return float64(n) / 100
+}
+
 // storeBatch is what events.Feed stores from one batch of the history
 // queue: the accepted records, then the attempt events.
 type storeBatch struct {
@@ -249,7 +270,7 @@ func (b *bench) historyRows(ctx context.Context, rows []Row) ([]Row, error) {
 	return []Row{sqliteRow, pgRow}, nil
 }
 
-// storeRate opens the store dsn names, fills it with historyPrefill
+// storeRate opens the store dsn names, fills it with the options' prefill
 // notifications, then writes Consume attempt events of new notifications
 // through it Rounds times, as events.Feed writes them, and returns the
 // best round.
@@ -265,12 +286,13 @@ func (b *bench) storeRate(ctx context.Context, backend, dsn string) (side, error
 		defer store.Close()
 		start := time.Now().Add(-time.Hour)
 		at := func(i int) time.Time { return start.Add(time.Duration(i) * time.Millisecond) }
-		if err := store.Load(ctx, notifications(0, historyPrefill, historyID, at, nil)); err != nil {
-			return fmt.Errorf("fill with %d notifications: %w", historyPrefill, err)
+		prefill := b.opts.prefill()
+		if err := store.Load(ctx, notifications(0, prefill, historyID, at, nil)); err != nil {
+			return fmt.Errorf("fill with %d notifications: %w", prefill, err)
 		}
 		b.progress("history (%s): a store holding %s notifications; %s events a round, %d messages a batch",
-			backend, thousands(historyPrefill), thousands(int64(b.opts.Consume)), feedBatch)
-		next := historyPrefill
+			backend, thousands(int64(prefill)), thousands(int64(b.opts.Consume)), feedBatch)
+		next := prefill
 		for round := range b.opts.Rounds {
 			var batches []storeBatch
 			var n int

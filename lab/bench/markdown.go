@@ -3,10 +3,12 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/retry"
 )
 
 // markdown writes the report as the page docs/benchmarks.md.
@@ -75,16 +77,15 @@ func (r *Report) explain() []string {
 				r.Options.Clients, thousands(int64(r.HTTPFloor)), r.shareOf(FigIngestRate, r.HTTPFloor))
 		}
 		p += fmt.Sprintf("The machine has %d cores, shared by the broker, the API and the load generator (busy: %s, this "+
-			"process and the broker together), so the figure is largely a matter of CPU: per request this process spends %s of CPU against %s per raw publish (the CPU column), "+
-			"and a CPU profile of this command (`--cpuprofile`, samples labelled `bench=ingest/relay/<queue>`) splits it "+
-			"three ways: the HTTP client that generates the load, net/http's server with relay's handler "+
+			"process and the broker together), so the figure is largely a matter of CPU: per request this process spends %s of CPU against %s per raw publish (the CPU column); "+
+			"it goes to the HTTP client that generates the load, net/http's server with relay's handler "+
 			"(JSON decoding and validation, the copy's JSON encoding, two confirmed publishes: the copy and the history's "+
 			"accepted record, a log line, metrics), and the history feed the API runs, which consumes the "+
-			"accepted records and stores them in its SQLite history. "+
+			"accepted records and stores them in its SQLite history. %s"+
 			"The raw side pipelines %d publishes from one goroutine with no HTTP at all: it is the broker's floor, "+
 			"not an API. The latencies follow from the rate: %d clients in a closed loop wait, on average, "+
-			"%d ÷ rate.", r.Machine.Cores, r.busy(FigIngestRate), r.cost(FigIngestRate, true, cpu), r.cost(FigIngestRate, false, cpu), r.Options.Clients,
-			r.Options.Clients, r.Options.Clients)
+			"%d ÷ rate.", r.Machine.Cores, r.busy(FigIngestRate), r.cost(FigIngestRate, true, cpu), r.cost(FigIngestRate, false, cpu),
+			r.profileNote("ingest/relay/<queue>"), r.Options.Clients, r.Options.Clients, r.Options.Clients)
 		if r.has(FigIngestMinimal) {
 			p += " " + r.minimalNote(FigIngestMinimal, "requests/s", "one notification a request")
 		}
@@ -126,12 +127,12 @@ func (r *Report) explain() []string {
 	}
 	if r.has(FigScheduleP99) {
 		out = append(out, "**Scheduled sends.** "+fmt.Sprintf("%s notifications are scheduled through the API an hour ahead, "+
-			"and wait in the binary delay levels throughout; then %s, posted with `send_at` in batches, are due from 2 s "+
-			"ahead, spread evenly, ", thousands(int64(r.Options.Scheduled)), r.probes())+
+			"and wait in the binary delay levels throughout; then %s posted with `send_at` in batches, are due from %s "+
+			"ahead, spread evenly, ", thousands(int64(r.Options.Scheduled)), r.probes(), scheduleLead)+
 			"and the webhook worker (`relay all`, the levels backend) delivers them to a local receiver, which notes "+
 			"when each arrives. Lateness is arrival minus due time: the hops of the levels a wait passes through (one "+
 			"per set bit of its delay), the requeue stage, the worker's cancellation check and the HTTP delivery. p50: "+
-			r.values(FigScheduleP50)+"; p99: "+r.values(FigScheduleP99)+" (target ≤ 100 ms); max: "+r.values(FigScheduleMax)+
+			r.values(FigScheduleP50)+"; p99: "+r.values(FigScheduleP99)+r.targetNote(FigScheduleP99)+"; max: "+r.values(FigScheduleMax)+
 			"; early: "+r.values(FigScheduleEarly)+" (a copy waits its due time rounded up to the millisecond, so none can be).")
 	}
 	if r.has(FigStreamsOpen) {
@@ -154,36 +155,78 @@ func (r *Report) explain() []string {
 	}
 	if r.Noisy != nil {
 		out = append(out, "**A noisy neighbour.** relay's API, a retrier and a webhook worker (`relay worker webhook`: "+
-			"CONCURRENCY 8, WEBHOOK_ENDPOINT_CONCURRENCY 4, the other settings their defaults) run in one process on a "+
+			fmt.Sprintf("CONCURRENCY %d, WEBHOOK_ENDPOINT_CONCURRENCY %d, ", r.Noisy.WorkerConcurrency, r.Noisy.EndpointConcurrency)+
+			"its defaults as every other setting is) run in one process on a "+
 			"SQLite history, against two local receivers, named as two registered endpoints or as bare URLs of two hosts "+
 			"(127.0.0.1 and localhost). Per row, three scenarios on topologies of their own: B alone, A alone, and both. "+
 			"B's latency is from the start of its POST to its arrival at its receiver; A's rate counts its arrivals in the "+
 			"window. With WORK_LANES=1 every copy waits in one webhook queue, behind A's backlog; with more, each receiver's "+
 			"copies keep to the lane its endpoint id or host picks, consumed with handlers of its own. Two receivers whose "+
-			"keys pick one lane share it (\"A and B in one lane\"): with 8 lanes, one pair in 8.\n\n"+NoisyMarkdown(*r.Noisy))
+			"keys pick one lane share it (\"A and B in one lane\")"+lanePairs(r.Noisy.Options.Lanes)+".\n\n"+NoisyMarkdown(*r.Noisy))
 	}
 	if len(r.RateLimits) > 0 {
-		o := r.RateLimits[0].Options
-		out = append(out, fmt.Sprintf("**Throughput under a rate limit.** %d email workers (`relay worker email`, in one process "+
-			"with the retrier) share `SMTP_RATE=%g` through the history store (SQLite here) and deliver %d emails published "+
-			"at once to a local mail server, which notes when each arrives; once per delay backend the broker runs, "+
-			"native on quorum queues, the others on classic, with `RETRY_DELAYS=%s` (linear, as native needs; a "+
-			"deferral waits for its slot, not for the schedule) and `RETRY_DEFERRALS=%s` (the default is 10: the last of "+
-			"the emails wait about ten seconds for their slots, and none may spend a retry before it). An email over the limit waits in the delay "+
-			"backend for a slot it holds, without spending a retry. The throughput, first arrival to last, is a figure: it "+
-			"falls on a loaded machine, where copies that come back late for their slots wait again. What must hold is every "+
-			"email once and no second of the clock above the limit by more than %.0f %% and the burst (the most in any "+
-			"one-second window, wherever it starts, is in brackets). The copies' events say why a backend falls short: "+
-			"a deferral waits %s less than its slot is away and keeps the slot if its next attempt starts no later than "+
-			"%s after it; one later (in brackets after the deferrals) takes a new slot at the back. With the stage "+
-			"hand-off the worker sends the moment the wait ends along with the failure, so the hop to the error stage "+
-			"does not lengthen it. The load is the machine's one-minute load average when "+
-			"the emails were published.\n\n",
-			o.Replicas, o.Rate, o.Emails, RateLimitDelays, RateLimitDeferrals, RateLimitTolerance*100, rateHold, history.TicketGrace)+RateLimitMarkdown(r.RateLimits)+
-			fmt.Sprintf("\nMeasured by `%s` on %s, %s, with %d cores shared with whatever else ran, at the load in the last column.\n",
-				r.Command, r.Broker, r.Started.Format("2006-01-02"), r.Machine.Cores))
+		out = append(out, r.explainRateLimits())
 	}
 	return out
+}
+
+// lanePairs says how often two receivers share a lane at the most lanes
+// the noisy figure ran with, if that is more than one.
+func lanePairs(lanes []int) string {
+	n := 0
+	if len(lanes) > 0 {
+		n = slices.Max(lanes)
+	}
+	if n < 2 {
+		return ""
+	}
+	return fmt.Sprintf(": with %d lanes, one pair in %d", n, n)
+}
+
+// profileNote points to this run's CPU profile for the samples labelled
+// bench=<label>, if the run took one (--cpuprofile); a run without one
+// says nothing of a profile. The page states no split of its own: the
+// profile is written once the page is, and its split is read with pprof.
+func (r *Report) profileNote(label string) string {
+	if r.Options.CPUProfile == "" {
+		return ""
+	}
+	return fmt.Sprintf("This run wrote a CPU profile (`--cpuprofile %s`): `go tool pprof -tagfocus bench=%s` splits this process's share among them. ",
+		r.Options.CPUProfile, label)
+}
+
+// explainRateLimits says how the rate-limit figure ran, with the settings
+// its run used beside it: RETRY_DELAYS and RETRY_DEFERRALS, and the
+// default of the latter where the run's differs.
+func (r *Report) explainRateLimits() string {
+	o := r.RateLimits[0].Options
+	deferrals := fmt.Sprintf("`RETRY_DEFERRALS=%d`", o.Deferrals)
+	if o.Deferrals != retry.DefaultDeferrals {
+		deferrals += fmt.Sprintf(" (the default is %d", retry.DefaultDeferrals)
+		if o.Rate > 0 {
+			deferrals += fmt.Sprintf(": at %g/s the last of the %d emails wait about %.0f s for their slots, a deferral or more a second, "+
+				"and none may spend a retry before its slot", o.Rate, o.Emails, float64(o.Emails)/o.Rate)
+		}
+		deferrals += ")"
+	}
+	return fmt.Sprintf("**Throughput under a rate limit.** %d email workers (`relay worker email`, in one process "+
+		"with the retrier) share `SMTP_RATE=%g` (`SMTP_BURST=%d`) through the history store (SQLite here) and deliver %d emails published "+
+		"at once to a local mail server, which notes when each arrives; once per delay backend the broker runs, "+
+		"native on quorum queues, the others on classic, with `RETRY_DELAYS=%s` (linear, as native needs; a "+
+		"deferral waits for its slot, not for the schedule) and %s. An email over the limit waits in the delay "+
+		"backend for a slot it holds, without spending a retry. The throughput, first arrival to last, is a figure: it "+
+		"falls on a loaded machine, where copies that come back late for their slots wait again. What must hold is every "+
+		"email once and no second of the clock above the limit by more than %.0f %% and the burst (the most in any "+
+		"one-second window, wherever it starts, is in brackets). The copies' events say why a backend falls short: "+
+		"a deferral waits %s less than its slot is away and keeps the slot if its next attempt starts no later than "+
+		"%s after it; one later (in brackets after the deferrals) takes a new slot at the back. With the stage "+
+		"hand-off the worker sends the moment the wait ends along with the failure, so the hop to the error stage "+
+		"does not lengthen it. The load is the machine's one-minute load average when "+
+		"the emails were published.\n\n",
+		o.Replicas, o.Rate, o.Burst, o.Emails, o.Delays, deferrals, RateLimitTolerance*100, rateHold, history.TicketGrace) +
+		RateLimitMarkdown(r.RateLimits) +
+		fmt.Sprintf("\nMeasured by `%s` on %s, %s, with %d cores shared with whatever else ran, at the load in the last column.\n",
+			r.Command, r.Broker, r.Started.Format("2006-01-02"), r.Machine.Cores)
 }
 
 // explainHistory says how the history's rates were measured.
@@ -222,7 +265,7 @@ func (r *Report) explainHistory() string {
 		"messages about %s events' worth of new notifications as `events.Feed` stores them: batches of %d messages, "+
 		"each an `Accept` of the batch's accepted records and a `Record` of its attempt events, one transaction each, "+
 		"with every notification's accepted record ahead of its events. A notification has an email and a webhook copy, "+
-		"delivered at once, or every tenth after a retry, or every hundredth parked after three failures: 2.34 attempt "+
+		"delivered at once, or every tenth after a retry, or every hundredth parked after three failures: %.2f attempt "+
 		"events on average. The rate counts attempt events only (the accepted records are written, not counted), "+
 		"best of %d rounds, and is the store's alone: the broker's delivery to the feed and its JSON decoding are not in it. "+
 		"The target is %s: every message the worker handles publishes at least one event, so a history slower than "+
@@ -232,7 +275,7 @@ func (r *Report) explainHistory() string {
 		"go to the ends of the store's indexes, a few pages a transaction. With random ids, as the API made them before, "+
 		"a batch's rows landed on pages all over the indexes and every page a transaction touched was written again, on "+
 		"SQLite to the WAL and, at checkpoints, to the database.",
-		thousands(historyPrefill), thousands(int64(r.Options.Consume)), feedBatch, r.Options.Rounds, worker,
+		thousands(int64(r.Options.prefill())), thousands(int64(r.Options.Consume)), feedBatch, historyEventsPerNotification(), r.Options.Rounds, worker,
 		against(lite), pgAgainst)
 }
 
@@ -293,10 +336,18 @@ func (r *Report) explainStreams() string {
 // probes says how many scheduled notifications the schedule figure timed,
 // and over what window.
 func (r *Report) probes() string {
-	if r.Options.Quick {
-		return "50 more, over 4 s,"
+	n, spread := scheduleProbing(r.Options.Quick)
+	return fmt.Sprintf("%d more, over %s,", n, spread)
+}
+
+// targetNote writes the figure's target, as " (target ≤ 100 ms)", if its
+// row has one.
+func (r *Report) targetNote(figure string) string {
+	row, ok := r.anyRow(figure)
+	if !ok || row.Target == nil {
+		return ""
 	}
-	return fmt.Sprintf("%d more, over 18 s,", scheduleProbes)
+	return " (target " + row.Target.Describe(row.Unit) + ")"
 }
 
 func (r *Report) has(figure string) bool {

@@ -55,6 +55,9 @@ type NoisyOptions struct {
 	Window time.Duration `json:"window_ns"`
 	// Lanes are the WORK_LANES settings compared (1, 8).
 	Lanes []int `json:"lanes"`
+	// Receivers are the ways of naming the receivers compared: as
+	// registered endpoints, as bare URLs on their hosts (both).
+	Receivers []string `json:"receivers"`
 	// QueueType is the queues' type (quorum).
 	QueueType retry.QueueType `json:"queue_type"`
 }
@@ -74,6 +77,9 @@ func (o NoisyOptions) withDefaults() NoisyOptions {
 	}
 	if len(o.Lanes) == 0 {
 		o.Lanes = []int{1, 8}
+	}
+	if len(o.Receivers) == 0 {
+		o.Receivers = []string{"endpoints", "hosts"}
 	}
 	if o.QueueType == "" {
 		o.QueueType = retry.Quorum
@@ -112,7 +118,26 @@ type NoisyRow struct {
 // NoisyResult is the figure.
 type NoisyResult struct {
 	Options NoisyOptions `json:"options"`
-	Rows    []NoisyRow   `json:"rows"`
+	// WorkerConcurrency and EndpointConcurrency are the webhook worker's
+	// CONCURRENCY and WEBHOOK_ENDPOINT_CONCURRENCY in the run: the bench
+	// sets neither, so they are the worker's defaults.
+	WorkerConcurrency   int        `json:"worker_concurrency"`
+	EndpointConcurrency int        `json:"endpoint_concurrency"`
+	Rows                []NoisyRow `json:"rows"`
+}
+
+// noisyWorkerSettings reads the webhook worker's CONCURRENCY and
+// WEBHOOK_ENDPOINT_CONCURRENCY as the worker reads them from getenv.
+func noisyWorkerSettings(getenv func(string) string) (workers, perEndpoint int, err error) {
+	var wc worker.Config
+	if err := config.Parse(getenv, &wc); err != nil {
+		return 0, 0, err
+	}
+	var ec channel.EndpointConfig
+	if err := config.Parse(getenv, &ec); err != nil {
+		return 0, 0, err
+	}
+	return wc.Concurrency, ec.Concurrency, nil
 }
 
 // Noisy measures how far a receiver with a backlog holds back another's
@@ -126,7 +151,13 @@ type NoisyResult struct {
 func (b *bench) Noisy(ctx context.Context, opts NoisyOptions) (NoisyResult, error) {
 	opts = opts.withDefaults()
 	res := NoisyResult{Options: opts}
-	for _, receivers := range []string{"endpoints", "hosts"} {
+	// The scenarios' environments set neither variable: the worker's
+	// defaults are what every scenario ran with.
+	var err error
+	if res.WorkerConcurrency, res.EndpointConcurrency, err = noisyWorkerSettings(func(string) string { return "" }); err != nil {
+		return res, err
+	}
+	for _, receivers := range opts.Receivers {
 		for _, lanes := range opts.Lanes {
 			row := NoisyRow{Receivers: receivers, Lanes: lanes}
 			for _, sc := range []struct {

@@ -47,6 +47,10 @@ type RateLimitOptions struct {
 	// runs on nothing else, classic for the rest).
 	Backend   retry.Backend   `json:"backend"`
 	QueueType retry.QueueType `json:"queue_type"`
+	// Delays and Deferrals are the workers' RETRY_DELAYS and
+	// RETRY_DEFERRALS (RateLimitDelays, RateLimitDeferrals).
+	Delays    string `json:"retry_delays"`
+	Deferrals int    `json:"retry_deferrals"`
 }
 
 // RateLimitDelays is the workers' RETRY_DELAYS, on every backend: a linear
@@ -54,11 +58,11 @@ type RateLimitOptions struct {
 // not for this schedule; the schedule only shapes the topology.
 const RateLimitDelays = "200ms,400ms,600ms"
 
-// RateLimitDeferrals is the figure's RETRY_DEFERRALS (the default is 10):
-// 500 emails at 50/s keep the last of them waiting for a slot for ten
-// seconds, a deferral or more a second, and none may start spending its
-// retries before its slot.
-const RateLimitDeferrals = "50"
+// RateLimitDeferrals is the figure's RETRY_DEFERRALS (the default is
+// retry.DefaultDeferrals, 10): 500 emails at 50/s keep the last of them
+// waiting for a slot for ten seconds, a deferral or more a second, and
+// none may start spending its retries before its slot.
+const RateLimitDeferrals = 50
 
 func (o RateLimitOptions) withDefaults() RateLimitOptions {
 	if o.Rate <= 0 {
@@ -72,6 +76,12 @@ func (o RateLimitOptions) withDefaults() RateLimitOptions {
 	}
 	if o.Emails <= 0 {
 		o.Emails = 500
+	}
+	if o.Delays == "" {
+		o.Delays = RateLimitDelays
+	}
+	if o.Deferrals <= 0 {
+		o.Deferrals = RateLimitDeferrals
 	}
 	if o.Backend == "" {
 		o.Backend = retry.Levels
@@ -179,7 +189,7 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 	prefix := b.prefix + "ratelimit." + string(opts.Backend) + "."
 	env := map[string]string{
 		"AMQP_URL": b.url, "TOPOLOGY_PREFIX": prefix, "DELAY_BACKEND": string(opts.Backend), "QUEUE_TYPE": string(opts.QueueType),
-		"RETRY_DELAYS": RateLimitDelays, "RETRY_DEFERRALS": RateLimitDeferrals, "MANAGEMENT_URL": b.mgmtURL,
+		"RETRY_DELAYS": opts.Delays, "RETRY_DEFERRALS": strconv.Itoa(opts.Deferrals), "MANAGEMENT_URL": b.mgmtURL,
 		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": strconv.Itoa(sink.port), "SMTP_TLS": "none", "EMAIL_FROM": "bench@relay.localhost",
 		"SMTP_RATE": strconv.FormatFloat(opts.Rate, 'f', -1, 64), "SMTP_BURST": strconv.Itoa(opts.Burst), "DATA_DIR": dir,
 		"LOG_LEVEL": "error",

@@ -42,6 +42,18 @@ const unitNotifications = "notifications"
 // due 2 to 20 s ahead while the others wait (--quick: 50, 2 to 6 s).
 const scheduleProbes = 200
 
+// scheduleLead is how far ahead the first timed notification is due.
+const scheduleLead = 2 * time.Second
+
+// scheduleProbing is how many notifications the schedule figure times and
+// over how long a window after scheduleLead their due times spread.
+func scheduleProbing(quick bool) (probes int, spread time.Duration) {
+	if quick {
+		return 50, 4 * time.Second
+	}
+	return scheduleProbes, 18 * time.Second
+}
+
 // scheduleBatch is how many scheduled notifications go in one POST
 // /v1/notifications/batch.
 const scheduleBatch = 500
@@ -53,10 +65,7 @@ const scheduleBatch = 500
 // receiver against its due time.
 func (b *bench) scheduleRows(ctx context.Context, qt retry.QueueType) ([]Row, error) {
 	n := b.opts.Scheduled
-	probes, spread := scheduleProbes, 18*time.Second
-	if b.opts.Quick {
-		probes, spread = 50, 4*time.Second
-	}
+	probes, spread := scheduleProbing(b.opts.Quick)
 	var mu sync.Mutex
 	arrived := make(map[string]time.Time, probes)
 	later := 0 // arrivals of the notifications due in an hour
@@ -132,12 +141,12 @@ func (b *bench) scheduleRows(ctx context.Context, qt retry.QueueType) ([]Row, er
 		return nil, err
 	}
 	b.progress("%s: %s waiting, scheduled and recorded in %s; now %d probes, due 2 to %s ahead", qt, thousands(int64(n)),
-		time.Since(start).Round(time.Millisecond), probes, 2*time.Second+spread)
+		time.Since(start).Round(time.Millisecond), probes, scheduleLead+spread)
 	// The probes, timed: due from 2 s ahead, spread evenly.
 	start = time.Now()
 	dues := map[string]time.Time{}
 	due := func(i int) time.Time {
-		return start.Add(2*time.Second + time.Duration(i)*spread/time.Duration(probes)).Truncate(time.Millisecond)
+		return start.Add(scheduleLead + time.Duration(i)*spread/time.Duration(probes)).Truncate(time.Millisecond)
 	}
 	if err := b.postSchedule(ctx, client, base, probes, due, receiver.URL+"/probe", dues); err != nil {
 		return nil, err

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/riverqueue/river"
 )
 
 // Options are the command's flags. The parent passes them on to each
@@ -84,7 +86,12 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "directory where each child writes a CPU profile of its run, <system>.pprof")
 	fs.DurationVar(&o.AsynqDelayedCheck, "asynq-delayed-check", 10*time.Millisecond, "asynq's DelayedTaskCheckInterval (its default: 5s)")
 	fs.DurationVar(&o.AsynqTaskCheck, "asynq-task-check", 10*time.Millisecond, "asynq's TaskCheckInterval (its default: 1s)")
-	fs.DurationVar(&o.RiverCooldown, "river-fetch-cooldown", 10*time.Millisecond, "River's FetchCooldown (its default: 100ms)")
+	// River's FetchCooldown is the least time between two fetches, and its
+	// doc says "Throughput is limited by this value"; a fetch takes at most
+	// MaxWorkers jobs, so with a backlog the rate is at most MaxWorkers per
+	// cooldown and a fetch. Its least allowed value (FetchCooldownMin) is
+	// the setting for a low-latency workload.
+	fs.DurationVar(&o.RiverCooldown, "river-fetch-cooldown", river.FetchCooldownMin, "River's FetchCooldown (its default: 100ms; its least allowed value, here: 1ms)")
 	fs.DurationVar(&o.RiverPoll, "river-fetch-poll", 10*time.Millisecond, "River's FetchPollInterval (its default: 1s)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/riverqueue/river"
 )
 
 func noEnv(string) string { return "" }
@@ -81,5 +82,32 @@ func TestChildArgsRoundTrip(t *testing.T) {
 	}
 	if child.Delay != 150*time.Millisecond {
 		t.Errorf("delay = %v", child.Delay)
+	}
+}
+
+// TestParseOptionsPollDefaults holds the peers' polling settings to what
+// their docs name for a low-latency workload: River's FetchCooldown at its
+// least allowed value, asynq's checks at 10ms.
+func TestParseOptionsPollDefaults(t *testing.T) {
+	o, err := parseOptions(nil, noEnv, io.Discard)
+	if err != nil {
+		t.Fatalf("parseOptions: %v", err)
+	}
+	if o.RiverCooldown != river.FetchCooldownMin || o.RiverPoll != 10*time.Millisecond {
+		t.Errorf("River's FetchCooldown, FetchPollInterval = %v, %v; want %v, 10ms", o.RiverCooldown, o.RiverPoll, river.FetchCooldownMin)
+	}
+	if o.AsynqDelayedCheck != 10*time.Millisecond || o.AsynqTaskCheck != 10*time.Millisecond {
+		t.Errorf("asynq's checks = %v, %v; want 10ms", o.AsynqDelayedCheck, o.AsynqTaskCheck)
+	}
+	for _, tt := range []struct {
+		cooldown time.Duration
+		want     string
+	}{
+		{river.FetchCooldownMin, ", which is why it runs at its least allowed value here"},
+		{10 * time.Millisecond, ""},
+	} {
+		if got := riverCooldownWhy(tt.cooldown); got != tt.want {
+			t.Errorf("riverCooldownWhy(%v) = %q, want %q", tt.cooldown, got, tt.want)
+		}
 	}
 }

@@ -17,12 +17,22 @@ import (
 
 // riverPeer runs River on PostgreSQL, in a schema of its own migrated
 // with rivermigrate: MaxAttempts is MaxRetries + 1, the worker's NextRetry
-// a fixed delay, a job past its last attempt is discarded. River sets a
-// job whose retry is due sooner than its scheduler interval straight back
-// to available, with scheduled_at in the future; a fetch picks it up once
-// that time has passed, so its retries wait for the next fetch: after a
-// completion frees a worker (at most every FetchCooldown) or every
-// FetchPollInterval.
+// a fixed delay, a job past its last attempt is discarded.
+//
+// What brings a retry back: a job whose retry is due within the scheduler
+// interval (5s, River's JobSchedulerIntervalDefault; Config keeps it
+// unexported, so it cannot be set) is set straight back to available by
+// the executor, with scheduled_at in the future (River's eager retry,
+// riverqueue/river#105); only longer delays wait for the JobScheduler, a
+// maintenance service of the elected leader that moves due retryable jobs
+// to available every interval. A fetch locks available jobs whose
+// scheduled_at has passed, ordered by priority, scheduled_at and id, at
+// most MaxWorkers less the jobs running, and runs at most once per
+// FetchCooldown (after a completion frees a worker) or every
+// FetchPollInterval. A retry's scheduled_at is later than that of every
+// job enqueued before it, so it waits behind the backlog, which drains at
+// most MaxWorkers jobs per fetch: FetchCooldown is what bounds the rate,
+// and so the lateness (see the --river-fetch-cooldown flag).
 type riverPeer struct {
 	o      Options
 	w      Workload
@@ -153,10 +163,10 @@ func (r *riverPeer) Settings() []string {
 	return []string{
 		fmt.Sprintf("riverpgxv5, a schema of its own (Config.Schema) migrated with rivermigrate; one queue with MaxWorkers %d; MaxAttempts %d; the worker's NextRetry returns now + %s; exhausted jobs are discarded",
 			r.w.Concurrency, r.w.MaxRetries+1, r.w.Delay),
-		fmt.Sprintf("FetchCooldown %s (default 100ms): the least time between two fetches, which also caps a %d-worker queue at %d jobs per fetch",
-			r.o.RiverCooldown, r.w.Concurrency, r.w.Concurrency),
+		fmt.Sprintf("FetchCooldown %s (default 100ms, least allowed 1ms): the least time between two fetches, each of which takes at most MaxWorkers (%d) jobs, so with a backlog it bounds the rate; its doc says \"Throughput is limited by this value\"",
+			r.o.RiverCooldown, r.w.Concurrency),
 		fmt.Sprintf("FetchPollInterval %s (default 1s): the fetch that runs when nothing else triggers one, which is what picks up a due retry once the queue has run dry", r.o.RiverPoll),
-		"scheduler interval 5s (the default, not configurable): retries due sooner are set available at once with a future scheduled_at, so they need no scheduler run; inserts notify over LISTEN/NOTIFY",
+		"scheduler interval 5s (the default; Config keeps it unexported): a retry due sooner is set available at once, with its scheduled_at in the future, and needs no scheduler run; inserts notify over LISTEN/NOTIFY",
 		"completed jobs are kept as rows (CompletedJobRetentionPeriod 24h, the default) until the schema is dropped",
 	}
 }

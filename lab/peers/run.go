@@ -22,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
 
 	"github.com/relay-demo/relay/lab/internal/section"
 	"github.com/relay-demo/relay/retry"
@@ -295,7 +296,7 @@ func notes(ctx context.Context, o Options, results []Result) []string {
 		n = append(n, "**asynq (appendfsync always / everysec)**: the same asynq on a redis-server of the run's own (its own loopback port and a temporary directory, started before the row and stopped after), with appendonly yes and no snapshots. At appendfsync always Redis writes and fsyncs every change to its append-only file before it replies: an enqueue, a retry or a completion is on disk when asynq goes on, the durability relay's publisher confirms give. At everysec the write precedes the reply but the fsync comes within the second: a crash of the machine loses up to a second of changes.")
 		n = append(n, "**Which rows are comparable**: relay's rows and River hold what they were handed on disk before they acknowledge it (relay: the broker's publisher confirm, which follows its disk write; River: a committed transaction, with PostgreSQL's settings above), as do the raw loops for their enqueue and park (their retries are the broker's own dead-lettering, see above); of asynq's rows only appendfsync always does. asynq on Redis without persistence and at everysec keep less on disk than the others and are not comparable in durability; they stay as asynq's figure as it is usually run. The ÷ asynq, fsync always column is the comparison at equal durability.")
 	}
-	n = append(n, "**River**: "+postgresDurability(ctx, o.PostgresDSN)+" Every state change is a committed transaction, but River's completer batches completions and writes them shortly after the handler returns. A retry is picked up by the next fetch after its scheduled_at: fetches run after a job completes (at most every FetchCooldown, "+o.RiverCooldown.String()+" here, 100ms by default) and every FetchPollInterval ("+o.RiverPoll.String()+" here, 1s by default); its LISTEN/NOTIFY only signals inserts.")
+	n = append(n, "**River**: "+postgresDurability(ctx, o.PostgresDSN)+" Every state change is a committed transaction, but River's completer batches completions and writes them shortly after the handler returns. A retry due within the scheduler interval (5s, River's default, which its Config does not expose) is set back to available at once, with scheduled_at in the future (River's eager retry); only longer delays wait for the leader's JobScheduler, which moves due retryable jobs to available every 5s. A fetch locks available jobs whose scheduled_at has passed, oldest scheduled_at first, at most MaxWorkers less those running; fetches run after a job completes (at most every FetchCooldown, "+o.RiverCooldown.String()+" here, 100ms by default) and every FetchPollInterval ("+o.RiverPoll.String()+" here, 1s by default); its LISTEN/NOTIFY only signals inserts. A retry's scheduled_at is later than every job enqueued before it, so its lateness is the backlog ahead of it over River's rate, and the rate is at most MaxWorkers jobs per FetchCooldown and fetch (its doc: \"Throughput is limited by this value\")"+riverCooldownWhy(o.RiverCooldown)+".")
 	n = append(n, "**watermill-amqp**: the Retry middleware sleeps in the handler, holding the unacked delivery (prefetch 1) and the handler for every delay: a handler does nothing else meanwhile, so with a fixed number of handlers the rate falls with the delay. The attempt count lives only in the worker's memory: a crash or disconnect redelivers the message and its retries start again. The poison-queue publish is confirmed before the ack. No polling, no broker-side delay.")
 	if ran["watermill"] && o.WatermillJobs > 0 && o.WatermillJobs != o.Jobs {
 		n = append(n, fmt.Sprintf("watermill-amqp ran %s jobs instead of %s (--watermill-jobs) to stay within the timeout; its jobs/s is comparable, its totals are not.", thousands(o.WatermillJobs), thousands(o.Jobs)))
@@ -335,4 +336,13 @@ func postgresDurability(ctx context.Context, dsn string) string {
 		return fmt.Sprintf("PostgreSQL here has fsync %s and synchronous_commit %s: a committed insert or state change is on disk.", fsync, sync)
 	}
 	return fmt.Sprintf("PostgreSQL here has fsync %s and synchronous_commit %s: a commit returns before its write reaches the disk.", fsync, sync)
+}
+
+// riverCooldownWhy says why River's FetchCooldown is what it is, when it
+// is its least allowed value.
+func riverCooldownWhy(cooldown time.Duration) string {
+	if cooldown != river.FetchCooldownMin {
+		return ""
+	}
+	return ", which is why it runs at its least allowed value here"
 }

@@ -19,9 +19,20 @@ import (
 // message.Router: the Retry middleware retries a failed message inside
 // the handler, sleeping between attempts while it holds the delivery,
 // and the PoisonQueue middleware around it publishes a message whose
-// retries are exhausted to a poison queue, then acks it. Each of the
-// handlers is a subscription of its own (a channel with prefetch 1, the
-// durable configuration's), so Concurrency handlers take Concurrency
+// retries are exhausted to a poison queue, then acks it. That is how
+// watermill's own router example retries (middleware.Retry, 100ms
+// InitialInterval); watermill v1.3 has no delayed requeue and
+// watermill-amqp no broker-side delay, so a retry that waits has to wait
+// in the handler.
+//
+// Each of the handlers is a subscription of its own, on a channel with
+// prefetch 1: NewDurableQueueConfig's Consume.Qos.PrefetchCount, which
+// every watermill-amqp configuration sets and which QosConfig's doc
+// recommends ("don't dispatch a new message to a worker until it has
+// processed and acknowledged the previous one"). A subscription hands the
+// router one delivery and waits for its ack or nack before it takes the
+// next, so a larger prefetch would add no concurrency, only deliveries
+// held behind a sleeping retry: Concurrency handlers take Concurrency
 // messages at once.
 type watermillPeer struct {
 	o             Options
@@ -145,8 +156,8 @@ func (p *watermillPeer) Server() string { return p.broker }
 
 func (p *watermillPeer) Settings() []string {
 	return []string{
-		fmt.Sprintf("NewDurableQueueConfig (durable queue, persistent messages, prefetch 1 per subscription), publisher confirms on; %d router handlers on the queue, each a subscription of its own", p.w.Concurrency),
-		fmt.Sprintf("middleware.Retry{MaxRetries: %d, InitialInterval: %s, MaxInterval: %s, Multiplier: 1}: the retry sleeps in the handler, which holds the delivery meanwhile; the attempt number is counted in the worker's memory", p.w.MaxRetries, p.w.Delay, p.w.Delay),
+		fmt.Sprintf("NewDurableQueueConfig (durable queue, persistent messages, prefetch 1 per subscription, as every watermill-amqp configuration sets and its QosConfig doc recommends: a subscription handles one delivery at a time and waits for its ack, so more prefetch adds no concurrency), publisher confirms on; %d router handlers on the queue, each a subscription of its own", p.w.Concurrency),
+		fmt.Sprintf("middleware.Retry{MaxRetries: %d, InitialInterval: %s, MaxInterval: %s, Multiplier: 1}, as watermill's router example retries: the retry sleeps in the handler, which holds the delivery meanwhile (watermill v1.3 has no delayed requeue, watermill-amqp no broker-side delay); the attempt number is counted in the worker's memory", p.w.MaxRetries, p.w.Delay, p.w.Delay),
 		"parked: middleware.PoisonQueue publishes an exhausted message to a poison queue, then the router acks it",
 	}
 }

@@ -33,10 +33,10 @@ import (
 // token, if one was made. The downstreams are taken to listen where the
 // environment says (FLAKY_HTTP_ADDR, FLAKY_SMTP_ADDR); Run points the
 // workers at the ports they got, which the system chooses for an address
-// at port 0.
+// at port 0. The channels are relay's own (channel.Builtin).
 func Demo(getenv func(string) string) (func(string) string, string) {
 	getenv, token := demo(getenv)
-	return downstreams(getenv, flakyPort(getenv("FLAKY_HTTP_ADDR"), ":9090"), flakyPort(getenv("FLAKY_SMTP_ADDR"), ":2525")), token
+	return downstreams(channel.Builtin(), getenv, flakyPort(getenv("FLAKY_HTTP_ADDR"), ":9090"), flakyPort(getenv("FLAKY_SMTP_ADDR"), ":2525")), token
 }
 
 // demo fills in what the flaky downstreams and the workers share, and
@@ -56,14 +56,14 @@ func demo(getenv func(string) string) (func(string) string, string) {
 	return func(k string) string { return or(getenv(k), defaults[k]) }, token
 }
 
-// downstreams points each channel, where the environment leaves it
-// unset, at the flaky downstreams on loopback: the webhook receiver on
-// httpPort, the SMTP server on smtpPort.
-func downstreams(getenv func(string) string, httpPort, smtpPort string) func(string) string {
+// downstreams points each channel of channels, where the environment
+// leaves it unset, at the flaky downstreams on loopback: the webhook
+// receiver on httpPort, the SMTP server on smtpPort.
+func downstreams(channels channel.Set, getenv func(string) string, httpPort, smtpPort string) func(string) string {
 	defaults := map[string]string{"DEMO_WEBHOOK_URL": "http://127.0.0.1:" + httpPort + "/webhooks/demo"}
 	// Each channel says what points it at the flaky downstreams.
 	down := channel.Downstreams{SMTPHost: "127.0.0.1", SMTPPort: smtpPort, HTTP: "http://127.0.0.1:" + httpPort}
-	for _, c := range channel.All() {
+	for _, c := range channels.All() {
 		maps.Copy(defaults, c.Demo(down))
 	}
 	return func(k string) string { return or(getenv(k), defaults[k]) }
@@ -92,8 +92,16 @@ func random(n int) []byte {
 // any of them fails. HTTP_ADDR, FLAKY_HTTP_ADDR and FLAKY_SMTP_ADDR may
 // name port 0: the system chooses the ports, the workers are pointed at
 // the downstreams' and the "listening" lines of the log say which they
-// are (Listening reads them).
+// are (Listening reads them). The channels are relay's own
+// (channel.Builtin).
 func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	return RunWith(ctx, channel.Builtin(), getenv, stdout)
+}
+
+// RunWith is Run for the channels of channels, one worker each: a
+// program that embeds relay with channels of its own, or a test. Every
+// service is given the same channels.
+func RunWith(ctx context.Context, channels channel.Set, getenv func(string) string, stdout io.Writer) error {
 	getenv, token := demo(getenv)
 	out := &lockedWriter{w: stdout}
 	log := config.Logger(out, "all")
@@ -115,7 +123,7 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		}
 		return nil
 	})
-	getenv = downstreams(getenv, flakyPort(down.HTTPAddr(), ""), flakyPort(down.SMTPAddr(), ""))
+	getenv = downstreams(channels, getenv, flakyPort(down.HTTPAddr(), ""), flakyPort(down.SMTPAddr(), ""))
 	if allow := getenv("WEBHOOK_ALLOW_CIDRS"); allow == channel.DemoAllowCIDRs {
 		log.Warn("webhook targets on loopback are allowed, so the workers reach the flaky downstreams: this is the demo setting, never a production one",
 			"webhook_allow_cidrs", allow)
@@ -123,14 +131,17 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		log.Warn("webhook targets inside WEBHOOK_ALLOW_CIDRS are allowed besides the public internet", "webhook_allow_cidrs", allow)
 	}
 	services := map[string]func(context.Context, func(string) string, io.Writer) error{
-		"retrier": retrier.Run,
-		"api":     api.Run,
+		"retrier": func(ctx context.Context, g func(string) string, w io.Writer) error {
+			return retrier.RunWith(ctx, channels, g, w)
+		},
+		"api": func(ctx context.Context, g func(string) string, w io.Writer) error {
+			return api.RunWith(ctx, channels, g, w)
+		},
 	}
 	// A worker for every channel.
-	for _, c := range worker.Channels() {
-		name := c.Name
+	for _, name := range channels.Names() {
 		services[name] = func(ctx context.Context, g func(string) string, w io.Writer) error {
-			return worker.Run(ctx, name, g, w)
+			return worker.RunWith(ctx, channels, name, g, w)
 		}
 	}
 	for name, run := range services {

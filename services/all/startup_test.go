@@ -18,7 +18,7 @@ import (
 // configuration its workers refuse: at once, give or take a loaded machine.
 const startupLimit = 10 * time.Second
 
-// PagerPart is the part of a channel the start-up test registers: a
+// PagerPart is the part of a channel the start-up test adds to relay's: a
 // channel of one's own with a required URL and no Demo entry, which relay
 // all cannot point at its downstreams.
 type PagerPart struct {
@@ -80,8 +80,9 @@ func TestRunRefusesConfigurationAtOnce(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			channels := channel.Builtin()
 			if tt.channel == "pager" {
-				t.Cleanup(channel.Register(pager))
+				channels = channels.With(pager)
 			}
 			env := map[string]string{
 				"AMQP_URL": "amqp://guest:guest@" + closedPort(t) + "/", "MANAGEMENT_URL": "off", "DELAY_BACKEND": "ttl",
@@ -101,14 +102,14 @@ func TestRunRefusesConfigurationAtOnce(t *testing.T) {
 				}
 				return env[k]
 			})
-			alone := worker.Run(t.Context(), tt.channel, demo, &strings.Builder{})
+			alone := worker.RunWith(t.Context(), channels, tt.channel, demo, &strings.Builder{})
 			if alone == nil || !strings.Contains(alone.Error(), tt.want) {
 				t.Fatalf("relay worker %s alone: %v, want an error naming %s", tt.channel, alone, tt.want)
 			}
 
 			logs := &retrytest.Buffer{}
 			done := make(chan error, 1)
-			go func() { done <- all.Run(t.Context(), getenv, logs) }()
+			go func() { done <- all.RunWith(t.Context(), channels, getenv, logs) }()
 			select {
 			case err := <-done:
 				if err == nil || !strings.Contains(err.Error(), alone.Error()) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -71,7 +70,7 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 		refused := 0
 		now := deps.Now()
 		for i, raw := range items {
-			n, timing, err := decodeTimed(bytes.NewReader(raw))
+			n, timing, err := deps.request.decodeTimed(bytes.NewReader(raw))
 			if err != nil {
 				results[i].problem = asProblem(err)
 				refused++
@@ -109,7 +108,7 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 			if n != nil {
 				n.ID, n.CreatedAt = deps.NewID(), createdAt
 				channels[i] = n.Channels()
-				copies += len(copyRefs(n, channels[i]))
+				copies += len(copyRefs(deps.Channels, n, channels[i]))
 			}
 		}
 		// The whole batch or nothing: a client told to wait resends it as
@@ -129,7 +128,7 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 				results[i].problem = publishProblem(errs[i], ingress, deps.PublishTimeout)
 				continue
 			}
-			results[i].accepted = acceptedOf(n, channels[i])
+			results[i].accepted = acceptedOf(deps.Channels, n, channels[i])
 			results[i].accepted.Rounded = rounded[i]
 			deps.Log.Info("notification accepted", "id", n.ID, "channels", channels[i], "batch_index", i)
 		}
@@ -157,7 +156,7 @@ func publishBatch(ctx context.Context, deps Deps, m *metrics, pub Publisher, ing
 		if n == nil {
 			continue
 		}
-		outcomes[i] = sendOne(ctx, deps, m, pub, ingress, n, channels[i], &wg)
+		outcomes[i] = send(ctx, deps, m, pub, ingress, n, channels[i], &wg)
 	}
 	wg.Wait()
 	errs = make([]error, len(ns))
@@ -167,17 +166,4 @@ func publishBatch(ctx context.Context, deps Deps, m *metrics, pub Publisher, ing
 		}
 	}
 	return errs
-}
-
-// sendOne is send for one item of a batch: a panic while it prepares the
-// item's messages fails that item alone.
-func sendOne(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress string, n *notification.Notification, channels []string, wg *sync.WaitGroup) (outcome func() error) {
-	defer func() {
-		if v := recover(); v != nil {
-			deps.Log.Error("panic publishing", "id", n.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			err := fmt.Errorf("%w: publish %s: panic: %v", errInternal, n.ID, v)
-			outcome = func() error { return err }
-		}
-	}()
-	return send(ctx, deps, m, pub, ingress, n, channels, wg)
 }

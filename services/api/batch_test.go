@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -256,6 +257,17 @@ func (g *gatePublisher) Publish(ctx context.Context, exchange, key string, msg a
 	return g.fakePublisher.Publish(ctx, exchange, key, msg)
 }
 
+// PublishAll publishes msgs all at once, each through the gate.
+func (g *gatePublisher) PublishAll(ctx context.Context, msgs []retry.Outgoing) []error {
+	errs := make([]error, len(msgs))
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		wg.Go(func() { errs[i] = g.Publish(ctx, m.Exchange, m.Key, m.Msg) })
+	}
+	wg.Wait()
+	return errs
+}
+
 func TestBatchWaitsOnce(t *testing.T) {
 	const items = 100
 	// Each item: an email and a webhook copy, and its accepted record.
@@ -337,7 +349,7 @@ func FuzzDecodeBatch(f *testing.F) {
 			t.Fatalf("%d items", len(items))
 		}
 		for _, raw := range items {
-			if _, err := decodeRequest(strings.NewReader(string(raw))); err != nil {
+			if _, err := newRequest(channel.Builtin()).decodeRequest(strings.NewReader(string(raw))); err != nil {
 				if s := asProblem(err).Status; s != http.StatusBadRequest && s != http.StatusUnprocessableEntity {
 					t.Fatalf("item status %d for %q", s, raw)
 				}

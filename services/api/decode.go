@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"sync"
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/notification"
@@ -16,8 +15,9 @@ import (
 
 // requestType is the body of POST /v1/notifications: one optional field
 // per channel, named after it and holding its part. The API assigns the id,
-// version and creation time. It is built from the channel registry, so a
-// new channel is accepted, checked and documented without a line here.
+// version and creation time. It is built from the API's channels
+// (Deps.Channels), so a new channel is accepted, checked and documented
+// without a line here.
 func requestType(all []channel.Channel) reflect.Type {
 	fields := make([]reflect.StructField, 0, len(all)+2)
 	for _, c := range all {
@@ -36,43 +36,35 @@ func requestType(all []channel.Channel) reflect.Type {
 	return reflect.StructOf(fields)
 }
 
-// requestCache holds the channels and the request type built from them,
-// for as long as the registry does not change.
-var requestCache struct {
-	sync.Mutex
-	generation int64
-	all        []channel.Channel
-	typ        reflect.Type
+// request decodes the notifications of one server: its channels and the
+// request type of their parts, built once, by newRequest, when the server
+// is.
+type request struct {
+	all   []channel.Channel
+	names []string
+	typ   reflect.Type
 }
 
-// request returns the registered channels and the request type of their
-// parts, built once per change of the registry.
-func request() ([]channel.Channel, reflect.Type) {
-	gen := channel.Generation()
-	requestCache.Lock()
-	defer requestCache.Unlock()
-	if requestCache.typ == nil || requestCache.generation != gen {
-		requestCache.all = channel.All()
-		requestCache.typ = requestType(requestCache.all)
-		requestCache.generation = gen
-	}
-	return requestCache.all, requestCache.typ
+// newRequest builds the request of channels.
+func newRequest(channels channel.Set) request {
+	all := channels.All()
+	return request{all: all, names: channels.Names(), typ: requestType(all)}
 }
 
 // decodeRequest reads exactly one JSON object from body and validates it
 // as a notification. Its error is always a *Problem: 400 for a body that is
 // not one well-formed request, 413 for one over the limit of an
 // http.MaxBytesReader, 422 for a notification with invalid fields.
-func decodeRequest(body io.Reader) (*notification.Notification, error) {
-	n, _, err := decodeTimed(body)
+func (q request) decodeRequest(body io.Reader) (*notification.Notification, error) {
+	n, _, err := q.decodeTimed(body)
 	return n, err
 }
 
 // decodeTimed is decodeRequest that also returns the request's send_at
 // or delay, as sent, for schedule to check.
-func decodeTimed(body io.Reader) (*notification.Notification, when, error) {
-	all, typ := request()
-	req := reflect.New(typ)
+func (q request) decodeTimed(body io.Reader) (*notification.Notification, when, error) {
+	all := q.all
+	req := reflect.New(q.typ)
 	dec := json.NewDecoder(&depthReader{r: body})
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(req.Interface()); err != nil {
@@ -109,7 +101,7 @@ func decodeTimed(body io.Reader) (*notification.Notification, when, error) {
 		n.Parts[c.Name()] = raw
 	}
 	if len(bad) == 0 && len(n.Parts) == 0 {
-		bad = notification.Invalid{{Message: "a notification needs at least one part: " + strings.Join(channel.Names(), ", ")}}
+		bad = notification.Invalid{{Message: "a notification needs at least one part: " + strings.Join(q.names, ", ")}}
 	}
 	if len(bad) > 0 {
 		return nil, when{}, invalidFields(bad)

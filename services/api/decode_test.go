@@ -40,8 +40,10 @@ func FuzzDecodeRequest(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	const limit = 256
+	channels := channel.Builtin()
+	req := newRequest(channels)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		n, err := decodeRequest(http.MaxBytesReader(nil, io.NopCloser(bytes.NewReader(body)), limit))
+		n, err := req.decodeRequest(http.MaxBytesReader(nil, io.NopCloser(bytes.NewReader(body)), limit))
 		if (n == nil) == (err == nil) {
 			t.Fatalf("decodeRequest = %v, %v: want exactly one of them", n, err)
 		}
@@ -67,7 +69,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		if len(body) > limit {
 			t.Fatalf("a body of %d bytes passed a limit of %d", len(body), limit)
 		}
-		if err := channel.Check(n); err != nil {
+		if err := channels.Check(n); err != nil {
 			t.Fatalf("decoded an invalid notification: %v", err)
 		}
 		if len(n.Channels()) == 0 || n.V != 1 {

@@ -431,20 +431,14 @@ func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
 		if len(bad) > 0 {
 			return invalidEndpoint(bad)
 		}
-		// Whether it was disabled before: enabling it again is an
-		// operational event, enabling an enabled one is none.
-		wasDisabled := false
-		if req.Enabled != nil && *req.Enabled && deps.Operate != nil {
-			if before, berr := store.Endpoint(r.Context(), id); berr == nil && !before.Enabled {
-				wasDisabled = true
-			}
-		}
 		e, err := store.UpdateEndpoint(r.Context(), id, history.EndpointChange{URL: req.URL, Description: req.Description,
 			Enabled: req.Enabled, DisabledReason: ReasonDisabledByRequest}, deps.Now().UTC())
 		if err == nil && req.Enabled != nil {
 			deps.Log.Info("endpoint changed", "endpoint_id", id, "enabled", *req.Enabled)
 		}
-		if err == nil && wasDisabled && e.Enabled {
+		// Enabling a disabled endpoint is an operational event, enabling
+		// an enabled one is none (the store tells which, atomically).
+		if err == nil && e.Reenabled && deps.Operate != nil {
 			deps.Operate(notification.Operational{Type: notification.OpEndpointEnabled, Timestamp: deps.Now().UTC(),
 				Data: notification.OpData{EndpointID: id, URL: e.URL, Reason: "enabled through the API"}})
 		}
@@ -584,7 +578,7 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 			}
 			var bad notification.Invalid
 			for i, raw := range items {
-				n, err := decodeRequest(bytes.NewReader(raw))
+				n, err := deps.request.decodeRequest(bytes.NewReader(raw))
 				if err != nil {
 					continue
 				}

@@ -55,8 +55,8 @@ type accepted struct {
 }
 
 // acceptedOf is the answer for n, published to channels.
-func acceptedOf(n *notification.Notification, channels []string) *accepted {
-	a := &accepted{ID: n.ID, Channels: channels, Copies: copyRefs(n, channels)}
+func acceptedOf(set channel.Set, n *notification.Notification, channels []string) *accepted {
+	a := &accepted{ID: n.ID, Channels: channels, Copies: copyRefs(set, n, channels)}
 	if !n.DueAt.IsZero() {
 		due := n.DueAt.UTC()
 		a.DueAt = &due
@@ -67,11 +67,11 @@ func acceptedOf(n *notification.Notification, channels []string) *accepted {
 // copyRefs are the copies n makes on channels: one per channel, or one per
 // recipient on a channel that delivers to each on its own (email). They
 // are what the answer lists and what the rate limit counts.
-func copyRefs(n *notification.Notification, channels []string) []notification.CopyRef {
+func copyRefs(set channel.Set, n *notification.Notification, channels []string) []notification.CopyRef {
 	out := make([]notification.CopyRef, 0, len(channels))
 	for _, name := range channels {
-		if c, err := channel.Lookup(name); err == nil && c.PerRecipient() {
-			for _, r := range channel.RecipientsOf(n, name) {
+		if c, err := set.Lookup(name); err == nil && c.PerRecipient() {
+			for _, r := range c.RecipientsOf(n) {
 				out = append(out, notification.CopyRef{Channel: name, Recipient: r})
 			}
 			continue
@@ -97,7 +97,7 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 		if r.ContentLength > deps.MaxBody {
 			return tooLarge(deps.MaxBody)
 		}
-		n, timing, err := decodeTimed(http.MaxBytesReader(w, r.Body, deps.MaxBody))
+		n, timing, err := deps.request.decodeTimed(http.MaxBytesReader(w, r.Body, deps.MaxBody))
 		if err != nil {
 			return asProblem(err)
 		}
@@ -136,7 +136,7 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 				return nil
 			}
 		}
-		if p := deps.chargeCopies(r, len(copyRefs(n, channels))); p != nil {
+		if p := deps.chargeCopies(r, len(copyRefs(deps.Channels, n, channels))); p != nil {
 			claim.release(deps)
 			return p
 		}
@@ -145,7 +145,7 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 			deps.Log.Warn("notification not accepted", "id", n.ID, "channels", channels, "error", err.Error())
 			return publishProblem(err, ingress, deps.PublishTimeout)
 		}
-		answer := acceptedOf(n, channels)
+		answer := acceptedOf(deps.Channels, n, channels)
 		answer.Rounded = sched.rounded
 		body, _ := json.Marshal(answer)
 		body = append(body, '\n')
@@ -171,91 +171,38 @@ func publish(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress 
 }
 
 // send starts publishing every copy of n (one per channel, or per
-// recipient for email: see copiesOf), and the history's record of it, on
-// wg, and returns what gives their outcome once wg is
-// done. Notifications that share wg share one wait for all their confirms.
-// A message that cannot be encoded fails n before anything of it is sent.
+// recipient for email: see copiesOf) and the history's record of it, on
+// wg, and returns what gives their outcome once wg is done. The record is
+// confirmed with the copies: a 202 means the history will know the
+// notification too. Notifications that share wg share one wait for all
+// their confirms. A message that cannot be encoded fails n before
+// anything of it is sent; so does a panic, which only n's goroutine sees.
 func send(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress string, n *notification.Notification, channels []string, wg *sync.WaitGroup) (outcome func() error) {
-	msgs, copies, err := copiesOf(n, channels)
-	if err != nil {
-		return func() error { return err }
-	}
-	// The history's record of the notification, confirmed with the
-	// copies: a 202 means the history will know the notification too.
-	rec, err := events.AcceptedPublishing(record(n, channels, copies), AppID)
-	if err != nil {
-		err = fmt.Errorf("%w: %w", errInternal, err)
-		return func() error { return err }
-	}
-	if all, ok := pub.(allPublisher); ok {
-		errs := make([]error, len(msgs)+1)
-		wg.Go(func() { sendAll(ctx, deps, m, all, ingress, n, msgs, copies, rec, errs) })
-		return func() error { return errors.Join(errs...) }
-	}
-	errs := make([]error, len(msgs)+1)
-	for i := range msgs {
-		channel, to := copies[i].Channel, copies[i].Channel
-		if r := copies[i].Recipient; r != "" {
-			to += " (" + r + ")"
-		}
-		wg.Go(func() {
-			// A panic here is outside the recoverer's reach: catch it.
-			defer func() {
-				if v := recover(); v != nil {
-					deps.Log.Error("panic publishing", "id", n.ID, "channel", channel,
-						"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-					errs[i] = fmt.Errorf("%w: publish %s to %s: panic: %v", errInternal, n.ID, to, v)
-				}
-			}()
-			sent := time.Now()
-			pctx, published := deps.tracePublish(ctx, ingress, channel, n.ID, &msgs[i])
-			err := publishCopy(pctx, deps, pub, ingress, channel, n, msgs[i])
-			published(err)
-			m.confirm.Observe(time.Since(sent).Seconds())
-			m.publishes.WithLabelValues(channel, publishResult(err)).Inc()
-			if err != nil {
-				errs[i] = fmt.Errorf("publish %s to %s: %w", n.ID, to, err)
-			}
-		})
-	}
+	var err error
 	wg.Go(func() {
-		last := len(msgs)
 		defer func() {
 			if v := recover(); v != nil {
 				deps.Log.Error("panic publishing", "id", n.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-				errs[last] = fmt.Errorf("%w: publish the accepted record of %s: panic: %v", errInternal, n.ID, v)
+				err = fmt.Errorf("%w: publish %s: panic: %v", errInternal, n.ID, v)
 			}
 		}()
-		// The history takes accepted records only from relay's own user.
-		if u, ok := pub.(interface{ User() string }); ok {
-			rec.UserId = u.User()
-		}
-		if err := pub.Publish(ctx, deps.events, events.AcceptedRoutingKey, rec); err != nil {
-			errs[last] = fmt.Errorf("publish the accepted record of %s: %w", n.ID, err)
-		}
+		err = sendAll(ctx, deps, m, pub, ingress, n, channels)
 	})
-	return func() error { return errors.Join(errs...) }
+	return func() error { return err }
 }
 
-// allPublisher publishes several messages and then waits for all their
-// confirms, on the caller's goroutine; *retry.Publisher is one.
-type allPublisher interface {
-	PublishAll(ctx context.Context, msgs []retry.Outgoing) []error
-}
-
-// sendAll is send's work on a publisher that publishes all of n's
-// messages, its copies and then its accepted record, and awaits their
-// confirms together: one goroutine for n instead of one per message. It
-// fills errs as send does.
-func sendAll(ctx context.Context, deps Deps, m *metrics, pub allPublisher, ingress string, n *notification.Notification, msgs []amqp.Publishing, copies []notification.CopyRef, rec amqp.Publishing, errs []error) {
-	last := len(msgs)
-	// A panic here is outside the recoverer's reach: catch it.
-	defer func() {
-		if v := recover(); v != nil {
-			deps.Log.Error("panic publishing", "id", n.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			errs[last] = fmt.Errorf("%w: publish %s: panic: %v", errInternal, n.ID, v)
-		}
-	}()
+// sendAll is send's work on n's own goroutine: it encodes n's copies and
+// record, publishes them all, the copies first, and awaits their confirms
+// together.
+func sendAll(ctx context.Context, deps Deps, m *metrics, pub Publisher, ingress string, n *notification.Notification, channels []string) error {
+	msgs, copies, err := copiesOf(deps.Channels, n, channels)
+	if err != nil {
+		return err
+	}
+	rec, err := events.AcceptedPublishing(record(deps.Channels, n, channels, copies), AppID)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errInternal, err)
+	}
 	out := make([]retry.Outgoing, 0, len(msgs)+1)
 	published := make([]func(error), len(msgs))
 	for i := range msgs {
@@ -266,19 +213,17 @@ func sendAll(ctx context.Context, deps Deps, m *metrics, pub allPublisher, ingre
 			for j := range i + 1 {
 				published[j](err)
 			}
-			errs[i] = fmt.Errorf("publish %s to %s: %w", n.ID, copies[i].Channel, err)
-			return
+			return fmt.Errorf("publish %s to %s: %w", n.ID, copies[i].Channel, err)
 		}
 		out = append(out, o)
 	}
 	// The history takes accepted records only from relay's own user.
-	if u, ok := pub.(interface{ User() string }); ok {
-		rec.UserId = u.User()
-	}
+	rec.UserId = pub.User()
 	out = append(out, retry.Outgoing{Exchange: deps.events, Key: events.AcceptedRoutingKey, Msg: rec})
 	sent := time.Now()
 	res := pub.PublishAll(ctx, out)
 	took := time.Since(sent).Seconds()
+	errs := make([]error, 0, len(res))
 	for i := range msgs {
 		published[i](res[i])
 		m.confirm.Observe(took)
@@ -288,12 +233,13 @@ func sendAll(ctx context.Context, deps Deps, m *metrics, pub allPublisher, ingre
 			if r := copies[i].Recipient; r != "" {
 				to += " (" + r + ")"
 			}
-			errs[i] = fmt.Errorf("publish %s to %s: %w", n.ID, to, res[i])
+			errs = append(errs, fmt.Errorf("publish %s to %s: %w", n.ID, to, res[i]))
 		}
 	}
-	if res[last] != nil {
-		errs[last] = fmt.Errorf("publish the accepted record of %s: %w", n.ID, res[last])
+	if last := res[len(msgs)]; last != nil {
+		errs = append(errs, fmt.Errorf("publish the accepted record of %s: %w", n.ID, last))
 	}
+	return errors.Join(errs...)
 }
 
 // tracePublish starts the producer span of one channel copy's publish,
@@ -329,12 +275,12 @@ func (d Deps) tracePublish(ctx context.Context, exchange, channel, id string, ms
 // channel that delivers to each recipient on its own (email), one per
 // recipient, with the recipient in notification.HeaderRecipient. copies names
 // each message's copy, in the same order.
-func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publishing, copies []notification.CopyRef, err error) {
+func copiesOf(set channel.Set, n *notification.Notification, channels []string) (msgs []amqp.Publishing, copies []notification.CopyRef, err error) {
 	msgs = make([]amqp.Publishing, 0, len(channels))
 	copies = make([]notification.CopyRef, 0, len(channels))
 	for _, name := range channels {
 		parts := []channel.Piece{{Part: n.Parts[name]}}
-		if c, lerr := channel.Lookup(name); lerr == nil && c.PerRecipient() {
+		if c, lerr := set.Lookup(name); lerr == nil && c.PerRecipient() {
 			if parts, err = c.Copies(n.Parts[name]); err != nil {
 				return nil, nil, fmt.Errorf("%w: split the %s part of %s: %w", errInternal, name, n.ID, err)
 			}
@@ -385,11 +331,11 @@ func copiesOf(n *notification.Notification, channels []string) (msgs []amqp.Publ
 }
 
 // record is the history's record of n, whose messages are copies.
-func record(n *notification.Notification, channels []string, copies []notification.CopyRef) notification.Accepted {
+func record(set channel.Set, n *notification.Notification, channels []string, copies []notification.CopyRef) notification.Accepted {
 	var recipients []string
 	perRecipient := false
 	for _, name := range n.Channels() {
-		recipients = append(recipients, channel.RecipientsOf(n, name)...)
+		recipients = append(recipients, set.RecipientsOf(n, name)...)
 	}
 	for _, c := range copies {
 		perRecipient = perRecipient || c.Recipient != ""
@@ -413,7 +359,7 @@ func publishProblem(err error, ingress string, timeout time.Duration) *Problem {
 		return unavailable(fmt.Sprintf("no queue is bound to exchange %q for a channel of the notification: the broker's topology is missing", ingress))
 	case errors.Is(err, retry.ErrNacked):
 		return unavailable("the broker refused the notification (a negative publisher confirm)")
-	case errors.Is(err, retry.ErrClosed):
+	case errors.Is(err, retry.ErrClosed), errors.Is(err, retry.ErrNotConnected):
 		return unavailable("the broker connection closed before the notification was confirmed")
 	case errors.Is(err, context.DeadlineExceeded):
 		return unavailable(fmt.Sprintf("the broker did not confirm the notification within %s", timeout))
@@ -486,11 +432,13 @@ func handleMetrics(reg *prometheus.Registry, log *slog.Logger) http.HandlerFunc 
 	}).ServeHTTP
 }
 
-// handleOpenAPI serves the OpenAPI document.
-func handleOpenAPI() http.HandlerFunc {
+// handleOpenAPI serves the OpenAPI document of the channels the server
+// accepts.
+func handleOpenAPI(deps Deps) http.HandlerFunc {
+	doc := OpenAPI(deps.Channels)
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(OpenAPI())
+		_, _ = w.Write(doc)
 	}
 }
 

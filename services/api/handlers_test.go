@@ -89,6 +89,18 @@ func (f *fakePublisher) Publish(ctx context.Context, exchange, key string, msg a
 	return nil
 }
 
+// PublishAll publishes msgs one after the other, each as Publish does.
+func (f *fakePublisher) PublishAll(ctx context.Context, msgs []retry.Outgoing) []error {
+	errs := make([]error, len(msgs))
+	for i, m := range msgs {
+		errs[i] = f.Publish(ctx, m.Exchange, m.Key, m.Msg)
+	}
+	return errs
+}
+
+// User is the broker user it publishes as: none.
+func (f *fakePublisher) User() string { return "" }
+
 // messages returns the channel copies published, ordered by routing key.
 func (f *fakePublisher) messages() []published {
 	f.mu.Lock()
@@ -750,7 +762,7 @@ var update = flag.Bool("update", false, "rewrite docs/openapi.json")
 func TestOpenAPICopy(t *testing.T) {
 	const path = "../../docs/openapi.json"
 	if *update {
-		if err := os.WriteFile(path, OpenAPI(), 0o644); err != nil {
+		if err := os.WriteFile(path, OpenAPI(channel.Builtin()), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -758,10 +770,50 @@ func TestOpenAPICopy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run make docs)", err)
 	}
-	if !bytes.Equal(docs, OpenAPI()) {
+	if !bytes.Equal(docs, OpenAPI(channel.Builtin())) {
 		t.Error("docs/openapi.json differs from the document the API serves: run make docs")
 	}
 }
 
 // Compile-time check that the real publisher fits.
 var _ Publisher = (*retry.Publisher)(nil)
+
+// probePart is the part of a channel only TestOpenAPIListsItsChannels
+// knows.
+type probePart struct {
+	Note string `json:"note"`
+}
+
+// TestOpenAPIListsItsChannels serves the OpenAPI document of a server
+// with a channel of its own: the document lists it, and another server's
+// does not.
+func TestOpenAPIListsItsChannels(t *testing.T) {
+	probe := channel.Define(channel.Spec[probePart]{
+		Name:       "probe",
+		Summary:    "a channel of this test's own",
+		Check:      func(*probePart, func(field, format string, args ...any)) {},
+		Recipients: func(p *probePart) []string { return []string{p.Note} },
+		Schema:     `{"type": "object", "properties": {"note": {"type": "string"}}}`,
+		Open: func(func(string) string) (channel.Send[probePart], func() error, error) {
+			return func(context.Context, string, *probePart) error { return nil }, func() error { return nil }, nil
+		},
+	})
+	for _, tt := range []struct {
+		name     string
+		channels channel.Set
+		want     bool
+	}{
+		{"with the probe", channel.Builtin().With(probe), true},
+		{"built in", channel.Builtin(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := call(NewServer(Deps{Channels: tt.channels}), http.MethodGet, "/openapi.json", "", nil)
+			if rec.Code != http.StatusOK {
+				t.Fatalf("status %d", rec.Code)
+			}
+			if got := strings.Contains(rec.Body.String(), `"probe"`); got != tt.want {
+				t.Errorf("openapi.json names the probe channel: %t, want %t", got, tt.want)
+			}
+		})
+	}
+}

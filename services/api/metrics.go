@@ -33,7 +33,7 @@ type metrics struct {
 
 // newMetrics registers the API's collectors on reg, or reuses the ones
 // an earlier server registered there.
-func newMetrics(reg *prometheus.Registry) *metrics {
+func newMetrics(reg *prometheus.Registry, channels channel.Set) *metrics {
 	m := &metrics{
 		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_http_requests_total",
@@ -55,7 +55,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		})),
 	}
 	// Every channel and result shows from the start, at zero.
-	for _, r := range channel.Routes() {
+	for _, r := range channels.Routes() {
 		for _, res := range []string{resultOK, resultNacked, resultUnroutable, resultClosed, resultError} {
 			m.publishes.WithLabelValues(r.Key, res)
 		}

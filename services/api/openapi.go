@@ -9,18 +9,19 @@ import (
 	"github.com/relay-demo/relay/internal/channel"
 )
 
-// openAPIBase is the API's OpenAPI 3.1 document without what the channel
-// registry says: placeholders stand for the request's properties, its
+// openAPIBase is the API's OpenAPI 3.1 document without what its channels
+// say: placeholders stand for the request's properties, its
 // anyOf, the parts' schemas and the lists of channel names.
 //
 //go:embed openapi.base.json
 var openAPIBase string
 
 // OpenAPI returns the API's OpenAPI 3.1 document, as GET /openapi.json
-// serves it and docs/openapi.json holds it: the base document with every
-// registered channel's part schema, request property and name filled in.
-func OpenAPI() []byte {
-	all := channel.All()
+// serves it and docs/openapi.json holds it (for channel.Builtin): the
+// base document with the part schema, request property and name of every
+// channel of channels filled in.
+func OpenAPI(channels channel.Set) []byte {
+	all := channels.All()
 	var props, anyOf, parts, names bytes.Buffer
 	props.WriteByte('{')
 	anyOf.WriteByte('[')

@@ -7,7 +7,7 @@ func routes(r *chi.Mux, deps Deps, m *metrics) {
 	r.Get("/healthz", handleHealthz())
 	r.Get("/readyz", handleReadyz(deps))
 	r.Get("/metrics", handleMetrics(deps.Registry, deps.Log))
-	r.Get("/openapi.json", handleOpenAPI())
+	r.Get("/openapi.json", handleOpenAPI(deps))
 	r.Route("/v1", func(v1 chi.Router) {
 		if !deps.AuthOff {
 			v1.Use(requireToken(deps.Tokens, deps.authFailures, deps.Now))

@@ -32,8 +32,15 @@ import (
 var errNotConnected = errors.New("not connected to the broker")
 
 // Run reads the configuration from getenv, logs JSON to stdout and serves
-// the API until ctx is done, then shuts it down gracefully.
+// the API of relay's own channels (channel.Builtin) until ctx is done,
+// then shuts it down gracefully.
 func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	return RunWith(ctx, channel.Builtin(), getenv, stdout)
+}
+
+// RunWith is Run for the channels of channels: a program that embeds
+// relay with channels of its own, or a test.
+func RunWith(ctx context.Context, channels channel.Set, getenv func(string) string, stdout io.Writer) error {
 	cfg, err := LoadConfig(getenv)
 	if err != nil {
 		return err
@@ -44,7 +51,7 @@ func Run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	log := config.Logger(stdout, "api")
 	log.Info("starting", append(config.Masked(cfg), config.Masked(ecfg)...)...)
-	srv, err := Start(ctx, cfg, ecfg, log)
+	srv, err := StartWith(ctx, channels, cfg, ecfg, log)
 	if err != nil {
 		return err
 	}
@@ -69,13 +76,19 @@ type Server struct {
 // background too, and keeps reconnecting: until it is connected, /readyz
 // and POST /v1/notifications answer 503. cfg and ecfg, the endpoint
 // routes' configuration, are expected to be valid (see Config.Validate and
-// LoadEndpointsConfig).
+// LoadEndpointsConfig). It serves relay's own channels (channel.Builtin).
 func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logger) (*Server, error) {
+	return StartWith(ctx, channel.Builtin(), cfg, ecfg, log)
+}
+
+// StartWith is Start for the channels of channels: the API accepts and
+// publishes their parts and its topology holds their work queues.
+func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg EndpointsConfig, log *slog.Logger) (*Server, error) {
 	rules, err := NewEndpointRules(ecfg)
 	if err != nil {
 		return nil, err
 	}
-	topo, err := cfg.Topology(channel.Routes())
+	topo, err := cfg.Topology(channels.Routes())
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +157,21 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 	// The API's own events: a replay from the dashboard or the API.
 	emitter := events.NewEmitter(topo, "api", log)
 
-	var current atomic.Pointer[retry.Publishers]
+	// The notifications' publisher, on a connection of its own that it
+	// keeps. The history queue exists before the first accepted record is
+	// published, so none is unroutable. A few channels, so that one large
+	// batch's publishes do not hold up every other request's confirm
+	// behind them.
+	producer := retry.NewProducer(retry.ProducerConfig{Topology: topo, URLs: cfg.URLs(), Name: "relay api",
+		Channels: publishChannels, Logger: log,
+		Declare: func(ctx context.Context, conn *amqp.Connection) error {
+			ch, err := conn.Channel()
+			if err != nil {
+				return fmt.Errorf("open channel: %w", err)
+			}
+			defer ch.Close()
+			return events.DeclareHistory(ch, topo, retry.BrokerVersion(conn))
+		}})
 	// The dashboard follows the events exchange and reads queue depths
 	// over the connection of the moment.
 	var live atomic.Pointer[amqp.Connection]
@@ -182,12 +209,13 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 	handler := NewServer(Deps{
 		Log: log,
 		Publisher: func() Publisher {
-			if p := current.Load(); p != nil && !p.Closed() {
-				return p
+			if producer.Connected() != nil {
+				return nil
 			}
-			return nil
+			return producer
 		},
 		Topology:       topo,
+		Channels:       channels,
 		Tokens:         cfg.Tokens,
 		AuthOff:        cfg.AuthOff(),
 		MaxBody:        cfg.MaxBodyBytes,
@@ -213,12 +241,8 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 		AuthFailureBurst: cfg.AuthFailureBurst,
 		TracerProvider:   tr.Provider(),
 		Ready: func() error {
-			p := current.Load()
-			switch {
-			case p == nil:
-				return errNotConnected
-			case p.Closed():
-				return errors.New("the publish channel to the broker is closed; reconnecting")
+			if err := producer.Connected(); err != nil {
+				return err
 			}
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
@@ -253,7 +277,7 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 	brokerCtx, stopBroker := context.WithCancel(context.WithoutCancel(ctx))
 	brokered := make(chan error, 1)
 	go func() {
-		brokered <- retry.SuperviseAny(brokerCtx, cfg.URLs(), "relay api", log, connect(topo, &current, log))
+		brokered <- producer.Run(brokerCtx)
 	}()
 	// The dashboard's event stream and queue depths have a connection of
 	// their own: whatever arrives on the events exchange cannot take the
@@ -289,59 +313,6 @@ func Start(ctx context.Context, cfg Config, ecfg EndpointsConfig, log *slog.Logg
 
 // publishChannels is how many confirm-mode channels the API publishes on.
 const publishChannels = 4
-
-// connect is the work of one broker connection: declare the topology, open
-// a confirming publisher, offer it to the handlers until the connection or
-// the publisher's channel closes, then withdraw it so Supervise reconnects.
-func connect(topo retry.Topology, current *atomic.Pointer[retry.Publishers], log *slog.Logger) func(context.Context, *amqp.Connection) error {
-	return func(ctx context.Context, conn *amqp.Connection) error {
-		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
-		if err := topo.Declare(ctx, conn); err != nil {
-			return err
-		}
-		// The history queue exists before the first accepted record is
-		// published, so none is unroutable.
-		ch, err := conn.Channel()
-		if err != nil {
-			return fmt.Errorf("open channel: %w", err)
-		}
-		err = events.DeclareHistory(ch, topo, retry.BrokerVersion(conn))
-		ch.Close()
-		if err != nil {
-			return err
-		}
-		// A few channels, so that one large batch's publishes do not hold
-		// up every other request's confirm behind them.
-		p, err := retry.NewPublishers(conn, publishChannels, 0)
-		if err != nil {
-			return err
-		}
-		current.Store(p)
-		defer current.CompareAndSwap(p, nil)
-		log.Info("broker connected", "exchange", topo.Ingress())
-
-		// A channel error (say, the exchange was deleted) closes the
-		// publisher's channel but not the connection; a new connection
-		// declares the topology again.
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case err := <-closed:
-				if err == nil {
-					return errors.New("broker connection closed")
-				}
-				return fmt.Errorf("broker connection closed: %w", err)
-			case <-ctx.Done():
-				return nil
-			case <-tick.C:
-				if p.Closed() {
-					return errors.New("publish channel closed by the broker")
-				}
-			}
-		}
-	}
-}
 
 // supervise waits for ctx to end, or for the HTTP server or the broker
 // supervisor to stop by themselves, then shuts the HTTP server down

@@ -10,7 +10,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
@@ -98,34 +97,10 @@ func schedule(t retry.Topology, w when, now time.Time) (scheduled, *Problem) {
 	return s, nil
 }
 
-// delayedPublisher publishes a message along a retry.Delayed route;
-// *retry.Publisher is one.
-type delayedPublisher interface {
-	PublishDelayed(ctx context.Context, d retry.Delayed, msg amqp.Publishing) error
-}
-
-// publishCopy publishes one copy of n: to the ingress exchange, or for a
-// scheduled notification into the delay backend, to reach the channel's
-// work queue at n.DueAt. Either way it goes to its lane of the channel's
-// work queue (see laneOf).
-func publishCopy(ctx context.Context, deps Deps, pub Publisher, ingress, channel string, n *notification.Notification, msg amqp.Publishing) error {
-	lane := laneOf(deps, channel, n, msg)
-	if n.DueAt.IsZero() {
-		return pub.Publish(ctx, ingress, lane.Key, msg)
-	}
-	dp, ok := pub.(delayedPublisher)
-	if !ok {
-		return fmt.Errorf("%w: the publisher cannot publish a scheduled notification", errInternal)
-	}
-	route, err := copyRoute(deps, channel, lane, n)
-	if err != nil {
-		return err
-	}
-	return dp.PublishDelayed(ctx, route, msg)
-}
-
-// outgoingCopy is one copy of n as publishCopy would publish it, for
-// PublishAll.
+// outgoingCopy is one copy of n as the API publishes it: to the ingress
+// exchange, or for a scheduled notification into the delay backend, to
+// reach the channel's work queue at n.DueAt. Either way it goes to its
+// lane of the channel's work queue (see laneOf).
 func outgoingCopy(deps Deps, ingress, channel string, n *notification.Notification, msg amqp.Publishing) (retry.Outgoing, error) {
 	lane := laneOf(deps, channel, n, msg)
 	if n.DueAt.IsZero() {
@@ -146,7 +121,7 @@ func laneOf(deps Deps, name string, n *notification.Notification, msg amqp.Publi
 		return deps.Topology.Lane(name, "")
 	}
 	recipient, _ := msg.Headers[notification.HeaderRecipient].(string)
-	return deps.Topology.Lane(name, channel.LaneKey(n, name, recipient))
+	return deps.Topology.Lane(name, deps.Channels.LaneKey(n, name, recipient))
 }
 
 // copyRoute is the way through the delay backend that brings a copy of

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -65,7 +66,7 @@ func TestSchedule(t *testing.T) {
 // another send_at or delay is another request (a 422), not a repeat.
 func TestFingerprintTiming(t *testing.T) {
 	str := func(s string) *string { return &s }
-	n, err := decodeRequest(strings.NewReader(`{"webhook":{"url":"https://hooks.example/a","payload":{}}}`))
+	n, err := newRequest(channel.Builtin()).decodeRequest(strings.NewReader(`{"webhook":{"url":"https://hooks.example/a","payload":{}}}`))
 	if err != nil {
 		t.Fatal(err)
 	}

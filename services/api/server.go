@@ -12,12 +12,12 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/dashboard"
 	"github.com/relay-demo/relay/internal/events"
 	"github.com/relay-demo/relay/internal/notification"
@@ -32,10 +32,15 @@ const DefaultMaxBody = 1 << 20
 // Deps.PublishTimeout is zero.
 const DefaultPublishTimeout = 10 * time.Second
 
-// Publisher publishes one message and returns once the broker has
-// confirmed it, or with the reason it did not. *retry.Publisher is one.
+// Publisher publishes a notification's messages with publisher confirms,
+// all of them at once; *retry.Publisher and *retry.Publishers are ones.
 type Publisher interface {
-	Publish(ctx context.Context, exchange, key string, msg amqp.Publishing) error
+	// PublishAll publishes msgs, all at once, and waits for every
+	// confirm: errs[i] is msgs[i]'s outcome, nil once the broker has it.
+	PublishAll(ctx context.Context, msgs []retry.Outgoing) (errs []error)
+	// User is the broker user it publishes as: the history takes accepted
+	// records only from relay's own user.
+	User() string
 }
 
 // Routes is a set of routes that registers itself on a router;
@@ -54,6 +59,10 @@ type Deps struct {
 	Publisher func() Publisher
 	// Topology names the ingress exchange notifications go to.
 	Topology retry.Topology
+	// Channels are the channels the API accepts, checks and publishes
+	// to; Topology holds their routes. The zero Set means
+	// channel.Builtin().
+	Channels channel.Set
 	// Tokens are the bearer tokens accepted on /v1/.
 	Tokens []string
 	// AuthOff serves /v1/ without authentication.
@@ -140,6 +149,7 @@ type Deps struct {
 	// each attempt at the copy continues the trace. nil traces nothing.
 	TracerProvider trace.TracerProvider
 
+	request      request      // decodes a notification of Channels
 	events       string       // the events exchange, for the accepted records
 	perClient    *limiter     // the rate of each token (or address), nil for none
 	authFailures *limiter     // the rate of each address's failed authentications, never nil
@@ -151,7 +161,7 @@ type Deps struct {
 // panic-recovery middleware.
 func NewServer(deps Deps) http.Handler {
 	deps = deps.withDefaults()
-	m := newMetrics(deps.Registry)
+	m := newMetrics(deps.Registry, deps.Channels)
 	r := chi.NewRouter()
 	r.Use(securityHeaders)
 	if deps.tracer != nil {
@@ -261,6 +271,10 @@ func (d Deps) withDefaults() Deps {
 	if d.Log == nil {
 		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if d.Channels.Len() == 0 {
+		d.Channels = channel.Builtin()
+	}
+	d.request = newRequest(d.Channels)
 	if d.Publisher == nil {
 		d.Publisher = func() Publisher { return nil }
 	}

@@ -53,10 +53,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 }
 
 // Check reads the environment as `relay worker <name>` does at start, and
-// builds the channel's sender without dialling anything: the error names
-// the variable at fault.
+// builds the sender of one of relay's own channels without dialling
+// anything: the error names the variable at fault.
 func Check(name string, getenv func(string) string) error {
-	c, err := channel.Lookup(name)
+	c, err := channel.Builtin().Lookup(name)
 	if err != nil {
 		return err
 	}

@@ -14,11 +14,19 @@ import (
 	"github.com/relay-demo/relay/retry"
 )
 
-// Run is `relay worker <channel>`: it consumes the channel's queue until
-// ctx is done, finishing the sends in flight before it returns, and
-// reconnects whenever the broker connection is lost.
+// Run is `relay worker <channel>`, for one of relay's own channels
+// (channel.Builtin): it consumes the channel's queue until ctx is done,
+// finishing the sends in flight before it returns, and reconnects whenever
+// the broker connection is lost.
 func Run(ctx context.Context, name string, getenv func(string) string, stdout io.Writer) error {
-	ch, err := channel.Lookup(name)
+	return RunWith(ctx, channel.Builtin(), name, getenv, stdout)
+}
+
+// RunWith is Run for the named channel of channels, whose work queues
+// its topology declares: a program that embeds relay with channels of its
+// own, or a test.
+func RunWith(ctx context.Context, channels channel.Set, name string, getenv func(string) string, stdout io.Writer) error {
+	ch, err := channels.Lookup(name)
 	if err != nil {
 		return err
 	}
@@ -31,7 +39,7 @@ func Run(ctx context.Context, name string, getenv func(string) string, stdout io
 		return err
 	}
 	defer closeSend()
-	proc, err := runner.Start(ctx, "worker-"+name, stdout, cfg, cfg.Broker)
+	proc, err := runner.Start(ctx, "worker-"+name, stdout, cfg, cfg.Broker, channels)
 	if err != nil {
 		return err
 	}

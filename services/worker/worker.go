@@ -18,19 +18,20 @@ type Info struct {
 	Summary string
 }
 
-// Channels lists the channels, in the order relay's help shows them.
+// Channels lists relay's own channels (channel.Builtin), in the order
+// relay's help shows them.
 func Channels() []Info {
 	var out []Info
-	for _, c := range channel.All() {
+	for _, c := range channel.Builtin().All() {
 		out = append(out, Info{Name: c.Name(), Summary: c.Summary()})
 	}
 	return out
 }
 
 // Env lists the configuration structs `relay worker <name>` reads from the
-// environment: the worker's own, then its channel's.
+// environment: the worker's own, then its channel's (one of relay's own).
 func Env(name string) ([]any, error) {
-	c, err := channel.Lookup(name)
+	c, err := channel.Builtin().Lookup(name)
 	if err != nil {
 		return nil, err
 	}

@@ -252,32 +252,16 @@
     return e;
   }
 
-  // The statuses from the most pressing down: a channel with a copy per
-  // recipient shows the most pressing of theirs, as the history does, so
-  // it is delivered only once every copy is.
-  const URGENCY = { parked: 3, retrying: 2, scheduled: 2, queued: 1, delivered: 0, cancelled: 0 };
-
   // copyKey names one copy of a notification: its channel and recipient
   // ("" for a copy of a whole channel).
   function copyKey(channel, recipient) {
     return channel + "\u0000" + (recipient || "");
   }
 
-  // channelStatus is the status a channel shows for its copies.
-  function channelStatus(copies) {
-    let top = "queued";
-    let rank = -1;
-    for (const c of copies) {
-      const r = URGENCY[c.status] ?? -1;
-      if (r > rank) [top, rank] = [c.status, r];
-    }
-    return top;
-  }
-
-  // chip shows a channel's status; with a copy per recipient, how many of
-  // them are in it, and each recipient's in its title.
-  function chip(channel, copies) {
-    const status = channelStatus(copies);
+  // chip shows a channel's status, as the history derives it (the most
+  // pressing of its copies'); with a copy per recipient, how many of them
+  // are in it, and each recipient's in its title.
+  function chip(channel, status, copies) {
     let text = channel + " · " + status;
     if (copies.length > 1) {
       const n = copies.filter((c) => c.status === status).length;
@@ -308,6 +292,7 @@
       for (const tr of rows) rowsById.set(tr.dataset.id, tr);
       $("rows").replaceChildren(...rows);
       for (const id of copiesById.keys()) if (!rowsById.has(id)) copiesById.delete(id);
+      for (const id of statusById.keys()) if (!rowsById.has(id)) statusById.delete(id);
     }
     $("empty").hidden = rows.length > 0;
     markSelected();
@@ -332,9 +317,11 @@
     return tr;
   }
 
-  // The copies of each row's notification, by copyKey: what its chips
-  // show, kept up to date by the live events.
+  // The copies of each row's notification, by copyKey, and the status of
+  // each of its channels, as the list answers them: what its chips show,
+  // kept up to date by the live events.
   const copiesById = new Map();
+  const statusById = new Map();
 
   // updateRow sets the status chip of each channel, touching only those
   // that changed.
@@ -345,21 +332,25 @@
       if (![...copies.values()].some((c) => c.channel === ch)) copies.set(copyKey(ch, ""), { channel: ch, status: st });
     }
     copiesById.set(n.id, copies);
+    statusById.set(n.id, Object.assign({}, n.status));
     tr.dataset.channels = JSON.stringify(n.channels || []);
     drawChips(tr);
   }
 
-  // drawChips draws a row's chips from its copies: one per channel, in the
-  // order of the notification's channels, then of the copies.
+  // drawChips draws a row's chips from its channels' statuses and its
+  // copies: one per channel, in the order of the notification's channels,
+  // then of the copies. A channel nothing is known of yet is queued.
   function drawChips(tr) {
     const copies = [...(copiesById.get(tr.dataset.id) || new Map()).values()];
+    const status = statusById.get(tr.dataset.id) || {};
     const order = JSON.parse(tr.dataset.channels || "[]");
     for (const c of copies) if (!order.includes(c.channel)) order.push(c.channel);
     const cell = tr.querySelector(".copies");
     const chips = [...cell.children];
     const fresh = order.map((ch) => {
       const mine = copies.filter((c) => c.channel === ch);
-      return chip(ch, mine.length ? mine : [{ channel: ch, status: "queued" }]);
+      const st = status[ch] || "queued";
+      return chip(ch, st, mine.length ? mine : [{ channel: ch, status: st }]);
     });
     const same = chips.length === fresh.length && fresh.every((c, i) =>
       chips[i].dataset.channel === c.dataset.channel && chips[i].dataset.status === c.dataset.status &&
@@ -406,29 +397,17 @@
 
   // ---- live updates ------------------------------------------------------
 
-  // The status a copy has after an event with this outcome.
-  const STATUS_OF = {
-    delivered: "delivered",
-    parked: "parked",
-    failed: "retrying",
-    retrying: "retrying",
-    waiting: "retrying",
-    requeued: "retrying",
-    replayed: "queued",
-    cancelled: "cancelled",
-  };
-
-  // The rank of an outcome within one attempt, as the history orders them.
-  const RANK_OF = { replayed: 0, failed: 1, retrying: 2, waiting: 2, requeued: 2, delivered: 3, parked: 3, cancelled: 3 };
-
-  // The greatest (round, attempt, rank) shown per copy: events arrive from
-  // several processes, so a replay's own event can come after the delivery
-  // it led to. An older event never overwrites a newer status.
+  // Each event carries what the history derives from it: the status it
+  // leads its copy to (ev.status) and its rank within its attempt
+  // (ev.rank). The greatest (round, attempt, rank) shown per copy: events
+  // arrive from several processes, so a replay's own event can come after
+  // the delivery it led to. An older event never overwrites a newer
+  // status.
   const shown = new Map();
 
   function newest(ev) {
     const key = ev.id + "\u0000" + copyKey(ev.channel, ev.recipient);
-    const at = [ev.round || 0, ev.attempt || 0, RANK_OF[ev.outcome] ?? -1];
+    const at = [ev.round || 0, ev.attempt || 0, ev.rank ?? -1];
     const had = shown.get(key);
     if (had && (had[0] - at[0] || had[1] - at[1] || had[2] - at[2]) > 0) return false;
     shown.set(key, at);
@@ -439,7 +418,7 @@
   function onEvent(ev) {
     if (!ev || !ev.id) return;
     const tr = rowsById.get(ev.id);
-    const status = STATUS_OF[ev.outcome];
+    const status = ev.status;
     if (tr && status && ev.channel && newest(ev)) {
       let copies = copiesById.get(ev.id);
       if (!copies) copiesById.set(ev.id, (copies = new Map()));
@@ -447,6 +426,16 @@
       const c = copies.get(key) || { channel: ev.channel, recipient: ev.recipient || "" };
       c.status = status;
       copies.set(key, c);
+      if ([...copies.values()].filter((x) => x.channel === ev.channel).length === 1) {
+        // The channel's one copy: its status is the channel's.
+        let st = statusById.get(ev.id);
+        if (!st) statusById.set(ev.id, (st = {}));
+        st[ev.channel] = status;
+      } else {
+        // A channel of several copies shows the most pressing of theirs:
+        // the list answers it.
+        reloadSoon();
+      }
       drawChips(tr);
       if (window.relayDraw) window.relayDraw.rowsChanged();
       tr.classList.remove("flash");
