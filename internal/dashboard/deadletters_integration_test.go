@@ -266,6 +266,19 @@ func TestDeadLettersInBrowser(t *testing.T) {
 		t.Errorf("after the purge, parked: %+v", left)
 	}
 	checkPolicy(t, ctx)
+
+	// The tab keeps the address of the job it follows while it runs: a
+	// reload then reads the job there and draws it as the API answers.
+	// The job that ended stands in for one still running.
+	evaluate[bool](t, ctx, `sessionStorage.setItem("relay.deadJob", "/v1/dead-letters/jobs/`+purge.ID+`"), true`)
+	run(t, ctx, "reload and see the job followed",
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.ID("dead")),
+		waitFor(`(j => j.dataset.id === `+fmt.Sprintf("%q", purge.ID)+` && j.dataset.state === "done" && j.dataset.done === "2")(document.getElementById("dead-job"))`),
+	)
+	if evaluate[bool](t, ctx, `sessionStorage.getItem("relay.deadJob") !== null`) {
+		t.Error("the tab still keeps the address of a job that ended")
+	}
 }
 
 // TestCancelDeadLetterJobInBrowser parks many copies straight into the
@@ -344,6 +357,7 @@ func TestCancelDeadLetterJobInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	screenshot(t, ctx, "relay-dashboard-dead-cancelled.png")
 	t.Logf("the job stopped with %d of %d purged by its last progress write, %d left parked", api.Done, n, q.Messages)
 	if q.Messages == 0 || q.Messages > n-int(api.Done) || left != fmt.Sprint(q.Messages) {
 		t.Errorf("after the cancel, %d copies are parked and the panel counts %s; the job purged %d of %d", q.Messages, left, api.Done, n)

@@ -962,9 +962,10 @@
   // counted is the filter last counted and what the API counted: the
   // actions act on it, not on inputs changed since. confirming is the
   // purge waiting for its confirmation; job the address of the job
-  // followed. seq and jobSeq drop the answers of a count and of a job's
-  // read that come too late.
-  const dead = { seq: 0, jobSeq: 0, counted: null, confirming: null, job: "", timer: 0, hints: false };
+  // followed; readFailed says the problem shown is its read's. seq and
+  // jobSeq drop the answers of a count and of a job's read that come too
+  // late.
+  const dead = { seq: 0, jobSeq: 0, counted: null, confirming: null, job: "", readFailed: false, timer: 0, hints: false };
 
   function showDead() {
     const allowed = session.authenticated;
@@ -1044,6 +1045,7 @@
   }
 
   function deadProblem(text) {
+    dead.readFailed = false;
     $("dead-problem").textContent = text || "";
     $("dead-problem").hidden = !text;
   }
@@ -1260,9 +1262,13 @@
         dead.timer = setTimeout(pollJob, DEAD_JOB_REFRESH_MS * 3);
       }
       deadFailed("The job could not be read", err);
+      dead.readFailed = !(err instanceof Unauthorized);
       return;
     }
     if (where !== dead.job || seq !== dead.jobSeq || !running) return;
+    // A read that failed before is answered now: its problem is over.
+    if (dead.readFailed) deadProblem("");
+    dead.readFailed = false;
     drawJob(job);
     if (job.state === "running") {
       dead.timer = setTimeout(pollJob, DEAD_JOB_REFRESH_MS);
