@@ -78,9 +78,10 @@ const token = "browser-token-0123456789abcdef"
 // starts: long enough for a webhook copy to run out of retries and park.
 const outage = 4 * time.Second
 
-// relay is a running `relay all` with a webhook downstream in an outage.
+// relay is a running `relay all` with a webhook downstream in an outage;
+// its topology's names start with prefix.
 type relay struct {
-	api, hooks string
+	api, hooks, prefix string
 }
 
 // startRelay runs every service in-process, its webhook receiver in an
@@ -138,7 +139,7 @@ func startRelay(t *testing.T, extra map[string]string) relay {
 		if !ok {
 			return false
 		}
-		r = relay{api: "http://" + addrs.API, hooks: "http://" + addrs.FlakyHTTP}
+		r = relay{api: "http://" + addrs.API, hooks: "http://" + addrs.FlakyHTTP, prefix: prefix}
 		resp, err := http.Get(r.api + "/readyz")
 		if err != nil {
 			return false
@@ -635,7 +636,23 @@ func TestPublicDashboard(t *testing.T) {
 		if !evaluate[bool](t, ctx, `document.querySelector('#detail section.copy[data-channel="webhook"] button.replay').disabled`) {
 			t.Error("replay is enabled without a token")
 		}
+		// The dead-letters panel is the token's: no panel, and not a
+		// request for it.
+		if !evaluate[bool](t, ctx, `document.getElementById("dead").hidden && document.getElementById("dead").offsetParent === null`) {
+			t.Error("the public page offers the dead-letters panel without a token")
+		}
+		if asked := evaluate[[]string](t, ctx, `performance.getEntriesByType("resource").map(e => e.name).filter(n => n.includes("/v1/dead-letters"))`); len(asked) > 0 {
+			t.Errorf("the public page asked for dead letters without a token: %q", asked)
+		}
 		screenshot(t, ctx, "relay-dashboard-public.png")
+		run(t, ctx, "log in on the public page and see the dead-letters panel",
+			chromedp.Click(chromedp.ID("detail-close")),
+			chromedp.Click(chromedp.ID("public-login")),
+			chromedp.WaitVisible(chromedp.ID("login")),
+			chromedp.SendKeys(chromedp.ID("token"), token),
+			chromedp.Click(chromedp.ID("login-submit")),
+			chromedp.WaitVisible(chromedp.ID("dead")),
+		)
 	})
 }
 

@@ -6,17 +6,21 @@
 // each box's depth and each arrow's rate (Pipeline); each copy's attempts
 // on a time axis; and, with a token, each webhook endpoint's circuit,
 // read from the API's GET /v1/endpoints, and each mail server's and SMS
-// gateway's circuit and limit, from GET /v1/providers. The page is plain HTML, CSS and JavaScript embedded
-// in the binary, so it needs no build step and works offline.
+// gateway's circuit and limit, from GET /v1/providers, and the dead
+// letters a filter selects, counted, listed, and replayed or purged as a
+// job. The page is plain HTML, CSS and JavaScript embedded in the binary,
+// so it needs no build step and works offline.
 //
 // The API serves it at "/". The page asks for one of the API's tokens,
 // keeps it in the browser tab's session storage and sends it as a bearer
 // token on every request. The dashboard's own routes read the history,
-// the live events and the queue depths; replay goes through the API's
+// the live events and the queue depths; replay, and the dead-letters
+// panel's counts, listings and bulk jobs, go through the API's
 // /v1/dead-letters routes. A public dashboard (DASHBOARD_PUBLIC=true)
 // shows visitors without a token the list, the details and the live
-// events, but never an error text, a payload, a message's headers or
-// what a webhook URL holds after its host (notification.PublicRecipient).
+// events, but never the dead-letters panel, an error text, a payload, a
+// message's headers or what a webhook URL holds after its host
+// (notification.PublicRecipient).
 package dashboard
 
 import (

@@ -1,7 +1,8 @@
 // relay's dashboard: the notification history a page at a time, searched
 // and filtered; a notification's copies with every attempt and its full
-// error text; replay of a parked copy; live updates from the event stream;
-// queue depths; the circuit of each webhook endpoint, and of each mail
+// error text; replay of a parked copy; the dead letters a filter selects,
+// counted, listed, and replayed or purged as a job; live updates from the
+// event stream; queue depths; the circuit of each webhook endpoint, and of each mail
 // server and SMS gateway with its limit. Every request carries the API token the visitor logged in
 // with (kept in this tab's sessionStorage) as a bearer token. Plain
 // JavaScript, no dependencies, no inline script or style (the page's
@@ -10,6 +11,9 @@
 
 (() => {
   const TOKEN_KEY = "relay.token";
+  // JOB_KEY holds the address of the dead-letter job the panel follows,
+  // so that a reload follows it still.
+  const JOB_KEY = "relay.deadJob";
   const PAGE_SIZE = 25;
   const QUEUE_REFRESH_MS = 2000;
   const ENDPOINT_REFRESH_MS = 5000;
@@ -40,11 +44,16 @@
   }
 
   // problemText says what an error answer says: a problem's detail, the
-  // queue route's error, or the status.
+  // queue route's error, or the status; then each invalid field a 422
+  // names, with what the API says of it.
   async function problemText(res) {
     try {
       const b = await res.json();
-      return b.detail || b.error || b.title || res.status + " " + res.statusText;
+      let text = b.detail || b.error || b.title || res.status + " " + res.statusText;
+      if (Array.isArray(b.errors) && b.errors.length > 0) {
+        text += ": " + b.errors.map((e) => (e.field ? e.field + ": " : "") + e.message).join("; ");
+      }
+      return text;
     } catch {
       return res.status + " " + res.statusText;
     }
@@ -52,8 +61,9 @@
 
   // call fetches path with the token and throws Unauthorized on a 401 and
   // an Error with the answer's words (and its status) on any other
-  // failure; it returns the decoded body.
-  async function call(path, opts = {}) {
+  // failure; it returns the decoded body, and puts the answer's Location
+  // in meta when given one.
+  async function call(path, opts = {}, meta) {
     const res = await fetch(path, Object.assign({ cache: "no-store" }, opts, { headers: headers(opts.headers) }));
     if (res.status === 401) throw new Unauthorized(await problemText(res));
     if (!res.ok) {
@@ -61,6 +71,7 @@
       err.status = res.status;
       throw err;
     }
+    if (meta) meta.location = res.headers.get("Location") || "";
     return res.json();
   }
 
@@ -95,6 +106,7 @@
   function forget() {
     token = "";
     sessionStorage.removeItem(TOKEN_KEY);
+    sessionStorage.removeItem(JOB_KEY);
   }
 
   function showLogin(why, canGoBack) {
@@ -175,6 +187,7 @@
     refreshQueues();
     refreshEndpoints();
     refreshProviders();
+    showDead();
     connectStream();
     if (detail.id) openDetail(detail.id);
   }
@@ -187,6 +200,7 @@
     clearTimeout(queueTimer);
     stopEndpoints();
     stopProviders();
+    stopDead();
     clearTimeout(detail.timer);
     clearTimeout(listTimer);
   }
@@ -931,6 +945,381 @@
     }
     if (id === detail.id) loadDetail();
   }
+
+  // ---- dead letters ------------------------------------------------------
+
+  // The dead-letters panel works the API's /v1/dead-letters routes with
+  // the token: a filter, sent as typed (the API checks it and names what
+  // is wrong); how many parked copies it selects (a dry run) and the
+  // first of them; a replay or a purge of them all as a job, followed
+  // until it ends. Counts and states are the API's, shown as answered. A
+  // visitor without the token (a public dashboard) gets no panel.
+  const DEAD_LIST_LIMIT = 10;
+  const DEAD_JOB_REFRESH_MS = 1000;
+  const DEAD_FIELDS = ["channel", "reason", "source", "endpoint", "since", "until", "error", "recipient", "id"];
+  const JSON_HEADERS = { "Content-Type": "application/json" };
+
+  // counted is the filter last counted and what the API counted: the
+  // actions act on it, not on inputs changed since. confirming is the
+  // purge waiting for its confirmation; job the address of the job
+  // followed; readFailed says the problem shown is its read's. seq and
+  // jobSeq drop the answers of a count and of a job's read that come too
+  // late.
+  const dead = { seq: 0, jobSeq: 0, counted: null, confirming: null, job: "", readFailed: false, timer: 0, hints: false };
+
+  function showDead() {
+    const allowed = session.authenticated;
+    $("dead").hidden = !allowed;
+    if (!allowed) {
+      dead.counted = null;
+      dead.confirming = null;
+      dead.job = "";
+      $("dead-rows").replaceChildren();
+      $("dead-job").hidden = true;
+      delete $("dead-job").dataset.state;
+      return;
+    }
+    loadDeadHints();
+    drawDeadActions();
+    const saved = sessionStorage.getItem(JOB_KEY);
+    if (saved) {
+      dead.job = saved;
+      pollJob();
+    }
+  }
+
+  function stopDead() {
+    dead.seq++; // an answer in flight is dropped when it comes
+    dead.jobSeq++;
+    clearTimeout(dead.timer);
+    dead.timer = 0;
+  }
+
+  // loadDeadHints offers the channels and park reasons the API's own
+  // document lists as suggestions. They are only suggestions: without
+  // them any text can still be sent, and the API names a wrong one.
+  async function loadDeadHints() {
+    if (dead.hints) return;
+    dead.hints = true;
+    let doc;
+    try {
+      doc = await call("/openapi.json");
+    } catch {
+      dead.hints = false; // tried again at the next log-in
+      return;
+    }
+    const values = (path, name) => {
+      const op = ((doc.paths || {})[path] || {}).get || {};
+      const p = (op.parameters || []).find((x) => x.name === name);
+      return (p && p.schema && Array.isArray(p.schema.enum)) ? p.schema.enum : [];
+    };
+    const fill = (id, list) => $(id).replaceChildren(...list.map((v) => {
+      const o = el("option");
+      o.value = v;
+      return o;
+    }));
+    fill("dead-reasons", values("/v1/dead-letters", "reason"));
+    fill("dead-channels", values("/v1/notifications", "channel"));
+  }
+
+  // deadFilter is the filter the inputs hold, by the API's names; the
+  // times, picked in the visitor's time zone, as RFC 3339.
+  function deadFilter() {
+    const f = {};
+    for (const name of DEAD_FIELDS) {
+      let v = $("dead-" + name).value.trim();
+      if (!v) continue;
+      if (name === "since" || name === "until") {
+        const t = new Date(v);
+        if (!Number.isNaN(t.getTime())) v = t.toISOString();
+      }
+      f[name] = v;
+    }
+    return f;
+  }
+
+  // chosen is the body of a replay, purge or job for filter f: an empty
+  // filter is every parked copy, which the API asks to be said (all).
+  function chosen(f) {
+    return Object.keys(f).length === 0 ? { all: true } : Object.assign({}, f);
+  }
+
+  function deadProblem(text) {
+    dead.readFailed = false;
+    $("dead-problem").textContent = text || "";
+    $("dead-problem").hidden = !text;
+  }
+
+  function deadFailed(what, err) {
+    if (err instanceof Unauthorized) {
+      expired(err.message);
+      return;
+    }
+    deadProblem(what + ": " + message(err));
+  }
+
+  function jobRunning() {
+    return $("dead-job").dataset.state === "running";
+  }
+
+  function drawDeadActions() {
+    const c = dead.counted;
+    $("dead-actions").hidden = !c || c.matched === 0;
+    $("dead-replay").disabled = jobRunning();
+    $("dead-purge").disabled = jobRunning();
+    // A count while the job walks the queue would miss what the job
+    // holds: the filter is counted again when the job ends.
+    $("dead-count").disabled = jobRunning();
+    $("dead-count").title = jobRunning() ? "counted again when the job ends" : "";
+    if (!c || jobRunning()) {
+      dead.confirming = null;
+      $("dead-confirm").hidden = true;
+    }
+  }
+
+  // countDead asks the API how many parked copies the filter selects (a
+  // dry run of the replay, which touches nothing), then for the first of
+  // them. One after the other: each walks the dead-letter queue holding
+  // what it read until it is done, so a walk beside it finds those
+  // missing.
+  async function countDead() {
+    const f = deadFilter();
+    const seq = ++dead.seq;
+    dead.counted = null;
+    drawDeadActions();
+    deadProblem("");
+    $("dead-count").disabled = true;
+    $("dead-result").textContent = "counting…";
+    delete $("dead-result").dataset.matched;
+    const params = new URLSearchParams(f);
+    params.set("limit", String(DEAD_LIST_LIMIT));
+    try {
+      const count = await call("/v1/dead-letters/replay", { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(Object.assign(chosen(f), { dry_run: true })) });
+      if (seq !== dead.seq || !running) return;
+      const list = await call("/v1/dead-letters?" + params.toString());
+      if (seq !== dead.seq || !running) return;
+      dead.counted = { filter: f, matched: count.matched };
+      drawDeadList(count.matched, list.dead_letters || [], Object.keys(f).length === 0);
+    } catch (err) {
+      if (seq !== dead.seq || !running) return;
+      $("dead-result").textContent = "Not counted.";
+      deadFailed("The dead letters could not be counted", err);
+    } finally {
+      if (seq === dead.seq) $("dead-count").disabled = jobRunning();
+    }
+    drawDeadActions();
+  }
+
+  function copiesText(n) {
+    return fmtInt(n) + (n === 1 ? " parked copy" : " parked copies");
+  }
+
+  function drawDeadList(matched, list, all) {
+    const result = $("dead-result");
+    result.dataset.matched = String(matched);
+    let text = (all ? "The dead-letter queue holds " : "The filter selects ") + copiesText(matched);
+    if (list.length > 0 && list.length < matched) text += "; the first " + fmtInt(list.length) + " below";
+    result.textContent = text + ".";
+    $("dead-rows").replaceChildren(...list.map((d) => {
+      const tr = el("tr", "dead-letter");
+      tr.dataset.id = d.id;
+      tr.dataset.reason = d.reason || "";
+      tr.dataset.source = d.source || "";
+      const open = el("button", "link", d.id);
+      open.type = "button";
+      open.title = "Show " + d.id;
+      open.addEventListener("click", () => openDetail(d.id));
+      const id = el("td", "id");
+      id.append(open);
+      const parked = el("td", "when", d.parked_at ? fmtTime(d.parked_at) : "");
+      parked.title = d.parked_at || "";
+      const error = el("td", "error", d.last_error || "");
+      error.title = d.last_error || "";
+      tr.append(id, el("td", "source", d.source || ""), el("td", "recipient", d.recipient || ""), el("td", "reason", d.reason || ""),
+        el("td", "num", String(d.retries ?? "")), parked, error);
+      return tr;
+    }));
+    $("dead-table").hidden = list.length === 0;
+  }
+
+  // A filter changed after its count is not the one counted: the actions
+  // wait for a new count.
+  $("dead-filters").addEventListener("input", () => {
+    if (!dead.counted) return;
+    dead.seq++;
+    dead.counted = null;
+    delete $("dead-result").dataset.matched;
+    $("dead-result").textContent = "The filter changed: count again.";
+    $("dead-count").disabled = jobRunning();
+    drawDeadActions();
+  });
+  $("dead-filters").addEventListener("submit", (e) => {
+    e.preventDefault();
+    countDead();
+  });
+  $("dead-clear").addEventListener("click", () => {
+    for (const name of DEAD_FIELDS) $("dead-" + name).value = "";
+    dead.seq++;
+    dead.counted = null;
+    $("dead-count").disabled = jobRunning();
+    $("dead-rows").replaceChildren();
+    $("dead-table").hidden = true;
+    delete $("dead-result").dataset.matched;
+    $("dead-result").textContent = "No filter: Count counts every parked copy.";
+    deadProblem("");
+    drawDeadActions();
+  });
+
+  $("dead-replay").addEventListener("click", () => {
+    if (dead.counted) startJob("replay", dead.counted.filter);
+  });
+
+  // A purge is confirmed in the page, naming how many copies the API
+  // counts for it now (the purge's own dry run).
+  $("dead-purge").addEventListener("click", async () => {
+    const c = dead.counted;
+    if (!c) return;
+    deadProblem("");
+    $("dead-purge").disabled = true;
+    try {
+      const count = await call("/v1/dead-letters/purge", { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(Object.assign(chosen(c.filter), { dry_run: true })) });
+      if (c !== dead.counted || !running) return;
+      if (count.matched === 0) {
+        deadProblem("Nothing to purge: the filter selects no parked copy now.");
+        return;
+      }
+      dead.confirming = { filter: c.filter, matched: count.matched };
+      const box = $("dead-confirm");
+      box.dataset.matched = String(count.matched);
+      const what = Object.keys(c.filter).length === 0 ? "every parked copy, " + fmtInt(count.matched) + " now" : "the " + copiesText(count.matched) + " the filter selects";
+      $("dead-confirm-text").textContent = "Purge " + what + "? They are deleted for good: a purge cannot be undone.";
+      $("dead-confirm-yes").textContent = "Purge " + fmtInt(count.matched);
+      box.hidden = false;
+      $("dead-confirm-no").focus();
+    } catch (err) {
+      deadFailed("The purge could not be counted", err);
+    } finally {
+      $("dead-purge").disabled = jobRunning();
+    }
+  });
+  $("dead-confirm-no").addEventListener("click", () => {
+    dead.confirming = null;
+    $("dead-confirm").hidden = true;
+  });
+  $("dead-confirm-yes").addEventListener("click", () => {
+    const c = dead.confirming;
+    dead.confirming = null;
+    $("dead-confirm").hidden = true;
+    if (c) startJob("purge", c.filter);
+  });
+
+  // startJob asks the API for a job that replays or purges what filter f
+  // selects, and follows it at the address the API answers.
+  async function startJob(action, f) {
+    deadProblem("");
+    $("dead-replay").disabled = true;
+    $("dead-purge").disabled = true;
+    const body = Object.assign({ action }, chosen(f));
+    if (action === "purge") body.confirm = true;
+    const meta = {};
+    try {
+      const job = await call("/v1/dead-letters/jobs", { method: "POST", headers: JSON_HEADERS, body: JSON.stringify(body) }, meta);
+      if (!running) return;
+      dead.job = meta.location;
+      dead.jobSeq++;
+      sessionStorage.setItem(JOB_KEY, dead.job);
+      // The count before the job is history now.
+      delete $("dead-result").dataset.matched;
+      $("dead-result").textContent = "The job is under way: the filter is counted again when it ends.";
+      drawJob(job);
+      clearTimeout(dead.timer);
+      dead.timer = setTimeout(pollJob, DEAD_JOB_REFRESH_MS);
+    } catch (err) {
+      deadFailed("The " + action + " could not start", err);
+    }
+    drawDeadActions();
+  }
+
+  // pollJob reads the job followed, and again every second while it runs;
+  // once it ends, the filter is counted again, to show what is left.
+  async function pollJob() {
+    clearTimeout(dead.timer);
+    const where = dead.job;
+    if (!where || !running) return;
+    const seq = ++dead.jobSeq;
+    let job;
+    try {
+      job = await call(where);
+    } catch (err) {
+      if (where !== dead.job || seq !== dead.jobSeq || !running) return;
+      if (err.status === 404) {
+        dead.job = "";
+        sessionStorage.removeItem(JOB_KEY);
+        $("dead-job").hidden = true;
+        delete $("dead-job").dataset.state;
+        drawDeadActions();
+      } else {
+        dead.timer = setTimeout(pollJob, DEAD_JOB_REFRESH_MS * 3);
+      }
+      deadFailed("The job could not be read", err);
+      dead.readFailed = !(err instanceof Unauthorized);
+      return;
+    }
+    if (where !== dead.job || seq !== dead.jobSeq || !running) return;
+    // A read that failed before is answered now: its problem is over.
+    if (dead.readFailed) deadProblem("");
+    dead.readFailed = false;
+    drawJob(job);
+    if (job.state === "running") {
+      dead.timer = setTimeout(pollJob, DEAD_JOB_REFRESH_MS);
+      return;
+    }
+    sessionStorage.removeItem(JOB_KEY);
+    if (dead.counted) countDead();
+  }
+
+  // drawJob shows a job as the API answers it: its state and counts.
+  function drawJob(job) {
+    const box = $("dead-job");
+    box.hidden = false;
+    box.dataset.id = job.id;
+    box.dataset.state = job.state;
+    box.dataset.matched = String(job.matched);
+    box.dataset.done = String(job.done);
+    box.dataset.failed = String(job.failed);
+    const verb = job.action === "purge" ? "purged" : "replayed";
+    const parts = [fmtInt(job.matched) + " matched", fmtInt(job.done) + " " + verb, fmtInt(job.failed) + " failed (left parked)"];
+    let text = (job.action === "purge" ? "Purge" : "Replay") + " job " + job.id + ": " + job.state + " · " + parts.join(" · ");
+    text += " · started " + fmtTime(job.started_at);
+    if (job.finished_at) text += ", ended " + fmtTime(job.finished_at);
+    if (job.takeovers > 0) text += " · taken over " + job.takeovers + (job.takeovers === 1 ? " time" : " times");
+    // A cancelled job's counts are those it last stored: it may have done
+    // more before it noticed.
+    if (job.state === "cancelled") text += " · counts as the job last stored them: a new count says what is still parked";
+    $("dead-job-text").textContent = text;
+    $("dead-job-error").textContent = job.last_error ? "Last error: " + job.last_error : "";
+    $("dead-job-error").hidden = !job.last_error;
+    $("dead-cancel").hidden = job.state !== "running";
+    $("dead-cancel").disabled = false;
+    drawDeadActions();
+  }
+
+  // Cancelling stops the job at its next lease renewal: the API answers
+  // the job as it stands, and the page goes on reading it until it ends.
+  $("dead-cancel").addEventListener("click", async () => {
+    const where = dead.job;
+    if (!where) return;
+    $("dead-cancel").disabled = true;
+    try {
+      const job = await call(where, { method: "DELETE" });
+      if (where !== dead.job || !running) return;
+      drawJob(job);
+    } catch (err) {
+      deadFailed("The job could not be cancelled", err);
+      $("dead-cancel").disabled = false;
+    }
+    if (where === dead.job) pollJob();
+  });
 
   // ---- queue depths ------------------------------------------------------
 
