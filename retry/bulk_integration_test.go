@@ -71,27 +71,6 @@ func parkMany(t *testing.T, conn *amqp.Connection, topo retry.Topology, queue st
 	retrytest.Eventually(t, 10*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
 }
 
-// arrivals takes every message in queue and counts each id.
-func arrivals(t *testing.T, conn *amqp.Connection, queue string) map[string]int {
-	t.Helper()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	out := map[string]int{}
-	for {
-		d, ok, err := ch.Get(queue, true /* autoAck */)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			return out
-		}
-		out[d.MessageId]++
-	}
-}
-
 // evenIDs are the ids parkMany parks for max-retries, each once.
 func evenIDs(n int) map[string]int {
 	out := map[string]int{}
@@ -126,7 +105,7 @@ func TestBulkReplayByFilter(t *testing.T) {
 	if len(seen) != n/2 || seen[9].Done != 10 {
 		t.Errorf("progress was told %d times (want %d), the tenth %+v", len(seen), n/2, seen[min(9, len(seen)-1)])
 	}
-	if diff := cmp.Diff(evenIDs(n), arrivals(t, conn, email)); diff != "" {
+	if diff := cmp.Diff(evenIDs(n), retrytest.TakeAll(t, conn, email)); diff != "" {
 		t.Errorf("arrivals on the work queue (-want +got):\n%s", diff)
 	}
 	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == n/2 }, "the permanent ones are not all parked")
@@ -175,7 +154,7 @@ func TestBulkReplayResumes(t *testing.T) {
 	if got := first.Done + second.Done + third.Done; got != n/2-1 {
 		t.Errorf("replayed %d in all (%+v, %+v, %+v); want %d and one journaled", got, first, second, third, n/2-1)
 	}
-	if diff := cmp.Diff(evenIDs(n), arrivals(t, conn, email)); diff != "" {
+	if diff := cmp.Diff(evenIDs(n), retrytest.TakeAll(t, conn, email)); diff != "" {
 		t.Errorf("arrivals on the work queue (-want +got):\n%s", diff)
 	}
 	retrytest.Eventually(t, 5*time.Second, func() bool { return depth(t, conn, topo.Name(retry.DeadQueue)) == n/2 }, "the permanent ones are not all parked")
@@ -206,7 +185,7 @@ func TestBulkByRouteAcrossLanes(t *testing.T) {
 		t.Fatalf("Bulk = %+v, %v; want the three email lanes' copies", p, err)
 	}
 	for i, q := range lanes[:3] {
-		if got := arrivals(t, conn, q); !cmp.Equal(got, map[string]int{fmt.Sprintf("m%d", i): 1}) {
+		if got := retrytest.TakeAll(t, conn, q); !cmp.Equal(got, map[string]int{fmt.Sprintf("m%d", i): 1}) {
 			t.Errorf("%s holds %v", q, got)
 		}
 	}

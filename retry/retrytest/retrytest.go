@@ -147,6 +147,28 @@ func Declare(tb testing.TB, conn *amqp.Connection, topo retry.Topology) retry.To
 	return topo
 }
 
+// TakeAll takes every message queue holds now, acking each, and counts
+// them by message id: how a test sees what arrived, and how often.
+func TakeAll(tb testing.TB, conn *amqp.Connection, queue string) map[string]int {
+	tb.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ch.Close()
+	out := map[string]int{}
+	for {
+		d, ok, err := ch.Get(queue, true /* autoAck */)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if !ok {
+			return out
+		}
+		out[d.MessageId]++
+	}
+}
+
 // Eventually polls cond every 10ms until it holds or timeout passes, and
 // fails the test with msg if it never does.
 func Eventually(tb testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {

@@ -49,27 +49,6 @@ func parkSplit(t *testing.T, conn *amqp.Connection, topo retry.Topology, n int) 
 	}
 }
 
-// takeAll takes every message in queue (prefixed) and counts each id.
-func takeAll(t *testing.T, conn *amqp.Connection, queue string) map[string]int {
-	t.Helper()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	out := map[string]int{}
-	for {
-		d, ok, err := ch.Get(queue, true /* autoAck */)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ok {
-			return out
-		}
-		out[d.MessageId]++
-	}
-}
-
 // evenCopies are the ids parkSplit parks from the email queue, once each.
 func evenCopies(n int) map[string]int {
 	out := map[string]int{}
@@ -137,7 +116,7 @@ func TestDeadLetterJobOnTheBroker(t *testing.T) {
 	if diff := cmp.Diff(jobAnswer{ID: started.ID, State: "done", Matched: n / 2, Done: n / 2}, last); diff != "" {
 		t.Errorf("the job (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(evenCopies(n), takeAll(t, p.conn, p.topo.Name("email-queue"))); diff != "" {
+	if diff := cmp.Diff(evenCopies(n), retrytest.TakeAll(t, p.conn, p.topo.Name("email-queue"))); diff != "" {
 		t.Errorf("arrivals on the email queue (-want +got):\n%s", diff)
 	}
 	if !poll(defaultWait, func() bool { return p.depth(t, retry.DeadQueue) == n/2 }) {
@@ -253,7 +232,7 @@ func TestDeadLetterJobResumes(t *testing.T) {
 			if j.State != history.JobDone || j.Matched != n/2 || j.Done != n/2 || j.Failed != 0 || j.Takeovers != 1 || j.LeaseOwner != "" {
 				t.Errorf("the job: %+v", j)
 			}
-			if diff := cmp.Diff(evenCopies(n), takeAll(t, conn, topo.Name("email-queue"))); diff != "" {
+			if diff := cmp.Diff(evenCopies(n), retrytest.TakeAll(t, conn, topo.Name("email-queue"))); diff != "" {
 				t.Errorf("arrivals on the email queue (-want +got):\n%s", diff)
 			}
 			retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n/2 },
@@ -329,7 +308,7 @@ func TestCancelDeadLetterJob(t *testing.T) {
 	// stop.
 	retrytest.Eventually(t, defaultWait, func() bool { return time.Since(time.Unix(0, store.last.Load())) > time.Second },
 		"the job never stopped")
-	arrived := takeAll(t, conn, topo.Name("email-queue"))
+	arrived := retrytest.TakeAll(t, conn, topo.Name("email-queue"))
 	if len(arrived) == 0 || len(arrived) >= n/2 {
 		t.Errorf("%d arrived: want some, not all of %d", len(arrived), n/2)
 	}
@@ -456,7 +435,7 @@ func TestDeadLetterJobHandedBack(t *testing.T) {
 	if j.State != history.JobDone || j.Done != n/2 || j.Takeovers != 1 {
 		t.Errorf("the job: %+v", j)
 	}
-	if diff := cmp.Diff(evenCopies(n), takeAll(t, conn, topo.Name("email-queue"))); diff != "" {
+	if diff := cmp.Diff(evenCopies(n), retrytest.TakeAll(t, conn, topo.Name("email-queue"))); diff != "" {
 		t.Errorf("arrivals on the email queue (-want +got):\n%s", diff)
 	}
 }
@@ -499,7 +478,7 @@ func TestDeadLetterJobsTakeTurns(t *testing.T) {
 			t.Errorf("job %s: %+v", id, j)
 		}
 	}
-	if diff := cmp.Diff(evenCopies(n), takeAll(t, conn, topo.Name("email-queue"))); diff != "" {
+	if diff := cmp.Diff(evenCopies(n), retrytest.TakeAll(t, conn, topo.Name("email-queue"))); diff != "" {
 		t.Errorf("arrivals on the email queue (-want +got):\n%s", diff)
 	}
 	if got := queueDepth(t, conn, topo.Name(retry.DeadQueue)); got != 0 {
