@@ -22,13 +22,17 @@ import (
 )
 
 // maxDeadLetterCopies bounds the deadletters figure: the copies are all
-// parked at once in one queue.
-const maxDeadLetterCopies = 10_000
+// parked at once in one queue, and copyID numbers them in six digits.
+const maxDeadLetterCopies = 200_000
+
+// defaultDeadLetterCopies is what the deadletters figure parks by
+// default: the scale operators ask bulk replays to work at.
+const defaultDeadLetterCopies = 100_000
 
 // DeadLettersOptions sizes the deadletters figure; zero fields take the
 // defaults.
 type DeadLettersOptions struct {
-	// Copies is how many copies are parked (10,000, at most
+	// Copies is how many copies are parked (100,000, at most
 	// maxDeadLetterCopies); half of them, the email ones, are replayed.
 	Copies int `json:"copies"`
 	// QueueType is the queues' type (quorum).
@@ -37,7 +41,7 @@ type DeadLettersOptions struct {
 
 func (o DeadLettersOptions) withDefaults() DeadLettersOptions {
 	if o.Copies <= 0 {
-		o.Copies = maxDeadLetterCopies
+		o.Copies = defaultDeadLetterCopies
 	}
 	o.Copies = min(o.Copies, maxDeadLetterCopies)
 	if o.QueueType == "" {
@@ -191,7 +195,7 @@ func (b *bench) DeadLetters(ctx context.Context, opts DeadLettersOptions) (DeadL
 	return res, nil
 }
 
-func copyID(i int) string { return fmt.Sprintf("bench-dl-%05d", i) }
+func copyID(i int) string { return fmt.Sprintf("bench-dl-%06d", i) }
 
 // parkCopies publishes n parked copies into topo's dead-letter exchange,
 // confirmed, and waits until the queue holds them: copy i is parked from

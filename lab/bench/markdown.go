@@ -167,7 +167,24 @@ func (r *Report) explain() []string {
 	if len(r.RateLimits) > 0 {
 		out = append(out, r.explainRateLimits())
 	}
+	if d := r.DeadLetters; d != nil {
+		out = append(out, d.explain())
+	}
 	return out
+}
+
+// explain is the deadletters figure's paragraph: every number in it is
+// the run's.
+func (d *DeadLettersResult) explain() string {
+	return fmt.Sprintf("**Dead letters at scale.** %s copies parked at once in a dead-letter queue (%s queues), as many "+
+		"parked from the email queue as from the webhook queue; one replay job (`POST /v1/dead-letters/jobs "+
+		"{\"action\":\"replay\",\"channel\":\"email\"}`) through the API's handler and its job runner, on a SQLite "+
+		"history, replayed the %s email copies in %s (%.0f copies/s): each copy is taken, published, confirmed, "+
+		"written to the job's journal and only then acked, one at a time. This process's RSS was %.1f MiB before the "+
+		"job and %.1f MiB at most while it ran: the job holds counts, not copies. %s of the selected copies arrived in "+
+		"the email queue, %d twice and %d never; the dead-letter queue held %s after, the copies the filter left.",
+		thousands(int64(d.Options.Copies)), d.Options.QueueType, thousands(int64(d.Selected)), fmtDur(d.Elapsed), d.PerSecond,
+		mib(d.RSSBefore), mib(d.RSSPeak), thousands(int64(d.Arrived)), d.Duplicates, d.Lost, thousands(int64(d.LeftParked)))
 }
 
 // lanePairs says how often two receivers share a lane at the most lanes

@@ -31,6 +31,8 @@ func proseReport() *Report {
 			Throughput: 49.6, Ratio: 0.992, MaxInSecond: 50, MaxInWindow: 52, WithinLimit: true, Deferrals: 1200})
 	}
 	r.Noisy = &NoisyResult{Options: NoisyOptions{}.withDefaults(), WorkerConcurrency: 8, EndpointConcurrency: 4}
+	r.DeadLetters = &DeadLettersResult{Options: DeadLettersOptions{}.withDefaults(), Selected: 50000, Elapsed: 333 * time.Second,
+		PerSecond: 150.2, RSSBefore: 36 << 20, RSSPeak: 41 << 20, Arrived: 50000, LeftParked: 50000}
 	return r
 }
 
@@ -123,6 +125,17 @@ func TestMarkdownProseFollowsTheReport(t *testing.T) {
 			notWant: []string{"200 more"},
 		},
 		{
+			name: "dead letters at scale",
+			change: func(r *Report) {
+				d := r.DeadLetters
+				d.Options.Copies, d.Selected, d.Arrived, d.Lost, d.Duplicates, d.LeftParked = 20000, 10000, 9998, 2, 1, 10002
+				d.Elapsed, d.PerSecond, d.RSSPeak = 80*time.Second, 125, 44<<20
+			},
+			want: []string{"20,000 copies parked at once in a dead-letter queue (quorum queues)", "replayed the 10,000 email copies in 1m20s (125 copies/s)",
+				"44.0 MiB at most", "9,998 of the selected copies arrived in the email queue, 1 twice and 2 never", "held 10,002 after"},
+			notWant: []string{"50,000", "5m33s"},
+		},
+		{
 			name:    "the noisy neighbour's worker settings",
 			change:  func(r *Report) { r.Noisy.WorkerConcurrency, r.Noisy.EndpointConcurrency = 3, 2 },
 			want:    []string{"CONCURRENCY 3, WEBHOOK_ENDPOINT_CONCURRENCY 2, its defaults as every other setting is"},
@@ -192,6 +205,10 @@ func scaled() *Report {
 	r.Noisy.WorkerConcurrency, r.Noisy.EndpointConcurrency = 13, 6
 	n := &r.Noisy.Options
 	n.Flood, n.Window, n.Every, n.SlowDelay, n.Lanes = 17011, 23*time.Second, 130*time.Millisecond, 40*time.Millisecond, []int{1, 6}
+	d := r.DeadLetters
+	d.Options.Copies, d.Options.QueueType, d.Selected, d.Arrived, d.LeftParked = 30006, retry.Classic, 15003, 15000, 15003
+	d.Duplicates, d.Lost = 4, 7
+	d.Elapsed, d.PerSecond, d.RSSBefore, d.RSSPeak = 97*time.Second, 154.7, 33<<20, 37<<20
 	return r
 }
 

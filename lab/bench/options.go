@@ -75,6 +75,9 @@ type Options struct {
 	// HistoryNotifications is the number of notifications the history
 	// holds while the history-get figure times reads.
 	HistoryNotifications int `json:"history_notifications"`
+	// DeadLetters is the number of copies the deadletters figure parks;
+	// its replay job selects half of them.
+	DeadLetters int `json:"dead_letters"`
 	// Timeout bounds each measured run.
 	Timeout time.Duration `json:"timeout_ns"`
 	// CPUProfile and MemProfile name pprof output files; empty means none.
@@ -103,7 +106,7 @@ var figureHelp = map[string]string{
 	"isolation":    "a healthy webhook endpoint beside one that never answers",
 	"noisy":        "a receiver's webhooks while another's backlog of 20,000 waits, with WORK_LANES 1 and 8, as endpoints and as hosts",
 	"ratelimit":    "email throughput under SMTP_RATE, three worker replicas sharing it, against the limit itself",
-	"deadletters":  "a bulk replay job of half of 10,000 parked copies (1,000 with --quick): time, RSS, duplicates and losses",
+	"deadletters":  "a bulk replay job of half of 100,000 parked copies (--dead-letters; 1,000 with --quick): time, RSS, duplicates and losses",
 }
 
 // maxWaiting bounds --waiting: ten million messages of the API's size
@@ -163,6 +166,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.IntVar(&o.Scheduled, "scheduled", 0, "notifications the schedule figure leaves waiting, an hour ahead, while it times 200 more due 2 to 20 s ahead (default 10000, --quick 500)")
 	fs.IntVar(&o.Streams, "streams", 0, "idle dashboard event streams the streams figure opens (default 1500, --quick 300)")
 	fs.IntVar(&o.HistoryNotifications, "history-notifications", 0, "notifications in the history while history-get times reads (default 1000000, --quick 20000)")
+	fs.IntVar(&o.DeadLetters, "dead-letters", 0, fmt.Sprintf("copies the deadletters figure parks, half of which its replay job selects (default 100000, --quick 1000; at most %d)", maxDeadLetterCopies))
 	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "bound on each measured run; the memory figure gets 500µs more per waiting message")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file` (samples labelled bench=<figure>/<side>/<queue>)")
 	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile to `file` at the end")
@@ -198,6 +202,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 		{"scheduled", &o.Scheduled, 10000, 500},
 		{"streams", &o.Streams, 1500, 300},
 		{"history-notifications", &o.HistoryNotifications, 1_000_000, 20000},
+		{"dead-letters", &o.DeadLetters, 100_000, 1000},
 		{"rounds", &o.Rounds, 2, 1},
 	} {
 		switch {
@@ -316,6 +321,8 @@ func (o Options) Validate() error {
 		return bad("streams", o.Streams, fmt.Sprintf("1 to %d (the API's default DASHBOARD_MAX_STREAMS)", MaxStreams))
 	case o.HistoryNotifications < 1 || o.HistoryNotifications > 10_000_000:
 		return bad("history-notifications", o.HistoryNotifications, "1 to 10000000")
+	case o.DeadLetters < 2 || o.DeadLetters > maxDeadLetterCopies:
+		return bad("dead-letters", o.DeadLetters, fmt.Sprintf("2 to %d", maxDeadLetterCopies))
 	case o.Timeout < time.Second || o.Timeout > time.Hour:
 		return bad("timeout", o.Timeout, "1s to 1h")
 	}

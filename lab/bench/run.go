@@ -462,11 +462,7 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 		}
 	}
 	if slices.Contains(b.opts.Figures, "deadletters") {
-		opts := DeadLettersOptions{}
-		if b.opts.Quick {
-			opts.Copies = 1000
-		}
-		res, err := b.DeadLetters(ctx, opts)
+		res, err := b.DeadLetters(ctx, DeadLettersOptions{Copies: b.opts.DeadLetters})
 		if cerr := b.janitor.clean(); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
