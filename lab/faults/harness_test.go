@@ -75,6 +75,9 @@ type rig struct {
 	hook   string // the webhook URL every notification targets
 	api    string // the API's base URL, once relay has said where it listens
 	logs   string // the file relay logs to
+	// unreachable counts the unreachable webhooks made, each to a host
+	// of its own (unreachableWebhook).
+	unreachable int
 }
 
 func newRig(t *testing.T, o options) *rig {

@@ -195,11 +195,17 @@ func TestHostileMessages(t *testing.T) {
 func hostileID(name string) string { return "hostile-" + strings.ReplaceAll(name, " ", "-") }
 
 // unreachableWebhook is a webhook copy whose endpoint refuses every
-// connection: a transient failure on every attempt.
+// connection: a transient failure on every attempt. Each goes to a
+// loopback address of its own (127.0.0.2, .3, …), so that one message's
+// failures never count against another's: a host's circuit and its cap
+// on copies in flight would defer the next one, which would then pass
+// the worker more often than its retries.
 func (r *rig) unreachableWebhook(id string) []byte {
+	r.unreachable++
+	url := fmt.Sprintf("http://127.0.%d.%d:1/hook", (r.unreachable+1)/250, (r.unreachable+1)%250+1)
 	b, _ := json.Marshal(notification.Notification{V: notification.Version, ID: id, Channel: channel.Webhook.Name(),
 		CreatedAt: time.Now().UTC(), Parts: map[string]json.RawMessage{
-			channel.Webhook.Name(): json.RawMessage(`{"url":"http://127.0.0.1:1/hook","payload":{"hostile":true}}`)}})
+			channel.Webhook.Name(): json.RawMessage(`{"url":"` + url + `","payload":{"hostile":true}}`)}})
 	return b
 }
 
