@@ -147,6 +147,21 @@ func Declare(tb testing.TB, conn *amqp.Connection, topo retry.Topology) retry.To
 	return topo
 }
 
+// Depth is how many messages queue holds now, ready and unacked.
+func Depth(tb testing.TB, conn *amqp.Connection, queue string) int {
+	tb.Helper()
+	ch, err := conn.Channel()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return q.Messages
+}
+
 // TakeAll takes every message queue holds now, acking each, and counts
 // them by message id: how a test sees what arrived, and how often.
 func TakeAll(tb testing.TB, conn *amqp.Connection, queue string) map[string]int {

@@ -191,7 +191,7 @@ func TestDeadLetterJobResumes(t *testing.T) {
 			store := historytest.Open(t, backend)
 			const n = 300
 			parkSplit(t, conn, topo, n)
-			retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
+			retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
 
 			// Process A: its own connection, which dies with it.
 			connA := retrytest.Conn(t)
@@ -235,25 +235,10 @@ func TestDeadLetterJobResumes(t *testing.T) {
 			if diff := cmp.Diff(evenCopies(n), retrytest.TakeAll(t, conn, topo.Name("email-queue"))); diff != "" {
 				t.Errorf("arrivals on the email queue (-want +got):\n%s", diff)
 			}
-			retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n/2 },
+			retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n/2 },
 				"the webhook copies are not all parked")
 		})
 	}
-}
-
-// queueDepth is how many messages queue (prefixed) holds.
-func queueDepth(t *testing.T, conn *amqp.Connection, queue string) int {
-	t.Helper()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q.Messages
 }
 
 // slowStore is a JobStore whose journal reads take a while, so that a job
@@ -279,7 +264,7 @@ func TestCancelDeadLetterJob(t *testing.T) {
 	store := &slowStore{JobStore: historytest.Open(t, historytest.SQLite)}
 	const n = 300
 	parkSplit(t, conn, topo, n)
-	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
+	retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
 	jobs := &api.DeadLetterJobs{Store: store, Topology: topo, Owner: "a", Lease: 300 * time.Millisecond,
 		Dial: func() (retry.DeadLetters, func(), error) {
 			return retry.DeadLetters{Conn: conn, Topology: topo}, func() {}, nil
@@ -317,7 +302,7 @@ func TestCancelDeadLetterJob(t *testing.T) {
 			t.Errorf("%s arrived %d times", id, c)
 		}
 	}
-	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n-len(arrived) },
+	retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n-len(arrived) },
 		"what the job did not replay is not all parked")
 	// Its counts are what it did, settled once it stopped, not its last
 	// renewal's.
@@ -346,7 +331,7 @@ func TestDeadLetterJobWaitsForTheBroker(t *testing.T) {
 	store := historytest.Open(t, historytest.SQLite)
 	const n = 20
 	parkSplit(t, conn, topo, n)
-	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
+	retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
 	var dials atomic.Int64
 	jobs := &api.DeadLetterJobs{Store: store, Topology: topo, Owner: "a", Lease: 300 * time.Millisecond,
 		Dial: func() (retry.DeadLetters, func(), error) {
@@ -383,7 +368,7 @@ func TestDeadLetterJobWaitsForTheBroker(t *testing.T) {
 	if j.State != history.JobDone || j.Done != n/2 || j.Takeovers != 1 || j.LastError != "" {
 		t.Errorf("the job: %+v", j)
 	}
-	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n/2 }, "the email copies are not all parked")
+	retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n/2 }, "the email copies are not all parked")
 }
 
 // TestDeadLetterJobHandedBack stops the process running a job cleanly:
@@ -397,7 +382,7 @@ func TestDeadLetterJobHandedBack(t *testing.T) {
 	slow := &slowStore{JobStore: plain}
 	const n = 300
 	parkSplit(t, conn, topo, n)
-	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
+	retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
 	dial := func() (retry.DeadLetters, func(), error) {
 		return retry.DeadLetters{Conn: conn, Topology: topo}, func() {}, nil
 	}
@@ -449,7 +434,7 @@ func TestDeadLetterJobsTakeTurns(t *testing.T) {
 	store := historytest.Open(t, historytest.SQLite)
 	const n = 300
 	parkSplit(t, conn, topo, n)
-	retrytest.Eventually(t, defaultWait, func() bool { return queueDepth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
+	retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
 	jobs := &api.DeadLetterJobs{Store: store, Topology: topo, Owner: "a",
 		Dial: func() (retry.DeadLetters, func(), error) {
 			return retry.DeadLetters{Conn: conn, Topology: topo}, func() {}, nil
@@ -481,7 +466,7 @@ func TestDeadLetterJobsTakeTurns(t *testing.T) {
 	if diff := cmp.Diff(evenCopies(n), retrytest.TakeAll(t, conn, topo.Name("email-queue"))); diff != "" {
 		t.Errorf("arrivals on the email queue (-want +got):\n%s", diff)
 	}
-	if got := queueDepth(t, conn, topo.Name(retry.DeadQueue)); got != 0 {
+	if got := retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)); got != 0 {
 		t.Errorf("%d still parked, want none", got)
 	}
 }
