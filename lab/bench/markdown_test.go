@@ -271,3 +271,49 @@ func TestHistoryEventsPerNotification(t *testing.T) {
 		t.Errorf("historyEventsPerNotification() = %v, want %v", got, want)
 	}
 }
+
+// TestNoisyMarkdownRows renders the noisy table for a row whose B posted
+// only after A's POSTs were answered: every row has the header's cells,
+// and the part with no sample reads "none", not a zero latency.
+func TestNoisyMarkdownRows(t *testing.T) {
+	r := NoisyResult{Options: NoisyOptions{}.withDefaults(), Rows: []NoisyRow{{
+		Receivers: "endpoints", Lanes: 8,
+		BAlone:      Latency{P50: 4 * time.Millisecond, P99: 9 * time.Millisecond, N: 150},
+		BFlood:      Latency{P50: 6 * time.Millisecond, P99: 17 * time.Millisecond, N: 150},
+		BAfterPosts: Latency{P50: 6 * time.Millisecond, P99: 17 * time.Millisecond, N: 150},
+		APosts:      3 * time.Second, P99Ratio: 17.0 / 9, AfterRatio: 17.0 / 9,
+		AAlone: 55, ABeside: 54, ThroughputRatio: 54.0 / 55,
+	}}}
+	var table []string
+	for _, l := range strings.Split(NoisyMarkdown(r), "\n") {
+		if strings.HasPrefix(l, "|") {
+			table = append(table, l)
+		}
+	}
+	if len(table) != 3 {
+		t.Fatalf("table lines %q, want the header, its rule and one row", table)
+	}
+	cells := func(l string) []string { return strings.Split(strings.Trim(l, "|"), "|") }
+	header, row := cells(table[0]), cells(table[2])
+	if len(row) != len(header) || len(cells(table[1])) != len(header) {
+		t.Fatalf("row has %d cells, rule %d, header %d: %q", len(row), len(cells(table[1])), len(header), table)
+	}
+	at := func(name string) string {
+		for i, h := range header {
+			if strings.TrimSpace(h) == name {
+				return strings.TrimSpace(row[i])
+			}
+		}
+		t.Fatalf("no column %q in %q", name, table[0])
+		return ""
+	}
+	if got := at("B p99 while they are / after"); got != "none / 17ms" {
+		t.Errorf("B while A's POSTs are answered / after: %q, want none / 17ms", got)
+	}
+	if got := at("A's POSTs answered in"); got != "3s" {
+		t.Errorf("A's POSTs answered in %q, want 3s", got)
+	}
+	if got := at("after ÷ alone"); got != "1.9×" {
+		t.Errorf("after ÷ alone %q, want 1.9×", got)
+	}
+}

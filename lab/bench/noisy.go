@@ -101,6 +101,15 @@ type NoisyRow struct {
 	// BAccept is how long B's POSTs took while A floods: the part of
 	// BFlood spent before the API answered.
 	BAccept Latency `json:"b_accept_flood"`
+	// BDuringPosts and BAfterPosts split BFlood by when B posted: while
+	// the API was still taking A's POSTs, and once it had answered them
+	// all, when only A's backlog remains. APosts is how long that took.
+	BDuringPosts Latency       `json:"b_during_posts"`
+	BAfterPosts  Latency       `json:"b_after_posts"`
+	APosts       time.Duration `json:"a_posts_ns"`
+	// AfterRatio is BAfterPosts.P99 ÷ BAlone.P99: what A's backlog alone
+	// costs B.
+	AfterRatio float64 `json:"after_ratio"`
 	// BMissing counts B's webhooks that had not arrived noisyWait after
 	// the window (they count in no latency).
 	BMissing int `json:"b_missing"`
@@ -175,6 +184,7 @@ func (b *bench) Noisy(ctx context.Context, opts NoisyOptions) (NoisyResult, erro
 				switch {
 				case sc.a && sc.b:
 					row.BFlood, row.BAccept, row.BMissing, row.ABeside = out.b, out.bAccept, out.bMissing, out.a
+					row.BDuringPosts, row.BAfterPosts, row.APosts = out.bDuring, out.bAfter, out.aPosts
 				case sc.a:
 					row.AAlone = out.a
 				default:
@@ -183,6 +193,9 @@ func (b *bench) Noisy(ctx context.Context, opts NoisyOptions) (NoisyResult, erro
 			}
 			if row.BAlone.P99 > 0 {
 				row.P99Ratio = float64(row.BFlood.P99) / float64(row.BAlone.P99)
+			}
+			if row.BAlone.P99 > 0 && row.BAfterPosts.N > 0 {
+				row.AfterRatio = float64(row.BAfterPosts.P99) / float64(row.BAlone.P99)
 			}
 			if row.AAlone > 0 {
 				row.ThroughputRatio = row.ABeside / row.AAlone
@@ -196,11 +209,15 @@ func (b *bench) Noisy(ctx context.Context, opts NoisyOptions) (NoisyResult, erro
 
 // noisyOutcome is one scenario's figures.
 type noisyOutcome struct {
-	b        Latency
-	bAccept  Latency
-	bMissing int
-	a        float64
-	sameLane bool
+	b       Latency
+	bAccept Latency
+	// bDuring and bAfter split b by whether B posted before or after the
+	// API had answered all of A's POSTs, which took aPosts.
+	bDuring, bAfter Latency
+	aPosts          time.Duration
+	bMissing        int
+	a               float64
+	sameLane        bool
 }
 
 // receiver counts the webhooks that reach it, each body {"who", "seq"}.
@@ -349,8 +366,15 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 
 	start := time.Now()
 	floodErr := make(chan error, 1)
+	// floodDone is when the API had answered all of A's POSTs; set once
+	// floodErr holds the flood's outcome.
+	var floodDone time.Time
 	if flood {
-		go func() { floodErr <- postFlood(ctx, client, base, aPart, opts.Flood) }()
+		go func() {
+			err := postFlood(ctx, client, base, aPart, opts.Flood)
+			floodDone = time.Now()
+			floodErr <- err
+		}()
 	} else {
 		floodErr <- nil
 	}
@@ -392,7 +416,15 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 				break
 			}
 		}
-		var lat []time.Duration
+	}
+	if err := <-floodErr; err != nil && !errors.Is(err, context.Canceled) {
+		return out, fmt.Errorf("A's flood: %w", err)
+	}
+	if flood {
+		out.aPosts = floodDone.Sub(start)
+	}
+	if steady {
+		var lat, during, after []time.Duration
 		for seq, at := range posted {
 			got, ok := bRecv.arrival(seq)
 			if !ok {
@@ -400,11 +432,14 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 				continue
 			}
 			lat = append(lat, got.Sub(at))
+			if flood && at.Before(floodDone) {
+				during = append(during, got.Sub(at))
+			} else {
+				after = append(after, got.Sub(at))
+			}
 		}
 		out.b, out.bAccept = Summarize(lat), Summarize(accept)
-	}
-	if err := <-floodErr; err != nil && !errors.Is(err, context.Canceled) {
-		return out, fmt.Errorf("A's flood: %w", err)
+		out.bDuring, out.bAfter = Summarize(during), Summarize(after)
 	}
 	return out, nil
 }
@@ -487,17 +522,35 @@ func NoisyMarkdown(r NoisyResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "A posts %d webhooks at once to a receiver that answers in %s; B posts one every %s to one that answers at once; %s measured per scenario, %s queues.\n\n",
 		r.Options.Flood, r.Options.SlowDelay, r.Options.Every, r.Options.Window, r.Options.QueueType)
-	b.WriteString("| receivers | WORK_LANES | A and B in one lane | B p50 / p99 alone | B p50 / p99 while A floods | of which the API's answer, p99 | B's p99 ÷ alone | B not arrived | A/s alone | A/s beside B | ÷ alone | targets met |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| receivers | WORK_LANES | A and B in one lane | B p50 / p99 alone | B p50 / p99 while A floods | of which the API's answer, p99 | B's p99 ÷ alone | A's POSTs answered in | B p99 while they are / after | after ÷ alone | B not arrived | A/s alone | A/s beside B | ÷ alone | targets met |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, row := range r.Rows {
-		fmt.Fprintf(&b, "| %s | %d | %s | %s / %s | %s / %s | %s | %.1f× | %d | %.1f | %.1f | %.2f× | %s |\n",
+		fmt.Fprintf(&b, "| %s | %d | %s | %s / %s | %s / %s | %s | %.1f× | %s | %s / %s | %s | %d | %.1f | %.1f | %.2f× | %s |\n",
 			row.Receivers, row.Lanes, yesNo(row.SameLane),
 			fmtDur(row.BAlone.P50), fmtDur(row.BAlone.P99), fmtDur(row.BFlood.P50), fmtDur(row.BFlood.P99), fmtDur(row.BAccept.P99),
-			row.P99Ratio, row.BMissing, row.AAlone, row.ABeside, row.ThroughputRatio, yesNo(row.Meets))
+			row.P99Ratio, fmtDur(row.APosts), latencyOrNone(row.BDuringPosts.P99, row.BDuringPosts.N), latencyOrNone(row.BAfterPosts.P99, row.BAfterPosts.N),
+			ratioOrNone(row.AfterRatio), row.BMissing, row.AAlone, row.ABeside, row.ThroughputRatio, yesNo(row.Meets))
 	}
 	fmt.Fprintf(&b, "\nTargets: B's p99 while A floods at most %.0f× B's p99 alone, and A's deliveries beside B at least %.1f× A's alone.\n",
 		NoisyP99Target, NoisyThroughputTarget)
 	return b.String()
+}
+
+// latencyOrNone is d for a table, or "none" where no sample was taken
+// (n = 0): B posted nothing in that part of the window.
+func latencyOrNone(d time.Duration, n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return fmtDur(d)
+}
+
+// ratioOrNone is r for a table, or "—" where it could not be reckoned.
+func ratioOrNone(r float64) string {
+	if r <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f×", r)
 }
 
 func yesNo(b bool) string {

@@ -107,6 +107,12 @@ func TestRunQuick(t *testing.T) {
 			if row.BAlone.N == 0 || row.BFlood.N+row.BMissing == 0 || row.AAlone <= 0 {
 				t.Errorf("noisy row %s, %d lanes: %+v, want B timed in both scenarios and A delivering", row.Receivers, row.Lanes, row)
 			}
+			// B's webhooks beside the flood, split by when B posted: the
+			// two parts hold them all, and A's POSTs took some time.
+			if row.BDuringPosts.N+row.BAfterPosts.N != row.BFlood.N || row.APosts <= 0 {
+				t.Errorf("noisy row %s, %d lanes: B beside A's POSTs %d and after %d of %d, A's POSTs took %s; want the parts to hold every one",
+					row.Receivers, row.Lanes, row.BDuringPosts.N, row.BAfterPosts.N, row.BFlood.N, row.APosts)
+			}
 		}
 	}
 
