@@ -34,6 +34,13 @@ type ProducerConfig struct {
 	// InFlight bounds each channel's unconfirmed publishes (zero: the
 	// Publisher's default).
 	InFlight int
+	// Window, if above zero, bounds the messages of every channel in
+	// flight together, and shares it among the flows publishing (see
+	// NewFlow) in turn. Whatever is in flight when a message is sent is
+	// what its confirm waits behind, so the window is the most one flow's
+	// backlog can hold another's publish back: small enough for a quick
+	// confirm, large enough to keep the broker busy.
+	Window int
 	// Declare, if set, declares what else must exist on a connection
 	// before the first publish (after the topology): relay's API declares
 	// the history queue, so that no accepted record is unroutable.
@@ -54,6 +61,7 @@ type ProducerConfig struct {
 // supervises its own goroutines makes one with NewProducer and calls Run.
 type Producer struct {
 	cfg       ProducerConfig
+	window    *window // nil: no window
 	current   atomic.Pointer[Publishers]
 	connected chan struct{} // closed once the first connection is ready
 	ready     atomic.Bool
@@ -73,7 +81,24 @@ func NewProducer(cfg ProducerConfig) *Producer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Producer{cfg: cfg, connected: make(chan struct{})}
+	p := &Producer{cfg: cfg, connected: make(chan struct{})}
+	if cfg.Window > 0 {
+		p.window = newWindow(cfg.Window)
+	}
+	return p
+}
+
+// hold waits for room in the window for n messages of ctx's flow, and
+// returns what hands it back; without a window it returns at once.
+func (p *Producer) hold(ctx context.Context, n int) (release func(), err error) {
+	if p.window == nil {
+		return func() {}, nil
+	}
+	got, err := p.window.acquire(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	return func() { p.window.release(got) }, nil
 }
 
 // Run keeps the producer connected until ctx is done, and returns nil
@@ -167,6 +192,11 @@ func (p *Producer) Publish(ctx context.Context, key string, msg amqp.Publishing)
 	if msg.DeliveryMode == 0 {
 		msg.DeliveryMode = amqp.Persistent
 	}
+	release, err := p.hold(ctx, 1)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return lost(pubs, pubs.Publish(ctx, p.cfg.Topology.Ingress(), key, msg))
 }
 
@@ -186,15 +216,25 @@ func lost(pubs *Publishers, err error) error {
 func (p *Producer) PublishAll(ctx context.Context, msgs []Outgoing) []error {
 	pubs, err := p.publishers()
 	if err != nil {
-		errs := make([]error, len(msgs))
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
+		return every(err, len(msgs))
 	}
+	release, err := p.hold(ctx, len(msgs))
+	if err != nil {
+		return every(err, len(msgs))
+	}
+	defer release()
 	errs := pubs.PublishAll(ctx, msgs)
 	for i := range errs {
 		errs[i] = lost(pubs, errs[i])
+	}
+	return errs
+}
+
+// every is n outcomes, each err.
+func every(err error, n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = err
 	}
 	return errs
 }
@@ -206,6 +246,11 @@ func (p *Producer) PublishDelayed(ctx context.Context, d Delayed, msg amqp.Publi
 	if err != nil {
 		return err
 	}
+	release, err := p.hold(ctx, 1)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return lost(pubs, pubs.PublishDelayed(ctx, d, msg))
 }
 

@@ -5,6 +5,9 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,5 +159,65 @@ func TestProducerReconnects(t *testing.T) {
 			t.Fatalf("the queue holds %q, want only %v", d.MessageId, want)
 		}
 		delete(want, d.MessageId)
+	}
+}
+
+// TestProducerWindow publishes through a Producer whose window holds four
+// messages, from several flows at once, with calls of one message, of
+// three, and of more than the window holds: every call returns, and
+// every message reaches its queue once.
+func TestProducerWindow(t *testing.T) {
+	url := retrytest.URL(t)
+	topo := retry.Topology{Prefix: retrytest.Prefix(t), Backend: retry.TTL, Routes: []retry.Route{{Queue: "jobs", Key: "job"}}}
+	conn, err := retry.Dial(url, "relay test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = topo.Delete(conn)
+		conn.Close()
+	})
+	prod := retry.NewProducer(retry.ProducerConfig{Topology: topo, URLs: []string{url}, Name: "relay test producer", Channels: 2, Window: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- prod.Run(runCtx) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	retrytest.Eventually(t, 30*time.Second, func() bool { return prod.Connected() == nil }, "the producer never connected")
+	sizes := []int{1, 3, 10}
+	const flows, calls = 4, 10
+	errs := make(chan error, flows*calls*len(sizes))
+	want := map[string]int{}
+	var wg sync.WaitGroup
+	for f := range flows {
+		flow := retry.NewFlow(ctx)
+		for c := range calls {
+			for _, size := range sizes {
+				msgs := make([]retry.Outgoing, size)
+				for i := range msgs {
+					id := fmt.Sprintf("f%d-c%d-n%d-%d", f, c, size, i)
+					want[id] = 1
+					msgs[i] = retry.Outgoing{Exchange: topo.Ingress(), Key: "job", Msg: amqp.Publishing{MessageId: id, DeliveryMode: amqp.Persistent}}
+				}
+				wg.Go(func() { errs <- errors.Join(prod.PublishAll(flow, msgs)...) })
+			}
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("PublishAll: %v", err)
+		}
+	}
+	got := retrytest.TakeAll(t, conn, topo.Name("jobs"))
+	if !maps.Equal(got, want) {
+		t.Errorf("the queue held %d distinct messages, want each of %d once", len(got), len(want))
 	}
 }
