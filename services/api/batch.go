@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/retry"
 )
 
 // DefaultMaxBatch is the most notifications a batch may hold when
@@ -116,7 +117,9 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 		if p := deps.chargeCopies(r, copies); p != nil {
 			return p
 		}
-		errs := publishBatch(r.Context(), deps, m, pub, ingress, valid, channels)
+		// The whole batch is one flow in the producer's window: a request
+		// beside it takes its turns with it, not after it.
+		errs := publishBatch(retry.NewFlow(r.Context()), deps, m, pub, ingress, valid, channels)
 		failed := 0
 		for i, n := range valid {
 			if n == nil {

@@ -163,7 +163,7 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 	// batch's publishes do not hold up every other request's confirm
 	// behind them.
 	producer := retry.NewProducer(retry.ProducerConfig{Topology: topo, URLs: cfg.URLs(), Name: "relay api",
-		Channels: publishChannels, Logger: log,
+		Channels: publishChannels, Window: publishWindow, Logger: log,
 		Declare: func(ctx context.Context, conn *amqp.Connection) error {
 			ch, err := conn.Channel()
 			if err != nil {
@@ -313,6 +313,12 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 
 // publishChannels is how many confirm-mode channels the API publishes on.
 const publishChannels = 4
+
+// publishWindow is how many messages the API has in flight, unconfirmed,
+// at most, shared in turn among the requests publishing: a request's
+// publish waits behind at most that many of another's (see
+// retry.ProducerConfig.Window).
+const publishWindow = 256
 
 // supervise waits for ctx to end, or for the HTTP server or the broker
 // supervisor to stop by themselves, then shuts the HTTP server down
