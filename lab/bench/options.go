@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +79,9 @@ type Options struct {
 	// DeadLetters is the number of copies the deadletters figure parks;
 	// its replay job selects half of them.
 	DeadLetters int `json:"dead_letters"`
+	// NoisyLanes are the WORK_LANES the noisy figure compares; empty
+	// means its defaults (1 and 8; 8 with --quick).
+	NoisyLanes []int `json:"noisy_lanes,omitempty"`
 	// Timeout bounds each measured run.
 	Timeout time.Duration `json:"timeout_ns"`
 	// CPUProfile and MemProfile name pprof output files; empty means none.
@@ -139,7 +143,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs := flag.NewFlagSet("relay-lab bench", flag.ContinueOnError)
 	fs.SetOutput(output)
 	var o Options
-	var queues, figures, backends string
+	var queues, figures, backends, noisyLanes string
 	var delayed int
 	fs.StringVar(&o.Format, "format", "text", "report `format`: text, markdown or json")
 	fs.StringVar(&o.Out, "out", "", "write the report to this `file` instead of stdout")
@@ -167,6 +171,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.IntVar(&o.Streams, "streams", 0, "idle dashboard event streams the streams figure opens (default 1500, --quick 300)")
 	fs.IntVar(&o.HistoryNotifications, "history-notifications", 0, "notifications in the history while history-get times reads (default 1000000, --quick 20000)")
 	fs.IntVar(&o.DeadLetters, "dead-letters", 0, fmt.Sprintf("copies the deadletters figure parks, half of which its replay job selects (default 100000, --quick 1000; at most %d)", maxDeadLetterCopies))
+	fs.StringVar(&noisyLanes, "noisy-lanes", "", fmt.Sprintf("comma-separated `WORK_LANES` settings the noisy figure compares, each 1 to %d (default 1,8; --quick 8)", retry.MaxLanes))
 	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "bound on each measured run; the memory figure gets 500µs more per waiting message")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file` (samples labelled bench=<figure>/<side>/<queue>)")
 	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile to `file` at the end")
@@ -226,7 +231,27 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 			return Options{}, err
 		}
 	}
+	if noisyLanes != "" {
+		if o.NoisyLanes, err = parseLanes(noisyLanes); err != nil {
+			return Options{}, err
+		}
+	}
 	return o, o.Validate()
+}
+
+// parseLanes reads --noisy-lanes: WORK_LANES settings, each once.
+func parseLanes(s string) ([]int, error) {
+	var out []int
+	for part := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 || n > retry.MaxLanes {
+			return nil, fmt.Errorf("%w: --noisy-lanes %q: want a comma-separated list of WORK_LANES settings, each 1 to %d", errFlags, s, retry.MaxLanes)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }
 
 func parseFigures(s string) ([]string, error) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,9 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"too big a history", []string{"--history-notifications", "20000000"}, "--history-notifications 20000000"},
 		{"an unknown history figure", []string{"--figures", "history-list"}, `--figures "history-list"`},
 		{"timeout too short", []string{"--timeout", "10ms"}, "--timeout 10ms"},
+		{"no lanes", []string{"--noisy-lanes", "0"}, `--noisy-lanes "0"`},
+		{"more lanes than a route has", []string{"--noisy-lanes", "1,65"}, `--noisy-lanes "1,65"`},
+		{"lanes that are no number", []string{"--noisy-lanes", "8,"}, `--noisy-lanes "8,"`},
 		{"a stray argument", []string{"--quick", "now"}, `unexpected argument "now"`},
 	}
 	for _, tt := range tests {
@@ -164,5 +168,20 @@ func TestOptionsWaitingTimeout(t *testing.T) {
 	o := Options{Timeout: 2 * time.Minute, Waiting: 1_000_000}
 	if got, want := o.waitingTimeout(), 2*time.Minute+500*time.Second; got != want {
 		t.Errorf("waitingTimeout with 1,000,000 waiting = %s, want %s", got, want)
+	}
+}
+
+// TestParseNoisyLanes reads --noisy-lanes as the WORK_LANES settings the
+// noisy figure compares, each once, in the order given.
+func TestParseNoisyLanes(t *testing.T) {
+	o, err := ParseOptions([]string{"--noisy-lanes", "8, 1,8"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.NoisyLanes, []int{8, 1}) {
+		t.Errorf("--noisy-lanes '8, 1,8' = %v, want [8 1]", o.NoisyLanes)
+	}
+	if o, err := ParseOptions(nil, io.Discard); err != nil || o.NoisyLanes != nil {
+		t.Errorf("no --noisy-lanes = %v, %v; want none: the figure's defaults", o.NoisyLanes, err)
 	}
 }

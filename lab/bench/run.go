@@ -434,6 +434,9 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 			// lanes' own tests check what lanes do).
 			opts = NoisyOptions{Flood: 2000, Window: 3 * time.Second, Lanes: []int{8}, Receivers: []string{"endpoints"}}
 		}
+		if len(b.opts.NoisyLanes) > 0 {
+			opts.Lanes = b.opts.NoisyLanes
+		}
 		res, err := b.Noisy(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("noisy: %w", err)
