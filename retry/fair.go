@@ -9,50 +9,65 @@ import (
 // flowKey is the context key of a publish's flow.
 type flowKey struct{}
 
+// flow is one stream of publishes (an HTTP request's, say) and the party
+// it publishes for (the request's client).
+type flow struct {
+	id    uint64
+	owner string
+}
+
 // flows numbers the flows NewFlow makes.
 var flows atomic.Uint64
 
-// NewFlow returns ctx carrying a flow of its own: every publish made
-// with it, or with a context derived from it, takes its turn in a
-// Producer's window as one flow (see ProducerConfig.Window). An HTTP API
-// makes one per request, so that a batch of thousands is one flow, and a
-// single notification posted beside it is another, served in turn with
-// it rather than after it. A publish whose context carries no flow is a
-// flow of its own.
-func NewFlow(ctx context.Context) context.Context {
-	return context.WithValue(ctx, flowKey{}, flows.Add(1))
+// NewFlow returns ctx carrying a flow of its own, for owner: every
+// publish made with it, or with a context derived from it, takes its turn
+// in a Producer's window as part of that flow (see
+// ProducerConfig.Window). The window takes the owners waiting in turn,
+// and each owner's flows in turn, one call each time: an owner with many
+// flows gets no more turns than an owner with one, and a flow with
+// thousands of calls waiting holds its owner's other flows back by one
+// call at a time. An HTTP API makes a flow per request, owned by the
+// request's client: a batch of thousands is one flow, and a single
+// notification the same client posts beside it is another, served in
+// turn with it rather than after it. A publish whose context carries no
+// flow is a flow, and an owner, of its own.
+func NewFlow(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, flowKey{}, flow{id: flows.Add(1), owner: owner})
 }
 
-// flowOf is ctx's flow, or a new one.
-func flowOf(ctx context.Context) uint64 {
-	if f, ok := ctx.Value(flowKey{}).(uint64); ok {
+// flowOf is ctx's flow, or a new one with an owner of its own.
+func flowOf(ctx context.Context) flow {
+	if f, ok := ctx.Value(flowKey{}).(flow); ok {
 		return f
 	}
-	return flows.Add(1)
+	return flow{id: flows.Add(1), owner: "\x00own"}
 }
 
 // window bounds the messages in flight, unconfirmed, of a Producer, and
-// hands the room that frees up to the flows waiting for it in turn: one
-// call from each flow, then again from the first, so that a flow with
-// thousands of calls waiting holds any other's call back by at most one
-// call per flow, not by all of its own. The broker confirms a channel's
-// messages in the order it took them, and a quorum queue's in the order
-// its log wrote them: what is in flight ahead of a message is what it
-// waits for. The window keeps that short, and the turns keep one flow
-// from filling it.
+// hands the room that frees up to the calls waiting for it in turn (see
+// NewFlow). The broker confirms a channel's messages in the order it took
+// them, and a quorum queue's in the order its log wrote them: what is in
+// flight ahead of a message is what it waits for. The window keeps that
+// short, and the turns keep one flow from filling it.
 type window struct {
 	size int
 
 	mu   sync.Mutex
 	free int
-	// waiting are the flows with calls waiting, in turn order; each
-	// flow's calls in the order they came.
-	waiting []*flowQueue
-	byFlow  map[uint64]*flowQueue
+	// waiting are the owners with calls waiting, in turn order; each
+	// owner's flows in turn order; each flow's calls in the order they
+	// came.
+	waiting []*ownerQueue
+	owners  map[string]*ownerQueue
+}
+
+type ownerQueue struct {
+	owner string
+	flows []*flowQueue
 }
 
 type flowQueue struct {
-	flow  uint64
+	id    uint64
 	calls []*waiter
 }
 
@@ -66,7 +81,7 @@ type waiter struct {
 }
 
 func newWindow(size int) *window {
-	return &window{size: size, free: size, byFlow: map[uint64]*flowQueue{}}
+	return &window{size: size, free: size, owners: map[string]*ownerQueue{}}
 }
 
 // acquire waits for room for n messages of ctx's flow (n is cut to what
@@ -80,12 +95,23 @@ func (w *window) acquire(ctx context.Context, n int) (int, error) {
 		w.mu.Unlock()
 		return n, nil
 	}
-	flow := flowOf(ctx)
-	q := w.byFlow[flow]
+	f := flowOf(ctx)
+	o := w.owners[f.owner]
+	if o == nil {
+		o = &ownerQueue{owner: f.owner}
+		w.owners[f.owner] = o
+		w.waiting = append(w.waiting, o)
+	}
+	var q *flowQueue
+	for _, x := range o.flows {
+		if x.id == f.id {
+			q = x
+			break
+		}
+	}
 	if q == nil {
-		q = &flowQueue{flow: flow}
-		w.byFlow[flow] = q
-		w.waiting = append(w.waiting, q)
+		q = &flowQueue{id: f.id}
+		o.flows = append(o.flows, q)
 	}
 	c := &waiter{n: n, granted: make(chan struct{})}
 	q.calls = append(q.calls, c)
@@ -99,10 +125,10 @@ func (w *window) acquire(ctx context.Context, n int) (int, error) {
 		defer w.mu.Unlock()
 		if c.done {
 			w.free += n
-			w.grant()
 		} else {
-			w.drop(q, c)
+			w.drop(o, q, c)
 		}
+		w.grant()
 		return 0, ctx.Err()
 	}
 }
@@ -118,12 +144,13 @@ func (w *window) release(n int) {
 	w.grant()
 }
 
-// grant gives the free room to the waiting calls, the first call of the
-// first flow in turn, which then goes to the back of the line. w.mu is
-// held.
+// grant gives the free room to the waiting calls: the first call of the
+// first flow of the first owner, whose flow then goes to the back of the
+// owner's line, and the owner to the back of the window's. w.mu is held.
 func (w *window) grant() {
 	for len(w.waiting) > 0 {
-		q := w.waiting[0]
+		o := w.waiting[0]
+		q := o.flows[0]
 		c := q.calls[0]
 		if c.n > w.free {
 			return
@@ -132,32 +159,38 @@ func (w *window) grant() {
 		c.done = true
 		close(c.granted)
 		q.calls = q.calls[1:]
-		w.waiting = w.waiting[1:]
+		o.flows = o.flows[1:]
 		if len(q.calls) > 0 {
-			w.waiting = append(w.waiting, q)
+			o.flows = append(o.flows, q)
+		}
+		w.waiting = w.waiting[1:]
+		if len(o.flows) > 0 {
+			w.waiting = append(w.waiting, o)
 		} else {
-			delete(w.byFlow, q.flow)
+			delete(w.owners, o.owner)
 		}
 	}
 }
 
-// drop takes c, which gave up before its turn, out of q. w.mu is held.
-func (w *window) drop(q *flowQueue, c *waiter) {
-	for i, x := range q.calls {
-		if x == c {
-			q.calls = append(q.calls[:i], q.calls[i+1:]...)
-			break
-		}
-	}
+// drop takes c, which gave up before its turn, out of its flow q of owner
+// o, and each out of its line once empty. w.mu is held.
+func (w *window) drop(o *ownerQueue, q *flowQueue, c *waiter) {
+	q.calls = remove(q.calls, c)
 	if len(q.calls) == 0 {
-		delete(w.byFlow, q.flow)
-		for i, x := range w.waiting {
-			if x == q {
-				w.waiting = append(w.waiting[:i], w.waiting[i+1:]...)
-				break
-			}
+		o.flows = remove(o.flows, q)
+	}
+	if len(o.flows) == 0 {
+		w.waiting = remove(w.waiting, o)
+		delete(w.owners, o.owner)
+	}
+}
+
+// remove is s without x.
+func remove[T comparable](s []T, x T) []T {
+	for i, y := range s {
+		if y == x {
+			return append(s[:i], s[i+1:]...)
 		}
 	}
-	// The call now first may fit where this one did not.
-	w.grant()
+	return s
 }

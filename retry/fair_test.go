@@ -3,6 +3,8 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -12,8 +14,10 @@ func (w *window) queued() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
-	for _, q := range w.waiting {
-		n += len(q.calls)
+	for _, o := range w.waiting {
+		for _, q := range o.flows {
+			n += len(q.calls)
+		}
 	}
 	return n
 }
@@ -31,8 +35,9 @@ func awaitQueued(t *testing.T, w *window, n int) {
 }
 
 // TestWindowTakesFlowsInTurn fills a window, lines up three calls of one
-// flow and then one of another, and frees the room one message at a
-// time: the other flow's call goes second, not after all three.
+// flow and then one of another flow of the same owner, and frees the room
+// one message at a time: the other flow's call goes second, not after
+// all three.
 func TestWindowTakesFlowsInTurn(t *testing.T) {
 	w := newWindow(2)
 	ctx := context.Background()
@@ -41,7 +46,7 @@ func TestWindowTakesFlowsInTurn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	batch, single := NewFlow(ctx), NewFlow(ctx)
+	batch, single := NewFlow(ctx, "a"), NewFlow(ctx, "a")
 	granted := make(chan string, 4)
 	wait := func(ctx context.Context, name string) {
 		n, err := w.acquire(ctx, 1)
@@ -110,7 +115,7 @@ func TestWindowGivingUp(t *testing.T) {
 	if _, err := w.acquire(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	gaveUp, cancel := context.WithCancel(NewFlow(ctx))
+	gaveUp, cancel := context.WithCancel(NewFlow(ctx, "a"))
 	errs := make(chan error, 1)
 	go func() {
 		_, err := w.acquire(gaveUp, 2)
@@ -119,7 +124,7 @@ func TestWindowGivingUp(t *testing.T) {
 	awaitQueued(t, w, 1)
 	next := make(chan int, 1)
 	go func() {
-		n, _ := w.acquire(NewFlow(ctx), 1)
+		n, _ := w.acquire(NewFlow(ctx, "b"), 1)
 		next <- n
 	}()
 	awaitQueued(t, w, 2)
@@ -136,7 +141,46 @@ func TestWindowGivingUp(t *testing.T) {
 		t.Fatal("the call behind one that gave up never went")
 	}
 	w.release(1)
-	if w.free != 2 || w.queued() != 0 || len(w.byFlow) != 0 {
-		t.Errorf("free %d, %d queued, %d flows; want 2, 0, 0", w.free, w.queued(), len(w.byFlow))
+	if w.free != 2 || w.queued() != 0 || len(w.owners) != 0 {
+		t.Errorf("free %d, %d queued, %d owners; want 2, 0, 0", w.free, w.queued(), len(w.owners))
+	}
+}
+
+// TestWindowTakesOwnersInTurn lines up three flows of one owner, two calls
+// each, and then one call of another owner: the other owner goes second,
+// not after a turn of each of the first owner's flows, and the first
+// owner's flows then take their turns.
+func TestWindowTakesOwnersInTurn(t *testing.T) {
+	w := newWindow(1)
+	ctx := context.Background()
+	if _, err := w.acquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan string, 8)
+	wait := func(ctx context.Context, name string) {
+		if _, err := w.acquire(ctx, 1); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		granted <- name
+	}
+	queued := 0
+	for _, f := range []string{"x", "y", "z"} {
+		flow := NewFlow(ctx, "many")
+		for i := range 2 {
+			go wait(flow, fmt.Sprintf("%s%d", f, i+1))
+			queued++
+			awaitQueued(t, w, queued)
+		}
+	}
+	go wait(NewFlow(ctx, "one"), "other")
+	awaitQueued(t, w, queued+1)
+	var order []string
+	for range queued + 1 {
+		w.release(1)
+		order = append(order, <-granted)
+	}
+	want := []string{"x1", "other", "y1", "z1", "x2", "y2", "z2"}
+	if !slices.Equal(order, want) {
+		t.Fatalf("granted in order %q, want %q", order, want)
 	}
 }

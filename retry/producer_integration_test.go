@@ -196,7 +196,7 @@ func TestProducerWindow(t *testing.T) {
 	want := map[string]int{}
 	var wg sync.WaitGroup
 	for f := range flows {
-		flow := retry.NewFlow(ctx)
+		flow := retry.NewFlow(ctx, fmt.Sprint("owner ", f%2))
 		for c := range calls {
 			for _, size := range sizes {
 				msgs := make([]retry.Outgoing, size)

@@ -117,9 +117,10 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 		if p := deps.chargeCopies(r, copies); p != nil {
 			return p
 		}
-		// The whole batch is one flow in the producer's window: a request
-		// beside it takes its turns with it, not after it.
-		errs := publishBatch(retry.NewFlow(r.Context()), deps, m, pub, ingress, valid, channels)
+		// The whole batch is one flow of its client in the producer's
+		// window: a request beside it takes its turns with it, not after
+		// it.
+		errs := publishBatch(retry.NewFlow(r.Context(), identity(r.Context())), deps, m, pub, ingress, valid, channels)
 		failed := 0
 		for i, n := range valid {
 			if n == nil {

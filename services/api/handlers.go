@@ -140,9 +140,10 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 			claim.release(deps)
 			return p
 		}
-		// One flow a request: its publishes take their turns in the
-		// producer's window beside a batch's, not behind them.
-		if err := publish(retry.NewFlow(r.Context()), deps, m, pub, ingress, n, channels); err != nil {
+		// One flow a request, its client's: its publishes take their
+		// turns in the producer's window beside a batch's, not behind
+		// them, and each client takes its turn beside the others.
+		if err := publish(retry.NewFlow(r.Context(), identity(r.Context())), deps, m, pub, ingress, n, channels); err != nil {
 			claim.release(deps)
 			deps.Log.Warn("notification not accepted", "id", n.ID, "channels", channels, "error", err.Error())
 			return publishProblem(err, ingress, deps.PublishTimeout)
