@@ -42,12 +42,12 @@ func TestTemplatePush(t *testing.T) {
 		t.Errorf("the push channel's Demo sets no PUSH_URL: relay all would not start")
 	}
 	demo["WEBHOOK_SECRET"], demo["WEBHOOK_ALLOW_CIDRS"] = secret, DemoAllowCIDRs
-	if _, closeSend, err := c.Open(func(k string) string { return demo[k] }); err != nil {
+	if _, closeSend, err := c.Open(func(k string) string { return demo[k] }, nil); err != nil {
 		t.Errorf("relay all's settings do not open the push channel: %v", err)
 	} else {
 		closeSend()
 	}
-	if _, _, err := c.Open(func(k string) string { return map[string]string{"WEBHOOK_SECRET": secret}[k] }); err == nil || !strings.Contains(err.Error(), ` + "`" + `"PUSH_URL" is not set` + "`" + `) {
+	if _, _, err := c.Open(func(k string) string { return map[string]string{"WEBHOOK_SECRET": secret}[k] }, nil); err == nil || !strings.Contains(err.Error(), ` + "`" + `"PUSH_URL" is not set` + "`" + `) {
 		t.Errorf("opened without PUSH_URL: %v, want it named", err)
 	}
 
@@ -65,7 +65,7 @@ func TestTemplatePush(t *testing.T) {
 	}))
 	defer gateway.Close()
 	env := map[string]string{"PUSH_URL": gateway.URL + "/push", "WEBHOOK_SECRET": secret, "WEBHOOK_ALLOW_CIDRS": DemoAllowCIDRs}
-	send, closeSend, err := c.Open(func(k string) string { return env[k] })
+	send, closeSend, err := c.Open(func(k string) string { return env[k] }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/internal/tracing"
 	"github.com/relay-demo/relay/retry"
@@ -56,14 +57,21 @@ type Spec[P any] struct {
 	// Env lists the structs Open reads from the environment, as pointers
 	// to zero values: relay's help and the docs list their variables.
 	Env []any
-	// Open builds the channel's sender from the environment; the close
-	// function releases what it holds. Errors name the variable at fault.
-	Open func(getenv func(string) string) (Send[P], func() error, error)
+	// Open builds the channel's sender from the environment and the
+	// process's history store, which it may use but never closes; the
+	// close function releases what it holds. Errors name the variable at
+	// fault.
+	Open func(getenv func(string) string, store Store) (Send[P], func() error, error)
 	// Demo is what `relay all` sets in the environment, where unset, so
 	// the channel delivers to the flaky downstreams beside it. Nil for
 	// nothing.
 	Demo func(d Downstreams) map[string]string
 }
+
+// Store returns the process's history store, opened on first use, the
+// same each time ((*history.Lazy).Open is one): what the channels share
+// their rate limits, providers, circuits and endpoints through.
+type Store func(ctx context.Context) (*history.Store, error)
 
 // Send delivers one part of notification id. Its errors say their
 // retryability as the retry package reads it: Permanent() true for a
@@ -89,7 +97,7 @@ type Channel struct {
 	perRecipient  func(raw json.RawMessage) ([]Piece, error)
 	schema        json.RawMessage
 	env           []any
-	open          func(getenv func(string) string) (Sender, func() error, error)
+	open          func(getenv func(string) string, store Store) (Sender, func() error, error)
 	demo          func(Downstreams) map[string]string
 }
 
@@ -138,8 +146,8 @@ func Define[P any](s Spec[P]) Channel {
 		schema:       schema.Bytes(),
 		env:          s.Env,
 		demo:         s.Demo,
-		open: func(getenv func(string) string) (Sender, func() error, error) {
-			send, closeSend, err := s.Open(getenv)
+		open: func(getenv func(string) string, store Store) (Sender, func() error, error) {
+			send, closeSend, err := s.Open(getenv, store)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -314,11 +322,11 @@ func (c Channel) Schema() json.RawMessage { return c.schema }
 // Env lists the structs Open reads from the environment.
 func (c Channel) Env() []any { return c.env }
 
-// Open builds the channel's sender from the environment. The sender
-// decodes and checks its part and refuses, as a permanent failure, a part
-// that is not valid.
-func (c Channel) Open(getenv func(string) string) (Sender, func() error, error) {
-	return c.open(getenv)
+// Open builds the channel's sender from the environment and the
+// process's history store. The sender decodes and checks its part and
+// refuses, as a permanent failure, a part that is not valid.
+func (c Channel) Open(getenv func(string) string, store Store) (Sender, func() error, error) {
+	return c.open(getenv, store)
 }
 
 // Demo is what `relay all` sets for the channel where unset.

@@ -45,7 +45,7 @@ func newProbe(failures int) *probe {
 		},
 		Recipients: func(part *ProbePart) []string { return []string{"probe:" + part.Code} },
 		Schema:     `{"type": "object", "required": ["code"], "additionalProperties": false, "properties": {"code": {"type": "string", "minLength": 4, "maxLength": 4}}}`,
-		Open: func(getenv func(string) string) (channel.Send[ProbePart], func() error, error) {
+		Open: func(getenv func(string) string, _ channel.Store) (channel.Send[ProbePart], func() error, error) {
 			return func(ctx context.Context, id string, part *ProbePart) error {
 				p.mu.Lock()
 				defer p.mu.Unlock()
@@ -166,7 +166,9 @@ func TestSet(t *testing.T) {
 // TestDefineRefusesBrokenSpecs checks the programming errors Define
 // catches at once.
 func TestDefineRefusesBrokenSpecs(t *testing.T) {
-	open := func(func(string) string) (channel.Send[ProbePart], func() error, error) { return nil, nil, nil }
+	open := func(func(string) string, channel.Store) (channel.Send[ProbePart], func() error, error) {
+		return nil, nil, nil
+	}
 	check := func(*ProbePart, func(string, string, ...any)) {}
 	for name, spec := range map[string]channel.Spec[ProbePart]{
 		"no name":          {Check: check, Open: open, Schema: `{}`},

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/relay-demo/relay/email"
@@ -49,33 +48,6 @@ type EmailConfig struct {
 	Providers   int           `env:"SMTP_PROVIDERS" envDefault:"0" help:"how many numbered mail servers to fail over along, in order: SMTP_1_HOST … SMTP_<n>_HOST, each with its own _PORT, _USERNAME, _PASSWORD, _TLS, _TIMEOUT, _NAME (default smtp<n>), _RATE, _BURST and _PERMANENT_MAY_BE_WRONG (_PORT, _TLS, _TIMEOUT and _BURST default to the unnumbered variables, the others to none); 0 for the one server of SMTP_HOST"`
 	Failures    int           `env:"SMTP_BREAKER_FAILURES" envDefault:"5" help:"transient failures in a row that open a mail server's circuit, sending the copies to the next server; 0 for no circuit breaker (the default with one server, SMTP_PROVIDERS=0)"`
 	Cooldown    time.Duration `env:"SMTP_BREAKER_COOLDOWN" envDefault:"5s" help:"how long an open circuit waits before its first probe, doubling while probes fail (up to 5m)"`
-	Store       StoreConfig
-}
-
-// StoreConfig is the history store a channel's rate limits are shared
-// through, opened as the API opens it.
-type StoreConfig struct {
-	DataDir    string `env:"DATA_DIR" envDefault:"data" help:"the directory of the API's SQLite history (history.db), when HISTORY_DSN is empty"`
-	HistoryDSN string `env:"HISTORY_DSN" help:"the API's history store: empty (SQLite in DATA_DIR), a postgres:// URL, or sqlite:/path/to/file.db"`
-}
-
-// dsn is the store's DSN: HISTORY_DSN, or the SQLite file in DATA_DIR.
-func (c StoreConfig) dsn() string {
-	return EndpointConfig{DataDir: c.DataDir, HistoryDSN: c.HistoryDSN}.HistoryStoreDSN()
-}
-
-// check validates the store's settings, for a channel that has a limit.
-func (c StoreConfig) check() error {
-	if c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "" {
-		return config.Invalid("DATA_DIR", c.DataDir, "a directory (or set HISTORY_DSN)")
-	}
-	if err := history.CheckDSN(c.dsn()); err != nil {
-		if c.HistoryDSN != "" {
-			return fmt.Errorf("configuration: HISTORY_DSN is not valid: %w", err)
-		}
-		return fmt.Errorf("configuration: DATA_DIR=%q is not valid: %w", c.DataDir, err)
-	}
-	return nil
 }
 
 // Email delivers over SMTP with go-mail.
@@ -345,50 +317,21 @@ func storeSet(getenv func(string) string) bool {
 	return getenv("HISTORY_DSN") != "" || getenv("DATA_DIR") != ""
 }
 
-// openRates returns the opener of the store the limits, the providers
-// and their circuits are shared through, or nil when it is not used.
-// The limits need it; without one, the providers are shared only if
-// HISTORY_DSN or DATA_DIR names it (use).
-func openRates(cfg StoreConfig, use bool) (func(ctx context.Context) (rateTaker, error), func() error, error) {
+// rateStore is the store the limits, the providers and their circuits
+// are shared through, or nil when it is not used: the limits need it;
+// without one, the providers are shared only if HISTORY_DSN or DATA_DIR
+// names it (use).
+func rateStore(store Store, use bool) func(ctx context.Context) (rateTaker, error) {
 	if !use {
-		return nil, nothing, nil
+		return nil
 	}
-	if err := cfg.check(); err != nil {
-		return nil, nil, err
-	}
-	var (
-		mu    sync.Mutex
-		store *history.Store
-	)
-	open := func(ctx context.Context) (rateTaker, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if store == nil {
-			s, err := history.Open(ctx, cfg.dsn())
-			if err != nil {
-				return nil, fmt.Errorf("open the history store the limits are shared through: %w", err)
-			}
-			store = s
-		}
-		return store, nil
-	}
-	closeStore := func() error {
-		mu.Lock()
-		defer mu.Unlock()
-		if store == nil {
-			return nil
-		}
-		err := store.Close()
-		store = nil
-		return err
-	}
-	return open, closeStore, nil
+	return func(ctx context.Context) (rateTaker, error) { return store(ctx) }
 }
 
 // openEmail keeps one SMTP connection per concurrent send and mail
 // server: a go-mail sender serialises its sends on its connection, so the
 // worker holds as many as it handles messages at once.
-func openEmail(getenv func(string) string) (Send[EmailPart], func() error, error) {
+func openEmail(getenv func(string) string, store Store) (Send[EmailPart], func() error, error) {
 	var cfg EmailConfig
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return nil, nil, err
@@ -428,12 +371,7 @@ func openEmail(getenv func(string) string) (Send[EmailPart], func() error, error
 		limited = limited || srv.rate != nil
 		providers = append(providers, Provider[EmailPart]{Name: srv.name, Send: send, Rate: srv.rate, MayBeWrong: srv.mayBeWrong})
 	}
-	rates, closeRates, err := openRates(cfg.Store, limited || storeSet(getenv))
-	if err != nil {
-		_ = closeAll()
-		return nil, nil, err
-	}
-	closers = append(closers, closeRates)
+	rates := rateStore(store, limited || storeSet(getenv))
 	failures := cfg.Failures
 	if cfg.Providers == 0 && getenv("SMTP_BREAKER_FAILURES") == "" {
 		// One mail server, as before there were several: every failure

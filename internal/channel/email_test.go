@@ -104,7 +104,7 @@ func TestEmailFrom(t *testing.T) {
 			mb := startMailbox(t)
 			env := map[string]string{"SMTP_HOST": "127.0.0.1", "SMTP_PORT": strconv.Itoa(mb.port), "SMTP_TLS": "none",
 				"EMAIL_FROM": tt.from, "CONCURRENCY": "1", "SMTP_TIMEOUT": "5s"}
-			send, closeSend, err := channel.Email.Open(func(k string) string { return env[k] })
+			send, closeSend, err := channel.Email.Open(func(k string) string { return env[k] }, nil)
 			if err != nil {
 				t.Fatalf("Open: %v", err)
 			}
@@ -154,7 +154,7 @@ func TestEmailFrom(t *testing.T) {
 func TestEmailFromInvalid(t *testing.T) {
 	for _, from := range []string{"relay", "Relay <relay@example.com", "a@b, c@d"} {
 		env := map[string]string{"EMAIL_FROM": from}
-		_, _, err := channel.Email.Open(func(k string) string { return env[k] })
+		_, _, err := channel.Email.Open(func(k string) string { return env[k] }, nil)
 		if err == nil || !strings.Contains(err.Error(), "EMAIL_FROM") {
 			t.Errorf("EMAIL_FROM=%q: Open = %v, want an error naming EMAIL_FROM", from, err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"sync"
 	"time"
@@ -32,17 +31,13 @@ const EndpointCacheTTL = 5 * time.Second
 // expired entries are dropped.
 const maxCached = 10_000
 
-// EndpointConfig is what the webhook channel needs for the endpoints
-// notifications name: the history store they live in, opened as the API
-// opens it, and the per-target isolation.
+// EndpointConfig is the isolation of the webhook channel's targets: the
+// endpoints notifications name (which live in the process's history
+// store) and the hosts of bare URLs.
 type EndpointConfig struct {
-	DataDir          string        `env:"DATA_DIR" envDefault:"data" help:"the directory of the API's SQLite history (history.db), when HISTORY_DSN is empty"`
-	HistoryDSN       string        `env:"HISTORY_DSN" help:"the API's history store, where endpoints live: empty (SQLite in DATA_DIR), a postgres:// URL, or sqlite:/path/to/file.db"`
-	SealKey          string        `env:"HISTORY_SEAL_KEY" secret:"true" help:"the key the API seals the endpoints' signing secrets with (its HISTORY_SEAL_KEY); empty reads only secrets stored in plaintext"`
-	SealKeyFallbacks string        `env:"HISTORY_SEAL_KEY_FALLBACKS" secret:"true" help:"keys, comma-separated, that also open sealed secrets, as the API's HISTORY_SEAL_KEY_FALLBACKS: during a rotation, the key the workers have not been given yet or the one being retired; empty: none"`
-	Concurrency      int           `env:"WEBHOOK_ENDPOINT_CONCURRENCY" envDefault:"4" help:"deliveries in flight to one endpoint, and to one host of bare webhook URLs, 1 or more"`
-	Failures         int           `env:"WEBHOOK_BREAKER_FAILURES" envDefault:"5" help:"transient failures in a row that open the circuit of an endpoint; 0 for no circuit breaker"`
-	Cooldown         time.Duration `env:"WEBHOOK_BREAKER_COOLDOWN" envDefault:"5s" help:"how long an open circuit waits before its first probe, doubling while probes fail (up to 5m, or this if longer)"`
+	Concurrency int           `env:"WEBHOOK_ENDPOINT_CONCURRENCY" envDefault:"4" help:"deliveries in flight to one endpoint, and to one host of bare webhook URLs, 1 or more"`
+	Failures    int           `env:"WEBHOOK_BREAKER_FAILURES" envDefault:"5" help:"transient failures in a row that open the circuit of an endpoint; 0 for no circuit breaker"`
+	Cooldown    time.Duration `env:"WEBHOOK_BREAKER_COOLDOWN" envDefault:"5s" help:"how long an open circuit waits before its first probe, doubling while probes fail (up to 5m, or this if longer)"`
 	// DisableAfter is how long an endpoint may keep failing before the
 	// workers disable it; zero never disables one.
 	DisableAfter time.Duration `env:"WEBHOOK_DISABLE_AFTER" envDefault:"120h" help:"how long an endpoint may keep failing before it is disabled, such as 120h (5 days); 0 for never"`
@@ -50,15 +45,6 @@ type EndpointConfig struct {
 	// worker replica; zero Rate is no limit.
 	Rate  float64 `env:"WEBHOOK_ENDPOINT_RATE" envDefault:"0" help:"deliveries a second each endpoint takes, counted across every worker replica (shared through the history store); 0 for no limit"`
 	Burst int     `env:"WEBHOOK_ENDPOINT_BURST" envDefault:"1" help:"how many deliveries to one endpoint may go at once within WEBHOOK_ENDPOINT_RATE, 1 or more"`
-}
-
-// HistoryStoreDSN is the DSN of the store the endpoints live in:
-// HISTORY_DSN, or the SQLite file in DATA_DIR, as the API opens it.
-func (c EndpointConfig) HistoryStoreDSN() string {
-	if c.HistoryDSN != "" {
-		return c.HistoryDSN
-	}
-	return filepath.Join(c.DataDir, "history.db")
 }
 
 // endpointStore is what the webhook channel reads and records of
@@ -70,16 +56,12 @@ type endpointStore interface {
 	rateTaker
 }
 
-// endpoints resolves endpoint ids into what a delivery needs, from a store
-// opened on first use, and keeps each answer for ttl.
+// endpoints resolves endpoint ids into what a delivery needs, from the
+// process's store (opened on first use), and keeps each answer for ttl.
 type endpoints struct {
-	open func(ctx context.Context) (endpointStore, func() error, error)
+	open func(ctx context.Context) (endpointStore, error)
 	ttl  time.Duration
 	now  func() time.Time
-
-	openMu     sync.Mutex
-	store      endpointStore
-	closeStore func() error
 
 	mu    sync.Mutex
 	cache map[string]*cached
@@ -93,46 +75,8 @@ type cached struct {
 	at      time.Time
 }
 
-func newEndpoints(open func(ctx context.Context) (endpointStore, func() error, error), ttl time.Duration, now func() time.Time) *endpoints {
+func newEndpoints(open func(ctx context.Context) (endpointStore, error), ttl time.Duration, now func() time.Time) *endpoints {
 	return &endpoints{open: open, ttl: ttl, now: now, cache: map[string]*cached{}}
-}
-
-// openStore opens a history store the DSN names, with opts, on first
-// use.
-func openStore(dsn string, opts ...history.Option) func(ctx context.Context) (endpointStore, func() error, error) {
-	return func(ctx context.Context) (endpointStore, func() error, error) {
-		s, err := history.Open(ctx, dsn, opts...)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, s.Close, nil
-	}
-}
-
-// storeOf returns the store, opening it if it is not yet.
-func (e *endpoints) storeOf(ctx context.Context) (endpointStore, error) {
-	e.openMu.Lock()
-	defer e.openMu.Unlock()
-	if e.store == nil {
-		s, closeStore, err := e.open(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("open the endpoint store: %w", err)
-		}
-		e.store, e.closeStore = s, closeStore
-	}
-	return e.store, nil
-}
-
-// close closes the store, if it was opened.
-func (e *endpoints) close() error {
-	e.openMu.Lock()
-	defer e.openMu.Unlock()
-	if e.closeStore == nil {
-		return nil
-	}
-	err := e.closeStore()
-	e.store, e.closeStore = nil, nil
-	return err
 }
 
 // get returns the endpoint id and the signers of a delivery to it now, or
@@ -167,7 +111,7 @@ func (e *endpoints) get(ctx context.Context, id string) (*history.Endpoint, []*w
 
 // load reads the endpoint id from the store into the cache.
 func (e *endpoints) load(ctx context.Context, id string, now time.Time) (*cached, error) {
-	s, err := e.storeOf(ctx)
+	s, err := e.open(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +158,7 @@ func (e *endpoints) forget(id string) {
 // circuit as stored in the cache. The circuit is the workers' shared
 // view: a worker that cannot record goes on with its own.
 func (e *endpoints) record(ctx context.Context, id string, c history.CircuitChange) (history.Circuit, error) {
-	s, err := e.storeOf(ctx)
+	s, err := e.open(ctx)
 	if err != nil {
 		return history.Circuit{}, err
 	}
@@ -235,7 +179,7 @@ func (e *endpoints) record(ctx context.Context, id string, c history.CircuitChan
 // disable disables the endpoint id with reason, and reports whether this
 // call disabled it (false: it was disabled already).
 func (e *endpoints) disable(ctx context.Context, id, reason string, now time.Time) (bool, error) {
-	s, err := e.storeOf(ctx)
+	s, err := e.open(ctx)
 	if err != nil {
 		return false, err
 	}

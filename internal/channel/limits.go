@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/relay-demo/relay/internal/config"
 )
 
 // ratePrefixes are the variable prefixes whose *_RATE settings limit a
@@ -36,15 +38,9 @@ func LimitNotice(name string, getenv func(string) string) string {
 	if len(set) == 0 {
 		return ""
 	}
-	store := EndpointConfig{DataDir: orDefault(getenv("DATA_DIR"), "data"), HistoryDSN: getenv("HISTORY_DSN")}.HistoryStoreDSN()
+	var store config.Store
+	_ = config.Parse(getenv, &store) // strings alone: it cannot fail
 	return fmt.Sprintf("%s counted in the SQLite store %s: only the replicas that open that very file share the limit, "+
 		"and each replica with a store of its own sends at the full rate; set HISTORY_DSN to a PostgreSQL database every replica shares",
-		strings.Join(set, ", "), store)
-}
-
-func orDefault(v, d string) string {
-	if v == "" {
-		return d
-	}
-	return v
+		strings.Join(set, ", "), store.DSN())
 }

@@ -43,7 +43,7 @@ func TestPacedBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := webhooks.NewSender(webhooks.Config{Timeout: time.Minute, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, sig)
-	noStore := func(context.Context) (endpointStore, func() error, error) { return nil, nil, errors.New("no store") }
+	noStore := func(context.Context) (endpointStore, error) { return nil, errors.New("no store") }
 	w := newWebhookSender(s, EndpointConfig{Concurrency: limit, Failures: 0, Cooldown: time.Minute}, noStore, EndpointCacheTTL, time.Now)
 
 	// The pace the host takes at its cap: limit senders one after another.

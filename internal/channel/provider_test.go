@@ -59,12 +59,11 @@ func TestEmailProvidersConfig(t *testing.T) {
 		{"a bad flag", with(map[string]string{"SMTP_1_PERMANENT_MAY_BE_WRONG": "perhaps"}), `SMTP_1_PERMANENT_MAY_BE_WRONG="perhaps"`, nil},
 		{"too many servers", map[string]string{"SMTP_PROVIDERS": "17"}, `SMTP_PROVIDERS="17"`, nil},
 		{"a rate of the one server", map[string]string{"SMTP_RATE": "-1"}, `SMTP_RATE="-1"`, nil},
-		{"a limit needs a store", map[string]string{"SMTP_RATE": "5", "DATA_DIR": " "}, `DATA_DIR=" "`, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			getenv := func(k string) string { return tt.env[k] }
-			send, closeSend, err := openEmail(getenv)
+			send, closeSend, err := openEmail(getenv, nil)
 			if tt.wantErr != "" {
 				if err == nil {
 					closeSend()
@@ -262,7 +261,7 @@ func TestSMSGateways(t *testing.T) {
 		}
 	}
 
-	send, closeSend, err := openSMS(env(nil))
+	send, closeSend, err := openSMS(env(nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +299,7 @@ func TestSMSGateways(t *testing.T) {
 		{"the same name twice", map[string]string{"SMS_1_NAME": "backup"}, `SMS_2_NAME="backup"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, closeSend, err := openSMS(env(tt.extra))
+			_, closeSend, err := openSMS(env(tt.extra), nil)
 			if err == nil {
 				closeSend()
 				t.Fatalf("no error, want one with %q", tt.wantErr)
@@ -437,7 +436,7 @@ func TestSMSGatewayKeyIsItsOwn(t *testing.T) {
 	}))
 	defer gateway.Close()
 	env := map[string]string{"SMS_SECRET": smsSecret, "WEBHOOK_SECRET": hookSecret, "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8", "SMS_URL": gateway.URL + "/send"}
-	send, closeSend, err := openSMS(func(k string) string { return env[k] })
+	send, closeSend, err := openSMS(func(k string) string { return env[k] }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func TestSendSpan(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newProbe(tt.failures)
-			send, closeSend, err := p.Open(func(string) string { return "" })
+			send, closeSend, err := p.Open(func(string) string { return "" }, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -110,14 +110,14 @@ func ctxProbe(t *testing.T) (channel.Sender, *context.Context) {
 		Name:   "ctxprobe",
 		Check:  func(*ProbePart, func(field, format string, args ...any)) {},
 		Schema: `{"type": "object"}`,
-		Open: func(func(string) string) (channel.Send[ProbePart], func() error, error) {
+		Open: func(func(string) string, channel.Store) (channel.Send[ProbePart], func() error, error) {
 			return func(ctx context.Context, id string, p *ProbePart) error {
 				got = ctx
 				return nil
 			}, func() error { return nil }, nil
 		},
 	})
-	send, _, err := c.Open(func(string) string { return "" })
+	send, _, err := c.Open(func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestWebhookSendSpan(t *testing.T) {
 		"WEBHOOK_SECRET": "whsec_" + base64.StdEncoding.EncodeToString(key), "WEBHOOK_ALLOW_CIDRS": "127.0.0.0/8,::1/128",
 		"DATA_DIR": t.TempDir(),
 	}
-	send, closeSend, err := channel.Webhook.Open(func(k string) string { return env[k] })
+	send, closeSend, err := channel.Webhook.Open(func(k string) string { return env[k] }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,11 +199,11 @@ func TestSendPanicSpan(t *testing.T) {
 		Name:   "panicprobe",
 		Check:  func(*ProbePart, func(field, format string, args ...any)) {},
 		Schema: `{"type": "object"}`,
-		Open: func(func(string) string) (channel.Send[ProbePart], func() error, error) {
+		Open: func(func(string) string, channel.Store) (channel.Send[ProbePart], func() error, error) {
 			return func(context.Context, string, *ProbePart) error { panic("boom") }, func() error { return nil }, nil
 		},
 	})
-	send, _, err := c.Open(func(string) string { return "" })
+	send, _, err := c.Open(func(string) string { return "" }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,6 @@ type SMSConfig struct {
 	Providers int           `env:"SMS_PROVIDERS" envDefault:"0" help:"how many numbered gateways to fail over along, in order: SMS_1_URL … SMS_<n>_URL, each with its own _SECRET (default SMS_SECRET), _TIMEOUT (default SMS_TIMEOUT), _NAME (default sms<n>), _RATE, _BURST (default SMS_BURST) and _PERMANENT_MAY_BE_WRONG; 0 for the one gateway of SMS_URL"`
 	Failures  int           `env:"SMS_BREAKER_FAILURES" envDefault:"5" help:"transient failures in a row that open a gateway's circuit, sending the messages to the next gateway; 0 for no circuit breaker (the default with one gateway, SMS_PROVIDERS=0)"`
 	Cooldown  time.Duration `env:"SMS_BREAKER_COOLDOWN" envDefault:"5s" help:"how long an open circuit waits before its first probe, doubling while probes fail (up to 5m)"`
-	Store     StoreConfig
 	AllowConfig
 }
 
@@ -221,7 +220,7 @@ var SMS = Define(Spec[SMSPart]{
 // openSMS posts through the gateways with the webhook sender, one per
 // gateway for its timeout, failing over along them as the email channel
 // does along its mail servers.
-func openSMS(getenv func(string) string) (Send[SMSPart], func() error, error) {
+func openSMS(getenv func(string) string, store Store) (Send[SMSPart], func() error, error) {
 	var cfg SMSConfig
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return nil, nil, err
@@ -257,10 +256,7 @@ func openSMS(getenv func(string) string) (Send[SMSPart], func() error, error) {
 		limited = limited || g.rate != nil
 		providers = append(providers, Provider[SMSPart]{Name: g.name, Send: send, Rate: g.rate, MayBeWrong: g.mayBeWrong})
 	}
-	rates, closeRates, err := openRates(cfg.Store, limited || storeSet(getenv))
-	if err != nil {
-		return nil, nil, err
-	}
+	rates := rateStore(store, limited || storeSet(getenv))
 	failures := cfg.Failures
 	if cfg.Providers == 0 && getenv("SMS_BREAKER_FAILURES") == "" {
 		failures = 0 // one gateway, as before: every failure spends a retry
@@ -272,6 +268,6 @@ func openSMS(getenv func(string) string) (Send[SMSPart], func() error, error) {
 	return f.send, func() error {
 		stop()
 		providerSets.remove(f.stats)
-		return closeRates()
+		return nil
 	}, nil
 }

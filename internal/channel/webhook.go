@@ -2,6 +2,7 @@ package channel
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/internal/config"
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/webhooks"
 )
@@ -64,7 +64,7 @@ var Webhook = Define(Spec[WebhookPart]{
 	  }
 	}`,
 	Env: []any{&WebhookConfig{}},
-	Open: func(getenv func(string) string) (Send[WebhookPart], func() error, error) {
+	Open: func(getenv func(string) string, store Store) (Send[WebhookPart], func() error, error) {
 		var cfg WebhookConfig
 		if err := config.Parse(getenv, &cfg); err != nil {
 			return nil, nil, err
@@ -88,12 +88,12 @@ var Webhook = Define(Spec[WebhookPart]{
 			return nil, nil, err
 		}
 		s := webhooks.NewSender(webhooks.Config{Timeout: cfg.Timeout, Allow: allow}, sig)
-		// The store is opened by the first delivery to an endpoint: a
+		// The store is used from the first delivery to an endpoint: a
 		// worker that only sees bare URLs never touches it.
-		seal, _ := history.SealOptions(cfg.SealKey, cfg.SealKeyFallbacks) // checked above
-		w := newWebhookSender(s, cfg.EndpointConfig, openStore(cfg.HistoryStoreDSN(), seal...), EndpointCacheTTL, time.Now)
+		endpoints := func(ctx context.Context) (endpointStore, error) { return store(ctx) }
+		w := newWebhookSender(s, cfg.EndpointConfig, endpoints, EndpointCacheTTL, time.Now)
 		w.operatorURL, w.operator = cfg.OperatorConfig.URL, opSig
-		return w.deliver, w.endpoints.close, nil
+		return w.deliver, nothing, nil
 	},
 	Demo: func(d Downstreams) map[string]string {
 		// Loopback, where the flaky receiver listens, and nothing else

@@ -40,7 +40,7 @@ type webhookSender struct {
 	operator    *webhooks.Signer
 }
 
-func newWebhookSender(s *webhooks.Sender, cfg EndpointConfig, open func(context.Context) (endpointStore, func() error, error),
+func newWebhookSender(s *webhooks.Sender, cfg EndpointConfig, open func(context.Context) (endpointStore, error),
 	ttl time.Duration, now func() time.Time) *webhookSender {
 	rate, _ := parseRate("WEBHOOK_ENDPOINT_", cfg.Rate, max(cfg.Burst, 1)) // checked by check
 	return &webhookSender{
@@ -65,22 +65,9 @@ func (c EndpointConfig) check() error {
 		return config.Invalid("WEBHOOK_BREAKER_COOLDOWN", c.Cooldown.String(), "a positive duration such as 5s")
 	case c.DisableAfter < 0:
 		return config.Invalid("WEBHOOK_DISABLE_AFTER", c.DisableAfter.String(), "a duration such as 120h (5 days), or 0 for never")
-	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
-		return config.Invalid("DATA_DIR", c.DataDir, "a directory (or set HISTORY_DSN)")
 	}
-	if _, err := parseRate("WEBHOOK_ENDPOINT_", c.Rate, c.Burst); err != nil {
-		return err
-	}
-	if _, err := history.SealOptions(c.SealKey, c.SealKeyFallbacks); err != nil {
-		return fmt.Errorf("configuration: %w", err)
-	}
-	if err := history.CheckDSN(c.HistoryStoreDSN()); err != nil {
-		if c.HistoryDSN != "" {
-			return fmt.Errorf("configuration: HISTORY_DSN is not valid: %w", err)
-		}
-		return fmt.Errorf("configuration: DATA_DIR=%q is not valid: %w", c.DataDir, err)
-	}
-	return nil
+	_, err := parseRate("WEBHOOK_ENDPOINT_", c.Rate, c.Burst)
+	return err
 }
 
 // deliver sends one webhook part of notification id.
@@ -175,7 +162,7 @@ func (w *webhookSender) deliverToEndpoint(ctx context.Context, id string, p *Web
 		return err
 	}
 	if w.rate != nil {
-		store, err := w.endpoints.storeOf(ctx)
+		store, err := w.endpoints.open(ctx)
 		if err == nil {
 			err = paceRate(ctx, store, "webhook:"+ep.ID, id, *w.rate, w.now(), target)
 		}

@@ -102,12 +102,9 @@ func newFixture(t *testing.T, cfg EndpointConfig) *fixture {
 	}
 	allow := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	s := webhooks.NewSender(webhooks.Config{Timeout: 300 * time.Millisecond, Allow: allow}, sig)
-	open := func(context.Context) (endpointStore, func() error, error) {
-		return f.store, func() error { return nil }, nil
-	}
+	open := func(context.Context) (endpointStore, error) { return f.store, nil }
 	f.w = newWebhookSender(s, cfg, open, EndpointCacheTTL, f.clock.now)
 	f.w.iso.jitter = func() float64 { return 0 }
-	t.Cleanup(func() { f.w.endpoints.close() })
 	return f
 }
 
@@ -492,7 +489,7 @@ func TestEndpointRateLimit(t *testing.T) {
 		t.Errorf("the limited endpoint got %d deliveries, want 2", got)
 	}
 	bad := testEndpointConfig
-	bad.Rate, bad.Burst, bad.DataDir = 5, 0, "data"
+	bad.Rate, bad.Burst = 5, 0
 	if err := bad.check(); err == nil || !strings.Contains(err.Error(), `WEBHOOK_ENDPOINT_BURST="0"`) {
 		t.Errorf("a burst of 0: %v, want an error naming WEBHOOK_ENDPOINT_BURST", err)
 	}
@@ -535,9 +532,7 @@ func TestBareURLHostCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := webhooks.NewSender(webhooks.Config{Timeout: time.Minute, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, sig)
-	noStore := func(context.Context) (endpointStore, func() error, error) {
-		return nil, nil, errors.New("bare URLs need no store")
-	}
+	noStore := func(context.Context) (endpointStore, error) { return nil, errors.New("bare URLs need no store") }
 	w := newWebhookSender(s, EndpointConfig{Concurrency: limit, Failures: 2, Cooldown: time.Minute}, noStore, EndpointCacheTTL, time.Now)
 
 	type job struct{ id, url string }

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/relay-demo/relay/internal/channel"
+	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/internal/events"
 	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
@@ -242,7 +243,7 @@ func (b *bench) historyRows(ctx context.Context, rows []Row) ([]Row, error) {
 	}
 	defer os.RemoveAll(dataDir)
 	// The API's own DSN when HISTORY_DSN is not set: DATA_DIR/history.db.
-	lite, err := b.storeRate(ctx, backendSQLite, api.Config{DataDir: dataDir}.HistoryStoreDSN())
+	lite, err := b.storeRate(ctx, backendSQLite, config.Store{DataDir: dataDir}.DSN())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
@@ -463,7 +464,7 @@ func (b *bench) historyGet(ctx context.Context) (relay, raw Latency, filled time
 		return Latency{}, Latency{}, 0, err
 	}
 	defer os.RemoveAll(dataDir)
-	dsn := api.Config{DataDir: dataDir}.HistoryStoreDSN()
+	dsn := config.Store{DataDir: dataDir}.DSN()
 	store, err := history.Open(ctx, dsn)
 	if err != nil {
 		return Latency{}, Latency{}, 0, err

@@ -234,7 +234,9 @@ func isolationScenario(ctx context.Context, opts IsolationOptions, dir string, s
 		"WEBHOOK_BREAKER_FAILURES":     strconv.Itoa(failures),
 		"WEBHOOK_BREAKER_COOLDOWN":     isolationCooldown.String(),
 	}
-	send, closeSend, err := channel.Webhook.Open(func(k string) string { return env[k] })
+	// The worker's store is the one the endpoints were created in.
+	shared := func(context.Context) (*history.Store, error) { return store, nil }
+	send, closeSend, err := channel.Webhook.Open(func(k string) string { return env[k] }, shared)
 	if err != nil {
 		return IsolationFigures{}, fmt.Errorf("open the webhook sender: %w", err)
 	}

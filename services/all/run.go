@@ -18,6 +18,7 @@ import (
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
+	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/runner"
 	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/flaky"
@@ -110,6 +111,15 @@ func RunWith(ctx context.Context, channels channel.Set, getenv func(string) stri
 	}
 	// One registry for every service: the API's /metrics serves it all.
 	ctx = runner.WithTelemetry(ctx, runner.NewTelemetry())
+	// One history store for every service: the API opens it as it starts,
+	// and the workers use the API's.
+	var sc config.Store
+	if err := config.Parse(getenv, &sc); err != nil {
+		return err
+	}
+	store := sc.Lazy(history.WithReseal())
+	defer store.Close()
+	ctx = runner.WithStore(ctx, store)
 	g, ctx := errgroup.WithContext(ctx)
 	// The flaky downstreams first: the workers are pointed at the ports
 	// they got.

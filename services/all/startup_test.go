@@ -40,7 +40,7 @@ var pager = channel.Define(channel.Spec[PagerPart]{
 	Recipients: func(p *PagerPart) []string { return []string{p.Page} },
 	Schema:     `{"type": "object", "required": ["page"], "additionalProperties": false, "properties": {"page": {"type": "string"}}}`,
 	Env:        []any{&pagerConfig{}},
-	Open: func(getenv func(string) string) (channel.Send[PagerPart], func() error, error) {
+	Open: func(getenv func(string) string, _ channel.Store) (channel.Send[PagerPart], func() error, error) {
 		var cfg pagerConfig
 		if err := config.Parse(getenv, &cfg); err != nil {
 			return nil, nil, err

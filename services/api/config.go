@@ -4,13 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
-	"github.com/relay-demo/relay/internal/history"
 )
 
 // MinTokenLength is the shortest bearer token API_TOKENS accepts.
@@ -30,15 +28,9 @@ type Config struct {
 	// ShutdownTimeout bounds how long a graceful shutdown waits for the
 	// requests in flight.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s" help:"a positive duration such as 15s"`
-	// DataDir holds the history database when HistoryDSN is empty.
-	DataDir string `env:"DATA_DIR" envDefault:"data" help:"a writable directory"`
-	// HistoryDSN names the history store: empty for SQLite under DataDir,
-	// or a PostgreSQL URL, which several API replicas can share.
-	HistoryDSN string `env:"HISTORY_DSN" help:"empty (SQLite in DATA_DIR), a postgres:// URL, or sqlite:/path/to/file.db"`
-	// SealKey seals the endpoints' signing secrets in the history.
-	SealKey string `env:"HISTORY_SEAL_KEY" secret:"true" help:"a 32-byte key in base64 (openssl rand -base64 32) that seals the endpoints' signing secrets in the history, the same for the API and the webhook workers; empty stores them in plaintext"`
-	// SealKeyFallbacks open secrets sealed with other keys: a rotation.
-	SealKeyFallbacks string `env:"HISTORY_SEAL_KEY_FALLBACKS" secret:"true" help:"keys, comma-separated, that also open sealed secrets and never seal: the key before a rotation, which the store then seals again with HISTORY_SEAL_KEY as it opens (docs/guarantees.md says how to rotate); empty: none"`
+	// Store names the history store: SQLite under DATA_DIR, or a
+	// PostgreSQL URL, which several API replicas can share.
+	config.Store
 	// HistoryRetention is how long the history keeps a notification.
 	HistoryRetention time.Duration `env:"HISTORY_RETENTION" envDefault:"720h" help:"a positive duration such as 720h (30 days)"`
 	// IdempotencyTTL is how long an Idempotency-Key is remembered.
@@ -77,15 +69,6 @@ type Config struct {
 // maxBatchCeiling is the highest MAX_BATCH accepted: a batch fans out
 // into a goroutine per message it publishes.
 const maxBatchCeiling = 10_000
-
-// HistoryStoreDSN is the DSN the history store opens: HISTORY_DSN, or a
-// SQLite file in DATA_DIR.
-func (c Config) HistoryStoreDSN() string {
-	if c.HistoryDSN != "" {
-		return c.HistoryDSN
-	}
-	return filepath.Join(c.DataDir, "history.db")
-}
 
 // LoadConfig reads and checks the configuration from getenv. An error
 // names the variable at fault and the form it accepts.
@@ -150,11 +133,9 @@ func (c Config) Validate() error {
 		return config.Invalid("API_AUTH_FAILURE_RATE", fmt.Sprint(c.AuthFailureRate), "missing or wrong bearer tokens a second per client address, such as 1 or 0.2; more than 0")
 	case c.AuthFailureBurst < 1:
 		return config.Invalid("API_AUTH_FAILURE_BURST", fmt.Sprint(c.AuthFailureBurst), "a whole number of missing or wrong bearer tokens, 1 or more")
-	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
-		return config.Invalid("DATA_DIR", c.DataDir, "a writable directory (or set HISTORY_DSN)")
 	}
-	if _, err := history.SealOptions(c.SealKey, c.SealKeyFallbacks); err != nil {
-		return fmt.Errorf("configuration: %w", err)
+	if err := c.Store.Check(); err != nil {
+		return err
 	}
 	for i, t := range c.Tokens {
 		if len(t) < MinTokenLength {

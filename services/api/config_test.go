@@ -79,38 +79,38 @@ func TestConfigDefaults(t *testing.T) {
 	}{
 		{"tokens", map[string]string{"API_TOKENS": " " + tokenA + ", " + tokenB + ","}, Config{
 			HTTPAddr: ":8080", Tokens: []string{tokenA, tokenB}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
-			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			Store: config.Store{DataDir: "data"}, HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
 			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 500, AuthFailureRate: 1, AuthFailureBurst: 10,
 		}},
 		{"auth off", map[string]string{"API_AUTH": "off", "HTTP_ADDR": "127.0.0.1:0", "MAX_BODY_BYTES": "10", "SHUTDOWN_TIMEOUT": "2s"}, Config{
 			HTTPAddr: "127.0.0.1:0", Auth: "off", MaxBodyBytes: 10, ShutdownTimeout: 2 * time.Second,
-			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			Store: config.Store{DataDir: "data"}, HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
 			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 500, AuthFailureRate: 1, AuthFailureBurst: 10,
 		}},
 		{"public dashboard", map[string]string{"API_TOKENS": tokenA, "DASHBOARD_PUBLIC": "true", "DASHBOARD_MAX_STREAMS": "50",
 			"DASHBOARD_MAX_STREAMS_PER_CLIENT": "50"}, Config{
 			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
-			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			Store: config.Store{DataDir: "data"}, HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
 			DashboardPublic: true, DashboardMaxStreams: 50, DashboardMaxStreamsPerClient: 50, MaxBatch: 500, AuthFailureRate: 1, AuthFailureBurst: 10,
 		}},
 		{"rate limit and batch", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "10", "MAX_BATCH": "20"}, Config{
 			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
-			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			Store: config.Store{DataDir: "data"}, HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
 			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 20, RateLimit: 10, RateBurst: 20, AuthFailureRate: 1, AuthFailureBurst: 10,
 		}},
 		{"slow rate", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "0.2"}, Config{
 			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
-			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			Store: config.Store{DataDir: "data"}, HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
 			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 500, RateLimit: 0.2, RateBurst: 1, AuthFailureRate: 1, AuthFailureBurst: 10,
 		}},
 		{"rate and burst", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "2.5", "API_RATE_BURST": "3"}, Config{
 			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
-			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			Store: config.Store{DataDir: "data"}, HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
 			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 500, RateLimit: 2.5, RateBurst: 3, AuthFailureRate: 1, AuthFailureBurst: 10,
 		}},
 		{"failure limit", map[string]string{"API_TOKENS": tokenA, "API_AUTH_FAILURE_RATE": "0.2", "API_AUTH_FAILURE_BURST": "3"}, Config{
 			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
-			DataDir: "data", HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			Store: config.Store{DataDir: "data"}, HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
 			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 500, AuthFailureRate: 0.2, AuthFailureBurst: 3,
 		}},
 	}

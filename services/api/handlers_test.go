@@ -794,7 +794,7 @@ func TestOpenAPIListsItsChannels(t *testing.T) {
 		Check:      func(*probePart, func(field, format string, args ...any)) {},
 		Recipients: func(p *probePart) []string { return []string{p.Note} },
 		Schema:     `{"type": "object", "properties": {"note": {"type": "string"}}}`,
-		Open: func(func(string) string) (channel.Send[probePart], func() error, error) {
+		Open: func(func(string) string, channel.Store) (channel.Send[probePart], func() error, error) {
 			return func(context.Context, string, *probePart) error { return nil }, func() error { return nil }, nil
 		},
 	})

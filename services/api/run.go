@@ -60,15 +60,16 @@ func RunWith(ctx context.Context, channels channel.Set, getenv func(string) stri
 
 // Server is a running API: its HTTP server and its broker connection.
 type Server struct {
-	log   *slog.Logger
-	store *history.Store
-	bg    sync.WaitGroup // the history's feed and pruner
-	ln    net.Listener
-	http  *http.Server
-	hub   *dashboard.Hub
-	done  chan struct{}
-	trace *tracing.Tracing
-	err   error
+	log *slog.Logger
+	// closeStore closes the history store, unless relay all shares it.
+	closeStore func() error
+	bg         sync.WaitGroup // the history's feed and pruner
+	ln         net.Listener
+	http       *http.Server
+	hub        *dashboard.Hub
+	done       chan struct{}
+	trace      *tracing.Tracing
+	err        error
 }
 
 // Start resolves the topology, listens on cfg.HTTPAddr and serves the API
@@ -113,16 +114,11 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 	if err != nil {
 		return nil, err
 	}
-	seal, err := history.SealOptions(cfg.SealKey, cfg.SealKeyFallbacks)
-	if err != nil {
-		return nil, fmt.Errorf("configuration: %w", err)
-	}
-	if len(seal) > 0 {
-		// The API writes the endpoints: it alone seals again what a
-		// fallback key opens.
-		seal = append(seal, history.WithReseal())
-	}
-	store, err := history.Open(ctx, cfg.HistoryStoreDSN(), seal...)
+	// The process's one history store, opened now: the API answers from
+	// it. The API writes the endpoints: it alone seals again what a
+	// fallback key opens.
+	lazy, closeStore := runner.Store(ctx, cfg.Store, history.WithReseal())
+	store, err := lazy.Open(ctx)
 	if err != nil {
 		if errors.Is(err, history.ErrNoTempDir) {
 			return nil, fmt.Errorf("configuration: the history store (SQLite): %w", err)
@@ -145,13 +141,13 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 	// Spans go to OTLP when the OTEL_* variables say so.
 	tr, err := tracing.Start(ctx, "relay-api", log)
 	if err != nil {
-		store.Close()
+		closeStore()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		_ = tr.Shutdown(ctx)
-		store.Close()
+		closeStore()
 		return nil, fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
 	}
 	// The API's own events: a replay from the dashboard or the API.
@@ -253,13 +249,13 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 		},
 	})
 	s := &Server{
-		trace: tr,
-		store: store,
-		hub:   hub,
-		log:   log,
-		ln:    ln,
-		http:  httpServer(handler, log),
-		done:  make(chan struct{}),
+		trace:      tr,
+		closeStore: closeStore,
+		hub:        hub,
+		log:        log,
+		ln:         ln,
+		http:       httpServer(handler, log),
+		done:       make(chan struct{}),
 	}
 
 	served := make(chan error, 1)
@@ -360,7 +356,7 @@ func (s *Server) supervise(ctx context.Context, timeout time.Duration, stopBroke
 	if err := s.trace.Shutdown(ctx); err != nil {
 		s.log.Warn("spans not exported", "error", err.Error())
 	}
-	if err := s.store.Close(); err != nil {
+	if err := s.closeStore(); err != nil {
 		errs = append(errs, fmt.Errorf("close the history store: %w", err))
 	}
 	s.err = errors.Join(errs...)

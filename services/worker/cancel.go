@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/relay-demo/relay/internal/history"
@@ -28,21 +26,22 @@ type Cancellations interface {
 const copyHold = 5 * time.Minute
 
 // checkCancelled holds, before next sends a copy of a scheduled
-// notification or a retry, the copy in cancellations: a copy cancelled
-// before is acked unsent and reported cancelled (retry.Cancel), even when
-// the cancellation came after its message left its wait; a cancellation
-// while the copy is held answers that it is on its way, never that it was
-// cancelled, so what the client is told is what happens. A first attempt
-// at a notification sent at once is not held: the API never cancels one.
-// When the store cannot answer, the attempt fails and is retried rather
-// than risk sending what a client took back.
+// notification or a retry, the copy in the Cancellations holds returns: a
+// copy cancelled before is acked unsent and reported cancelled
+// (retry.Cancel), even when the cancellation came after its message left
+// its wait; a cancellation while the copy is held answers that it is on
+// its way, never that it was cancelled, so what the client is told is what
+// happens. A first attempt at a notification sent at once is not held: the
+// API never cancels one. When the store cannot answer, the attempt fails
+// and is retried rather than risk sending what a client took back.
 //
-// Cancellations live in the API's history store, which every API replica
-// writes and every worker reads (as the webhook endpoints do): a
-// cancellation reaches every worker replica at once, and it is durable.
-// Nothing needs to reach the broker: a cancelled message stays where it
-// waits until it is due, and is dropped then.
-func checkCancelled(name string, c Cancellations, next retry.HandlerFunc) retry.HandlerFunc {
+// Cancellations live in the API's history store (holds opens the
+// process's on first use), which every API replica writes and every worker
+// reads (as the webhook endpoints do): a cancellation reaches every worker
+// replica at once, and it is durable. Nothing needs to reach the broker: a
+// cancelled message stays where it waits until it is due, and is dropped
+// then.
+func checkCancelled(name string, holds func(ctx context.Context) (Cancellations, error), next retry.HandlerFunc) retry.HandlerFunc {
 	return func(ctx context.Context, m *retry.Message) (err error) {
 		_, scheduled := m.Headers[notification.HeaderDueAt]
 		if !scheduled && m.Attempt <= 1 {
@@ -50,7 +49,11 @@ func checkCancelled(name string, c Cancellations, next retry.HandlerFunc) retry.
 		}
 		// The pipeline's CopyHeader, read as the pipeline reads it.
 		recipient := retry.Topology{CopyHeader: notification.HeaderRecipient}.Copy(m.Headers)
-		cancelled, err := c.HoldCopy(ctx, m.ID, name, recipient, copyHold, time.Now())
+		c, err := holds(ctx)
+		var cancelled bool
+		if err == nil {
+			cancelled, err = c.HoldCopy(ctx, m.ID, name, recipient, copyHold, time.Now())
+		}
 		if err != nil {
 			return fmt.Errorf("cannot tell whether %s was cancelled: %w", m.ID, err)
 		}
@@ -75,61 +78,4 @@ func checkCancelled(name string, c Cancellations, next retry.HandlerFunc) retry.
 		ended = true
 		return err
 	}
-}
-
-// historyCancellations opens the history store on first use, so a worker
-// starts, and sends notifications not scheduled, while it is down.
-type historyCancellations struct {
-	dsn string
-
-	mu    sync.Mutex
-	store *history.Store
-}
-
-// open returns the store, opened on first use.
-func (h *historyCancellations) open(ctx context.Context) (*history.Store, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.store == nil {
-		s, err := history.Open(ctx, h.dsn)
-		if err != nil {
-			return nil, fmt.Errorf("open the history store: %w", err)
-		}
-		h.store = s
-	}
-	return h.store, nil
-}
-
-func (h *historyCancellations) HoldCopy(ctx context.Context, id, channel, recipient string, hold time.Duration, now time.Time) (bool, error) {
-	s, err := h.open(ctx)
-	if err != nil {
-		return false, err
-	}
-	return s.HoldCopy(ctx, id, channel, recipient, hold, now)
-}
-
-func (h *historyCancellations) ReleaseCopy(ctx context.Context, id, channel, recipient string, end history.AttemptEnd, now time.Time) error {
-	s, err := h.open(ctx)
-	if err != nil {
-		return err
-	}
-	return s.ReleaseCopy(ctx, id, channel, recipient, end, now)
-}
-
-func (h *historyCancellations) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.store == nil {
-		return nil
-	}
-	return h.store.Close()
-}
-
-// historyDSN is the store cancellations are read from: HISTORY_DSN, or
-// the SQLite file in DATA_DIR, as the API opens it.
-func (c Config) historyDSN() string {
-	if c.HistoryDSN != "" {
-		return c.HistoryDSN
-	}
-	return filepath.Join(c.DataDir, "history.db")
 }

@@ -67,7 +67,7 @@ func TestCheckCancelled(t *testing.T) {
 			store := &fakeCancellations{err: tt.err, cancelled: map[string]bool{
 				"ntf_b/webhook/": true, "ntf_c/webhook/grace@example.com": true}}
 			sent := false
-			h := checkCancelled("webhook", store, func(context.Context, *retry.Message) error { sent = true; return tt.sendErr })
+			h := checkCancelled("webhook", func(context.Context) (Cancellations, error) { return store, nil }, func(context.Context, *retry.Message) error { sent = true; return tt.sendErr })
 			m := tt.msg
 			err := h(t.Context(), &m)
 			if (store.asked > 0) != tt.wantAsked || sent != tt.wantSent || retry.IsCancelled(err) != tt.wantCancelled ||
@@ -96,7 +96,7 @@ func TestCheckCancelled(t *testing.T) {
 // failed, never as delivered.
 func TestCheckCancelledPanic(t *testing.T) {
 	store := &fakeCancellations{}
-	h := checkCancelled("webhook", store, func(context.Context, *retry.Message) error { panic("boom") })
+	h := checkCancelled("webhook", func(context.Context) (Cancellations, error) { return store, nil }, func(context.Context, *retry.Message) error { panic("boom") })
 	m := retry.Message{ID: "ntf_a", Attempt: 2}
 	if err := retry.Call(t.Context(), h, &m); err == nil {
 		t.Fatal("a panicking attempt succeeded")

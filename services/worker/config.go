@@ -2,12 +2,10 @@ package worker
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
-	"github.com/relay-demo/relay/internal/history"
 )
 
 // Config is what every worker reads, whatever its channel.
@@ -16,10 +14,10 @@ type Config struct {
 	Concurrency     int           `env:"CONCURRENCY" envDefault:"8" help:"a whole number of messages handled at once, 1 or more"`
 	Prefetch        int           `env:"PREFETCH" help:"a whole number of unacknowledged messages, 0 for twice CONCURRENCY"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"30s" help:"a duration such as 30s"`
-	// DataDir and HistoryDSN name the API's history store, where a worker
-	// reads whether a scheduled or retried copy was cancelled.
-	DataDir    string `env:"DATA_DIR" envDefault:"data" help:"the directory of the API's SQLite history (history.db), when HISTORY_DSN is empty"`
-	HistoryDSN string `env:"HISTORY_DSN" help:"the API's history store, where endpoints and cancellations live: empty (SQLite in DATA_DIR), a postgres:// URL, or sqlite:/path/to/file.db"`
+	// Store is the API's history store, where a worker reads whether a
+	// scheduled or retried copy was cancelled, and its channel the
+	// endpoints, rate limits and providers.
+	config.Store
 }
 
 // LoadConfig reads and checks a worker's configuration (its channel's is
@@ -36,14 +34,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, config.Invalid("PREFETCH", fmt.Sprint(c.Prefetch), "0 (twice CONCURRENCY) or more")
 	case c.ShutdownTimeout <= 0:
 		return c, config.Invalid("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
-	case c.HistoryDSN == "" && strings.TrimSpace(c.DataDir) == "":
-		return c, config.Invalid("DATA_DIR", c.DataDir, "a directory (or set HISTORY_DSN)")
 	}
-	if err := history.CheckDSN(c.historyDSN()); err != nil {
-		if c.HistoryDSN != "" {
-			return c, fmt.Errorf("configuration: HISTORY_DSN is not valid: %w", err)
-		}
-		return c, fmt.Errorf("configuration: DATA_DIR=%q is not valid: %w", c.DataDir, err)
+	if err := c.Store.Check(); err != nil {
+		return c, err
 	}
 	if c.Prefetch == 0 {
 		c.Prefetch = 2 * c.Concurrency
@@ -60,10 +53,13 @@ func Check(name string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := LoadConfig(getenv); err != nil {
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
 		return err
 	}
-	_, closeSend, err := c.Open(getenv)
+	store := cfg.Store.Lazy()
+	defer store.Close()
+	_, closeSend, err := c.Open(getenv, store.Open)
 	if err != nil {
 		return err
 	}

@@ -33,12 +33,19 @@ func TestWorkerRejectsBadConfig(t *testing.T) {
 		{"sms signing with the webhook secret", "sms", map[string]string{"WEBHOOK_SECRET": secret, "SMS_SECRET": secret, "SMS_URL": "https://sms.example.com/"},
 			"SMS_SECRET is the same key as WEBHOOK_SECRET"},
 		{"sms allow-list of everything", "sms", map[string]string{"SMS_SECRET": secret, "SMS_URL": "https://sms.example.com/", "WEBHOOK_ALLOW_CIDRS": "::/0"}, "WEBHOOK_ALLOW_CIDRS"},
+		{"webhook with another database", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "HISTORY_DSN": "mysql://relay:s3cret@db:3306/relay"}, "HISTORY_DSN"},
+		{"webhook with a blank data dir", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "DATA_DIR": "  "}, "DATA_DIR"},
+		{"a limit needs a store", "email", map[string]string{"SMTP_RATE": "5", "DATA_DIR": " "}, `DATA_DIR=" "`},
+		{"short seal key", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "HISTORY_SEAL_KEY": "s3cret"}, "HISTORY_SEAL_KEY"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := worker.Run(context.Background(), tt.channel, func(k string) string { return tt.env[k] }, &bytes.Buffer{})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Run = %v, want an error naming %s", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("the error shows a secret: %v", err)
 			}
 		})
 	}

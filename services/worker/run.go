@@ -34,7 +34,11 @@ func RunWith(ctx context.Context, channels channel.Set, name string, getenv func
 	if err != nil {
 		return err
 	}
-	send, closeSend, err := ch.Open(getenv)
+	// The process's one history store, opened on first use: the worker
+	// starts, and sends notifications not scheduled, while it is down.
+	store, closeStore := runner.Store(ctx, cfg.Store)
+	defer closeStore()
+	send, closeSend, err := ch.Open(getenv, store.Open)
 	if err != nil {
 		return err
 	}
@@ -52,10 +56,9 @@ func RunWith(ctx context.Context, channels channel.Set, name string, getenv func
 	if err := proc.Telemetry.Registry.Register(channel.ProviderMetrics{}); err != nil && !errors.As(err, &already) {
 		return err
 	}
-	cancellations := &historyCancellations{dsn: cfg.historyDSN()}
-	defer cancellations.Close()
+	holds := func(ctx context.Context) (Cancellations, error) { return store.Open(ctx) }
 	p := proc.Pipeline(retry.Config{Options: retry.Options{Concurrency: cfg.Concurrency, Prefetch: cfg.Prefetch, ShutdownTimeout: cfg.ShutdownTimeout}},
-		map[string]retry.Handler{name: reporting(proc.Events.Operate, checkCancelled(name, cancellations, Handler(name, send)))})
+		map[string]retry.Handler{name: reporting(proc.Events.Operate, checkCancelled(name, holds, Handler(name, send)))})
 	p.StagesElsewhere() // relay retrier runs them
 	if name != channel.Webhook.Name() {
 		return proc.Run(ctx, p)
