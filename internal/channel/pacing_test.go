@@ -16,6 +16,10 @@ import (
 	"github.com/relay-demo/relay/webhooks"
 )
 
+// maxBacklogDeferrals is the most TestPacedBacklog lets one copy be
+// deferred.
+const maxBacklogDeferrals = 6
+
 // TestPacedBacklog runs workers over a backlog of copies to one slow
 // host, each deferral coming back after its wait as the delay backend
 // would bring it: the host never has more requests in flight than its
@@ -103,7 +107,12 @@ func TestPacedBacklog(t *testing.T) {
 	if most.Load() > limit {
 		t.Errorf("%d requests in flight at once, over the cap of %d", most.Load(), limit)
 	}
-	if most3 > 3 {
-		t.Errorf("a copy was deferred %d times, want at most 3: the line does not keep its turns", most3)
+	// A line that keeps its turns defers a copy once, or a few times when
+	// the host's time in flight moves under a loaded machine and a copy
+	// comes back before its turn; one that does not defers the last
+	// copies of the backlog many times more (400 copies take 2s at 4 ×
+	// 20ms, and a round away is at least minPacedWait).
+	if most3 > maxBacklogDeferrals {
+		t.Errorf("a copy was deferred %d times, want at most %d: the line does not keep its turns", most3, maxBacklogDeferrals)
 	}
 }
