@@ -233,6 +233,7 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 		Endpoints:        store,
 		Operate:          emitter.Operate,
 		EndpointRules:    rules,
+		DashboardPublic:  cfg.DashboardPublic,
 		IdempotencyTTL:   cfg.IdempotencyTTL,
 		MaxBatch:         cfg.MaxBatch,
 		RateLimit:        cfg.RateLimit,
