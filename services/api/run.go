@@ -190,7 +190,6 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 			}
 			return dashboard.QueueDepths(conn, topo)(ctx)
 		},
-		History:             store,
 		Authenticate:        dashboardAccess(cfg.Tokens, cfg.AuthOff()),
 		Public:              cfg.DashboardPublic,
 		MaxStreams:          cfg.DashboardMaxStreams,
