@@ -22,7 +22,7 @@ type identityKey struct{}
 type visitorKey struct{}
 
 // visitor reports whether ctx is a public dashboard's visitor's, who sees
-// the notifications redacted (see redact).
+// the notifications redacted (see viewFor).
 func visitor(ctx context.Context) bool { return ctx.Value(visitorKey{}) != nil }
 
 // identity is the hex SHA-256 of the bearer token a request authenticated
