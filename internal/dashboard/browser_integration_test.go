@@ -333,8 +333,6 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	t.Run("data needs the token", func(t *testing.T) {
 		for _, rq := range []struct{ method, path, body string }{
-			{"GET", "/dashboard/notifications", ""},
-			{"GET", "/dashboard/notifications/" + id, ""},
 			{"GET", "/dashboard/events", ""},
 			{"GET", "/dashboard/queues", ""},
 			{"GET", "/v1/notifications", ""},
@@ -539,8 +537,8 @@ func TestPublicDashboard(t *testing.T) {
 		t.Fatal("the API shows no error text for the failed attempt")
 	}
 
-	for _, path := range []string{"/dashboard/notifications", "/dashboard/notifications/" + id, "/dashboard/queues",
-		"/dashboard/timelines?id=" + id, "/dashboard/notifications?q=127.0.0.1"} {
+	for _, path := range []string{"/v1/notifications", "/v1/notifications/" + id, "/dashboard/queues",
+		"/v1/notifications?attempts=true", "/v1/notifications?q=127.0.0.1"} {
 		code, body := r.call(t, http.MethodGet, path, "", false)
 		if code != http.StatusOK || !strings.Contains(string(body), "{") {
 			t.Errorf("GET %s without a token = %d %s, want 200 on a public dashboard", path, code, body)
@@ -554,20 +552,20 @@ func TestPublicDashboard(t *testing.T) {
 			}
 		}
 	}
-	if code, _ := r.call(t, http.MethodGet, "/dashboard/notifications/"+id, "", true); code != http.StatusOK {
+	if code, _ := r.call(t, http.MethodGet, "/v1/notifications/"+id, "", true); code != http.StatusOK {
 		t.Errorf("GET the detail with the token = %d", code)
 	}
 	// A search for the URL's path finds the notification with the token
 	// only: without one, the answer is the answer to a search for nothing.
-	if _, body := r.call(t, http.MethodGet, "/dashboard/notifications?limit=1&q=webhooks/browser", "", false); string(body) != "{\"notifications\":[]}\n" {
+	if _, body := r.call(t, http.MethodGet, "/v1/notifications?limit=1&q=webhooks/browser", "", false); string(body) != "{\"notifications\":[]}\n" {
 		t.Errorf("a search for the URL's path without a token = %s, want nothing", body)
 	}
-	if _, body := r.call(t, http.MethodGet, "/dashboard/notifications?limit=1&q=webhooks/browser", "", true); !strings.Contains(string(body), id) {
+	if _, body := r.call(t, http.MethodGet, "/v1/notifications?limit=1&q=webhooks/browser", "", true); !strings.Contains(string(body), id) {
 		t.Errorf("a search for the URL's path with the token = %s, want %s", body, id)
 	}
-	for _, path := range []string{"/v1/notifications/" + id, "/v1/dead-letters?id=" + id} {
+	for _, path := range []string{"/v1/dead-letters?id=" + id, "/v1/endpoints"} {
 		if code, _ := r.call(t, http.MethodGet, path, "", false); code != http.StatusUnauthorized {
-			t.Errorf("GET %s without a token = %d, want 401: the API itself is never public", path, code)
+			t.Errorf("GET %s without a token = %d, want 401: only the notifications are public", path, code)
 		}
 	}
 	if code, _ := r.call(t, http.MethodPost, "/v1/dead-letters/replay", `{"id":"`+id+`","source":"webhook-queue"}`, false); code != http.StatusUnauthorized {

@@ -13,14 +13,15 @@
 //
 // The API serves it at "/". The page asks for one of the API's tokens,
 // keeps it in the browser tab's session storage and sends it as a bearer
-// token on every request. The dashboard's own routes read the history,
-// the live events and the queue depths; replay, and the dead-letters
-// panel's counts, listings and bulk jobs, go through the API's
-// /v1/dead-letters routes. A public dashboard (DASHBOARD_PUBLIC=true)
+// token on every request. The dashboard's own routes serve the live
+// events, the queue depths and the pipeline; the page reads the history
+// from the API's /v1/notifications (the list with attempts=true for each
+// row's time axis), and replays, counts, lists and runs bulk jobs through
+// its /v1/dead-letters routes. A public dashboard (DASHBOARD_PUBLIC=true)
 // shows visitors without a token the list, the details and the live
 // events, but never the dead-letters panel, an error text, a payload, a
 // message's headers or what a webhook URL holds after its host
-// (notification.PublicRecipient).
+// (notification.PublicRecipient): the API redacts what it answers them.
 package dashboard
 
 import (
@@ -75,9 +76,6 @@ type Deps struct {
 	// Pipeline is the picture of the pipeline's topology and traffic;
 	// nil makes /dashboard/pipeline answer 503.
 	Pipeline *Pipeline
-	// History is the notification history the list and the details come
-	// from; nil makes them answer 503.
-	History HistoryReader
 	// Authenticate says what a request's bearer token allows; nil treats
 	// every request as Anonymous.
 	Authenticate func(*http.Request) Access
@@ -124,10 +122,6 @@ type Dashboard struct {
 //   - GET /: the page; GET /static/...: its script and style sheet;
 //   - GET /dashboard/session: {"public": bool, "authenticated": bool},
 //     what the page shows (a 401 for a token the API does not accept);
-//   - GET /dashboard/notifications?status=&channel=&q=&limit=&cursor=:
-//     a page of the history, newest first, as GET /v1/notifications;
-//   - GET /dashboard/notifications/{id}: one notification with every
-//     copy's attempts, as GET /v1/notifications/{id}, plus "redacted";
 //   - GET /dashboard/events: Server-Sent Events, each "event: attempt"
 //     with the JSON of a Streamed as data (a notification.Event with the
 //     status it leads its copy to and its rank), from the moment the
@@ -140,8 +134,6 @@ type Dashboard struct {
 //   - GET /dashboard/pipeline: the topology as boxes and arrows, with
 //     each box's depth and each arrow's rate over the last seconds (see
 //     Pipeline);
-//   - GET /dashboard/timelines?id=…: each copy's attempts, times and
-//     outcomes only, for a page of the list;
 //   - POST /dashboard/link: {"code": "…"}, a one-time link's code (see
 //     Links), answered once with {"token": "…"}; a 401 for a code
 //     unknown, used or expired. It needs no token.
@@ -200,12 +192,9 @@ func (s *server) routes(r chi.Router) {
 	})
 	get("/static/*", noCache(http.StripPrefix("/static/", http.FileServerFS(files))).ServeHTTP)
 	get("/dashboard/session", s.handle(s.session))
-	get("/dashboard/notifications", s.handle(s.list))
-	get("/dashboard/notifications/{id}", s.handle(s.detail))
 	get("/dashboard/events", s.handle(s.events))
 	get("/dashboard/queues", s.handle(s.queues))
 	get("/dashboard/pipeline", s.handle(s.pipeline))
-	get("/dashboard/timelines", s.handle(s.timelines))
 	r.Post("/dashboard/link", s.handle(s.redeem))
 }
 

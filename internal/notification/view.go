@@ -189,8 +189,8 @@ type CopyStatus struct {
 
 // Summary is one notification of a list, with one status per channel: for
 // a channel with a copy per recipient, the most pressing of their
-// statuses. GET /v1/notifications answers it as it is; the dashboard adds
-// each copy's status.
+// statuses. GET /v1/notifications answers it with each copy's status
+// added.
 type Summary struct {
 	ID         string            `json:"id"`
 	CreatedAt  time.Time         `json:"created_at"`

@@ -99,7 +99,7 @@ func TestNativeHistory(t *testing.T) {
 	}
 
 	// The dashboard reads the same history.
-	req, _ = http.NewRequest(http.MethodGet, api+"/dashboard/notifications/"+res.ID, nil)
+	req, _ = http.NewRequest(http.MethodGet, api+"/v1/notifications/"+res.ID, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	if resp, err := http.DefaultClient.Do(req); err != nil {
 		t.Error(err)

@@ -17,6 +17,14 @@ import (
 // identityKey is the context key of the authenticated client's identity.
 type identityKey struct{}
 
+// visitorKey marks the context of a public dashboard's visitor: a request
+// without a token that requireToken let through.
+type visitorKey struct{}
+
+// visitor reports whether ctx is a public dashboard's visitor's, who sees
+// the notifications redacted (see viewFor).
+func visitor(ctx context.Context) bool { return ctx.Value(visitorKey{}) != nil }
+
 // identity is the hex SHA-256 of the bearer token a request authenticated
 // with, or "" when authentication is off. Idempotency keys are scoped to
 // it, so two clients' keys never meet.
@@ -36,10 +44,18 @@ func identity(ctx context.Context) string {
 // before their token is even looked at, so guessing tokens goes no faster
 // than the rate, however many requests are sent at once. A right token
 // spends nothing here.
-func requireToken(tokens []string, failures *limiter, now func() time.Time) func(http.Handler) http.Handler {
+//
+// With visitors (DASHBOARD_PUBLIC), a request without an Authorization
+// header goes through as a visitor, neither refused nor charged: the
+// routes it may not use refuse it (tokenOnly), the others redact.
+func requireToken(tokens []string, failures *limiter, now func() time.Time, visitors bool) func(http.Handler) http.Handler {
 	match := tokenMatcher(tokens)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if visitors && r.Header.Get("Authorization") == "" {
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), visitorKey{}, true)))
+				return
+			}
 			var addr string
 			if failures != nil {
 				addr = peer.Addr(r)
@@ -69,6 +85,18 @@ func requireToken(tokens []string, failures *limiter, now func() time.Time) func
 			next.ServeHTTP(w, r.WithContext(ctx))
 		})
 	}
+}
+
+// tokenOnly refuses a public dashboard's visitor as requireToken refuses
+// a request without a token.
+func tokenOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if visitor(r.Context()) {
+			problem.Write(w, unauthorized("send Authorization: Bearer <token>", `Bearer realm="relay"`))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // bearer takes the token out of an Authorization header value.

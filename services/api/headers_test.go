@@ -27,7 +27,7 @@ func TestSecurityHeadersOnEveryRoute(t *testing.T) {
 	store := historytest.Open(t, historytest.SQLite)
 	hub := dashboard.NewHub()
 	hub.Close() // event streams end as soon as they begin
-	dash := dashboard.New(dashboard.Deps{Hub: hub, History: store, Authenticate: dashboardAccess([]string{tokenA}, false)})
+	dash := dashboard.New(dashboard.Deps{Hub: hub, Authenticate: dashboardAccess([]string{tokenA}, false)})
 	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
 		d.Dashboard = dash
 		d.History = store
@@ -47,7 +47,7 @@ func TestSecurityHeadersOnEveryRoute(t *testing.T) {
 		t.Fatalf("walked %d routes, want every route of routes.go: %v", len(reqs), reqs)
 	}
 	for _, path := range []string{"/", "/static/app.js", "/static/style.css", "/static/missing.js", "/dashboard/session",
-		"/dashboard/events", "/dashboard/queues", "/dashboard/notifications", "/dashboard/notifications/ntf_x",
+		"/dashboard/events", "/dashboard/queues",
 		"/nowhere", "/v1/nowhere"} {
 		reqs = append(reqs, request{http.MethodGet, path})
 	}

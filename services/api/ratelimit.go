@@ -219,7 +219,7 @@ func (d Deps) chargeCopies(r *http.Request, copies int) *Problem {
 
 // limitDashboard puts the dashboard's data under the limits /v1/ has, so
 // that it is no faster way to guess a token (GET /dashboard/session
-// answers whether one is right) nor to read the history. A request with a
+// answers whether one is right) nor to read the queues. A request with a
 // bearer token is checked as requireToken checks one, whatever the rate
 // limit: from an address whose wrong tokens have spent its bucket, 429
 // before the token is looked at; a wrong token spends one (and the

@@ -367,6 +367,7 @@ func dashboardFrom(h http.Handler, path, addr, auth string) int {
 func TestRateLimitDashboard(t *testing.T) {
 	h, c := limited(t, 1, 5, func(d *Deps) {
 		d.Dashboard = dashboard.New(dashboard.Deps{Authenticate: dashboardAccess(d.Tokens, false), Public: true})
+		d.DashboardPublic = true
 	})
 	count := map[int]int{}
 	for range 2000 {
@@ -382,7 +383,7 @@ func TestRateLimitDashboard(t *testing.T) {
 
 	// A right token: its burst, shared between the dashboard and /v1/.
 	var got []int
-	for _, path := range []string{"/dashboard/session", "/dashboard/notifications", "/dashboard/queues", "/dashboard/notifications/ntf_x"} {
+	for _, path := range []string{"/dashboard/session", "/v1/notifications", "/dashboard/queues", "/v1/notifications/ntf_x"} {
 		got = append(got, dashboardFrom(h, path, addrB, bearB))
 	}
 	code, _ := postFrom(h, addrB, bearB)
@@ -397,7 +398,7 @@ func TestRateLimitDashboard(t *testing.T) {
 	// A visitor without a token on the public dashboard: its address's burst.
 	got = nil
 	for range 7 {
-		got = append(got, dashboardFrom(h, "/dashboard/notifications", "203.0.113.9:1", ""))
+		got = append(got, dashboardFrom(h, "/v1/notifications", "203.0.113.9:1", ""))
 	}
 	if diff := cmp.Diff([]int{503, 503, 503, 503, 503, 429, 429}, got); diff != "" {
 		t.Errorf("anonymous data requests (-want +got):\n%s", diff)

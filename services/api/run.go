@@ -186,7 +186,6 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 			}
 			return dashboard.QueueDepths(conn, topo)(ctx)
 		},
-		History:             store,
 		Authenticate:        dashboardAccess(cfg.Tokens, cfg.AuthOff()),
 		Public:              cfg.DashboardPublic,
 		MaxStreams:          cfg.DashboardMaxStreams,
@@ -229,6 +228,7 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 		Endpoints:        store,
 		Operate:          emitter.Operate,
 		EndpointRules:    rules,
+		DashboardPublic:  cfg.DashboardPublic,
 		IdempotencyTTL:   cfg.IdempotencyTTL,
 		MaxBatch:         cfg.MaxBatch,
 		RateLimit:        cfg.RateLimit,

@@ -67,6 +67,11 @@ type Deps struct {
 	Tokens []string
 	// AuthOff serves /v1/ without authentication.
 	AuthOff bool
+	// DashboardPublic lets a request without a token read the
+	// notifications (GET /v1/notifications and /v1/notifications/{id}),
+	// redacted, as a public dashboard's visitor (DASHBOARD_PUBLIC); every
+	// other /v1/ route still refuses it.
+	DashboardPublic bool
 	// MaxBody bounds a request body in bytes; zero means DefaultMaxBody.
 	MaxBody int64
 	// PublishTimeout bounds the confirmed publishes of one request; zero
@@ -88,7 +93,8 @@ type Deps struct {
 	// Dashboard, when set, registers its routes on the API's router
 	// ("/", /static/ and /dashboard/; see dashboard.New). It checks
 	// tokens itself (see dashboardAccess): its page needs none, its data
-	// does unless DASHBOARD_PUBLIC.
+	// does unless DASHBOARD_PUBLIC. The page reads the notifications from
+	// /v1/ (see DashboardPublic).
 	Dashboard Routes
 	// DashboardLinks issues the codes of the dashboard's one-time links
 	// (POST /v1/dashboard/links), which the dashboard redeems: the same

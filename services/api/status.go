@@ -18,8 +18,37 @@ import (
 
 // listView is the answer of GET /v1/notifications.
 type listView struct {
-	Notifications []notification.Summary `json:"notifications"`
-	NextCursor    string                 `json:"next_cursor,omitempty"`
+	Notifications []summaryView `json:"notifications"`
+	NextCursor    string        `json:"next_cursor,omitempty"`
+}
+
+// summaryView is one notification of the list: a status per channel, and
+// each copy's, which the dashboard keeps up to date from the live events,
+// each about one copy.
+type summaryView struct {
+	notification.Summary
+	Copies []copyView `json:"copies"`
+}
+
+// copyView is one copy of a listed notification; with attempts=true, its
+// attempts too, as the dashboard draws them on a time axis, never with an
+// error text (the detail has those).
+type copyView struct {
+	notification.CopyStatus
+	NextAttemptAt *time.Time             `json:"next_attempt_at,omitempty"`
+	Attempts      []notification.Attempt `json:"attempts,omitempty"`
+}
+
+// maxWithAttempts is the largest page of the list with attempts=true,
+// which reads each notification's detail.
+const maxWithAttempts = 50
+
+// detailView is the answer of GET /v1/notifications/{id}. Redacted says
+// it was given to a public dashboard's visitor, without the payload and
+// the error texts.
+type detailView struct {
+	notification.View
+	Redacted bool `json:"redacted,omitempty"`
 }
 
 func nonNil(s []string) []string {
@@ -29,9 +58,26 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// viewOf is the answer of GET /v1/notifications/{id}: n, with empty
-// lists rather than null.
-func viewOf(n *notification.View) notification.View { return n.Filled() }
+// The redaction of what a public dashboard's visitor (see visitor) reads,
+// in one place: with a token, everything; without, no payload and no
+// error text, and each recipient, in every answer and every search,
+// through notification.PublicRecipient.
+
+// viewFor is n as r's caller may see it.
+func viewFor(r *http.Request, n *notification.View) detailView {
+	if visitor(r.Context()) {
+		return detailView{View: n.Redacted(notification.PublicRecipient), Redacted: true}
+	}
+	return detailView{View: n.Filled()}
+}
+
+// recipientFor is how r's caller sees a recipient.
+func recipientFor(r *http.Request) func(string) string {
+	if visitor(r.Context()) {
+		return notification.PublicRecipient
+	}
+	return func(s string) string { return s }
+}
 
 // noHistory answers the status routes of an API without a history store.
 func noHistory() *Problem {
@@ -65,7 +111,7 @@ func handleGetNotification(deps Deps) http.HandlerFunc {
 			return historyFailed(deps, err)
 		default:
 			w.Header().Set("Cache-Control", "no-store")
-			writeJSON(w, http.StatusOK, viewOf(n))
+			writeJSON(w, http.StatusOK, viewFor(r, n))
 		}
 		return nil
 	})
@@ -73,7 +119,7 @@ func handleGetNotification(deps Deps) http.HandlerFunc {
 
 func handleListNotifications(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
-		q, fields := listQuery(r)
+		q, attempts, fields := listQuery(r)
 		if len(fields) > 0 {
 			return invalidQuery(fields)
 		}
@@ -81,6 +127,10 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 		if store == nil {
 			return noHistory()
 		}
+		// A visitor's search looks only at what the visitor sees: were it to
+		// match the rest, the notifications and the cursor it answers with
+		// would tell a hidden token a character at a time.
+		q.Public = visitor(r.Context())
 		page, err := store.List(r.Context(), q)
 		switch {
 		case errors.Is(err, history.ErrBadCursor):
@@ -90,10 +140,39 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 		case err != nil:
 			return historyFailed(deps, err)
 		}
-		out := listView{Notifications: []notification.Summary{}, NextCursor: page.Next}
+		see := recipientFor(r)
+		out := listView{Notifications: []summaryView{}, NextCursor: page.Next}
 		for _, s := range page.Items {
-			sv := notification.Summary{ID: s.ID, CreatedAt: s.CreatedAt, DueAt: s.DueAt, Channels: nonNil(s.Channels), Recipients: nonNil(s.Recipients),
-				Status: s.ChannelStatus()}
+			recipients := make([]string, len(s.Recipients))
+			for i, rc := range s.Recipients {
+				recipients[i] = see(rc)
+			}
+			sv := summaryView{Summary: notification.Summary{ID: s.ID, CreatedAt: s.CreatedAt, DueAt: s.DueAt, Channels: nonNil(s.Channels),
+				Recipients: recipients, Status: s.ChannelStatus()}, Copies: []copyView{}}
+			copies := make([]notification.Copy, len(s.Copies))
+			for i, c := range s.Copies {
+				copies[i] = notification.Copy{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status}
+			}
+			if attempts {
+				n, err := store.Get(r.Context(), s.ID)
+				switch {
+				case err == nil:
+					copies = n.Copies
+				case !errors.Is(err, history.ErrNotFound): // else pruned since it was listed
+					return historyFailed(deps, err)
+				}
+			}
+			for _, c := range copies {
+				cv := copyView{CopyStatus: notification.CopyStatus{Channel: c.Channel, Recipient: see(c.Recipient), Status: c.Status}}
+				if attempts {
+					cv.NextAttemptAt, cv.Attempts = c.NextAttemptAt, []notification.Attempt{}
+					for _, a := range c.Attempts {
+						a.Error = ""
+						cv.Attempts = append(cv.Attempts, a)
+					}
+				}
+				sv.Copies = append(sv.Copies, cv)
+			}
 			out.Notifications = append(out.Notifications, sv)
 		}
 		w.Header().Set("Cache-Control", "no-store")
@@ -103,18 +182,16 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 }
 
 // listQuery reads the list's query parameters, naming each bad one.
-func listQuery(r *http.Request) (history.Query, notification.Invalid) {
+func listQuery(r *http.Request) (q history.Query, attempts bool, bad notification.Invalid) {
 	v, err := query.Values(r)
-	var q history.Query
-	var bad notification.Invalid
 	if err != nil {
 		bad = append(bad, notification.FieldError{Field: query.Field, Message: err.Error()})
 	}
 	for name := range v {
 		switch name {
-		case "status", "channel", "since", "until", "limit", "cursor", "q":
+		case "status", "channel", "since", "until", "limit", "cursor", "q", "attempts":
 		default:
-			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use status, channel, since, until, q, limit or cursor"})
+			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use status, channel, since, until, q, attempts, limit or cursor"})
 		}
 	}
 	if s := v.Get("status"); s != "" {
@@ -143,12 +220,22 @@ func listQuery(r *http.Request) (history.Query, notification.Invalid) {
 		}
 		q.Limit = n
 	}
+	switch v.Get("attempts") {
+	case "", "false":
+	case "true":
+		attempts = true
+		if q.Limit > maxWithAttempts {
+			bad = append(bad, notification.FieldError{Field: "limit", Message: "at most " + strconv.Itoa(maxWithAttempts) + " with attempts=true"})
+		}
+	default:
+		bad = append(bad, notification.FieldError{Field: "attempts", Message: "true or false"})
+	}
 	q.Cursor = v.Get("cursor")
 	q.Search = v.Get("q")
 	if n := utf8.RuneCountInString(q.Search); n > query.MaxSearch {
 		bad = append(bad, notification.FieldError{Field: "q", Message: "at most " + strconv.Itoa(query.MaxSearch) + " characters, not " + strconv.Itoa(n)})
 	}
-	return q, bad
+	return q, attempts, bad
 }
 
 func invalidQuery(errs notification.Invalid) *Problem {

@@ -239,8 +239,11 @@
     if (cursor) params.set("cursor", cursor);
     const seq = ++listSeq;
     try {
-      const body = await call("/dashboard/notifications?" + params.toString());
+      const body = await call("/v1/notifications?" + params.toString());
       if (seq !== listSeq || !running) return;
+      // The query of the page shown, which draw.js asks again with the
+      // copies' attempts for the rows' time axes.
+      $("rows").dataset.query = params.toString();
       drawList(body.notifications || []);
       nextCursor = body.next_cursor || "";
       drawPager();
@@ -677,7 +680,7 @@
     clearTimeout(detail.timer);
     let n;
     try {
-      n = await call("/dashboard/notifications/" + encodeURIComponent(id));
+      n = await call("/v1/notifications/" + encodeURIComponent(id));
     } catch (err) {
       if (seq !== detail.seq || !running) return;
       if (err instanceof Unauthorized) {

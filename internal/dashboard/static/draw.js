@@ -344,24 +344,25 @@
     rowsTimer = setTimeout(loadTimelines, 400);
   }
 
+  // loadTimelines asks the API for the page of the list shown again, with
+  // each copy's attempts (times and outcomes, no error text), and draws
+  // them on the rows it still shows.
   async function loadTimelines() {
-    const rows = [...document.querySelectorAll("#rows tr[data-id]")].slice(0, 50);
-    if (rows.length === 0) return;
-    const params = new URLSearchParams();
-    for (const tr of rows) params.append("id", tr.dataset.id);
+    const list = document.getElementById("rows");
+    const rows = [...list.querySelectorAll("tr[data-id]")];
+    if (rows.length === 0 || list.dataset.query === undefined) return;
     const h = {};
     if (token()) h.Authorization = "Bearer " + token();
-    let body;
+    const all = {};
     try {
-      const res = await fetch("/dashboard/timelines?" + params.toString(), { cache: "no-store", headers: h });
+      const res = await fetch("/v1/notifications?" + list.dataset.query + "&attempts=true", { cache: "no-store", headers: h });
       if (!res.ok) return;
-      body = await res.json();
+      for (const n of (await res.json()).notifications || []) all[n.id] = n.copies;
     } catch {
       return; // the list's own requests say what is wrong
     }
     // One scale for the whole page: a 30s wait is six times as long as
     // a 5s one, whichever rows they are on.
-    const all = body.timelines || {};
     let longest = 1000;
     for (const copies of Object.values(all)) {
       const r = spanOf(copies);
