@@ -9,10 +9,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/relay-demo/relay/demo/all"
+	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/internal/apiclient"
-	"github.com/relay-demo/relay/services/all"
 	"github.com/relay-demo/relay/services/api"
-	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/tools/cancel"
 	"github.com/relay-demo/relay/services/tools/dead"

@@ -11,9 +11,9 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/services/api"
-	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
 )
