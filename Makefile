@@ -102,6 +102,6 @@ diagram: ## print the default topology as a Mermaid diagram (no broker needed)
 
 .PHONY: docs
 docs: ## regenerate the generated docs (docs/topology.md, docs/openapi.json, the tables of docs/configuration.md and of the delay backends in docs/retries.md)
-	$(GO) test ./services/tools/topology -run TestDocIsCurrent -update
+	$(GO) test ./cmd/relay/topology -run TestDocIsCurrent -update
 	$(GO) test ./services/api -run TestOpenAPICopy -update
 	$(GO) test ./cmd/relay -run 'TestConfigurationDoc|TestBackendsDoc' -update
