@@ -106,9 +106,11 @@ func defaultText(v envVar, quote func(string) string) string {
 	return quote(v.zero)
 }
 
-// brokerType returns the struct of the broker's settings, which every
-// service's Config embeds: their table is shared, not repeated per
-// service.
+// brokerType returns the struct of the broker's settings, which the
+// Config of every process on the pipeline (api, the workers, the
+// retrier) embeds, and flaky's does not: docs/configuration.md gives it
+// one table of its own instead of one per service, and `relay <service>
+// --help` prints it apart from the service's own.
 func brokerType() reflect.Type { return reflect.TypeFor[config.Broker]() }
 
 // envTable is one table of environment variables: a part of a service's
