@@ -34,7 +34,7 @@ setup: ## install and start what make test needs, on Debian (needs root; what ru
 
 .PHONY: test-timing
 test-timing: ## timing tests, one package at a time: log how late the delay backends end a wait (binary levels at 10,000 pending) and how late scheduled sends arrive (200, p50/p99/most); assert only that none is early or lost
-	$(GO) test -count=1 -p 1 -tags 'integration timing' -run 'Accuracy' -timeout 10m -v ./retry/ ./services/all/
+	$(GO) test -count=1 -p 1 -tags 'integration timing' -run 'Accuracy' -timeout 10m -v ./retry/ ./demo/all/
 
 VERSION ?= 4.3
 COMPAT_VERSIONS ?= 4.0 4.3
@@ -85,7 +85,7 @@ logs: ## follow the demo's logs
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags integration $(PKGS)
-	$(GO) vet -tags 'integration timing' ./retry/ ./services/all/
+	$(GO) vet -tags 'integration timing' ./retry/ ./demo/all/
 	$(lab-vet)
 
 .PHONY: bench-retry
@@ -102,6 +102,6 @@ diagram: ## print the default topology as a Mermaid diagram (no broker needed)
 
 .PHONY: docs
 docs: ## regenerate the generated docs (docs/topology.md, docs/openapi.json, the tables of docs/configuration.md and of the delay backends in docs/retries.md)
-	$(GO) test ./services/tools/topology -run TestDocIsCurrent -update
+	$(GO) test ./cmd/relay/topology -run TestDocIsCurrent -update
 	$(GO) test ./services/api -run TestOpenAPICopy -update
 	$(GO) test ./cmd/relay -run 'TestConfigurationDoc|TestBackendsDoc' -update

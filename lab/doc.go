@@ -1,8 +1,9 @@
 // Package lab is the module that measures relay, teaches its retry designs
 // and runs it from outside, beside the template it checks:
 //
-//   - cmd/relay-lab: the lab's binary, `relay-lab bench` and `relay-lab
-//     workshop` (make lab builds it into bin/);
+//   - cmd/relay-lab and cmd/relay-peers: the lab's two binaries,
+//     `relay-lab bench` and `relay-lab workshop`, and `relay-peers`, the
+//     peers benchmark (make lab builds both into bin/);
 //   - bench: relay's paths measured against raw amqp091-go on the same
 //     broker, in the same run (docs/benchmarks.md);
 //   - peers: the same retry workload on relay, asynq, River and

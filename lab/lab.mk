@@ -16,7 +16,7 @@ endef
 .PHONY: lab
 lab: ## build the lab's binaries into bin/: relay-lab (bench, workshop) and relay-peers (the peers benchmark)
 	$(GO) -C lab build -o ../bin/relay-lab ./cmd/relay-lab
-	$(GO) -C lab build -o ../bin/relay-peers ./peers
+	$(GO) -C lab build -o ../bin/relay-peers ./cmd/relay-peers
 
 # BROKER=4.3 runs test-faults on a node of that version deploy/broker.sh
 # starts (instance FAULTS_INSTANCE, so beside make broker-up's) and stops
@@ -64,6 +64,6 @@ bench: ## measure relay against raw amqp091-go on the local broker and regenerat
 
 .PHONY: bench-peers
 bench-peers: ## the same retry workload on relay, raw amqp091-go loops of each kind, asynq (Redis, and its own redis-server at appendfsync always and everysec), River (PostgreSQL) and watermill-amqp; writes its section of docs/benchmarks.md (about 5 minutes); BROKER=4.3: on a 4.3 node, relay's native backend too
-	$(GO) -C lab build -o ../bin/relay-peers ./peers
+	$(GO) -C lab build -o ../bin/relay-peers ./cmd/relay-peers
 	$(on_broker) bin/relay-peers $(section) --out docs/benchmarks.md
 

@@ -9,18 +9,18 @@ import (
 	"os"
 	"strings"
 
+	"github.com/relay-demo/relay/cmd/relay/cancel"
+	"github.com/relay-demo/relay/cmd/relay/dead"
+	"github.com/relay-demo/relay/cmd/relay/health"
+	"github.com/relay-demo/relay/cmd/relay/link"
+	"github.com/relay-demo/relay/cmd/relay/send"
+	"github.com/relay-demo/relay/cmd/relay/status"
+	"github.com/relay-demo/relay/cmd/relay/topology"
+	"github.com/relay-demo/relay/demo/all"
+	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/internal/apiclient"
-	"github.com/relay-demo/relay/services/all"
 	"github.com/relay-demo/relay/services/api"
-	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/retrier"
-	"github.com/relay-demo/relay/services/tools/cancel"
-	"github.com/relay-demo/relay/services/tools/dead"
-	"github.com/relay-demo/relay/services/tools/health"
-	"github.com/relay-demo/relay/services/tools/link"
-	"github.com/relay-demo/relay/services/tools/send"
-	"github.com/relay-demo/relay/services/tools/status"
-	"github.com/relay-demo/relay/services/tools/topology"
 	"github.com/relay-demo/relay/services/worker"
 )
 
@@ -33,6 +33,12 @@ type runFunc func(ctx context.Context, args []string, getenv func(string) string
 type command struct {
 	name, summary string
 	run           runFunc
+	// configs, for a long-running service, returns the configuration
+	// structs it parses from the environment, its own first, as its Run
+	// reads them: `relay <service> --help`, `relay help env` and the
+	// tables of docs/configuration.md list their variables. Nil for a
+	// tool, and for relay all, which reads every service's.
+	configs func() ([]any, error)
 	// env, for a service, returns the tables of the variables it reads,
 	// which `relay <service> --help` prints. Nil for a tool, whose flags
 	// say what it takes.
@@ -52,6 +58,17 @@ func service(run func(context.Context, func(string) string, io.Writer) error) ru
 	}
 }
 
+// serviceCommand is the command of a long-running service: run, which
+// takes no arguments, and the configuration structs it reads.
+func serviceCommand(name, summary string, run func(context.Context, func(string) string, io.Writer) error, configs func() ([]any, error)) command {
+	return command{name: name, summary: summary, run: service(run), configs: configs, env: serviceEnv(name)}
+}
+
+// structs returns the configs of a service that reads cfgs.
+func structs(cfgs ...any) func() ([]any, error) {
+	return func() ([]any, error) { return cfgs, nil }
+}
+
 // workerFor runs the worker of one channel.
 func workerFor(channel string) func(context.Context, func(string) string, io.Writer) error {
 	return func(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
@@ -68,17 +85,18 @@ func deadVerb(verb string, stdin io.Reader) runFunc {
 
 func commands() []command {
 	cmds := []command{
-		{name: "api", summary: "run the ingest HTTP API (POST /v1/notifications) and the dashboard", run: service(api.Run), env: serviceEnv("api")},
+		serviceCommand("api", "run the ingest HTTP API (POST /v1/notifications) and the dashboard", api.Run,
+			structs(&api.Config{}, &api.EndpointsConfig{})),
 	}
 	// A worker command for every one of relay's own channels.
 	for _, c := range worker.Channels() {
-		name := "worker " + c.Name
-		cmds = append(cmds, command{name: name, summary: c.Summary, run: service(workerFor(c.Name)), env: serviceEnv(name)})
+		cmds = append(cmds, serviceCommand("worker "+c.Name, c.Summary, workerFor(c.Name),
+			func() ([]any, error) { return worker.Env(c.Name) }))
 	}
 	return append(cmds, []command{
-		{name: "retrier", summary: "run the error and requeue stages of the retry pipeline", run: service(retrier.Run), env: serviceEnv("retrier")},
+		serviceCommand("retrier", "run the error and requeue stages of the retry pipeline", retrier.Run, structs(&retrier.Config{})),
 		{name: "all", summary: "run every service in one process, wired together for the local demo", run: service(all.Run), env: configTables},
-		{name: "flaky", summary: "run the fake, deliberately unreliable SMTP server and webhook receiver", run: service(flaky.Run), env: serviceEnv("flaky")},
+		serviceCommand("flaky", "run the fake, deliberately unreliable SMTP server and webhook receiver", flaky.Run, structs(&flaky.Config{})),
 		{name: "send", summary: "post demo notifications to the API (--n N, --watch; --at TIME or --in DURATION to schedule them)", run: send.Run},
 		{name: "cancel", summary: "cancel what has not gone out of a notification: copies still scheduled or waiting for a retry (relay cancel <id>)", run: cancel.Run},
 		{name: "status", summary: "print a notification's copies and attempts from the API's history (relay status <id>, --json)", run: status.Run},

@@ -12,9 +12,6 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/relay-demo/relay/internal/config"
-	"github.com/relay-demo/relay/services/api"
-	"github.com/relay-demo/relay/services/flaky"
-	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
 )
 
@@ -106,9 +103,11 @@ func defaultText(v envVar, quote func(string) string) string {
 	return quote(v.zero)
 }
 
-// brokerType returns the struct of the broker's settings, which every
-// service's Config embeds: their table is shared, not repeated per
-// service.
+// brokerType returns the struct of the broker's settings, which the
+// Config of every process on the pipeline (api, the workers, the
+// retrier) embeds, and flaky's does not: docs/configuration.md gives it
+// one table of its own instead of one per service, and `relay <service>
+// --help` prints it apart from the service's own.
 func brokerType() reflect.Type { return reflect.TypeFor[config.Broker]() }
 
 // envTable is one table of environment variables: a part of a service's
@@ -125,18 +124,13 @@ type envTable struct {
 const brokerTitle = "The broker and the retry policy, read by every process on the pipeline"
 
 // serviceConfigs returns the configuration structs the service name
-// parses from the environment, its own first, as its Run reads them.
+// parses from the environment, its own first, as its entry in the
+// command table lists them.
 func serviceConfigs(name string) ([]any, error) {
-	switch name {
-	case "api":
-		return []any{&api.Config{}, &api.EndpointsConfig{}}, nil
-	case "retrier":
-		return []any{&retrier.Config{}}, nil
-	case "flaky":
-		return []any{&flaky.Config{}}, nil
-	}
-	if ch, ok := strings.CutPrefix(name, "worker "); ok {
-		return worker.Env(ch)
+	for _, c := range commands() {
+		if c.name == name && c.configs != nil {
+			return c.configs()
+		}
 	}
 	return nil, fmt.Errorf("relay %s reads no configuration struct", name)
 }
@@ -218,7 +212,7 @@ func configTables() ([]envTable, error) {
 	workerVars := tables[len(tables)-1].vars
 	t := envTable{id: "channels", title: "The channels (relay worker <channel> reads its channel's)", readBy: map[string][]string{}}
 	for _, c := range channels {
-		cfgs, err := worker.Env(c.Name)
+		cfgs, err := serviceConfigs("worker " + c.Name)
 		if err != nil {
 			return nil, err
 		}

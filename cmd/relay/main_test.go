@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-demo/relay/demo/all"
 	"github.com/relay-demo/relay/internal/testenv"
-	"github.com/relay-demo/relay/services/all"
 )
 
 // asMain, set in a test binary's environment, makes it run relay's main

@@ -21,11 +21,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/relay-demo/relay/demo/all"
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
-	"github.com/relay-demo/relay/services/all"
 )
 
 // chromium finds a Chromium to drive, or ends the test: skipped normally,

@@ -14,11 +14,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relay-demo/relay/demo/all"
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/events"
 	"github.com/relay-demo/relay/lab/internal/stats"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/all"
 )
 
 // The schedule figures: how late notifications scheduled through the API

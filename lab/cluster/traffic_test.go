@@ -20,10 +20,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/relay-demo/relay/demo/all"
+	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/all"
-	"github.com/relay-demo/relay/services/flaky"
 )
 
 // token is the API token the test's relay accepts.

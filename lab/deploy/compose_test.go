@@ -25,8 +25,8 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/command"
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/services/api"
-	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
 	"github.com/relay-demo/relay/webhooks"

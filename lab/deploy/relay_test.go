@@ -14,8 +14,8 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/services/api"
-	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
 )
@@ -114,7 +114,7 @@ var retired = map[string]string{"WEBHOOK_ALLOW_PRIVATE": "WEBHOOK_ALLOW_CIDRS"}
 // directReads maps the commands that read variables with getenv rather
 // than through a Config struct to the package doing it: relay send takes
 // its flags' defaults from the environment.
-var directReads = map[string]string{"send": "services/tools/send"}
+var directReads = map[string]string{"send": "cmd/relay/send"}
 
 // otelVariables are the standard variables of the OpenTelemetry SDK that
 // the pipeline's services (api, the workers, the retrier) trace with: the

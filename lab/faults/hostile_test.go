@@ -15,12 +15,12 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/cmd/relay/dead"
+	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
-	"github.com/relay-demo/relay/services/flaky"
-	"github.com/relay-demo/relay/services/tools/dead"
 )
 
 // hostile is one message a hostile or careless publisher puts into the

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
-	"github.com/relay-demo/relay/services/flaky"
 )
 
 // oversizedBound is how long a normal message behind the oversized ones

@@ -13,11 +13,11 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/events"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
-	"github.com/relay-demo/relay/services/flaky"
 )
 
 // frameMax is the broker's default frame_max, which amqp091-go adopts: a

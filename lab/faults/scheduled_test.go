@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
-	"github.com/relay-demo/relay/services/flaky"
 )
 
 // TestScheduledBrokerRestart schedules 200 webhook notifications 6 to 24 s

@@ -1,6 +1,6 @@
 //go:build integration
 
-package main
+package peers
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ import (
 // child is the command itself.
 func TestMain(m *testing.M) {
 	if os.Getenv("PEERS_TEST_CHILD") == "1" {
-		if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if err := Run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "peers:", err)
 			os.Exit(1)
 		}
@@ -254,7 +254,7 @@ func TestParent(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	args := []string{"--systems", "raw", "--jobs", "200", "--timeout", "90s", "--settle", "100ms", "--out", out}
-	if err := run(context.Background(), args, os.Getenv, &stdout, &stderr); err != nil {
+	if err := Run(context.Background(), args, os.Getenv, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
 	doc, err := os.ReadFile(out)

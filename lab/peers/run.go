@@ -1,4 +1,9 @@
-package main
+// Package peers runs the same retry workload on relay, a raw amqp091-go
+// DLX loop, asynq, River and watermill-amqp, one child process per
+// system, and writes the comparison into docs/benchmarks.md: `make
+// bench-peers`, through cmd/relay-peers. It is in the lab's module, so
+// that asynq, River and watermill never enter relay's go.mod.
+package peers
 
 import (
 	"bufio"
@@ -28,9 +33,10 @@ import (
 	"github.com/relay-demo/relay/retry"
 )
 
-// run is the whole command: a child when --system names a system, else the
-// parent that runs every system in a child of its own.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// Run is the whole command: a child when --system names a system, else the
+// parent that runs every system in a child of its own, each started as
+// this process's own executable with --system.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	o, err := parseOptions(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil

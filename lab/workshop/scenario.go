@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/relay-demo/relay/services/flaky"
+	"github.com/relay-demo/relay/demo/flaky"
 )
 
 // Scenario is what the downstream does to a run's notifications, and how

@@ -16,10 +16,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/cmd/relay/dead"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
-	"github.com/relay-demo/relay/services/tools/dead"
 )
 
 const deadLetterToken = "integration-token-0123456789"

@@ -16,12 +16,12 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/runner"
 	"github.com/relay-demo/relay/services/api"
-	"github.com/relay-demo/relay/services/flaky"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
 )

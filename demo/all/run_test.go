@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/relay-demo/relay/services/all"
+	"github.com/relay-demo/relay/demo/all"
 	"github.com/relay-demo/relay/webhooks"
 )
 

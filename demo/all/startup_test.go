@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-demo/relay/demo/all"
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/retry/retrytest"
-	"github.com/relay-demo/relay/services/all"
 	"github.com/relay-demo/relay/services/worker"
 )
 

@@ -17,10 +17,10 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/demo/all"
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
-	"github.com/relay-demo/relay/services/all"
 )
 
 // ready waits until relay all, writing logs, listens and its API answers

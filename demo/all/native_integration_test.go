@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relay-demo/relay/cmd/relay/dead"
+	"github.com/relay-demo/relay/cmd/relay/status"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
-	"github.com/relay-demo/relay/services/tools/dead"
-	"github.com/relay-demo/relay/services/tools/status"
 )
 
 // TestNativeHistory sends a webhook that always fails through relay all on

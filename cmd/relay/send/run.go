@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/internal/apiclient"
-	"github.com/relay-demo/relay/services/flaky"
 )
 
 // Run parses the flags and sends.

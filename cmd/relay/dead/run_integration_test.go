@@ -15,11 +15,11 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/cmd/relay/dead"
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/api"
-	"github.com/relay-demo/relay/services/tools/dead"
 )
 
 func TestDeadCommands(t *testing.T) {
