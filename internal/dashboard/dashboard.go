@@ -39,6 +39,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/internal/problem"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -128,7 +129,7 @@ type Dashboard struct {
 //     stream opens, and a ": ping" comment every 15s; a 429 beyond the
 //     caps;
 //   - GET /dashboard/queues: {"queues": {"email-queue": 3, ...}}, or a
-//     503 with {"error": "..."} when the depths cannot be read; with the
+//     503 problem when the depths cannot be read; with the
 //     Pipeline, also "backlog_seconds" by work queue and, with a token,
 //     "endpoint_backlog_seconds" by endpoint id (see Pipeline.Backlog);
 //   - GET /dashboard/pipeline: the topology as boxes and arrows, with
@@ -237,8 +238,8 @@ func (s *server) queues(w http.ResponseWriter, r *http.Request) error {
 			if full {
 				msg += ": " + err.Error()
 			}
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": msg})
-			return nil
+			return &problem.Problem{Type: problem.Base + "queue-depths-unavailable", Title: "Queue depths unavailable",
+				Status: http.StatusServiceUnavailable, Detail: msg}
 		}
 		if d != nil {
 			depths = d

@@ -687,7 +687,7 @@ func TestRoutes(t *testing.T) {
 		{"unknown", Deps{}, "/nope", 404, "text/plain; charset=utf-8", ""},
 		{"queues", Deps{Queues: depths}, "/dashboard/queues", 200, "application/json", `{"queues":{"dead-letter-queue":1,"email-queue":3}}`},
 		{"queues without a source", Deps{}, "/dashboard/queues", 200, "application/json", `{"queues":{}}`},
-		{"queues failing", Deps{Queues: failing}, "/dashboard/queues", 503, "application/json", `{"error":"queue depths unavailable: channel closed"}`},
+		{"queues failing", Deps{Queues: failing}, "/dashboard/queues", 503, "application/problem+json", `"detail":"queue depths unavailable: channel closed"`},
 		{"events without a hub", Deps{}, "/dashboard/events", 503, "application/problem+json", `problems/no-event-source"`},
 	}
 	for _, tt := range tests {

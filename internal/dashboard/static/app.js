@@ -49,7 +49,7 @@
   async function problemText(res) {
     try {
       const b = await res.json();
-      let text = b.detail || b.error || b.title || res.status + " " + res.statusText;
+      let text = b.detail || b.title || res.status + " " + res.statusText;
       if (Array.isArray(b.errors) && b.errors.length > 0) {
         text += ": " + b.errors.map((e) => (e.field ? e.field + ": " : "") + e.message).join("; ");
       }
