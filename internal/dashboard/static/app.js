@@ -21,6 +21,10 @@
   const ENDPOINT_MAX_PAGES = 4;
   const DETAIL_REFRESH_MS = 1500;
   const LIST_RELOAD_DEBOUNCE_MS = 800;
+  // A list that could not be loaded is asked for again after a pause that
+  // doubles from the first to the last, and stays there.
+  const LIST_RETRY_FIRST_MS = 1000;
+  const LIST_RETRY_LAST_MS = 15000;
   const STREAM_RETRY_MIN_MS = 1000;
   const STREAM_RETRY_MAX_MS = 15000;
   // PAYLOAD_INDENT_DEPTH is how deep the payload is indented; below it,
@@ -203,6 +207,7 @@
     stopDead();
     clearTimeout(detail.timer);
     clearTimeout(listTimer);
+    clearTimeout(listRetry);
   }
 
   // failed handles an error of a background request: back to the log-in
@@ -227,6 +232,8 @@
   let nextCursor = "";
   let listSeq = 0;
   let listTimer = 0;
+  let listRetry = 0; // the timer of the next try after a failed load
+  let listRetryMs = 0; // its pause; 0 after a load that worked
   const rowsById = new Map();
 
   async function loadList() {
@@ -238,9 +245,12 @@
     const cursor = pages[pages.length - 1];
     if (cursor) params.set("cursor", cursor);
     const seq = ++listSeq;
+    clearTimeout(listRetry);
+    listRetry = 0;
     try {
       const body = await call("/v1/notifications?" + params.toString());
       if (seq !== listSeq || !running) return;
+      listRetryMs = 0;
       // The query of the page shown, which draw.js asks again with the
       // copies' attempts for the rows' time axes.
       $("rows").dataset.query = params.toString();
@@ -249,7 +259,16 @@
       drawPager();
       appError("");
     } catch (err) {
-      if (seq === listSeq && running) failed("The list could not be loaded", err);
+      if (seq !== listSeq || !running) return;
+      failed("The list could not be loaded", err);
+      if (err instanceof Unauthorized) return;
+      // A busy or restarting API: ask again, however quiet the pipeline
+      // is, rather than wait for an event to bring a reload.
+      listRetryMs = Math.min(listRetryMs ? 2 * listRetryMs : LIST_RETRY_FIRST_MS, LIST_RETRY_LAST_MS);
+      listRetry = setTimeout(() => {
+        listRetry = 0;
+        if (running) loadList();
+      }, listRetryMs);
     }
   }
 
