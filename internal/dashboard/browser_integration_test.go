@@ -239,10 +239,37 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 	t.Helper()
 	// A deadline, not a measure: under make test's load on 2 cores a
 	// first navigation has taken over 30 s (alone, 3).
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	actx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		t.Fatalf("%s: %v", what, err)
+	if err := chromedp.Do(actx, actions...); err != nil {
+		t.Fatalf("%s: %v%s", what, err, pageError(ctx))
+	}
+}
+
+// pageError is the error the page shows its user, if any, for a failure
+// message: what a test that timed out waiting was up against.
+func pageError(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(() => {
+		const e = document.getElementById("app-error");
+		return e && !e.hidden ? e.textContent : "";
+	})()`))
+	if err != nil || text == "" {
+		return ""
+	}
+	return " (the page says: " + text + ")"
+}
+
+// clickEnabled clicks the button id once it is enabled: a button the page
+// disables while its request is under way ignores a click.
+func clickEnabled(id string) chromedp.Action[chromedp.Void] {
+	enabled, click := waitFor(`!document.getElementById(`+strconv.Quote(id)+`).disabled`), chromedp.Click(chromedp.ID(id))
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		if _, err := enabled(ctx, t); err != nil {
+			return chromedp.Void{}, err
+		}
+		return click(ctx, t)
 	}
 }
 

@@ -136,7 +136,7 @@ func TestDeadLettersInBrowser(t *testing.T) {
 		document.getElementById("dead-until").value = "2026-01-01T10:00:00";
 		document.getElementById("dead-until").value !== ""`)
 	run(t, ctx, "a filter the API refuses",
-		chromedp.Click(chromedp.ID("dead-count")),
+		clickEnabled("dead-count"),
 		chromedp.WaitVisible(chromedp.ID("dead-problem")),
 	)
 	if msg := evaluate[string](t, ctx, `document.getElementById("dead-problem").textContent`); !strings.Contains(msg, "until: must be after since") {
@@ -153,7 +153,7 @@ func TestDeadLettersInBrowser(t *testing.T) {
 			actions = append(actions, chromedp.SetValue(chromedp.ID(id), v))
 		}
 		actions = append(actions,
-			chromedp.Click(chromedp.ID("dead-count")),
+			clickEnabled("dead-count"),
 			waitFor(fmt.Sprintf(`document.getElementById("dead-result").dataset.matched === "%d" &&
 				document.querySelectorAll("#dead-rows tr.dead-letter").length === %d`, want, want)),
 		)
@@ -196,7 +196,7 @@ func TestDeadLettersInBrowser(t *testing.T) {
 		}).observe(document.getElementById("dead-job"), {attributes: true, subtree: true});
 		true`)
 	run(t, ctx, "replay all matching",
-		chromedp.Click(chromedp.ID("dead-replay")),
+		clickEnabled("dead-replay"),
 		waitFor(`document.getElementById("dead-job").dataset.state === "done"`),
 		// Once the job ends, the filter is counted again.
 		waitFor(`document.getElementById("dead-result").dataset.matched === "0"`),
@@ -228,7 +228,7 @@ func TestDeadLettersInBrowser(t *testing.T) {
 
 	count("count the email copies to purge", 2, map[string]string{"dead-channel": "email"})
 	run(t, ctx, "purge asks for a confirmation",
-		chromedp.Click(chromedp.ID("dead-purge")),
+		clickEnabled("dead-purge"),
 		chromedp.WaitVisible(chromedp.ID("dead-confirm")),
 	)
 	if text := evaluate[string](t, ctx, `document.getElementById("dead-confirm").textContent`); !strings.Contains(text, "2 parked copies") || !strings.Contains(text, "cannot be undone") {
@@ -249,7 +249,7 @@ func TestDeadLettersInBrowser(t *testing.T) {
 		t.Errorf("after the purge was declined, %d email copies are parked, want 2", len(left))
 	}
 	run(t, ctx, "confirm the purge",
-		chromedp.Click(chromedp.ID("dead-purge")),
+		clickEnabled("dead-purge"),
 		chromedp.WaitVisible(chromedp.ID("dead-confirm")),
 		chromedp.Click(chromedp.ID("dead-confirm-yes")),
 		waitFor(`(j => j.dataset.id !== `+fmt.Sprintf("%q", shown.ID)+` && j.dataset.state === "done")(document.getElementById("dead-job"))`),
@@ -325,12 +325,12 @@ func TestCancelDeadLetterJobInBrowser(t *testing.T) {
 	run(t, ctx, "count the expired copies",
 		chromedp.SetValue(chromedp.ID("dead-reason"), "expired"),
 		chromedp.SetValue(chromedp.ID("dead-error"), "BUSY"),
-		chromedp.Click(chromedp.ID("dead-count")),
+		clickEnabled("dead-count"),
 		waitFor(fmt.Sprintf(`document.getElementById("dead-result").dataset.matched === "%d" &&
 			document.querySelectorAll("#dead-rows tr.dead-letter").length === 10`, n)),
 	)
 	run(t, ctx, "purge them, and cancel the job while it runs",
-		chromedp.Click(chromedp.ID("dead-purge")),
+		clickEnabled("dead-purge"),
 		chromedp.WaitVisible(chromedp.ID("dead-confirm")),
 		chromedp.Click(chromedp.ID("dead-confirm-yes")),
 		chromedp.WaitVisible(chromedp.ID("dead-cancel")),
