@@ -352,9 +352,18 @@ var benchIDEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
 // createBenchEndpoint stores an enabled endpoint posting to url.
 func createBenchEndpoint(ctx context.Context, store *history.Store, url string) (string, error) {
+	return createBenchEndpointAs(ctx, store, newBenchEndpointID(), url)
+}
+
+// newBenchEndpointID is a new endpoint id, as the API makes them.
+func newBenchEndpointID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	id := channel.EndpointIDPrefix + strings.ToLower(benchIDEncoding.EncodeToString(b[:]))
+	return channel.EndpointIDPrefix + strings.ToLower(benchIDEncoding.EncodeToString(b[:]))
+}
+
+// createBenchEndpointAs is createBenchEndpoint with the id given.
+func createBenchEndpointAs(ctx context.Context, store *history.Store, id, url string) (string, error) {
 	e := history.Endpoint{ID: id, URL: url, Description: "bench isolation", Enabled: true,
 		Secret: history.Secret(webhooks.NewSecret()), CreatedAt: time.Now(), UpdatedAt: time.Now()}
 	if err := store.CreateEndpoint(ctx, e); err != nil {

@@ -162,7 +162,9 @@ func (r *Report) explain() []string {
 			"B's latency is from the start of its POST to its arrival at its receiver; A's rate counts its arrivals in the "+
 			"window. With WORK_LANES=1 every copy waits in one webhook queue, behind A's backlog; with more, each receiver's "+
 			"copies keep to the lane its endpoint id or host picks, consumed with handlers of its own. Two receivers whose "+
-			"keys pick one lane share it (\"A and B in one lane\")"+lanePairs(r.Noisy.Options.Lanes)+". "+
+			"keys pick one lane share it (\"A and B in one lane\")"+lanePairs(r.Noisy.Options.Lanes)+"; "+
+			"the bench gives B's endpoint an id whose lane is not A's where there are several, so that a row "+
+			"with more lanes than one shows lanes apart and the one-lane row what sharing costs. "+
 			"B's webhooks while A floods are split by when B posted: while the API was still answering A's POSTs, "+
 			"where B's share of the broker and the CPU is what counts, and after, when only A's backlog waits, "+
 			"where the lanes and the pacing are what counts.\n\n"+NoisyMarkdown(*r.Noisy))

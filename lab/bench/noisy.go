@@ -300,23 +300,6 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 	}
 	defer os.RemoveAll(dir)
 
-	aPart := map[string]any{"url": aRecv.url}
-	bPart := map[string]any{"url": bRecv.url}
-	aKey, bKey := "host 127.0.0.1", "host "+bHost
-	if asEndpoints {
-		store, err := history.Open(ctx, filepath.Join(dir, "history.db"))
-		if err != nil {
-			return out, err
-		}
-		aID, aerr := createBenchEndpoint(ctx, store, aRecv.url)
-		bID, berr := createBenchEndpoint(ctx, store, bRecv.url)
-		_ = store.Close()
-		if err := errors.Join(aerr, berr); err != nil {
-			return out, err
-		}
-		aPart, bPart = map[string]any{"endpoint": aID}, map[string]any{"endpoint": bID}
-		aKey, bKey = aID, bID
-	}
 	prefix := fmt.Sprintf("%snoisy.%d.", b.prefix, time.Now().UnixNano())
 	env := map[string]string{
 		"AMQP_URL": b.url, "TOPOLOGY_PREFIX": prefix, "QUEUE_TYPE": string(opts.QueueType), "MANAGEMENT_URL": b.mgmtURL,
@@ -333,7 +316,33 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 	if err != nil {
 		return out, err
 	}
-	out.sameLane = topo.Lane("webhook", aKey).Queue == topo.Lane("webhook", bKey).Queue
+	lane := func(key string) string { return topo.Lane("webhook", key).Queue }
+
+	aPart := map[string]any{"url": aRecv.url}
+	bPart := map[string]any{"url": bRecv.url}
+	aKey, bKey := "host 127.0.0.1", "host "+bHost
+	if asEndpoints {
+		// A's id at random; B's, with more than one lane, one whose lane
+		// is not A's: the figure compares lanes, and two receivers in one
+		// lane are the one-lane row's case (one pair in WORK_LANES meets
+		// it by chance).
+		aKey, bKey = newBenchEndpointID(), newBenchEndpointID()
+		for lanes > 1 && lane(bKey) == lane(aKey) {
+			bKey = newBenchEndpointID()
+		}
+		store, err := history.Open(ctx, filepath.Join(dir, "history.db"))
+		if err != nil {
+			return out, err
+		}
+		_, aerr := createBenchEndpointAs(ctx, store, aKey, aRecv.url)
+		_, berr := createBenchEndpointAs(ctx, store, bKey, bRecv.url)
+		_ = store.Close()
+		if err := errors.Join(aerr, berr); err != nil {
+			return out, err
+		}
+		aPart, bPart = map[string]any{"endpoint": aKey}, map[string]any{"endpoint": bKey}
+	}
+	out.sameLane = lane(aKey) == lane(bKey)
 	b.janitor.topology(topo)
 	b.janitor.exchange(events.ExchangeName(topo))
 	b.janitor.queue(topo.Name(events.HistoryQueue))

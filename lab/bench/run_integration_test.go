@@ -107,6 +107,11 @@ func TestRunQuick(t *testing.T) {
 			if row.BAlone.N == 0 || row.BFlood.N+row.BMissing == 0 || row.AAlone <= 0 {
 				t.Errorf("noisy row %s, %d lanes: %+v, want B timed in both scenarios and A delivering", row.Receivers, row.Lanes, row)
 			}
+			// B's endpoint is given a lane of its own where there are
+			// several.
+			if row.Receivers == "endpoints" && row.Lanes > 1 && row.SameLane {
+				t.Errorf("noisy row %s, %d lanes: A and B in one lane, want B's endpoint in another", row.Receivers, row.Lanes)
+			}
 			// B's webhooks beside the flood, split by when B posted: the
 			// two parts hold them all, and A's POSTs took some time.
 			if row.BDuringPosts.N+row.BAfterPosts.N != row.BFlood.N || row.APosts <= 0 {
