@@ -3,13 +3,11 @@
 package dashboard_test
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 )
 
@@ -20,13 +18,7 @@ import (
 // reload.
 func TestListRetriesInBrowser(t *testing.T) {
 	ctx := browser(t)
-	dir := t.TempDir()
-	r := startRelay(t, map[string]string{"DATA_DIR": dir, "FLAKY_WEBHOOK_SCENARIO": "healthy"})
-	store, err := history.Open(t.Context(), filepath.Join(dir, "history.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	r, store := startRelayWithHistory(t)
 	const id = "ntf_retried"
 	if err := store.Accept(t.Context(), []notification.Accepted{{ID: id, CreatedAt: time.Now(), Channels: []string{"webhook"},
 		Recipients: []string{"https://hooks.example/retried"}}}); err != nil {

@@ -4,14 +4,12 @@ package dashboard_test
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/retry"
 )
@@ -24,19 +22,13 @@ import (
 // it is delivered.
 func TestDeepPayloadInBrowser(t *testing.T) {
 	ctx := browser(t)
-	dir := t.TempDir()
-	r := startRelay(t, map[string]string{"DATA_DIR": dir, "FLAKY_WEBHOOK_SCENARIO": "healthy"})
 	// The test writes to the history relay reads, as relay's feed would.
-	store, err := history.Open(t.Context(), filepath.Join(dir, "history.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	r, store := startRelayWithHistory(t)
 	const depth = 9997
 	payload := `{"webhook":{"url":"https://hooks.example/deep","payload":{"order":42,"tree":` +
 		strings.Repeat("[", depth) + `"bottom"` + strings.Repeat("]", depth) + `}}}`
 	const id = "ntf_deep"
-	err = store.Accept(t.Context(), []notification.Accepted{{ID: id, CreatedAt: time.Now(), Channels: []string{"webhook"},
+	err := store.Accept(t.Context(), []notification.Accepted{{ID: id, CreatedAt: time.Now(), Channels: []string{"webhook"},
 		Recipients: []string{"https://hooks.example/deep"}, Payload: json.RawMessage(payload)}})
 	if err != nil {
 		t.Fatal(err)
