@@ -229,7 +229,7 @@ func isolationScenario(ctx context.Context, opts IsolationOptions, dir string, s
 	}
 	env := map[string]string{
 		"WEBHOOK_SECRET": webhooks.NewSecret(), "WEBHOOK_TIMEOUT": opts.Timeout.String(),
-		"WEBHOOK_ALLOW_CIDRS": channel.DemoAllowCIDRs, "DATA_DIR": dir,
+		"WEBHOOK_ALLOW_CIDRS":          channel.DemoAllowCIDRs,
 		"WEBHOOK_ENDPOINT_CONCURRENCY": strconv.Itoa(opts.Workers),
 		"WEBHOOK_BREAKER_FAILURES":     strconv.Itoa(failures),
 		"WEBHOOK_BREAKER_COOLDOWN":     isolationCooldown.String(),
