@@ -19,8 +19,8 @@ import (
 	"github.com/relay-demo/relay/demo/flaky"
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/runner"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
@@ -117,9 +117,9 @@ func RunWith(ctx context.Context, channels channel.Set, getenv func(string) stri
 	if err := config.Parse(getenv, &sc); err != nil {
 		return err
 	}
-	store := sc.Lazy(history.WithReseal())
-	defer store.Close()
-	ctx = runner.WithStore(ctx, store)
+	st := sc.Lazy(store.WithReseal())
+	defer st.Close()
+	ctx = runner.WithStore(ctx, st)
 	g, ctx := errgroup.WithContext(ctx)
 	// The flaky downstreams first: the workers are pointed at the ports
 	// they got.

@@ -25,8 +25,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/internal/tracing"
 	"github.com/relay-demo/relay/retry"
 )
@@ -61,7 +61,7 @@ type Spec[P any] struct {
 	// process's history store, which it may use but never closes; the
 	// close function releases what it holds. Errors name the variable at
 	// fault.
-	Open func(getenv func(string) string, store Store) (Send[P], func() error, error)
+	Open func(getenv func(string) string, st Store) (Send[P], func() error, error)
 	// Demo is what `relay all` sets in the environment, where unset, so
 	// the channel delivers to the flaky downstreams beside it. Nil for
 	// nothing.
@@ -69,9 +69,9 @@ type Spec[P any] struct {
 }
 
 // Store returns the process's history store, opened on first use, the
-// same each time ((*history.Lazy).Open is one): what the channels share
+// same each time ((*store.Lazy).Open is one): what the channels share
 // their rate limits, providers, circuits and endpoints through.
-type Store func(ctx context.Context) (*history.Store, error)
+type Store func(ctx context.Context) (*store.Store, error)
 
 // Send delivers one part of notification id. Its errors say their
 // retryability as the retry package reads it: Permanent() true for a
@@ -97,7 +97,7 @@ type Channel struct {
 	perRecipient  func(raw json.RawMessage) ([]Piece, error)
 	schema        json.RawMessage
 	env           []any
-	open          func(getenv func(string) string, store Store) (Sender, func() error, error)
+	open          func(getenv func(string) string, st Store) (Sender, func() error, error)
 	demo          func(Downstreams) map[string]string
 }
 
@@ -146,8 +146,8 @@ func Define[P any](s Spec[P]) Channel {
 		schema:       schema.Bytes(),
 		env:          s.Env,
 		demo:         s.Demo,
-		open: func(getenv func(string) string, store Store) (Sender, func() error, error) {
-			send, closeSend, err := s.Open(getenv, store)
+		open: func(getenv func(string) string, st Store) (Sender, func() error, error) {
+			send, closeSend, err := s.Open(getenv, st)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -325,8 +325,8 @@ func (c Channel) Env() []any { return c.env }
 // Open builds the channel's sender from the environment and the
 // process's history store. The sender decodes and checks its part and
 // refuses, as a permanent failure, a part that is not valid.
-func (c Channel) Open(getenv func(string) string, store Store) (Sender, func() error, error) {
-	return c.open(getenv, store)
+func (c Channel) Open(getenv func(string) string, st Store) (Sender, func() error, error) {
+	return c.open(getenv, st)
 }
 
 // Demo is what `relay all` sets for the channel where unset.

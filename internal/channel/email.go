@@ -13,7 +13,7 @@ import (
 
 	"github.com/relay-demo/relay/email"
 	"github.com/relay-demo/relay/internal/config"
-	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/store"
 )
 
 // Limits on an email part.
@@ -148,7 +148,7 @@ type smtpServer struct {
 	prefix     string
 	name       string
 	cfg        email.Config
-	rate       *history.Rate
+	rate       *store.Rate
 	mayBeWrong bool
 }
 
@@ -254,7 +254,7 @@ func checkRate(s *smtpServer, prefix string, rate float64, burst int) error {
 type providerSettings struct {
 	timeout    time.Duration
 	mayBeWrong bool
-	rate       *history.Rate
+	rate       *store.Rate
 }
 
 // read sets p from the variables prefix+KEY (v(KEY) reads one), keeping
@@ -290,7 +290,7 @@ func (p *providerSettings) read(v func(string) string, prefix string, burst int)
 
 // parseRate is the limit of rate messages a second with bursts of burst,
 // nil for none, read from prefix+RATE and prefix+BURST.
-func parseRate(prefix string, rate float64, burst int) (*history.Rate, error) {
+func parseRate(prefix string, rate float64, burst int) (*store.Rate, error) {
 	switch {
 	case math.IsNaN(rate) || math.IsInf(rate, 0) || rate < 0 || rate > 1e6:
 		return nil, config.Invalid(prefix+"RATE", fmt.Sprint(rate), "messages a second, such as 50 or 0.5, at most 1000000; 0 for no limit")
@@ -299,7 +299,7 @@ func parseRate(prefix string, rate float64, burst int) (*history.Rate, error) {
 	case rate == 0:
 		return nil, nil
 	}
-	return &history.Rate{Per: rate, Burst: burst}, nil
+	return &store.Rate{Per: rate, Burst: burst}, nil
 }
 
 // providerName is the form of a provider's name.
@@ -321,17 +321,17 @@ func storeSet(getenv func(string) string) bool {
 // are shared through, or nil when it is not used: the limits need it;
 // without one, the providers are shared only if HISTORY_DSN or DATA_DIR
 // names it (use).
-func rateStore(store Store, use bool) func(ctx context.Context) (rateTaker, error) {
+func rateStore(st Store, use bool) func(ctx context.Context) (rateTaker, error) {
 	if !use {
 		return nil
 	}
-	return func(ctx context.Context) (rateTaker, error) { return store(ctx) }
+	return func(ctx context.Context) (rateTaker, error) { return st(ctx) }
 }
 
 // openEmail keeps one SMTP connection per concurrent send and mail
 // server: a go-mail sender serialises its sends on its connection, so the
 // worker holds as many as it handles messages at once.
-func openEmail(getenv func(string) string, store Store) (Send[EmailPart], func() error, error) {
+func openEmail(getenv func(string) string, st Store) (Send[EmailPart], func() error, error) {
 	var cfg EmailConfig
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return nil, nil, err
@@ -371,7 +371,7 @@ func openEmail(getenv func(string) string, store Store) (Send[EmailPart], func()
 		limited = limited || srv.rate != nil
 		providers = append(providers, Provider[EmailPart]{Name: srv.name, Send: send, Rate: srv.rate, MayBeWrong: srv.mayBeWrong})
 	}
-	rates := rateStore(store, limited || storeSet(getenv))
+	rates := rateStore(st, limited || storeSet(getenv))
 	failures := cfg.Failures
 	if cfg.Providers == 0 && getenv("SMTP_BREAKER_FAILURES") == "" {
 		// One mail server, as before there were several: every failure

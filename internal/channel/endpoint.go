@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/webhooks"
 )
 
@@ -48,10 +48,10 @@ type EndpointConfig struct {
 }
 
 // endpointStore is what the webhook channel reads and records of
-// endpoints; *history.Store is one.
+// endpoints; *store.Store is one.
 type endpointStore interface {
-	Endpoint(ctx context.Context, id string) (*history.Endpoint, error)
-	RecordCircuit(ctx context.Context, id string, c history.CircuitChange) (history.Circuit, error)
+	Endpoint(ctx context.Context, id string) (*store.Endpoint, error)
+	RecordCircuit(ctx context.Context, id string, c store.CircuitChange) (store.Circuit, error)
 	DisableEndpoint(ctx context.Context, id, reason string, now time.Time) (bool, error)
 	rateTaker
 }
@@ -70,8 +70,8 @@ type endpoints struct {
 // cached is what a worker knows of an endpoint: nil ep for one that does
 // not exist.
 type cached struct {
-	ep      *history.Endpoint
-	signers map[history.Secret]*webhooks.Signer
+	ep      *store.Endpoint
+	signers map[store.Secret]*webhooks.Signer
 	at      time.Time
 }
 
@@ -80,7 +80,7 @@ func newEndpoints(open func(ctx context.Context) (endpointStore, error), ttl tim
 }
 
 // get returns the endpoint id and the signers of a delivery to it now, or
-// an error wrapping history.ErrNotFound for an endpoint that does not
+// an error wrapping store.ErrNotFound for an endpoint that does not
 // exist. The endpoint returned is shared: read it only.
 //
 // What it read within the cache's time it takes from the cache, except
@@ -88,7 +88,7 @@ func newEndpoints(open func(ctx context.Context) (endpointStore, error), ttl tim
 // delivery is parked for good, so it must not be parked on a stale view
 // (an endpoint enabled again a moment ago). Deliveries to disabled
 // endpoints are few.
-func (e *endpoints) get(ctx context.Context, id string) (*history.Endpoint, []*webhooks.Signer, error) {
+func (e *endpoints) get(ctx context.Context, id string) (*store.Endpoint, []*webhooks.Signer, error) {
 	now := e.now()
 	e.mu.Lock()
 	c := e.cache[id]
@@ -100,7 +100,7 @@ func (e *endpoints) get(ctx context.Context, id string) (*history.Endpoint, []*w
 		}
 	}
 	if c.ep == nil {
-		return nil, nil, fmt.Errorf("endpoint %s: %w", id, history.ErrNotFound)
+		return nil, nil, fmt.Errorf("endpoint %s: %w", id, store.ErrNotFound)
 	}
 	var signers []*webhooks.Signer
 	for _, s := range c.ep.Secrets(now) {
@@ -116,12 +116,12 @@ func (e *endpoints) load(ctx context.Context, id string, now time.Time) (*cached
 		return nil, err
 	}
 	ep, err := s.Endpoint(ctx, id)
-	c := &cached{ep: ep, at: now, signers: map[history.Secret]*webhooks.Signer{}}
+	c := &cached{ep: ep, at: now, signers: map[store.Secret]*webhooks.Signer{}}
 	switch {
-	case err != nil && !errors.Is(err, history.ErrNotFound):
+	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return nil, fmt.Errorf("read endpoint %s: %w", id, err)
 	case err == nil:
-		for _, secret := range []history.Secret{ep.Secret, ep.PreviousSecret} {
+		for _, secret := range []store.Secret{ep.Secret, ep.PreviousSecret} {
 			if secret == "" {
 				continue
 			}
@@ -157,14 +157,14 @@ func (e *endpoints) forget(id string) {
 // record records a circuit change of the endpoint id, and keeps the
 // circuit as stored in the cache. The circuit is the workers' shared
 // view: a worker that cannot record goes on with its own.
-func (e *endpoints) record(ctx context.Context, id string, c history.CircuitChange) (history.Circuit, error) {
+func (e *endpoints) record(ctx context.Context, id string, c store.CircuitChange) (store.Circuit, error) {
 	s, err := e.open(ctx)
 	if err != nil {
-		return history.Circuit{}, err
+		return store.Circuit{}, err
 	}
 	stored, err := s.RecordCircuit(ctx, id, c)
 	if err != nil {
-		return history.Circuit{}, err
+		return store.Circuit{}, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -161,7 +161,7 @@ func (d *Deferred) RetryAfter() time.Duration { return d.Wait }
 // endpoint was re-enabled since.
 // key names the copy for pacing (see isolation); empty, the copy is not
 // paced.
-func (iso *isolation) admit(ctx context.Context, target, key string, resetAt *time.Time) (done func(ctx context.Context, err error) outcome, rec *history.CircuitChange, err error) {
+func (iso *isolation) admit(ctx context.Context, target, key string, resetAt *time.Time) (done func(ctx context.Context, err error) outcome, rec *store.CircuitChange, err error) {
 	c, probe, rec, err := iso.gate(target, resetAt)
 	if err != nil {
 		return nil, rec, err
@@ -299,7 +299,7 @@ func maxTime(a, b time.Time) time.Time {
 // gate applies target's circuit to a delivery: it returns the circuit,
 // whether the delivery is its probe and the state change to record, or
 // the *Deferred error of a circuit that lets nothing through.
-func (iso *isolation) gate(target string, resetAt *time.Time) (c *circuit, probe bool, rec *history.CircuitChange, err error) {
+func (iso *isolation) gate(target string, resetAt *time.Time) (c *circuit, probe bool, rec *store.CircuitChange, err error) {
 	now := iso.now()
 	iso.mu.Lock()
 	defer iso.mu.Unlock()
@@ -308,7 +308,7 @@ func (iso *isolation) gate(target string, resetAt *time.Time) (c *circuit, probe
 	}
 	c = iso.circuits[target]
 	if c == nil || (resetAt != nil && resetAt.After(c.started)) {
-		c = &circuit{state: history.CircuitClosed, since: now, started: now, cooldown: iso.cooldown, slots: make(chan struct{}, iso.limit), target: target}
+		c = &circuit{state: store.CircuitClosed, since: now, started: now, cooldown: iso.cooldown, slots: make(chan struct{}, iso.limit), target: target}
 		iso.circuits[target] = c
 	}
 	defer func() {
@@ -317,7 +317,7 @@ func (iso *isolation) gate(target string, resetAt *time.Time) (c *circuit, probe
 		}
 	}()
 	switch c.state {
-	case history.CircuitOpen:
+	case store.CircuitOpen:
 		next := c.since.Add(c.cooldown)
 		if now.Before(next) {
 			return nil, false, nil, &Deferred{Target: target, Wait: iso.spread(next.Sub(now)),
@@ -325,16 +325,16 @@ func (iso *isolation) gate(target string, resetAt *time.Time) (c *circuit, probe
 					c.since.UTC().Format(time.RFC3339), c.failures, c.lastErr, next.UTC().Format(time.RFC3339)),
 				failingSince: c.failingSince, lastErr: c.lastErr}
 		}
-		c.state, c.since = history.CircuitHalfOpen, now
+		c.state, c.since = store.CircuitHalfOpen, now
 		rec = c.record(now)
-	case history.CircuitHalfOpen:
+	case store.CircuitHalfOpen:
 		if c.probing {
 			// The probe ends within the delivery timeout; come back then.
 			return nil, false, nil, &Deferred{Target: target, Wait: iso.spread(max(iso.busyWait, c.cooldown/4)),
 				Why: fmt.Sprintf("circuit half-open since %s: a probe is in flight", c.since.UTC().Format(time.RFC3339))}
 		}
 	}
-	if c.state == history.CircuitHalfOpen {
+	if c.state == store.CircuitHalfOpen {
 		c.probing, probe = true, true
 	}
 	return c, probe, rec, nil
@@ -366,7 +366,7 @@ func (iso *isolation) slot(ctx context.Context, c *circuit) error {
 // outcome is what a delivery's result did to its circuit.
 type outcome struct {
 	// change is the state change to record, or nil.
-	change *history.CircuitChange
+	change *store.CircuitChange
 	// transient is true when the delivery counted as a failure.
 	transient bool
 	// failingSince is the first failure of the run under way; zero when
@@ -392,10 +392,10 @@ func (iso *isolation) done(c *circuit, probe bool, ctx context.Context, err erro
 		// Refused for good is still an answer: the receiver is up. A
 		// circuit that never opened has told the store nothing to undo.
 		c.failures, c.cooldown, c.failingSince = 0, iso.cooldown, time.Time{}
-		if c.state == history.CircuitClosed {
+		if c.state == store.CircuitClosed {
 			return outcome{}
 		}
-		c.state, c.since = history.CircuitClosed, now
+		c.state, c.since = store.CircuitClosed, now
 		return outcome{change: c.record(now)}
 	}
 	c.failures++
@@ -405,12 +405,12 @@ func (iso *isolation) done(c *circuit, probe bool, ctx context.Context, err erro
 	}
 	out := outcome{transient: true, failingSince: c.failingSince}
 	switch {
-	case c.state == history.CircuitHalfOpen && probe:
-		c.state, c.since = history.CircuitOpen, now
+	case c.state == store.CircuitHalfOpen && probe:
+		c.state, c.since = store.CircuitOpen, now
 		c.cooldown = min(c.cooldown*2, iso.maxCooldown)
 		out.change = c.record(now)
-	case c.state == history.CircuitClosed && iso.failures > 0 && c.failures >= iso.failures:
-		c.state, c.since, c.cooldown = history.CircuitOpen, now, iso.cooldown
+	case c.state == store.CircuitClosed && iso.failures > 0 && c.failures >= iso.failures:
+		c.state, c.since, c.cooldown = store.CircuitOpen, now, iso.cooldown
 		out.change = c.record(now)
 	}
 	return out
@@ -444,8 +444,8 @@ func (c *circuit) idle(now time.Time) bool {
 }
 
 // record is the circuit as the store records it, at now.
-func (c *circuit) record(now time.Time) *history.CircuitChange {
-	r := &history.CircuitChange{State: c.state, Since: c.since, LastError: c.lastErr, At: now}
+func (c *circuit) record(now time.Time) *store.CircuitChange {
+	r := &store.CircuitChange{State: c.state, Since: c.since, LastError: c.lastErr, At: now}
 	if !c.failingSince.IsZero() {
 		at := c.failingSince
 		r.FailingSince = &at

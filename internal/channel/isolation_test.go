@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -40,9 +40,9 @@ var (
 
 // try admits one delivery to target and, if admitted, ends it with err.
 // It returns the deferral (nil if admitted) and what was recorded.
-func try(t *testing.T, iso *isolation, target string, err error) (*Deferred, []history.CircuitChange) {
+func try(t *testing.T, iso *isolation, target string, err error) (*Deferred, []store.CircuitChange) {
 	t.Helper()
-	var recs []history.CircuitChange
+	var recs []store.CircuitChange
 	done, rec, aerr := iso.admit(context.Background(), target, "", nil)
 	if rec != nil {
 		recs = append(recs, *rec)
@@ -60,7 +60,7 @@ func try(t *testing.T, iso *isolation, target string, err error) (*Deferred, []h
 	return nil, recs
 }
 
-func states(recs []history.CircuitChange) string {
+func states(recs []store.CircuitChange) string {
 	var s []string
 	for _, r := range recs {
 		s = append(s, r.State)
@@ -111,14 +111,14 @@ func TestIsolationBreaker(t *testing.T) {
 	// Due: one probe goes through, the others wait for it.
 	clk.advance(6 * time.Second)
 	done, rec, err := iso.admit(context.Background(), "a", "", nil)
-	if err != nil || rec == nil || rec.State != history.CircuitHalfOpen {
+	if err != nil || rec == nil || rec.State != store.CircuitHalfOpen {
 		t.Fatalf("probe: %v, recorded %+v, want admitted half-open", err, rec)
 	}
 	if d, _ := try(t, iso, "a", nil); d == nil || !strings.Contains(d.Why, "probe is in flight") {
 		t.Fatalf("during the probe: %v, want deferred", d)
 	}
 	// The probe fails: open again, for twice as long.
-	if out := done(context.Background(), errDown); out.change == nil || out.change.State != history.CircuitOpen || !out.transient {
+	if out := done(context.Background(), errDown); out.change == nil || out.change.State != store.CircuitOpen || !out.transient {
 		t.Fatalf("failed probe: %+v, want open", out)
 	}
 	clk.advance(19 * time.Second)
@@ -350,7 +350,7 @@ func TestIsolationPacing(t *testing.T) {
 }
 
 // tryKey is try for a copy named key.
-func tryKey(t *testing.T, iso *isolation, target, key string, err error) (*Deferred, *history.CircuitChange) {
+func tryKey(t *testing.T, iso *isolation, target, key string, err error) (*Deferred, *store.CircuitChange) {
 	t.Helper()
 	done, rec, aerr := iso.admit(context.Background(), target, key, nil)
 	var d *Deferred

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -21,22 +21,22 @@ type Provider[P any] struct {
 	Send Send[P]
 	// Rate, when set, limits the sends through this provider across every
 	// worker replica.
-	Rate *history.Rate
+	Rate *store.Rate
 	// MayBeWrong marks a provider whose permanent refusals may be its own
 	// mistake: the next provider is tried before the copy is parked.
 	MayBeWrong bool
 }
 
-// rateTaker is the shared rate limit; *history.Store is one.
+// rateTaker is the shared rate limit; *store.Store is one.
 type rateTaker interface {
-	TakeRate(ctx context.Context, key, ticket string, r history.Rate, hold time.Duration, now time.Time) (time.Duration, error)
+	TakeRate(ctx context.Context, key, ticket string, r store.Rate, hold time.Duration, now time.Time) (time.Duration, error)
 }
 
 // providerRecorder is where the workers share their providers and the
-// circuits they see; *history.Store is one.
+// circuits they see; *store.Store is one.
 type providerRecorder interface {
-	DeclareProviders(ctx context.Context, channel string, ps []history.ProviderDecl, now time.Time) (map[string]history.Circuit, error)
-	RecordProviderCircuit(ctx context.Context, channel, name string, c history.CircuitChange) (history.Circuit, error)
+	DeclareProviders(ctx context.Context, channel string, ps []store.ProviderDecl, now time.Time) (map[string]store.Circuit, error)
+	RecordProviderCircuit(ctx context.Context, channel, name string, c store.CircuitChange) (store.Circuit, error)
 }
 
 // failover delivers a channel's parts along an ordered list of providers.
@@ -130,12 +130,12 @@ func (f *failover[P]) send(ctx context.Context, id string, part *P) error {
 		}
 		err = p.Send(ctx, id, part)
 		change := done(ctx, err).change
-		if err == nil && change == nil && f.storedState(p.Name) != history.CircuitClosed {
+		if err == nil && change == nil && f.storedState(p.Name) != store.CircuitClosed {
 			// The store holds another view (a replica that saw it fail
 			// and stopped, or this worker before a restart); this send
 			// says it is back.
 			now := f.now()
-			change = &history.CircuitChange{State: history.CircuitClosed, Since: now, At: now}
+			change = &store.CircuitChange{State: store.CircuitClosed, Since: now, At: now}
 		}
 		f.record(ctx, p.Name, change)
 		f.stats.sent(f.channel, p.Name, err)
@@ -166,11 +166,11 @@ const rateHold = 250 * time.Millisecond
 // rateHold. A later slot is the copy's own: the error returned defers
 // it, without spending a retry, to come back in time for the slot.
 func (f *failover[P]) pace(ctx context.Context, p Provider[P], id string, part *P) error {
-	store, err := f.rates(ctx)
+	st, err := f.rates(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: rate limit: %w", p.Name, err)
 	}
-	err = paceRate(ctx, store, f.rateKey(p), f.ticket(id, part), *p.Rate, f.now(), f.channel+" provider "+p.Name)
+	err = paceRate(ctx, st, f.rateKey(p), f.ticket(id, part), *p.Rate, f.now(), f.channel+" provider "+p.Name)
 	var d *Deferred
 	if errors.As(err, &d) {
 		f.stats.deferred(f.channel, p.Name)
@@ -182,8 +182,8 @@ func (f *failover[P]) pace(ctx context.Context, p Provider[P], id string, part *
 
 // paceRate takes a slot of the limit key for ticket and waits for it, up
 // to rateHold; a later slot defers the send (a *Deferred naming target).
-func paceRate(ctx context.Context, store rateTaker, key, ticket string, r history.Rate, now time.Time, target string) error {
-	wait, err := store.TakeRate(ctx, key, ticket, r, rateHold, now)
+func paceRate(ctx context.Context, st rateTaker, key, ticket string, r store.Rate, now time.Time, target string) error {
+	wait, err := st.TakeRate(ctx, key, ticket, r, rateHold, now)
 	if err != nil {
 		return err
 	}
@@ -210,20 +210,20 @@ func (f *failover[P]) recorder(ctx context.Context) providerRecorder {
 	if f.rates == nil {
 		return nil
 	}
-	store, err := f.rates(ctx)
+	st, err := f.rates(ctx)
 	if err != nil {
 		return nil
 	}
-	r, ok := store.(providerRecorder)
+	r, ok := st.(providerRecorder)
 	if !ok {
 		return nil
 	}
 	f.declareMu.Lock()
 	defer f.declareMu.Unlock()
 	if !f.declared {
-		decls := make([]history.ProviderDecl, len(f.providers))
+		decls := make([]store.ProviderDecl, len(f.providers))
 		for i, p := range f.providers {
-			decls[i] = history.ProviderDecl{Name: p.Name, Rate: p.Rate}
+			decls[i] = store.ProviderDecl{Name: p.Name, Rate: p.Rate}
 		}
 		circuits, err := r.DeclareProviders(ctx, f.channel, decls, f.now())
 		if err != nil {
@@ -245,7 +245,7 @@ func (f *failover[P]) storedState(name string) string {
 	if s := f.stored[name]; s != "" {
 		return s
 	}
-	return history.CircuitClosed
+	return store.CircuitClosed
 }
 
 // record records a change of a provider's circuit (nil: none) in the
@@ -254,13 +254,13 @@ func (f *failover[P]) storedState(name string) string {
 // is an operational event once, whichever worker tripped first: the
 // store says which record opened the shared circuit; without a store
 // that answers, the worker's own circuit says it.
-func (f *failover[P]) record(ctx context.Context, name string, c *history.CircuitChange) {
+func (f *failover[P]) record(ctx context.Context, name string, c *store.CircuitChange) {
 	if c == nil {
 		return
 	}
 	f.declareMu.Lock()
-	opened := c.State == history.CircuitOpen && !f.tripped[name]
-	f.tripped[name] = c.State != history.CircuitClosed
+	opened := c.State == store.CircuitOpen && !f.tripped[name]
+	f.tripped[name] = c.State != store.CircuitClosed
 	f.declareMu.Unlock()
 	if r := f.recorder(ctx); r != nil {
 		if stored, err := r.RecordProviderCircuit(ctx, f.channel, name, *c); err == nil {
@@ -301,7 +301,7 @@ func (f *failover[P]) circuits() map[string]string {
 	f.iso.mu.Lock()
 	defer f.iso.mu.Unlock()
 	for _, p := range f.providers {
-		state := history.CircuitClosed
+		state := store.CircuitClosed
 		if c := f.iso.circuits[p.Name]; c != nil {
 			state = c.state
 		}

@@ -18,8 +18,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/relay-demo/relay/internal/history"
-	"github.com/relay-demo/relay/internal/history/historytest"
+	"github.com/relay-demo/relay/internal/store"
+	"github.com/relay-demo/relay/internal/store/storetest"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/webhooks"
 )
@@ -120,7 +120,7 @@ func (f *fakeProvider) send(context.Context, string, *EmailPart) error {
 // fakeRates answers every take with wait.
 type fakeRates struct{ wait time.Duration }
 
-func (r fakeRates) TakeRate(context.Context, string, string, history.Rate, time.Duration, time.Time) (time.Duration, error) {
+func (r fakeRates) TakeRate(context.Context, string, string, store.Rate, time.Duration, time.Time) (time.Duration, error) {
 	return r.wait, nil
 }
 
@@ -214,7 +214,7 @@ func TestFailoverOverTheLimit(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := &fakeProvider{}
 			rates := func(context.Context) (rateTaker, error) { return fakeRates{tt.wait}, nil }
-			f := newFailover("email", []Provider[EmailPart]{{Name: "a", Send: a.send, Rate: &history.Rate{Per: 1, Burst: 1}}},
+			f := newFailover("email", []Provider[EmailPart]{{Name: "a", Send: a.send, Rate: &store.Rate{Per: 1, Burst: 1}}},
 				0, time.Minute, 4, rates, emailTicket, time.Now)
 			defer providerSets.remove(f.stats)
 			err := f.send(context.Background(), "ntf_1", &EmailPart{To: []string{"ada@example.com"}})
@@ -313,7 +313,7 @@ func TestSMSGateways(t *testing.T) {
 
 func TestProviderMetrics(t *testing.T) {
 	a, b := &fakeProvider{errs: []error{errors.New("421 try later")}}, &fakeProvider{}
-	f := newFailover("email", []Provider[EmailPart]{{Name: "a", Send: a.send, Rate: &history.Rate{Per: 5, Burst: 1}}, {Name: "b", Send: b.send}},
+	f := newFailover("email", []Provider[EmailPart]{{Name: "a", Send: a.send, Rate: &store.Rate{Per: 5, Burst: 1}}, {Name: "b", Send: b.send}},
 		1, time.Minute, 4, func(context.Context) (rateTaker, error) { return fakeRates{}, nil }, emailTicket, time.Now)
 	defer providerSets.remove(f.stats)
 	_ = f.send(context.Background(), "ntf_1", &EmailPart{To: []string{"ada@example.com"}})
@@ -349,24 +349,24 @@ func TestProviderMetrics(t *testing.T) {
 // at start, and each change of a circuit is recorded there, for every
 // replica and the API to see.
 func TestFailoverSharesCircuits(t *testing.T) {
-	store := historytest.Open(t, historytest.SQLite)
+	st := storetest.Open(t, storetest.SQLite)
 	ctx := context.Background()
 	a, b := &fakeProvider{errs: []error{errors.New("421 busy")}}, &fakeProvider{}
-	rates := func(context.Context) (rateTaker, error) { return store, nil }
-	f := newFailover("email", []Provider[EmailPart]{{Name: "a", Send: a.send}, {Name: "b", Send: b.send, Rate: &history.Rate{Per: 50, Burst: 5}}},
+	rates := func(context.Context) (rateTaker, error) { return st, nil }
+	f := newFailover("email", []Provider[EmailPart]{{Name: "a", Send: a.send}, {Name: "b", Send: b.send, Rate: &store.Rate{Per: 50, Burst: 5}}},
 		1, time.Minute, 4, rates, emailTicket, time.Now)
 	defer providerSets.remove(f.stats)
 	stop := f.declare()
 	defer stop()
-	var got []history.Provider
+	var got []store.Provider
 	for deadline := time.Now().Add(10 * time.Second); len(got) < 2 && time.Now().Before(deadline); {
 		var err error
-		if got, err = store.Providers(ctx, time.Now()); err != nil {
+		if got, err = st.Providers(ctx, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		runtime.Gosched()
 	}
-	if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" || got[1].Rate == nil || got[1].Rate.Per != 50 || got[0].Circuit.State != history.CircuitClosed {
+	if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" || got[1].Rate == nil || got[1].Rate.Per != 50 || got[0].Circuit.State != store.CircuitClosed {
 		t.Fatalf("declared %+v, want a then b (50/s), closed", got)
 	}
 
@@ -378,14 +378,14 @@ func TestFailoverSharesCircuits(t *testing.T) {
 	if err := f.send(WithRetries(ctx, 1), "ntf_1", &EmailPart{To: []string{"ada@example.com"}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := store.Providers(ctx, time.Now())
+	got, err := st.Providers(ctx, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := got[0].Circuit; c.State != history.CircuitOpen || !strings.Contains(c.LastError, "421 busy") || c.Since == nil || c.FailingSince == nil {
+	if c := got[0].Circuit; c.State != store.CircuitOpen || !strings.Contains(c.LastError, "421 busy") || c.Since == nil || c.FailingSince == nil {
 		t.Errorf("a's circuit %+v, want open since now, with its last error", c)
 	}
-	if c := got[1].Circuit; c.State != history.CircuitClosed || c.UpdatedAt != nil {
+	if c := got[1].Circuit; c.State != store.CircuitClosed || c.UpdatedAt != nil {
 		t.Errorf("b's circuit %+v, want closed, never recorded", c)
 	}
 
@@ -401,18 +401,18 @@ func TestFailoverSharesCircuits(t *testing.T) {
 	if err := fresh.send(ctx, "ntf_2", &EmailPart{To: []string{"ada@example.com"}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = store.Providers(ctx, time.Now())
+	got, err = st.Providers(ctx, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := got[0].Circuit; c.State != history.CircuitClosed || c.FailingSince != nil {
+	if c := got[0].Circuit; c.State != store.CircuitClosed || c.FailingSince != nil {
 		t.Errorf("a's circuit after a send through it %+v, want closed, failing no more", c)
 	}
 	// b's circuit was never recorded: a send through it records nothing.
 	if err := fresh.send(WithRetries(ctx, 1), "ntf_3", &EmailPart{To: []string{"ada@example.com"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = store.Providers(ctx, time.Now()); err != nil || got[1].Circuit.UpdatedAt != nil {
+	if got, err = st.Providers(ctx, time.Now()); err != nil || got[1].Circuit.UpdatedAt != nil {
 		t.Errorf("b's circuit %+v (%v), want never recorded", got[1].Circuit, err)
 	}
 }

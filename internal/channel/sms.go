@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/internal/config"
-	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/webhooks"
 )
 
@@ -72,7 +72,7 @@ type smsGateway struct {
 	url        string
 	sig        *webhooks.Signer
 	timeout    time.Duration
-	rate       *history.Rate
+	rate       *store.Rate
 	mayBeWrong bool
 }
 
@@ -220,7 +220,7 @@ var SMS = Define(Spec[SMSPart]{
 // openSMS posts through the gateways with the webhook sender, one per
 // gateway for its timeout, failing over along them as the email channel
 // does along its mail servers.
-func openSMS(getenv func(string) string, store Store) (Send[SMSPart], func() error, error) {
+func openSMS(getenv func(string) string, st Store) (Send[SMSPart], func() error, error) {
 	var cfg SMSConfig
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return nil, nil, err
@@ -256,7 +256,7 @@ func openSMS(getenv func(string) string, store Store) (Send[SMSPart], func() err
 		limited = limited || g.rate != nil
 		providers = append(providers, Provider[SMSPart]{Name: g.name, Send: send, Rate: g.rate, MayBeWrong: g.mayBeWrong})
 	}
-	rates := rateStore(store, limited || storeSet(getenv))
+	rates := rateStore(st, limited || storeSet(getenv))
 	failures := cfg.Failures
 	if cfg.Providers == 0 && getenv("SMS_BREAKER_FAILURES") == "" {
 		failures = 0 // one gateway, as before: every failure spends a retry

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/webhooks"
 )
@@ -115,7 +115,7 @@ func TestReferenceVerifier(t *testing.T) {
 	ep2, secret2 := f.createEndpoint(t, "/two")
 	ep3, oldSecret := f.createEndpoint(t, "/three")
 	newSecret := webhooks.NewSecret()
-	if _, err := f.store.RotateEndpointSecret(context.Background(), ep3, history.Secret(newSecret), 24*time.Hour, f.clock.now()); err != nil {
+	if _, err := f.store.RotateEndpointSecret(context.Background(), ep3, store.Secret(newSecret), 24*time.Hour, f.clock.now()); err != nil {
 		t.Fatal(err)
 	}
 	for _, ep := range []string{ep1, ep2, ep3} {

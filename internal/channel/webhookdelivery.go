@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/internal/config"
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/webhooks"
 )
@@ -26,7 +26,7 @@ const ReasonEndpointDisabled = "endpoint-disabled"
 type webhookSender struct {
 	send *webhooks.Sender
 	// rate limits each endpoint's deliveries; nil for no limit.
-	rate *history.Rate
+	rate *store.Rate
 	iso  *isolation
 	// hosts caps the deliveries in flight to each host of a bare URL.
 	hosts        *isolation
@@ -129,7 +129,7 @@ func bareHost(raw string) (string, bool) {
 func (w *webhookSender) deliverToEndpoint(ctx context.Context, id string, p *WebhookPart) error {
 	ep, signers, err := w.endpoints.get(ctx, p.Endpoint)
 	switch {
-	case errors.Is(err, history.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return retry.Permanent(fmt.Errorf("endpoint %s does not exist: it was deleted, or this worker reads another history store than the API (HISTORY_DSN, DATA_DIR)", p.Endpoint))
 	case err != nil:
 		return err
@@ -162,9 +162,9 @@ func (w *webhookSender) deliverToEndpoint(ctx context.Context, id string, p *Web
 		return err
 	}
 	if w.rate != nil {
-		store, err := w.endpoints.open(ctx)
+		st, err := w.endpoints.open(ctx)
 		if err == nil {
-			err = paceRate(ctx, store, "webhook:"+ep.ID, id, *w.rate, w.now(), target)
+			err = paceRate(ctx, st, "webhook:"+ep.ID, id, *w.rate, w.now(), target)
 		}
 		if err != nil {
 			done(ctx, context.Canceled) // not sent: nothing learnt of the endpoint
@@ -178,7 +178,7 @@ func (w *webhookSender) deliverToEndpoint(ctx context.Context, id string, p *Web
 		// Another worker saw this endpoint fail and said so; this
 		// delivery says it is back.
 		now := w.now()
-		rec = &history.CircuitChange{State: history.CircuitClosed, Since: now, At: now}
+		rec = &store.CircuitChange{State: store.CircuitClosed, Since: now, At: now}
 	}
 	stored := ep.Circuit.FailingSince
 	if rec != nil {
@@ -206,7 +206,7 @@ func earliest(local time.Time, stored *time.Time) time.Time {
 // disableIfTooLong disables ep when it has been failing since
 // failingSince for longer than WEBHOOK_DISABLE_AFTER, and returns the
 // error that parks the delivery; nil when it is not disabled.
-func (w *webhookSender) disableIfTooLong(ctx context.Context, ep *history.Endpoint, failingSince time.Time, lastErr string) error {
+func (w *webhookSender) disableIfTooLong(ctx context.Context, ep *store.Endpoint, failingSince time.Time, lastErr string) error {
 	now := w.now()
 	if w.disableAfter <= 0 || failingSince.IsZero() || now.Sub(failingSince) <= w.disableAfter {
 		return nil

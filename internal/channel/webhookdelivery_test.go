@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-demo/relay/internal/history"
-	"github.com/relay-demo/relay/internal/history/historytest"
+	"github.com/relay-demo/relay/internal/store"
+	"github.com/relay-demo/relay/internal/store/storetest"
 	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/webhooks"
@@ -83,7 +83,7 @@ func (r *receiver) deliveries(path string) []delivery {
 // fixture is a webhook sender on a real history store, with a clock the
 // test moves.
 type fixture struct {
-	store *history.Store
+	store *store.Store
 	clock *clock
 	w     *webhookSender
 	recv  *receiver
@@ -95,7 +95,7 @@ var testEndpointConfig = EndpointConfig{Concurrency: 2, Failures: 2, Cooldown: t
 
 func newFixture(t *testing.T, cfg EndpointConfig) *fixture {
 	t.Helper()
-	f := &fixture{store: historytest.Open(t, historytest.SQLite), clock: newClock(), recv: newReceiver(t)}
+	f := &fixture{store: storetest.Open(t, storetest.SQLite), clock: newClock(), recv: newReceiver(t)}
 	sig, err := webhooks.NewSigner(globalSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +122,7 @@ func (f *fixture) createEndpoint(t *testing.T, path string) (string, string) {
 	id := "ep_" + strings.Repeat("a", 25) + string(rune('a'+idSeq.n%26))
 	idSeq.Unlock()
 	secret := webhooks.NewSecret()
-	err := f.store.CreateEndpoint(context.Background(), history.Endpoint{ID: id, URL: f.recv.srv.URL + path, Secret: history.Secret(secret), CreatedAt: f.clock.now()})
+	err := f.store.CreateEndpoint(context.Background(), store.Endpoint{ID: id, URL: f.recv.srv.URL + path, Secret: store.Secret(secret), CreatedAt: f.clock.now()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestEndpointRotation(t *testing.T) {
 	f := newFixture(t, testEndpointConfig)
 	ep, oldSecret := f.createEndpoint(t, "/rot")
 	newSecret := webhooks.NewSecret()
-	if _, err := f.store.RotateEndpointSecret(context.Background(), ep, history.Secret(newSecret), time.Hour, f.clock.now()); err != nil {
+	if _, err := f.store.RotateEndpointSecret(context.Background(), ep, store.Secret(newSecret), time.Hour, f.clock.now()); err != nil {
 		t.Fatal(err)
 	}
 	// During the grace period, either secret verifies.
@@ -215,7 +215,7 @@ func TestEndpointLookupCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved := f.recv.srv.URL + "/second"
-	if _, err := f.store.UpdateEndpoint(context.Background(), ep, history.EndpointChange{URL: &moved}, f.clock.now()); err != nil {
+	if _, err := f.store.UpdateEndpoint(context.Background(), ep, store.EndpointChange{URL: &moved}, f.clock.now()); err != nil {
 		t.Fatal(err)
 	}
 	// Within the cache's time: the worker does not read the store again.
@@ -245,7 +245,7 @@ func TestEndpointGoneOrDisabled(t *testing.T) {
 
 	off, _ := f.createEndpoint(t, "/off")
 	no := false
-	if _, err := f.store.UpdateEndpoint(ctx, off, history.EndpointChange{Enabled: &no, DisabledReason: "disabled through the API"}, f.clock.now()); err != nil {
+	if _, err := f.store.UpdateEndpoint(ctx, off, store.EndpointChange{Enabled: &no, DisabledReason: "disabled through the API"}, f.clock.now()); err != nil {
 		t.Fatal(err)
 	}
 	err = f.deliver("ntf_1", WebhookPart{Endpoint: off})
@@ -268,7 +268,7 @@ func TestEndpointURLCheckedAtDelivery(t *testing.T) {
 		{"ftp://example.com/hook", "not an absolute http or https URL"},
 	} {
 		ep, _ := f.createEndpoint(t, "/x")
-		if _, err := f.store.UpdateEndpoint(ctx, ep, history.EndpointChange{URL: &tc.url}, f.clock.now()); err != nil {
+		if _, err := f.store.UpdateEndpoint(ctx, ep, store.EndpointChange{URL: &tc.url}, f.clock.now()); err != nil {
 			t.Fatal(err)
 		}
 		f.w.endpoints.forget(ep)
@@ -316,7 +316,7 @@ func TestEndpointIsolation(t *testing.T) {
 			t.Errorf("%s open: %d requests reached %s during the deferral, want none: it must not dial", ep, after-before, path)
 		}
 		c := endpointOf(t, f, ep).Circuit
-		if c.State != history.CircuitOpen || c.FailingSince == nil || c.LastError == "" {
+		if c.State != store.CircuitOpen || c.FailingSince == nil || c.LastError == "" {
 			t.Errorf("%s: stored circuit %+v, want open, failing, with the last error", ep, c)
 		}
 	}
@@ -326,25 +326,25 @@ func TestEndpointIsolation(t *testing.T) {
 	if err := f.deliver("ntf_2", WebhookPart{Endpoint: ok}); err != nil {
 		t.Errorf("healthy endpoint beside open ones: %v", err)
 	}
-	if c := endpointOf(t, f, ok).Circuit; c.State != history.CircuitClosed {
+	if c := endpointOf(t, f, ok).Circuit; c.State != store.CircuitClosed {
 		t.Errorf("healthy endpoint: stored circuit %+v", c)
 	}
 
 	// The failing one recovers: the probe after the cooldown closes it.
 	fixed := f.recv.srv.URL + "/ok"
-	if _, err := f.store.UpdateEndpoint(ctx, down, history.EndpointChange{URL: &fixed}, f.clock.now()); err != nil {
+	if _, err := f.store.UpdateEndpoint(ctx, down, store.EndpointChange{URL: &fixed}, f.clock.now()); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.advance(testEndpointConfig.Cooldown)
 	if err := f.deliver("ntf_3", WebhookPart{Endpoint: down}); err != nil {
 		t.Fatalf("probe: %v", err)
 	}
-	if c := endpointOf(t, f, down).Circuit; c.State != history.CircuitClosed || c.FailingSince != nil {
+	if c := endpointOf(t, f, down).Circuit; c.State != store.CircuitClosed || c.FailingSince != nil {
 		t.Errorf("after a good probe: stored circuit %+v, want closed, not failing", c)
 	}
 }
 
-func endpointOf(t *testing.T, f *fixture, id string) *history.Endpoint {
+func endpointOf(t *testing.T, f *fixture, id string) *store.Endpoint {
 	t.Helper()
 	e, err := f.store.Endpoint(context.Background(), id)
 	if err != nil {
@@ -414,7 +414,7 @@ func TestEndpointDisabledAfterSustainedFailure(t *testing.T) {
 
 	// Fixed and enabled again: a fresh circuit, deliveries go through.
 	fixed, yes := f.recv.srv.URL+"/ok", true
-	if _, err := f.store.UpdateEndpoint(ctx, ep, history.EndpointChange{URL: &fixed, Enabled: &yes}, f.clock.now()); err != nil {
+	if _, err := f.store.UpdateEndpoint(ctx, ep, store.EndpointChange{URL: &fixed, Enabled: &yes}, f.clock.now()); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.advance(EndpointCacheTTL)
@@ -446,13 +446,13 @@ func TestEndpointEnabledAgainSeenAtOnce(t *testing.T) {
 	ctx := context.Background()
 	ep, _ := f.createEndpoint(t, "/ok")
 	off, on := false, true
-	if _, err := f.store.UpdateEndpoint(ctx, ep, history.EndpointChange{Enabled: &off, DisabledReason: "maintenance"}, f.clock.now()); err != nil {
+	if _, err := f.store.UpdateEndpoint(ctx, ep, store.EndpointChange{Enabled: &off, DisabledReason: "maintenance"}, f.clock.now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.deliver("ntf_1", WebhookPart{Endpoint: ep}); !retry.IsPermanent(err) {
 		t.Fatalf("disabled: %v", err)
 	}
-	if _, err := f.store.UpdateEndpoint(ctx, ep, history.EndpointChange{Enabled: &on}, f.clock.now()); err != nil {
+	if _, err := f.store.UpdateEndpoint(ctx, ep, store.EndpointChange{Enabled: &on}, f.clock.now()); err != nil {
 		t.Fatal(err)
 	}
 	// Within the cache's time.

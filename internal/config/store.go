@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/store"
 )
 
 // Store names the history store and the keys that seal the endpoints'
@@ -33,13 +33,13 @@ func (s Store) Check() error {
 	if s.HistoryDSN == "" && strings.TrimSpace(s.DataDir) == "" {
 		return Invalid("DATA_DIR", s.DataDir, "a writable directory (or set HISTORY_DSN)")
 	}
-	if err := history.CheckDSN(s.DSN()); err != nil {
+	if err := store.CheckDSN(s.DSN()); err != nil {
 		if s.HistoryDSN != "" {
 			return fmt.Errorf("configuration: HISTORY_DSN is not valid: %w", err)
 		}
 		return fmt.Errorf("configuration: DATA_DIR=%q is not valid: %w", s.DataDir, err)
 	}
-	if _, err := history.SealOptions(s.SealKey, s.SealKeyFallbacks); err != nil {
+	if _, err := store.SealOptions(s.SealKey, s.SealKeyFallbacks); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
 	return nil
@@ -47,12 +47,12 @@ func (s Store) Check() error {
 
 // Lazy is the store s names, sealed with its keys and opened with opts
 // besides, on first use: the one store of a process.
-func (s Store) Lazy(opts ...history.Option) *history.Lazy {
-	return history.NewLazy(func(ctx context.Context) (*history.Store, error) {
-		seal, err := history.SealOptions(s.SealKey, s.SealKeyFallbacks)
+func (s Store) Lazy(opts ...store.Option) *store.Lazy {
+	return store.NewLazy(func(ctx context.Context) (*store.Store, error) {
+		seal, err := store.SealOptions(s.SealKey, s.SealKeyFallbacks)
 		if err != nil {
 			return nil, err
 		}
-		return history.Open(ctx, s.DSN(), append(seal, opts...)...)
+		return store.Open(ctx, s.DSN(), append(seal, opts...)...)
 	})
 }

@@ -23,7 +23,7 @@ import (
 
 	"github.com/relay-demo/relay/demo/all"
 	"github.com/relay-demo/relay/internal/channel"
-	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/internal/testenv"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
@@ -881,14 +881,14 @@ func TestProvidersInBrowser(t *testing.T) {
 // startRelayWithHistory starts relay all on a history of its own, its
 // webhook receiver healthy, and opens that history for the test to write
 // to, as relay's feed would.
-func startRelayWithHistory(t *testing.T) (relay, *history.Store) {
+func startRelayWithHistory(t *testing.T) (relay, *store.Store) {
 	t.Helper()
 	dir := t.TempDir()
 	r := startRelay(t, map[string]string{"DATA_DIR": dir, "FLAKY_WEBHOOK_SCENARIO": "healthy"})
-	store, err := history.Open(t.Context(), filepath.Join(dir, "history.db"))
+	st, err := store.Open(t.Context(), filepath.Join(dir, "history.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { store.Close() })
-	return r, store
+	t.Cleanup(func() { st.Close() })
+	return r, st
 }

@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/relay-demo/relay/internal/history/historytest"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store/storetest"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -42,7 +42,7 @@ func TestStreamedStatusIsTheHistorys(t *testing.T) {
 		{"replayed", step(retry.Replayed, 1, 0), frame{retry.Replayed, notification.StatusQueued, 0}},
 		{"delivered in the new round", step(retry.Delivered, 1, 1), frame{retry.Delivered, notification.StatusDelivered, 3}},
 	}
-	store := historytest.Open(t, historytest.SQLite)
+	store := storetest.Open(t, storetest.SQLite)
 	if err := store.Accept(t.Context(), []notification.Accepted{{ID: "ntf_stream", CreatedAt: at, Channels: []string{"webhook"}}}); err != nil {
 		t.Fatal(err)
 	}

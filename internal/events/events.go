@@ -13,8 +13,8 @@ package events
 import (
 	"time"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -67,10 +67,10 @@ func (c channels) event(service string, ev retry.Event) notification.Event {
 }
 
 // recipient is the recipient an event carries: none when it is longer
-// than history.MaxRecipient, which only a header no relay API wrote is
+// than store.MaxRecipient, which only a header no relay API wrote is
 // (the history would refuse the whole event).
 func recipient(copy string) string {
-	if len(copy) > history.MaxRecipient {
+	if len(copy) > store.MaxRecipient {
 		return ""
 	}
 	return copy

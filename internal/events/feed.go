@@ -12,8 +12,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -82,7 +82,7 @@ func fromRelay(d *amqp.Delivery, user string) bool {
 	return user == "" || d.UserId == user
 }
 
-// Sink stores what the feed reads; *history.Store is one.
+// Sink stores what the feed reads; *store.Store is one.
 type Sink interface {
 	Accept(ctx context.Context, ns []notification.Accepted) error
 	Record(ctx context.Context, evs []notification.Event) error
@@ -340,7 +340,7 @@ func (f *Feed) store(ctx context.Context, ds []amqp.Delivery, user string, log *
 func (f *Feed) write(ctx context.Context, accepted []notification.Accepted, evs []notification.Event, log *slog.Logger) error {
 	for {
 		err := f.Sink.Accept(ctx, accepted)
-		var bad *history.InputError
+		var bad *store.InputError
 		if !errors.As(err, &bad) {
 			if err != nil {
 				return err
@@ -352,7 +352,7 @@ func (f *Feed) write(ctx context.Context, accepted []notification.Accepted, evs 
 	}
 	for {
 		err := f.Sink.Record(ctx, evs)
-		var bad *history.InputError
+		var bad *store.InputError
 		if !errors.As(err, &bad) {
 			return err
 		}

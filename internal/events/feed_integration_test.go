@@ -14,9 +14,9 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/relay-demo/relay/internal/history"
-	"github.com/relay-demo/relay/internal/history/historytest"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
+	"github.com/relay-demo/relay/internal/store/storetest"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 )
@@ -39,9 +39,9 @@ func (s *flakySink) Record(ctx context.Context, evs []notification.Event) error 
 // its first writes, and reads the notification's timeline back from the
 // store.
 func TestFeedFillsTheHistory(t *testing.T) {
-	for _, backend := range historytest.Backends() {
+	for _, backend := range storetest.Backends() {
 		t.Run(backend, func(t *testing.T) {
-			store := historytest.Open(t, backend)
+			st := storetest.Open(t, backend)
 			conn := retrytest.Conn(t)
 			topo := retry.Topology{Prefix: retrytest.Prefix(t), Backend: retry.TTL, Routes: []retry.Route{{Queue: "email-queue", Key: "email"}}}
 			cleanupExchange(t, topo)
@@ -91,7 +91,7 @@ func TestFeedFillsTheHistory(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			sink := &flakySink{Sink: store}
+			sink := &flakySink{Sink: st}
 			sink.failures.Store(2)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
@@ -105,17 +105,17 @@ func TestFeedFillsTheHistory(t *testing.T) {
 			}()
 			var n *notification.View
 			retrytest.Eventually(t, 15*time.Second, func() bool {
-				n, err = store.Get(context.Background(), "ntf_1")
+				n, err = st.Get(context.Background(), "ntf_1")
 				return err == nil && n.Accepted && len(n.Copies) == 1 && n.Copies[0].Status == notification.StatusDelivered
 			}, "ntf_1 never delivered in the history: %+v, %v", n, err)
 			tl := n.Copies[0].Attempts
 			if len(tl) != 2 || tl[0].Outcome != "failed" || tl[0].Error != "452 mailbox full" || tl[0].DelayMS == nil || *tl[0].DelayMS != 500 || tl[1].Outcome != "delivered" {
 				t.Errorf("timeline = %+v", tl)
 			}
-			if _, err := store.Get(context.Background(), "ntf_forged"); !errors.Is(err, history.ErrNotFound) {
+			if _, err := st.Get(context.Background(), "ntf_forged"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("an accepted record relay's user did not publish was stored: %v", err)
 			}
-			if _, err := store.Get(context.Background(), "ghost"); !errors.Is(err, history.ErrNotFound) {
+			if _, err := st.Get(context.Background(), "ghost"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("an event outside any work queue was stored: %v", err)
 			}
 			retrytest.Eventually(t, 5*time.Second, func() bool {
@@ -168,8 +168,8 @@ func TestFeedMovesOversizedAside(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			store := historytest.Open(t, historytest.SQLite)
-			f := &Feed{Topology: topo, Sink: store, Linger: 20 * time.Millisecond}
+			st := storetest.Open(t, storetest.SQLite)
+			f := &Feed{Topology: topo, Sink: st, Linger: 20 * time.Millisecond}
 			if withManagement {
 				f.Management = m
 			}
@@ -190,13 +190,13 @@ func TestFeedMovesOversizedAside(t *testing.T) {
 					err := f.Stuck()
 					return errors.Is(err, ErrStuck) && strings.Contains(err.Error(), "too large for the AMQP frame") && strings.Contains(err.Error(), "MANAGEMENT_URL")
 				}, "the stalled history queue is not reported: Stuck = %v", f.Stuck())
-				if _, err := store.Get(context.Background(), "ntf_behind"); !errors.Is(err, history.ErrNotFound) {
+				if _, err := st.Get(context.Background(), "ntf_behind"); !errors.Is(err, store.ErrNotFound) {
 					t.Errorf("the record behind the culprit was stored without the management API: %v", err)
 				}
 				return
 			}
 			retrytest.Eventually(t, 30*time.Second, func() bool {
-				_, err := store.Get(context.Background(), "ntf_behind")
+				_, err := st.Get(context.Background(), "ntf_behind")
 				return err == nil
 			}, "the record behind the oversized message never reached the history")
 			parked, err := (retry.DeadLetters{Conn: conn, Topology: topo}).List(context.Background(), retry.Filter{}, 0)

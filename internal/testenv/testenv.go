@@ -19,7 +19,7 @@
 // so that retry and retrytest stand alone, copied without the rest of
 // relay; this package names them for relay's other tests. It is test-only
 // code, imported by tests and by the packages that serve them
-// (internal/history/historytest).
+// (internal/store/storetest).
 package testenv
 
 import (

@@ -16,7 +16,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/internal/channel"
-	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/api"
 )
@@ -102,12 +102,12 @@ func (b *bench) DeadLetters(ctx context.Context, opts DeadLettersOptions) (DeadL
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	store, err := history.Open(ctx, filepath.Join(dir, "history.db"))
+	st, err := store.Open(ctx, filepath.Join(dir, "history.db"))
 	if err != nil {
 		return res, err
 	}
-	defer store.Close()
-	jobs := &api.DeadLetterJobs{Store: store, Topology: topo, Owner: "bench",
+	defer st.Close()
+	jobs := &api.DeadLetterJobs{Store: st, Topology: topo, Owner: "bench",
 		Dial: func() (retry.DeadLetters, func(), error) {
 			return retry.DeadLetters{Conn: conn, Topology: topo}, func() {}, nil
 		}}
@@ -144,9 +144,9 @@ func (b *bench) DeadLetters(ctx context.Context, opts DeadLettersOptions) (DeadL
 		return res, fmt.Errorf("POST /v1/dead-letters/jobs: %d %s", rec.Code, rec.Body)
 	}
 	id := strings.TrimPrefix(rec.Header().Get("Location"), "/v1/dead-letters/jobs/")
-	var j history.DeadLetterJob
+	var j store.DeadLetterJob
 	for {
-		if j, err = store.DeadLetterJob(ctx, id); err != nil || j.State != history.JobRunning {
+		if j, err = st.DeadLetterJob(ctx, id); err != nil || j.State != store.JobRunning {
 			break
 		}
 		select {
@@ -165,7 +165,7 @@ func (b *bench) DeadLetters(ctx context.Context, opts DeadLettersOptions) (DeadL
 	if err != nil {
 		return res, err
 	}
-	if j.State != history.JobDone {
+	if j.State != store.JobDone {
 		return res, fmt.Errorf("the job ended %s: %s", j.State, j.LastError)
 	}
 	res.PerSecond = float64(res.Selected) / res.Elapsed.Seconds()

@@ -25,8 +25,8 @@ import (
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/internal/events"
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/api"
 )
@@ -280,15 +280,15 @@ func (b *bench) storeRate(ctx context.Context, backend, dsn string) (side, error
 	err := labelled(ctx, "history/relay/"+backend, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
 		defer cancel()
-		store, err := history.Open(ctx, dsn)
+		st, err := store.Open(ctx, dsn)
 		if err != nil {
 			return err
 		}
-		defer store.Close()
+		defer st.Close()
 		start := time.Now().Add(-time.Hour)
 		at := func(i int) time.Time { return start.Add(time.Duration(i) * time.Millisecond) }
 		prefill := b.opts.prefill()
-		if err := store.Load(ctx, notifications(0, prefill, historyID, at, nil)); err != nil {
+		if err := st.Load(ctx, notifications(0, prefill, historyID, at, nil)); err != nil {
 			return fmt.Errorf("fill with %d notifications: %w", prefill, err)
 		}
 		b.progress("history (%s): a store holding %s notifications; %s events a round, %d messages a batch",
@@ -298,7 +298,7 @@ func (b *bench) storeRate(ctx context.Context, backend, dsn string) (side, error
 			var batches []storeBatch
 			var n int
 			batches, next, n = feedBatches(next, b.opts.Consume, at)
-			s, err := feed(ctx, store, batches, n)
+			s, err := feed(ctx, st, batches, n)
 			if err != nil {
 				return err
 			}
@@ -465,11 +465,11 @@ func (b *bench) historyGet(ctx context.Context) (relay, raw Latency, filled time
 	}
 	defer os.RemoveAll(dataDir)
 	dsn := config.Store{DataDir: dataDir}.DSN()
-	store, err := history.Open(ctx, dsn)
+	st, err := store.Open(ctx, dsn)
 	if err != nil {
 		return Latency{}, Latency{}, 0, err
 	}
-	defer store.Close()
+	defer st.Close()
 
 	b.progress("history-get: filling a SQLite store with %s notifications (a copy per channel, their attempts)…", thousands(int64(n)))
 	start := time.Now()
@@ -485,7 +485,7 @@ func (b *bench) historyGet(ctx context.Context) (relay, raw Latency, filled time
 		}
 	}
 	id := func(i int) string { return orderedID(i, n) }
-	if err := store.Load(ctx, notifications(0, n, id, at, report)); err != nil {
+	if err := st.Load(ctx, notifications(0, n, id, at, report)); err != nil {
 		return Latency{}, Latency{}, 0, fmt.Errorf("fill the history: %w", err)
 	}
 	filled = time.Since(start)
@@ -502,7 +502,7 @@ func (b *bench) historyGet(ctx context.Context) (relay, raw Latency, filled time
 	// The API's own handler, routes, token check and middleware included,
 	// on the store; no broker is needed to read the history.
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second,
-		Handler: api.NewServer(api.Deps{Tokens: []string{benchToken}, History: store})}
+		Handler: api.NewServer(api.Deps{Tokens: []string{benchToken}, History: st})}
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	client := newClient(1)
@@ -516,7 +516,7 @@ func (b *bench) historyGet(ctx context.Context) (relay, raw Latency, filled time
 		},
 		func(ctx context.Context, id string) (time.Duration, error) {
 			t := time.Now()
-			got, err := store.Get(ctx, id)
+			got, err := st.Get(ctx, id)
 			took := time.Since(t)
 			if err == nil && len(got.Copies) != 2 {
 				err = fmt.Errorf("notification %s: %d copies, want 2", id, len(got.Copies))

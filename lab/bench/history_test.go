@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 )
 
 var t0 = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
@@ -84,17 +84,17 @@ func TestHistoryNotifications(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	store, err := history.Open(ctx, filepath.Join(t.TempDir(), "history.db"))
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "history.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer st.Close()
 	batches, _, _ := feedBatches(0, 300, at)
-	if _, err := feed(ctx, store, batches, 300); err != nil {
+	if _, err := feed(ctx, st, batches, 300); err != nil {
 		t.Fatal(err)
 	}
 	status := func(i int) map[string]notification.Status {
-		n, err := store.Get(ctx, historyID(i))
+		n, err := st.Get(ctx, historyID(i))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/relay-demo/relay/internal/channel"
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/webhooks"
 )
 
@@ -132,11 +132,11 @@ func Isolation(ctx context.Context, opts IsolationOptions) (IsolationResult, err
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	store, err := history.Open(ctx, filepath.Join(dir, "history.db"))
+	st, err := store.Open(ctx, filepath.Join(dir, "history.db"))
 	if err != nil {
 		return res, fmt.Errorf("open history: %w", err)
 	}
-	defer store.Close()
+	defer st.Close()
 
 	delay := opts.HealthyDelay
 	healthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -183,7 +183,7 @@ func Isolation(ctx context.Context, opts IsolationOptions) (IsolationResult, err
 		{&res.Breaker, true, 5},
 		{&res.NoBreaker, true, 0},
 	} {
-		f, err := isolationScenario(ctx, opts, dir, store, healthy.URL, sick.URL, reached, sc.sick, sc.failures)
+		f, err := isolationScenario(ctx, opts, dir, st, healthy.URL, sick.URL, reached, sc.sick, sc.failures)
 		if err != nil {
 			return res, err
 		}
@@ -217,13 +217,13 @@ type isolationDelivery struct {
 
 // isolationScenario runs one scenario with a fresh sender and fresh
 // endpoints, so no circuit carries over.
-func isolationScenario(ctx context.Context, opts IsolationOptions, dir string, store *history.Store,
+func isolationScenario(ctx context.Context, opts IsolationOptions, dir string, st *store.Store,
 	healthyURL, sickURL string, reached func(from, to time.Time) int, withSick bool, failures int) (IsolationFigures, error) {
-	healthyID, err := createBenchEndpoint(ctx, store, healthyURL+"/hook")
+	healthyID, err := createBenchEndpoint(ctx, st, healthyURL+"/hook")
 	if err != nil {
 		return IsolationFigures{}, err
 	}
-	sickID, err := createBenchEndpoint(ctx, store, sickURL+"/hook")
+	sickID, err := createBenchEndpoint(ctx, st, sickURL+"/hook")
 	if err != nil {
 		return IsolationFigures{}, err
 	}
@@ -235,7 +235,7 @@ func isolationScenario(ctx context.Context, opts IsolationOptions, dir string, s
 		"WEBHOOK_BREAKER_COOLDOWN":     isolationCooldown.String(),
 	}
 	// The worker's store is the one the endpoints were created in.
-	shared := func(context.Context) (*history.Store, error) { return store, nil }
+	shared := func(context.Context) (*store.Store, error) { return st, nil }
 	send, closeSend, err := channel.Webhook.Open(func(k string) string { return env[k] }, shared)
 	if err != nil {
 		return IsolationFigures{}, fmt.Errorf("open the webhook sender: %w", err)
@@ -351,8 +351,8 @@ func isolationScenario(ctx context.Context, opts IsolationOptions, dir string, s
 var benchIDEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
 // createBenchEndpoint stores an enabled endpoint posting to url.
-func createBenchEndpoint(ctx context.Context, store *history.Store, url string) (string, error) {
-	return createBenchEndpointAs(ctx, store, newBenchEndpointID(), url)
+func createBenchEndpoint(ctx context.Context, st *store.Store, url string) (string, error) {
+	return createBenchEndpointAs(ctx, st, newBenchEndpointID(), url)
 }
 
 // newBenchEndpointID is a new endpoint id, as the API makes them.
@@ -363,10 +363,10 @@ func newBenchEndpointID() string {
 }
 
 // createBenchEndpointAs is createBenchEndpoint with the id given.
-func createBenchEndpointAs(ctx context.Context, store *history.Store, id, url string) (string, error) {
-	e := history.Endpoint{ID: id, URL: url, Description: "bench isolation", Enabled: true,
-		Secret: history.Secret(webhooks.NewSecret()), CreatedAt: time.Now(), UpdatedAt: time.Now()}
-	if err := store.CreateEndpoint(ctx, e); err != nil {
+func createBenchEndpointAs(ctx context.Context, st *store.Store, id, url string) (string, error) {
+	e := store.Endpoint{ID: id, URL: url, Description: "bench isolation", Enabled: true,
+		Secret: store.Secret(webhooks.NewSecret()), CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := st.CreateEndpoint(ctx, e); err != nil {
 		return "", fmt.Errorf("create endpoint %s: %w", url, err)
 	}
 	return id, nil

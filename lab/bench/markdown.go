@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -245,7 +245,7 @@ func (r *Report) explainRateLimits() string {
 		"hand-off the worker sends the moment the wait ends along with the failure, so the hop to the error stage "+
 		"does not lengthen it. The load is the machine's one-minute load average when "+
 		"the emails were published.\n\n",
-		o.Replicas, o.Rate, o.Burst, o.Emails, o.Delays, deferrals, RateLimitTolerance*100, rateHold, history.TicketGrace) +
+		o.Replicas, o.Rate, o.Burst, o.Emails, o.Delays, deferrals, RateLimitTolerance*100, rateHold, store.TicketGrace) +
 		RateLimitMarkdown(r.RateLimits) +
 		fmt.Sprintf("\nMeasured by `%s` on %s, %s, with %d cores shared with whatever else ran, at the load in the last column.\n",
 			r.Command, r.Broker, r.Started.Format("2006-01-02"), r.Machine.Cores)
@@ -280,7 +280,7 @@ func (r *Report) explainHistory() string {
 	if lite.Raw != nil {
 		worker = fmt.Sprintf("the worker's messages/s of this run on %s queues, its fastest: %s", lite.Queue, formatValue(lite.Raw, lite.Unit))
 	}
-	return fmt.Sprintf("**History.** The history store was opened with `history.Open` as the API opens it: on SQLite, "+
+	return fmt.Sprintf("**History.** The history store was opened with `store.Open` as the API opens it: on SQLite, "+
 		"a file in a temporary DATA_DIR (`DATA_DIR/history.db`, the API's default); on PostgreSQL, a schema of its own "+
 		"on `HISTORY_BENCH_DSN` (the local server by default), dropped at the end. Each store first held %s notifications, "+
 		"loaded in bulk, with planner statistics, as a store in use would. Then each round fed it the history queue's "+

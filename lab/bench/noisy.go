@@ -19,7 +19,7 @@ import (
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/internal/events"
-	"github.com/relay-demo/relay/internal/history"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/api"
 	"github.com/relay-demo/relay/services/retrier"
@@ -330,13 +330,13 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 		for lanes > 1 && lane(bKey) == lane(aKey) {
 			bKey = newBenchEndpointID()
 		}
-		store, err := history.Open(ctx, filepath.Join(dir, "history.db"))
+		st, err := store.Open(ctx, filepath.Join(dir, "history.db"))
 		if err != nil {
 			return out, err
 		}
-		_, aerr := createBenchEndpointAs(ctx, store, aKey, aRecv.url)
-		_, berr := createBenchEndpointAs(ctx, store, bKey, bRecv.url)
-		_ = store.Close()
+		_, aerr := createBenchEndpointAs(ctx, st, aKey, aRecv.url)
+		_, berr := createBenchEndpointAs(ctx, st, bKey, bRecv.url)
+		_ = st.Close()
 		if err := errors.Join(aerr, berr); err != nil {
 			return out, err
 		}

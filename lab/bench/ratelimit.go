@@ -20,8 +20,8 @@ import (
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/events"
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/services/retrier"
 	"github.com/relay-demo/relay/services/worker"
@@ -137,7 +137,7 @@ type RateLimitResult struct {
 	MaxInSecond int `json:"max_in_second"`
 	MaxInWindow int `json:"max_in_window"`
 	// Deferrals counts the copies sent to wait for a slot; Missed those
-	// whose next attempt started more than history.TicketGrace after
+	// whose next attempt started more than store.TicketGrace after
 	// their slot, too late to keep it, so they took a new one at the
 	// back. SlotP50 and SlotMax are when a deferred copy's next attempt
 	// started against its slot (a deferral is due back rateHold before
@@ -301,7 +301,7 @@ func (b *bench) RateLimit(ctx context.Context, opts RateLimitOptions) (res RateL
 
 // rateHold is internal/channel's: a deferred send waits this much less
 // than its slot is away, and keeps the slot if back no later than
-// history.TicketGrace after it.
+// store.TicketGrace after it.
 const rateHold = 250 * time.Millisecond
 
 // delivered counts the delivered outcomes among evs.
@@ -346,7 +346,7 @@ func (r *RateLimitResult) deferrals(evs []notification.Event) {
 	}
 	for i, b := range back {
 		back[i] = b - rateHold
-		if back[i] > history.TicketGrace {
+		if back[i] > store.TicketGrace {
 			r.Missed++
 		}
 	}

@@ -16,24 +16,24 @@ import (
 	"github.com/go-chi/chi/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 )
 
 // JobStore keeps the dead-letter jobs and the journal of their replays;
-// *history.Store is one.
+// *store.Store is one.
 type JobStore interface {
-	CreateDeadLetterJob(ctx context.Context, j history.DeadLetterJob) error
-	DeadLetterJob(ctx context.Context, id string) (history.DeadLetterJob, error)
-	TakeOverDeadLetterJob(ctx context.Context, owner string, now, until time.Time) (history.DeadLetterJob, bool, error)
-	RenewDeadLetterJob(ctx context.Context, id, owner string, until time.Time, p history.JobProgress) error
-	FinishDeadLetterJob(ctx context.Context, id, owner, state string, p history.JobProgress, at time.Time) error
-	SettleCancelledJob(ctx context.Context, id, owner string, p history.JobProgress) error
-	RecordJobReplay(ctx context.Context, job string, r history.JobReplay) error
-	JobReplayed(ctx context.Context, job string, r history.JobReplay) (bool, error)
+	CreateDeadLetterJob(ctx context.Context, j store.DeadLetterJob) error
+	DeadLetterJob(ctx context.Context, id string) (store.DeadLetterJob, error)
+	TakeOverDeadLetterJob(ctx context.Context, owner string, now, until time.Time) (store.DeadLetterJob, bool, error)
+	RenewDeadLetterJob(ctx context.Context, id, owner string, until time.Time, p store.JobProgress) error
+	FinishDeadLetterJob(ctx context.Context, id, owner, state string, p store.JobProgress, at time.Time) error
+	SettleCancelledJob(ctx context.Context, id, owner string, p store.JobProgress) error
+	RecordJobReplay(ctx context.Context, job string, r store.JobReplay) error
+	JobReplayed(ctx context.Context, job string, r store.JobReplay) (bool, error)
 	JobReplays(ctx context.Context, job string) (int64, error)
-	CancelDeadLetterJob(ctx context.Context, id string, at time.Time) (history.DeadLetterJob, error)
+	CancelDeadLetterJob(ctx context.Context, id string, at time.Time) (store.DeadLetterJob, error)
 }
 
 // DefaultJobLease is how long a process holds a job's lease without
@@ -171,7 +171,7 @@ func (js *DeadLetterJobs) jobsContext() context.Context {
 }
 
 // start runs j in the background, under the jobs' context.
-func (js *DeadLetterJobs) start(j history.DeadLetterJob) {
+func (js *DeadLetterJobs) start(j store.DeadLetterJob) {
 	ctx := js.jobsContext()
 	js.wg.Add(1)
 	go func() {
@@ -181,17 +181,17 @@ func (js *DeadLetterJobs) start(j history.DeadLetterJob) {
 }
 
 // Start stores a new job that replays or purges sel and begins it.
-func (js *DeadLetterJobs) Start(ctx context.Context, action string, sel selection) (history.DeadLetterJob, error) {
+func (js *DeadLetterJobs) Start(ctx context.Context, action string, sel selection) (store.DeadLetterJob, error) {
 	raw, err := json.Marshal(sel)
 	if err != nil {
-		return history.DeadLetterJob{}, err
+		return store.DeadLetterJob{}, err
 	}
 	newID := js.NewID
 	if newID == nil {
 		newID = NewID
 	}
 	now := js.now()
-	j := history.DeadLetterJob{ID: "job_" + strings.TrimPrefix(newID(), IDPrefix), Action: action, Selection: raw, State: history.JobRunning,
+	j := store.DeadLetterJob{ID: "job_" + strings.TrimPrefix(newID(), IDPrefix), Action: action, Selection: raw, State: store.JobRunning,
 		CreatedAt: now, LeaseOwner: js.runOwner(), LeaseUntil: now.Add(js.lease())}
 	if err := js.Store.CreateDeadLetterJob(ctx, j); err != nil {
 		return j, err
@@ -218,8 +218,8 @@ type journal struct {
 	job   string
 }
 
-func replayOf(k retry.ReplayKey) history.JobReplay {
-	return history.JobReplay{MessageID: k.ID, Copy: k.Copy, Source: k.Source, Round: k.Round}
+func replayOf(k retry.ReplayKey) store.JobReplay {
+	return store.JobReplay{MessageID: k.ID, Copy: k.Copy, Source: k.Source, Round: k.Round}
 }
 
 func (j journal) Replayed(ctx context.Context, k retry.ReplayKey) (bool, error) {
@@ -235,13 +235,13 @@ func (j journal) Record(ctx context.Context, k retry.ReplayKey) error {
 }
 
 // run makes one pass of job j over the queue and records how it ended.
-func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
+func (js *DeadLetterJobs) run(ctx context.Context, j store.DeadLetterJob) {
 	log := js.log().With("job_id", j.ID, "action", j.Action)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
 		mu   sync.Mutex
-		prog history.JobProgress
+		prog store.JobProgress
 		base int64 // what the processes before this one did
 	)
 	finish := func(state string, err error) {
@@ -260,12 +260,12 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 	}
 	var sel selection
 	if err := json.Unmarshal(j.Selection, &sel); err != nil {
-		finish(history.JobFailed, fmt.Errorf("read the job's selection: %w", err))
+		finish(store.JobFailed, fmt.Errorf("read the job's selection: %w", err))
 		return
 	}
 	f, bad := sel.filter(js.Topology)
 	if len(bad) > 0 {
-		finish(history.JobFailed, fmt.Errorf("the job's selection: %w", bad))
+		finish(store.JobFailed, fmt.Errorf("the job's selection: %w", bad))
 		return
 	}
 	b := retry.Bulk{Filter: f, Purge: j.Action == "purge"}
@@ -274,16 +274,16 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 		b.Journal = journal{js.Store, j.ID}
 		n, err := js.Store.JobReplays(ctx, j.ID)
 		if err != nil {
-			finish(history.JobFailed, err)
+			finish(store.JobFailed, err)
 			return
 		}
 		base = n
 	}
-	prog = history.JobProgress{Matched: base, Done: base}
+	prog = store.JobProgress{Matched: base, Done: base}
 	lastLog := time.Now()
 	b.Progress = func(p retry.Progress) {
 		mu.Lock()
-		prog = history.JobProgress{Matched: base + int64(p.Matched-p.Journaled), Done: base + int64(p.Done), Failed: int64(p.Failed), LastError: p.LastError}
+		prog = store.JobProgress{Matched: base + int64(p.Matched-p.Journaled), Done: base + int64(p.Done), Failed: int64(p.Failed), LastError: p.LastError}
 		cur := prog
 		mu.Unlock()
 		if time.Since(lastLog) >= time.Second {
@@ -315,7 +315,7 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 			switch {
 			case err == nil:
 				held = until
-			case errors.Is(err, history.ErrLeaseLost):
+			case errors.Is(err, store.ErrLeaseLost):
 				log.Warn("the dead-letter job was cancelled, or another process took it over: stopping")
 				cancel(errLost)
 				return
@@ -373,9 +373,9 @@ func (js *DeadLetterJobs) run(ctx context.Context, j history.DeadLetterJob) {
 		}
 		log.Info("dead-letter job interrupted: another process resumes it", "matched", cur.Matched, "done", cur.Done)
 	case err != nil:
-		finish(history.JobFailed, err)
+		finish(store.JobFailed, err)
 	default:
-		finish(history.JobDone, nil)
+		finish(store.JobDone, nil)
 	}
 }
 
@@ -399,7 +399,7 @@ func (js *DeadLetterJobs) pass(ctx context.Context, b retry.Bulk) (retry.Progres
 }
 
 // newJobView is j as the API answers it.
-func newJobView(j history.DeadLetterJob) notification.DeadLetterJob {
+func newJobView(j store.DeadLetterJob) notification.DeadLetterJob {
 	return notification.DeadLetterJob{ID: j.ID, Action: j.Action, State: j.State, Selection: json.RawMessage(j.Selection), Matched: j.Matched,
 		Done: j.Done, Failed: j.Failed, LastError: j.LastError, StartedAt: j.CreatedAt, FinishedAt: j.FinishedAt, Takeovers: j.Takeovers}
 }
@@ -454,7 +454,7 @@ func handleGetDeadLetterJob(deps Deps) http.HandlerFunc {
 		id := chi.URLParam(r, "id")
 		j, err := deps.DeadLetterJobs.Store.DeadLetterJob(r.Context(), id)
 		switch {
-		case errors.Is(err, history.ErrNotFound):
+		case errors.Is(err, store.ErrNotFound):
 			return newProblem(ProblemNotFound, http.StatusNotFound, "Not found", "no dead-letter job "+quote(id))
 		case err != nil:
 			deps.Log.Error("read a dead-letter job", "error", err)
@@ -474,9 +474,9 @@ func handleCancelDeadLetterJob(deps Deps) http.HandlerFunc {
 		id := chi.URLParam(r, "id")
 		j, err := deps.DeadLetterJobs.Store.CancelDeadLetterJob(r.Context(), id, deps.Now())
 		switch {
-		case errors.Is(err, history.ErrNotFound):
+		case errors.Is(err, store.ErrNotFound):
 			return newProblem(ProblemNotFound, http.StatusNotFound, "Not found", "no dead-letter job "+quote(id))
-		case errors.Is(err, history.ErrJobEnded):
+		case errors.Is(err, store.ErrJobEnded):
 			p := newProblem(ProblemJobEnded, http.StatusConflict, "Job already ended", err.Error())
 			p.Members = struct {
 				State string `json:"state"`

@@ -18,8 +18,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/relay-demo/relay/internal/channel"
-	"github.com/relay-demo/relay/internal/history"
-	"github.com/relay-demo/relay/internal/history/historytest"
+	"github.com/relay-demo/relay/internal/store"
+	"github.com/relay-demo/relay/internal/store/storetest"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/api"
@@ -145,7 +145,7 @@ type crashingStore struct {
 
 var errCrashed = errors.New("the process is gone")
 
-func (s *crashingStore) RecordJobReplay(ctx context.Context, job string, r history.JobReplay) error {
+func (s *crashingStore) RecordJobReplay(ctx context.Context, job string, r store.JobReplay) error {
 	if s.crashed.Load() {
 		return errCrashed
 	}
@@ -158,21 +158,21 @@ func (s *crashingStore) RecordJobReplay(ctx context.Context, job string, r histo
 	return err
 }
 
-func (s *crashingStore) JobReplayed(ctx context.Context, job string, r history.JobReplay) (bool, error) {
+func (s *crashingStore) JobReplayed(ctx context.Context, job string, r store.JobReplay) (bool, error) {
 	if s.crashed.Load() {
 		return false, errCrashed
 	}
 	return s.JobStore.JobReplayed(ctx, job, r)
 }
 
-func (s *crashingStore) RenewDeadLetterJob(ctx context.Context, id, owner string, until time.Time, p history.JobProgress) error {
+func (s *crashingStore) RenewDeadLetterJob(ctx context.Context, id, owner string, until time.Time, p store.JobProgress) error {
 	if s.crashed.Load() {
 		return errCrashed
 	}
 	return s.JobStore.RenewDeadLetterJob(ctx, id, owner, until, p)
 }
 
-func (s *crashingStore) FinishDeadLetterJob(ctx context.Context, id, owner, state string, p history.JobProgress, at time.Time) error {
+func (s *crashingStore) FinishDeadLetterJob(ctx context.Context, id, owner, state string, p store.JobProgress, at time.Time) error {
 	if s.crashed.Load() {
 		return errCrashed
 	}
@@ -184,18 +184,18 @@ func (s *crashingStore) FinishDeadLetterJob(ctx context.Context, id, owner, stat
 // over once its lease lapses and finishes it: every selected copy
 // replayed once, none lost, the others still parked.
 func TestDeadLetterJobResumes(t *testing.T) {
-	for _, backend := range historytest.Backends() {
+	for _, backend := range storetest.Backends() {
 		t.Run(backend, func(t *testing.T) {
 			conn := retrytest.Conn(t)
 			topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, Routes: channel.Routes()})
-			store := historytest.Open(t, backend)
+			st := storetest.Open(t, backend)
 			const n = 300
 			parkSplit(t, conn, topo, n)
 			retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
 
 			// Process A: its own connection, which dies with it.
 			connA := retrytest.Conn(t)
-			crash := &crashingStore{JobStore: store, after: 60, conn: connA}
+			crash := &crashingStore{JobStore: st, after: 60, conn: connA}
 			a := &api.DeadLetterJobs{Store: crash, Topology: topo, Owner: "a", Lease: time.Second,
 				Dial: func() (retry.DeadLetters, func(), error) {
 					return retry.DeadLetters{Conn: connA, Topology: topo}, func() {}, nil
@@ -216,7 +216,7 @@ func TestDeadLetterJobResumes(t *testing.T) {
 
 			// Process B takes over once A's lease lapses.
 			connB := retrytest.Conn(t)
-			b := &api.DeadLetterJobs{Store: store, Topology: topo, Owner: "b", Lease: time.Second,
+			b := &api.DeadLetterJobs{Store: st, Topology: topo, Owner: "b", Lease: time.Second,
 				Dial: func() (retry.DeadLetters, func(), error) {
 					return retry.DeadLetters{Conn: connB, Topology: topo}, func() {}, nil
 				}}
@@ -224,12 +224,12 @@ func TestDeadLetterJobResumes(t *testing.T) {
 			ran := make(chan struct{})
 			go func() { b.Run(ctx); close(ran) }()
 			defer func() { cancel(); <-ran }()
-			var j history.DeadLetterJob
+			var j store.DeadLetterJob
 			retrytest.Eventually(t, 30*time.Second, func() bool {
-				j, err = store.DeadLetterJob(context.Background(), started.ID)
-				return err == nil && j.State != history.JobRunning
+				j, err = st.DeadLetterJob(context.Background(), started.ID)
+				return err == nil && j.State != store.JobRunning
 			}, "the job never ended")
-			if j.State != history.JobDone || j.Matched != n/2 || j.Done != n/2 || j.Failed != 0 || j.Takeovers != 1 || j.LeaseOwner != "" {
+			if j.State != store.JobDone || j.Matched != n/2 || j.Done != n/2 || j.Failed != 0 || j.Takeovers != 1 || j.LeaseOwner != "" {
 				t.Errorf("the job: %+v", j)
 			}
 			if diff := cmp.Diff(evenCopies(n), retrytest.TakeAll(t, conn, topo.Name("email-queue"))); diff != "" {
@@ -249,7 +249,7 @@ type slowStore struct {
 	last  atomic.Int64 // when the last read came, in Unix nanoseconds
 }
 
-func (s *slowStore) JobReplayed(ctx context.Context, job string, r history.JobReplay) (bool, error) {
+func (s *slowStore) JobReplayed(ctx context.Context, job string, r store.JobReplay) (bool, error) {
 	s.reads.Add(1)
 	s.last.Store(time.Now().UnixNano())
 	time.Sleep(5 * time.Millisecond) // stands for a slow store, not a wait for the broker
@@ -261,11 +261,11 @@ func (s *slowStore) JobReplayed(ctx context.Context, job string, r history.JobRe
 func TestCancelDeadLetterJob(t *testing.T) {
 	conn := retrytest.Conn(t)
 	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, Routes: channel.Routes()})
-	store := &slowStore{JobStore: historytest.Open(t, historytest.SQLite)}
+	st := &slowStore{JobStore: storetest.Open(t, storetest.SQLite)}
 	const n = 300
 	parkSplit(t, conn, topo, n)
 	retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
-	jobs := &api.DeadLetterJobs{Store: store, Topology: topo, Owner: "a", Lease: 300 * time.Millisecond,
+	jobs := &api.DeadLetterJobs{Store: st, Topology: topo, Owner: "a", Lease: 300 * time.Millisecond,
 		Dial: func() (retry.DeadLetters, func(), error) {
 			return retry.DeadLetters{Conn: conn, Topology: topo}, func() {}, nil
 		}}
@@ -277,7 +277,7 @@ func TestCancelDeadLetterJob(t *testing.T) {
 	}
 	resp.Body.Close()
 	location := srv.URL + resp.Header.Get("Location")
-	retrytest.Eventually(t, defaultWait, func() bool { return store.reads.Load() >= 10 }, "the job never started")
+	retrytest.Eventually(t, defaultWait, func() bool { return st.reads.Load() >= 10 }, "the job never started")
 	req, _ := http.NewRequest(http.MethodDelete, location, nil)
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
@@ -291,7 +291,7 @@ func TestCancelDeadLetterJob(t *testing.T) {
 	}
 	// The job stops at its next renewal (every 100ms): the journal reads
 	// stop.
-	retrytest.Eventually(t, defaultWait, func() bool { return time.Since(time.Unix(0, store.last.Load())) > time.Second },
+	retrytest.Eventually(t, defaultWait, func() bool { return time.Since(time.Unix(0, st.last.Load())) > time.Second },
 		"the job never stopped")
 	arrived := retrytest.TakeAll(t, conn, topo.Name("email-queue"))
 	if len(arrived) == 0 || len(arrived) >= n/2 {
@@ -328,12 +328,12 @@ func TestCancelDeadLetterJob(t *testing.T) {
 func TestDeadLetterJobWaitsForTheBroker(t *testing.T) {
 	conn := retrytest.Conn(t)
 	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, Routes: channel.Routes()})
-	store := historytest.Open(t, historytest.SQLite)
+	st := storetest.Open(t, storetest.SQLite)
 	const n = 20
 	parkSplit(t, conn, topo, n)
 	retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
 	var dials atomic.Int64
-	jobs := &api.DeadLetterJobs{Store: store, Topology: topo, Owner: "a", Lease: 300 * time.Millisecond,
+	jobs := &api.DeadLetterJobs{Store: st, Topology: topo, Owner: "a", Lease: 300 * time.Millisecond,
 		Dial: func() (retry.DeadLetters, func(), error) {
 			if dials.Add(1) == 1 {
 				return retry.DeadLetters{}, nil, errors.New("connection refused")
@@ -349,12 +349,12 @@ func TestDeadLetterJobWaitsForTheBroker(t *testing.T) {
 	var started jobAnswer
 	_ = json.NewDecoder(resp.Body).Decode(&started)
 	resp.Body.Close()
-	var j history.DeadLetterJob
+	var j store.DeadLetterJob
 	retrytest.Eventually(t, defaultWait, func() bool {
-		j, err = store.DeadLetterJob(context.Background(), started.ID)
+		j, err = st.DeadLetterJob(context.Background(), started.ID)
 		return err == nil && strings.Contains(j.LastError, "connection refused")
 	}, "the job never said why it waits")
-	if j.State != history.JobRunning {
+	if j.State != store.JobRunning {
 		t.Fatalf("a job that could not reach the broker: %+v", j)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -362,10 +362,10 @@ func TestDeadLetterJobWaitsForTheBroker(t *testing.T) {
 	go func() { jobs.Run(ctx); close(ran) }()
 	defer func() { cancel(); <-ran }()
 	retrytest.Eventually(t, defaultWait, func() bool {
-		j, err = store.DeadLetterJob(context.Background(), started.ID)
-		return err == nil && j.State != history.JobRunning
+		j, err = st.DeadLetterJob(context.Background(), started.ID)
+		return err == nil && j.State != store.JobRunning
 	}, "the job never ended")
-	if j.State != history.JobDone || j.Done != n/2 || j.Takeovers != 1 || j.LastError != "" {
+	if j.State != store.JobDone || j.Done != n/2 || j.Takeovers != 1 || j.LastError != "" {
 		t.Errorf("the job: %+v", j)
 	}
 	retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n/2 }, "the email copies are not all parked")
@@ -378,7 +378,7 @@ func TestDeadLetterJobWaitsForTheBroker(t *testing.T) {
 func TestDeadLetterJobHandedBack(t *testing.T) {
 	conn := retrytest.Conn(t)
 	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, Routes: channel.Routes()})
-	plain := historytest.Open(t, historytest.SQLite)
+	plain := storetest.Open(t, storetest.SQLite)
 	slow := &slowStore{JobStore: plain}
 	const n = 300
 	parkSplit(t, conn, topo, n)
@@ -403,7 +403,7 @@ func TestDeadLetterJobHandedBack(t *testing.T) {
 	stopA()
 	<-ranA
 	j, err := plain.DeadLetterJob(context.Background(), started.ID)
-	if err != nil || j.State != history.JobRunning || j.LeaseUntil.After(time.Now()) {
+	if err != nil || j.State != store.JobRunning || j.LeaseUntil.After(time.Now()) {
 		t.Fatalf("after a clean stop: %+v, %v; want running, its lease handed back", j, err)
 	}
 
@@ -415,9 +415,9 @@ func TestDeadLetterJobHandedBack(t *testing.T) {
 	// Well within the minute a lapsed lease would take.
 	retrytest.Eventually(t, 20*time.Second, func() bool {
 		j, err = plain.DeadLetterJob(context.Background(), started.ID)
-		return err == nil && j.State != history.JobRunning
+		return err == nil && j.State != store.JobRunning
 	}, "the job was not taken over at once")
-	if j.State != history.JobDone || j.Done != n/2 || j.Takeovers != 1 {
+	if j.State != store.JobDone || j.Done != n/2 || j.Takeovers != 1 {
 		t.Errorf("the job: %+v", j)
 	}
 	if diff := cmp.Diff(evenCopies(n), retrytest.TakeAll(t, conn, topo.Name("email-queue"))); diff != "" {
@@ -431,11 +431,11 @@ func TestDeadLetterJobHandedBack(t *testing.T) {
 func TestDeadLetterJobsTakeTurns(t *testing.T) {
 	conn := retrytest.Conn(t)
 	topo := retrytest.Declare(t, conn, retry.Topology{Backend: retry.TTL, Routes: channel.Routes()})
-	store := historytest.Open(t, historytest.SQLite)
+	st := storetest.Open(t, storetest.SQLite)
 	const n = 300
 	parkSplit(t, conn, topo, n)
 	retrytest.Eventually(t, defaultWait, func() bool { return retrytest.Depth(t, conn, topo.Name(retry.DeadQueue)) == n }, "not parked")
-	jobs := &api.DeadLetterJobs{Store: store, Topology: topo, Owner: "a",
+	jobs := &api.DeadLetterJobs{Store: st, Topology: topo, Owner: "a",
 		Dial: func() (retry.DeadLetters, func(), error) {
 			return retry.DeadLetters{Conn: conn, Topology: topo}, func() {}, nil
 		}}
@@ -453,13 +453,13 @@ func TestDeadLetterJobsTakeTurns(t *testing.T) {
 		ids = append(ids, started.ID)
 	}
 	for _, id := range ids {
-		var j history.DeadLetterJob
+		var j store.DeadLetterJob
 		retrytest.Eventually(t, 30*time.Second, func() bool {
 			var err error
-			j, err = store.DeadLetterJob(context.Background(), id)
-			return err == nil && j.State != history.JobRunning
+			j, err = st.DeadLetterJob(context.Background(), id)
+			return err == nil && j.State != store.JobRunning
 		}, "job %s never ended", id)
-		if j.State != history.JobDone || j.Done != n/2 {
+		if j.State != store.JobDone || j.Done != n/2 {
 			t.Errorf("job %s: %+v", id, j)
 		}
 	}

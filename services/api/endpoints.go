@@ -20,9 +20,9 @@ import (
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/config"
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/internal/query"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/webhooks"
 )
 
@@ -63,16 +63,16 @@ func LoadEndpointsConfig(getenv func(string) string) (EndpointsConfig, error) {
 	return cfg, nil
 }
 
-// EndpointStore is what the endpoint routes read and write; *history.Store
+// EndpointStore is what the endpoint routes read and write; *store.Store
 // is one.
 type EndpointStore interface {
-	CreateEndpoint(ctx context.Context, e history.Endpoint) error
-	Endpoint(ctx context.Context, id string) (*history.Endpoint, error)
-	ListEndpoints(ctx context.Context, q history.EndpointQuery) (history.EndpointPage, error)
-	UpdateEndpoint(ctx context.Context, id string, c history.EndpointChange, now time.Time) (*history.Endpoint, error)
+	CreateEndpoint(ctx context.Context, e store.Endpoint) error
+	Endpoint(ctx context.Context, id string) (*store.Endpoint, error)
+	ListEndpoints(ctx context.Context, q store.EndpointQuery) (store.EndpointPage, error)
+	UpdateEndpoint(ctx context.Context, id string, c store.EndpointChange, now time.Time) (*store.Endpoint, error)
 	DeleteEndpoint(ctx context.Context, id string) error
-	RotateEndpointSecret(ctx context.Context, id string, secret history.Secret, grace time.Duration, now time.Time) (*history.Endpoint, error)
-	EndpointAttempts(ctx context.Context, id string, q history.AttemptQuery) (history.AttemptPage, error)
+	RotateEndpointSecret(ctx context.Context, id string, secret store.Secret, grace time.Duration, now time.Time) (*store.Endpoint, error)
+	EndpointAttempts(ctx context.Context, id string, q store.AttemptQuery) (store.AttemptPage, error)
 }
 
 // EndpointRules are what the endpoint routes check besides the store.
@@ -144,7 +144,7 @@ type endpointView struct {
 	Secret string `json:"secret,omitempty"`
 }
 
-func endpointViewOf(e *history.Endpoint, now time.Time) endpointView {
+func endpointViewOf(e *store.Endpoint, now time.Time) endpointView {
 	v := endpointView{ID: e.ID, URL: e.URL, Description: e.Description, Enabled: e.Enabled, DisabledReason: e.DisabledReason,
 		DisabledAt: e.DisabledAt, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 		Circuit: circuitView{State: e.Circuit.State, Since: e.Circuit.Since, LastError: e.Circuit.LastError,
@@ -286,8 +286,8 @@ func lookupFailure(err error) string {
 
 func handleCreateEndpoint(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
-		store := deps.Endpoints
-		if store == nil {
+		st := deps.Endpoints
+		if st == nil {
 			return noEndpoints()
 		}
 		var req createEndpointRequest
@@ -305,18 +305,18 @@ func handleCreateEndpoint(deps Deps) http.HandlerFunc {
 			return invalidEndpoint(bad)
 		}
 		now := deps.Now().UTC()
-		e := history.Endpoint{URL: req.URL, Description: req.Description, Secret: history.Secret(webhooks.NewSecret()), CreatedAt: now}
+		e := store.Endpoint{URL: req.URL, Description: req.Description, Secret: store.Secret(webhooks.NewSecret()), CreatedAt: now}
 		var err error
 		for range 3 { // a clash of 128 random bits: never, but not a 500
 			e.ID = NewEndpointID()
-			if err = store.CreateEndpoint(r.Context(), e); !errors.Is(err, history.ErrExists) {
+			if err = st.CreateEndpoint(r.Context(), e); !errors.Is(err, store.ErrExists) {
 				break
 			}
 		}
 		if err != nil {
 			return historyFailed(deps, err)
 		}
-		created, err := store.Endpoint(r.Context(), e.ID)
+		created, err := st.Endpoint(r.Context(), e.ID)
 		if err != nil {
 			return historyFailed(deps, err)
 		}
@@ -336,13 +336,13 @@ func handleListEndpoints(deps Deps) http.HandlerFunc {
 		if len(bad) > 0 {
 			return invalidQuery(bad)
 		}
-		store := deps.Endpoints
-		if store == nil {
+		st := deps.Endpoints
+		if st == nil {
 			return noEndpoints()
 		}
-		page, err := store.ListEndpoints(r.Context(), history.EndpointQuery{Limit: q.Limit, Cursor: q.Cursor})
+		page, err := st.ListEndpoints(r.Context(), store.EndpointQuery{Limit: q.Limit, Cursor: q.Cursor})
 		switch {
-		case errors.Is(err, history.ErrBadCursor):
+		case errors.Is(err, store.ErrBadCursor):
 			return invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}})
 		case err != nil:
 			return historyFailed(deps, err)
@@ -359,9 +359,9 @@ func handleListEndpoints(deps Deps) http.HandlerFunc {
 }
 
 // pageQuery reads limit and cursor, naming each bad parameter.
-func pageQuery(r *http.Request) (history.EndpointQuery, notification.Invalid) {
+func pageQuery(r *http.Request) (store.EndpointQuery, notification.Invalid) {
 	v, err := query.Values(r)
-	var q history.EndpointQuery
+	var q store.EndpointQuery
 	var bad notification.Invalid
 	if err != nil {
 		bad = append(bad, notification.FieldError{Field: query.Field, Message: err.Error()})
@@ -373,8 +373,8 @@ func pageQuery(r *http.Request) (history.EndpointQuery, notification.Invalid) {
 	}
 	if s := v.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > history.MaxLimit {
-			bad = append(bad, notification.FieldError{Field: "limit", Message: "a whole number from 1 to " + strconv.Itoa(history.MaxLimit)})
+		if err != nil || n < 1 || n > store.MaxLimit {
+			bad = append(bad, notification.FieldError{Field: "limit", Message: "a whole number from 1 to " + strconv.Itoa(store.MaxLimit)})
 		}
 		q.Limit = n
 	}
@@ -384,9 +384,9 @@ func pageQuery(r *http.Request) (history.EndpointQuery, notification.Invalid) {
 
 // endpointAnswer answers with the endpoint the store returned, or returns
 // why there is none.
-func endpointAnswer(deps Deps, w http.ResponseWriter, id string, e *history.Endpoint, err error) error {
+func endpointAnswer(deps Deps, w http.ResponseWriter, id string, e *store.Endpoint, err error) error {
 	switch {
-	case errors.Is(err, history.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return endpointNotFound(id)
 	case err != nil:
 		return historyFailed(deps, err)
@@ -398,20 +398,20 @@ func endpointAnswer(deps Deps, w http.ResponseWriter, id string, e *history.Endp
 
 func handleGetEndpoint(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
-		store := deps.Endpoints
-		if store == nil {
+		st := deps.Endpoints
+		if st == nil {
 			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
-		e, err := store.Endpoint(r.Context(), id)
+		e, err := st.Endpoint(r.Context(), id)
 		return endpointAnswer(deps, w, id, e, err)
 	})
 }
 
 func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
-		store := deps.Endpoints
-		if store == nil {
+		st := deps.Endpoints
+		if st == nil {
 			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
@@ -431,7 +431,7 @@ func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
 		if len(bad) > 0 {
 			return invalidEndpoint(bad)
 		}
-		e, err := store.UpdateEndpoint(r.Context(), id, history.EndpointChange{URL: req.URL, Description: req.Description,
+		e, err := st.UpdateEndpoint(r.Context(), id, store.EndpointChange{URL: req.URL, Description: req.Description,
 			Enabled: req.Enabled, DisabledReason: ReasonDisabledByRequest}, deps.Now().UTC())
 		if err == nil && req.Enabled != nil {
 			deps.Log.Info("endpoint changed", "endpoint_id", id, "enabled", *req.Enabled)
@@ -448,13 +448,13 @@ func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
 
 func handleDeleteEndpoint(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
-		store := deps.Endpoints
-		if store == nil {
+		st := deps.Endpoints
+		if st == nil {
 			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
-		switch err := store.DeleteEndpoint(r.Context(), id); {
-		case errors.Is(err, history.ErrNotFound):
+		switch err := st.DeleteEndpoint(r.Context(), id); {
+		case errors.Is(err, store.ErrNotFound):
 			return endpointNotFound(id)
 		case err != nil:
 			return historyFailed(deps, err)
@@ -468,8 +468,8 @@ func handleDeleteEndpoint(deps Deps) http.HandlerFunc {
 
 func handleRotateSecret(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
-		store := deps.Endpoints
-		if store == nil {
+		st := deps.Endpoints
+		if st == nil {
 			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
@@ -496,9 +496,9 @@ func handleRotateSecret(deps Deps) http.HandlerFunc {
 			}
 		}
 		now := deps.Now().UTC()
-		e, err := store.RotateEndpointSecret(r.Context(), id, history.Secret(webhooks.NewSecret()), grace, now)
+		e, err := st.RotateEndpointSecret(r.Context(), id, store.Secret(webhooks.NewSecret()), grace, now)
 		switch {
-		case errors.Is(err, history.ErrNotFound):
+		case errors.Is(err, store.ErrNotFound):
 			return endpointNotFound(id)
 		case err != nil:
 			return historyFailed(deps, err)
@@ -518,17 +518,17 @@ func handleEndpointAttempts(deps Deps) http.HandlerFunc {
 		if len(bad) > 0 {
 			return invalidQuery(bad)
 		}
-		store := deps.Endpoints
-		if store == nil {
+		st := deps.Endpoints
+		if st == nil {
 			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
-		if _, err := store.Endpoint(r.Context(), id); err != nil {
+		if _, err := st.Endpoint(r.Context(), id); err != nil {
 			return endpointAnswer(deps, w, id, nil, err)
 		}
-		page, err := store.EndpointAttempts(r.Context(), id, history.AttemptQuery{Channel: channel.Webhook.Name(), Limit: q.Limit, Cursor: q.Cursor})
+		page, err := st.EndpointAttempts(r.Context(), id, store.AttemptQuery{Channel: channel.Webhook.Name(), Limit: q.Limit, Cursor: q.Cursor})
 		switch {
-		case errors.Is(err, history.ErrBadCursor):
+		case errors.Is(err, store.ErrBadCursor):
 			return invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}})
 		case err != nil:
 			return historyFailed(deps, err)
@@ -586,8 +586,8 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				if id == "" {
 					continue
 				}
-				store := deps.Endpoints
-				if store == nil {
+				st := deps.Endpoints
+				if st == nil {
 					return newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
 						"this API runs without a history store, where endpoints live: it cannot deliver to one")
 				}
@@ -595,9 +595,9 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				if batch {
 					field = fmt.Sprintf("notifications[%d].%s", i, field)
 				}
-				e, err := store.Endpoint(r.Context(), id)
+				e, err := st.Endpoint(r.Context(), id)
 				switch {
-				case errors.Is(err, history.ErrNotFound):
+				case errors.Is(err, store.ErrNotFound):
 					bad = append(bad, notification.FieldError{Field: field, Message: fmt.Sprintf("no endpoint has the id %q", id)})
 				case err != nil:
 					return historyFailed(deps, err)

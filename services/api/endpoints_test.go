@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relay-demo/relay/internal/history"
-	"github.com/relay-demo/relay/internal/history/historytest"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
+	"github.com/relay-demo/relay/internal/store/storetest"
 	"github.com/relay-demo/relay/webhooks"
 )
 
@@ -37,7 +37,7 @@ func testResolver(_ context.Context, host string) ([]netip.Addr, error) {
 // TestEndpointLookupFailure: a host that does not resolve is a 422 that
 // says so without the address of the DNS server relay asked.
 func TestEndpointLookupFailure(t *testing.T) {
-	h, _, _, _ := endpointServer(t, historytest.SQLite)
+	h, _, _, _ := endpointServer(t, storetest.SQLite)
 	rec := call(h, http.MethodPost, "/v1/endpoints", `{"url":"https://nowhere.invalid/in"}`, nil)
 	if rec.Code != http.StatusUnprocessableEntity || !strings.Contains(rec.Body.String(), `does not resolve (no such host)`) ||
 		strings.Contains(rec.Body.String(), "10.0.0.53") {
@@ -47,14 +47,14 @@ func TestEndpointLookupFailure(t *testing.T) {
 
 // endpointServer is the API on a real history store, with settings that
 // allow loopback, like the demo's.
-func endpointServer(t *testing.T, backend string) (http.Handler, *history.Store, *bytes.Buffer, *fakePublisher) {
+func endpointServer(t *testing.T, backend string) (http.Handler, *store.Store, *bytes.Buffer, *fakePublisher) {
 	t.Helper()
-	store := historytest.Open(t, backend)
+	st := storetest.Open(t, backend)
 	h, fake, logs := testServer(t, func(d *Deps, _ *fakePublisher) {
-		d.History, d.Endpoints = store, store
+		d.History, d.Endpoints = st, st
 		d.EndpointRules = EndpointRules{Grace: 6 * time.Hour, Guard: webhooks.NewGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), Lookup: testResolver}
 	})
-	return h, store, logs, fake
+	return h, st, logs, fake
 }
 
 // endpointBody is an endpoint as a client reads it.
@@ -93,7 +93,7 @@ func createEP(t *testing.T, h http.Handler, url string) endpointBody {
 }
 
 func TestEndpointLifecycle(t *testing.T) {
-	for _, backend := range historytest.Backends() {
+	for _, backend := range storetest.Backends() {
 		t.Run(backend, func(t *testing.T) {
 			h, _, logs, _ := endpointServer(t, backend)
 			var secrets []string
@@ -191,7 +191,7 @@ func TestEndpointLifecycle(t *testing.T) {
 }
 
 func TestEndpointRefused(t *testing.T) {
-	h, _, _, _ := endpointServer(t, historytest.SQLite)
+	h, _, _, _ := endpointServer(t, storetest.SQLite)
 	tests := []struct {
 		name    string
 		body    string
@@ -262,7 +262,7 @@ func TestEndpointsWithoutHistory(t *testing.T) {
 }
 
 func TestNotificationNamesEndpoint(t *testing.T) {
-	h, store, _, fake := endpointServer(t, historytest.SQLite)
+	h, st, _, fake := endpointServer(t, storetest.SQLite)
 	on := createEP(t, h, "https://hooks.example.com/on")
 	off := createEP(t, h, "https://hooks.example.com/off")
 	if rec := call(h, http.MethodPatch, "/v1/endpoints/"+off.ID, `{"enabled":false}`, nil); rec.Code != http.StatusOK {
@@ -320,11 +320,11 @@ func TestNotificationNamesEndpoint(t *testing.T) {
 			t.Errorf("recorded recipients %q, want the endpoint id", r.Recipients)
 		}
 	}
-	_ = store
+	_ = st
 }
 
 func TestEndpointAttemptsAndCircuit(t *testing.T) {
-	h, store, _, _ := endpointServer(t, historytest.SQLite)
+	h, st, _, _ := endpointServer(t, storetest.SQLite)
 	ctx := context.Background()
 	ep := createEP(t, h, "https://hooks.example.com/in")
 	other := createEP(t, h, "https://hooks.example.com/other")
@@ -332,10 +332,10 @@ func TestEndpointAttemptsAndCircuit(t *testing.T) {
 	for i, target := range []string{ep.ID, other.ID, ep.ID} {
 		id := fmt.Sprintf("ntf_%d", i)
 		created := at.Add(time.Duration(i) * time.Minute)
-		if err := store.Accept(ctx, []notification.Accepted{{ID: id, CreatedAt: created, Channels: []string{"webhook"}, Recipients: []string{target}, Payload: json.RawMessage(`{}`)}}); err != nil {
+		if err := st.Accept(ctx, []notification.Accepted{{ID: id, CreatedAt: created, Channels: []string{"webhook"}, Recipients: []string{target}, Payload: json.RawMessage(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
-		if err := store.Record(ctx, []notification.Event{
+		if err := st.Record(ctx, []notification.Event{
 			{ID: id, Channel: "webhook", Attempt: 1, Outcome: "failed", At: created.Add(time.Second), Error: "endpoint " + target + ": circuit open", Service: "worker-webhook"},
 			{ID: id, Channel: "webhook", Attempt: 2, Outcome: "delivered", At: created.Add(2 * time.Second), Service: "worker-webhook"},
 		}); err != nil {
@@ -382,7 +382,7 @@ func TestEndpointAttemptsAndCircuit(t *testing.T) {
 	// The circuit as a worker recorded it.
 	since := now.Add(-time.Minute)
 	failing := now.Add(-2 * time.Hour)
-	if _, err := store.RecordCircuit(ctx, ep.ID, history.CircuitChange{State: history.CircuitOpen, Since: since, LastError: "webhook https://hooks.example.com/in: 503 Service Unavailable",
+	if _, err := st.RecordCircuit(ctx, ep.ID, store.CircuitChange{State: store.CircuitOpen, Since: since, LastError: "webhook https://hooks.example.com/in: 503 Service Unavailable",
 		FailingSince: &failing, At: since}); err != nil {
 		t.Fatal(err)
 	}
@@ -431,9 +431,9 @@ func TestLoadEndpointsConfig(t *testing.T) {
 // endpoint.enabled; enabling an enabled one, or disabling, is none.
 func TestEndpointEnabledIsAnOperationalEvent(t *testing.T) {
 	var ops []notification.Operational
-	store := historytest.Open(t, historytest.SQLite)
+	st := storetest.Open(t, storetest.SQLite)
 	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
-		d.History, d.Endpoints = store, store
+		d.History, d.Endpoints = st, st
 		d.EndpointRules = EndpointRules{Guard: webhooks.NewGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), Lookup: testResolver}
 		d.Operate = func(op notification.Operational) { ops = append(ops, op) }
 	})

@@ -9,7 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/relay-demo/relay/internal/dashboard"
-	"github.com/relay-demo/relay/internal/history/historytest"
+	"github.com/relay-demo/relay/internal/store/storetest"
 )
 
 // wantHeaders are the security headers every answer carries.
@@ -24,7 +24,7 @@ var wantHeaders = map[string]string{
 // route of the dashboard, the page's files and a few errors, with and
 // without a token, and wants the security headers on each answer.
 func TestSecurityHeadersOnEveryRoute(t *testing.T) {
-	store := historytest.Open(t, historytest.SQLite)
+	store := storetest.Open(t, storetest.SQLite)
 	hub := dashboard.NewHub()
 	hub.Close() // event streams end as soon as they begin
 	dash := dashboard.New(dashboard.Deps{Hub: hub, Authenticate: dashboardAccess([]string{tokenA}, false)})

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 )
 
 // DefaultIdempotencyTTL is how long an Idempotency-Key is remembered when
@@ -17,13 +17,13 @@ import (
 const DefaultIdempotencyTTL = 24 * time.Hour
 
 // HistoryStore is what the API reads, claims and cancels in the
-// notification history; *history.Store is one.
+// notification history; *store.Store is one.
 type HistoryStore interface {
 	CancelStore
 	ProviderStore
 	Get(ctx context.Context, id string) (*notification.View, error)
-	List(ctx context.Context, q history.Query) (history.Page, error)
-	Claim(ctx context.Context, scope, key string, fingerprint []byte, id string, now time.Time, ttl time.Duration) (history.Claim, error)
+	List(ctx context.Context, q store.Query) (store.Page, error)
+	Claim(ctx context.Context, scope, key string, fingerprint []byte, id string, now time.Time, ttl time.Duration) (store.Claim, error)
 	Complete(ctx context.Context, scope, key string, response []byte) error
 	Release(ctx context.Context, scope, key string) error
 	Ping(ctx context.Context) error
@@ -77,14 +77,14 @@ func claimKey(ctx context.Context, deps Deps, scope, key string, n *notification
 			return nil, unavailable("the Idempotency-Key could not be checked: the history store is unavailable")
 		}
 		switch c.State {
-		case history.ClaimNew:
+		case store.ClaimNew:
 			return &keyClaim{scope: scope, key: key, id: n.ID}, nil
-		case history.ClaimDone:
+		case store.ClaimDone:
 			return &keyClaim{scope: scope, key: key, id: c.ID, done: c.Response}, nil
-		case history.ClaimMismatch:
+		case store.ClaimMismatch:
 			return nil, newProblem(ProblemKeyReused, http.StatusUnprocessableEntity, "Idempotency-Key reused",
 				"this Idempotency-Key was used within the last "+deps.IdempotencyTTL.String()+" for a different notification ("+c.ID+"); use a new key for new content")
-		case history.ClaimPending:
+		case store.ClaimPending:
 			if deps.Now().Sub(c.CreatedAt) > 2*deps.PublishTimeout {
 				// Its request can no longer be publishing: the process that
 				// held it stopped in between. Free the key and claim again.

@@ -5,14 +5,14 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/internal/query"
+	"github.com/relay-demo/relay/internal/store"
 )
 
-// ProviderStore is what GET /v1/providers reads; *history.Store is one.
+// ProviderStore is what GET /v1/providers reads; *store.Store is one.
 type ProviderStore interface {
-	Providers(ctx context.Context, now time.Time) ([]history.Provider, error)
+	Providers(ctx context.Context, now time.Time) ([]store.Provider, error)
 }
 
 // rateView is a provider's limit and how it stands.
@@ -41,7 +41,7 @@ type providerListView struct {
 	Providers []providerView `json:"providers"`
 }
 
-func providerViewOf(p history.Provider) providerView {
+func providerViewOf(p store.Provider) providerView {
 	v := providerView{Channel: p.Channel, Name: p.Name, Position: p.Position, SeenAt: p.SeenAt,
 		Circuit: circuitView{State: p.Circuit.State, Since: p.Circuit.Since, LastError: p.Circuit.LastError,
 			FailingSince: p.Circuit.FailingSince, UpdatedAt: p.Circuit.UpdatedAt}}
@@ -67,12 +67,12 @@ func handleListProviders(deps Deps) http.HandlerFunc {
 		if len(bad) > 0 {
 			return invalidQuery(bad)
 		}
-		store := deps.History
-		if store == nil {
+		st := deps.History
+		if st == nil {
 			return newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
 				"this API runs without a history store, where the workers record their providers")
 		}
-		ps, err := store.Providers(r.Context(), deps.Now())
+		ps, err := st.Providers(r.Context(), deps.Now())
 		if err != nil {
 			return historyFailed(deps, err)
 		}

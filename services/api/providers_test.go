@@ -8,18 +8,18 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/relay-demo/relay/internal/history"
-	"github.com/relay-demo/relay/internal/history/historytest"
+	"github.com/relay-demo/relay/internal/store"
+	"github.com/relay-demo/relay/internal/store/storetest"
 )
 
 func TestListProviders(t *testing.T) {
-	h, store, _, _ := endpointServer(t, historytest.SQLite)
+	h, st, _, _ := endpointServer(t, storetest.SQLite)
 	ctx := t.Context()
-	if _, err := store.DeclareProviders(ctx, "email", []history.ProviderDecl{{Name: "primary"}, {Name: "backup", Rate: &history.Rate{Per: 4, Burst: 2}}}, now); err != nil {
+	if _, err := st.DeclareProviders(ctx, "email", []store.ProviderDecl{{Name: "primary"}, {Name: "backup", Rate: &store.Rate{Per: 4, Burst: 2}}}, now); err != nil {
 		t.Fatal(err)
 	}
 	since := now.Add(time.Second)
-	if _, err := store.RecordProviderCircuit(ctx, "email", "primary", history.CircuitChange{State: history.CircuitOpen, Since: since,
+	if _, err := st.RecordProviderCircuit(ctx, "email", "primary", store.CircuitChange{State: store.CircuitOpen, Since: since,
 		LastError: "421 try again later", FailingSince: &since, At: since}); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestListProvidersWithoutHistory(t *testing.T) {
 }
 
 func TestListProvidersNoneDeclared(t *testing.T) {
-	h, _, _, _ := endpointServer(t, historytest.SQLite)
+	h, _, _, _ := endpointServer(t, storetest.SQLite)
 	rec := call(h, http.MethodGet, "/v1/providers", "", nil)
 	if rec.Code != http.StatusOK || strings.TrimSpace(rec.Body.String()) != `{"providers":[]}` {
 		t.Errorf("GET = %d %s, want 200 and an empty list", rec.Code, rec.Body)

@@ -22,8 +22,8 @@ import (
 	"github.com/relay-demo/relay/internal/config"
 	"github.com/relay-demo/relay/internal/dashboard"
 	"github.com/relay-demo/relay/internal/events"
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/runner"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/internal/tracing"
 	"github.com/relay-demo/relay/retry"
 )
@@ -117,10 +117,10 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 	// The process's one history store, opened now: the API answers from
 	// it. The API writes the endpoints: it alone seals again what a
 	// fallback key opens.
-	lazy, closeStore := runner.Store(ctx, cfg.Store, history.WithReseal())
-	store, err := lazy.Open(ctx)
+	lazy, closeStore := runner.Store(ctx, cfg.Store, store.WithReseal())
+	st, err := lazy.Open(ctx)
 	if err != nil {
-		if errors.Is(err, history.ErrNoTempDir) {
+		if errors.Is(err, store.ErrNoTempDir) {
 			return nil, fmt.Errorf("configuration: the history store (SQLite): %w", err)
 		}
 		if cfg.HistoryDSN != "" {
@@ -128,14 +128,14 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 		}
 		return nil, fmt.Errorf("configuration: DATA_DIR=%q: %w", cfg.DataDir, err)
 	}
-	log.Info("history store open", "backend", store.Backend(), "retention", cfg.HistoryRetention.String(), "sealed", store.Sealed())
-	if n := store.Resealed(); n > 0 {
+	log.Info("history store open", "backend", st.Backend(), "retention", cfg.HistoryRetention.String(), "sealed", st.Sealed())
+	if n := st.Resealed(); n > 0 {
 		log.Info("sealed endpoints' secrets again with HISTORY_SEAL_KEY, which a key of HISTORY_SEAL_KEY_FALLBACKS had sealed; the fallbacks can go once every API and webhook worker runs with this HISTORY_SEAL_KEY", "endpoints", n)
 	}
-	if !store.Sealed() {
+	if !st.Sealed() {
 		log.Warn("HISTORY_SEAL_KEY is not set: the endpoints' signing secrets are stored in the history in plaintext")
 	}
-	if files := store.Exposed(); len(files) > 0 {
+	if files := st.Exposed(); len(files) > 0 {
 		log.Warn("the history's files are open to other users: they hold payloads, recipients and secrets; chmod 600 them", "files", files)
 	}
 	// Spans go to OTLP when the OTEL_* variables say so.
@@ -193,13 +193,13 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 	})
 	// The history's feed; /readyz reports it when it is stuck. The
 	// management API moves aside a message too large for the AMQP frame.
-	feed := &events.Feed{Topology: topo, Sink: store, Log: log, Management: mgmt}
+	feed := &events.Feed{Topology: topo, Sink: st, Log: log, Management: mgmt}
 	// Inside relay all, the registry is shared: /metrics shows every
 	// service's metrics.
 	reg := runner.TelemetryFrom(ctx).Registry
 	// Bulk replays and purges run as jobs in the history store; this
 	// process takes over those whose process stopped.
-	jobs := &DeadLetterJobs{Store: store, Topology: topo, Log: log, Owner: "api " + NewID(),
+	jobs := &DeadLetterJobs{Store: st, Topology: topo, Log: log, Owner: "api " + NewID(),
 		Dial: dialedDeadLetters{urls: cfg.URLs(), topo: topo, observe: emitter.Observe}.open}
 	handler := NewServer(Deps{
 		Log: log,
@@ -224,8 +224,8 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 			return dialedDeadLetters{urls: cfg.URLs(), topo: topo, observe: emitter.Observe}
 		},
 		DeadLetterJobs:   jobs,
-		History:          store,
-		Endpoints:        store,
+		History:          st,
+		Endpoints:        st,
 		Operate:          emitter.Operate,
 		EndpointRules:    rules,
 		DashboardPublic:  cfg.DashboardPublic,
@@ -242,7 +242,7 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 			}
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			if err := store.Ping(pctx); err != nil {
+			if err := st.Ping(pctx); err != nil {
 				return fmt.Errorf("the history store does not answer: %w", err)
 			}
 			return feed.Stuck()
@@ -299,7 +299,7 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 	s.bg.Go(func() {
 		_ = retry.SuperviseAny(brokerCtx, cfg.URLs(), "relay api history", log, feed.Run)
 	})
-	s.bg.Go(func() { store.RunPruner(brokerCtx, time.Hour, cfg.HistoryRetention, time.Now, log) })
+	s.bg.Go(func() { st.RunPruner(brokerCtx, time.Hour, cfg.HistoryRetention, time.Now, log) })
 	s.bg.Go(func() { jobs.Run(brokerCtx) })
 	go s.supervise(ctx, cfg.ShutdownTimeout, stopBroker, served, brokered)
 

@@ -10,8 +10,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -157,9 +157,9 @@ type cancellationView struct {
 }
 
 // CancelStore is what DELETE /v1/notifications/{id} needs of the history
-// store; *history.Store is one.
+// store; *store.Store is one.
 type CancelStore interface {
-	Cancel(ctx context.Context, id, service string, now time.Time) (history.Cancellation, error)
+	Cancel(ctx context.Context, id, service string, now time.Time) (store.Cancellation, error)
 }
 
 // handleCancelNotification takes back what has not gone out of a
@@ -169,15 +169,15 @@ type CancelStore interface {
 // 409 a notification with nothing left to cancel.
 func handleCancelNotification(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
-		store := deps.History
-		if store == nil {
+		st := deps.History
+		if st == nil {
 			return newProblem(ProblemHistoryUnavailable, http.StatusServiceUnavailable, "History unavailable",
 				"this API runs without a history store, where cancellations are kept")
 		}
 		id := chi.URLParam(r, "id")
-		c, err := store.Cancel(r.Context(), id, AppID, deps.Now())
+		c, err := st.Cancel(r.Context(), id, AppID, deps.Now())
 		switch {
-		case errors.Is(err, history.ErrNotFound):
+		case errors.Is(err, store.ErrNotFound):
 			return newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
 				fmt.Sprintf("no notification %q in the history", id))
 		case err != nil:

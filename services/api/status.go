@@ -11,9 +11,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/internal/query"
+	"github.com/relay-demo/relay/internal/store"
 )
 
 // listView is the answer of GET /v1/notifications.
@@ -97,14 +97,14 @@ func historyFailed(deps Deps, err error) *Problem {
 
 func handleGetNotification(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
-		store := deps.History
-		if store == nil {
+		st := deps.History
+		if st == nil {
 			return noHistory()
 		}
 		id := chi.URLParam(r, "id")
-		n, err := store.Get(r.Context(), id)
+		n, err := st.Get(r.Context(), id)
 		switch {
-		case errors.Is(err, history.ErrNotFound):
+		case errors.Is(err, store.ErrNotFound):
 			return newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
 				"no notification has the id "+strconv.Quote(id)+" (or it is older than the history keeps)")
 		case err != nil:
@@ -123,19 +123,19 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 		if len(fields) > 0 {
 			return invalidQuery(fields)
 		}
-		store := deps.History
-		if store == nil {
+		st := deps.History
+		if st == nil {
 			return noHistory()
 		}
 		// A visitor's search looks only at what the visitor sees: were it to
 		// match the rest, the notifications and the cursor it answers with
 		// would tell a hidden token a character at a time.
 		q.Public = visitor(r.Context())
-		page, err := store.List(r.Context(), q)
+		page, err := st.List(r.Context(), q)
 		switch {
-		case errors.Is(err, history.ErrBadCursor):
+		case errors.Is(err, store.ErrBadCursor):
 			return invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}})
-		case errors.Is(err, history.ErrBadQuery):
+		case errors.Is(err, store.ErrBadQuery):
 			return invalidQuery(notification.Invalid{{Field: "q", Message: err.Error()}})
 		case err != nil:
 			return historyFailed(deps, err)
@@ -154,11 +154,11 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 				copies[i] = notification.Copy{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status}
 			}
 			if attempts {
-				n, err := store.Get(r.Context(), s.ID)
+				n, err := st.Get(r.Context(), s.ID)
 				switch {
 				case err == nil:
 					copies = n.Copies
-				case !errors.Is(err, history.ErrNotFound): // else pruned since it was listed
+				case !errors.Is(err, store.ErrNotFound): // else pruned since it was listed
 					return historyFailed(deps, err)
 				}
 			}
@@ -182,7 +182,7 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 }
 
 // listQuery reads the list's query parameters, naming each bad one.
-func listQuery(r *http.Request) (q history.Query, attempts bool, bad notification.Invalid) {
+func listQuery(r *http.Request) (q store.Query, attempts bool, bad notification.Invalid) {
 	v, err := query.Values(r)
 	if err != nil {
 		bad = append(bad, notification.FieldError{Field: query.Field, Message: err.Error()})
@@ -215,8 +215,8 @@ func listQuery(r *http.Request) (q history.Query, attempts bool, bad notificatio
 	}
 	if s := v.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > history.MaxLimit {
-			bad = append(bad, notification.FieldError{Field: "limit", Message: "a whole number from 1 to " + strconv.Itoa(history.MaxLimit)})
+		if err != nil || n < 1 || n > store.MaxLimit {
+			bad = append(bad, notification.FieldError{Field: "limit", Message: "a whole number from 1 to " + strconv.Itoa(store.MaxLimit)})
 		}
 		q.Limit = n
 	}

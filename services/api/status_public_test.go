@@ -14,9 +14,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/relay-demo/relay/internal/history"
-	"github.com/relay-demo/relay/internal/history/historytest"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
+	"github.com/relay-demo/relay/internal/store/storetest"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -83,14 +83,14 @@ func (f *fakeHistory) Get(_ context.Context, id string) (*notification.View, err
 			return n, nil
 		}
 	}
-	return nil, fmt.Errorf("notification %q: %w", id, history.ErrNotFound)
+	return nil, fmt.Errorf("notification %q: %w", id, store.ErrNotFound)
 }
 
-func (f *fakeHistory) List(_ context.Context, q history.Query) (history.Page, error) {
+func (f *fakeHistory) List(_ context.Context, q store.Query) (store.Page, error) {
 	if f.err != nil {
-		return history.Page{}, f.err
+		return store.Page{}, f.err
 	}
-	var p history.Page
+	var p store.Page
 	for _, n := range f.notifications {
 		recipients := n.Recipients
 		if q.Public {
@@ -102,7 +102,7 @@ func (f *fakeHistory) List(_ context.Context, q history.Query) (history.Page, er
 		if q.Search != "" && !strings.HasPrefix(n.ID, q.Search) && !strings.Contains(strings.Join(recipients, " "), q.Search) {
 			continue
 		}
-		s := history.Summary{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: n.Channels, Recipients: n.Recipients}
+		s := store.Summary{ID: n.ID, CreatedAt: n.CreatedAt, Accepted: n.Accepted, Channels: n.Channels, Recipients: n.Recipients}
 		keep := q.Status == ""
 		for _, c := range n.Copies {
 			s.Copies = append(s.Copies, notification.CopyStatus{Channel: c.Channel, Recipient: c.Recipient, Status: c.Status})
@@ -117,8 +117,8 @@ func (f *fakeHistory) List(_ context.Context, q history.Query) (history.Page, er
 
 // readServer is the API over store, the notifications open to visitors
 // without a token when public (DASHBOARD_PUBLIC).
-func readServer(t *testing.T, store HistoryStore, public bool) http.Handler {
-	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) { d.History, d.DashboardPublic = store, public })
+func readServer(t *testing.T, st HistoryStore, public bool) http.Handler {
+	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) { d.History, d.DashboardPublic = st, public })
 	return h
 }
 
@@ -272,7 +272,7 @@ func TestDetailRecipients(t *testing.T) {
 // TestListCopies: each notification of the list has each copy's status,
 // which the dashboard keeps up to date from the live events.
 func TestListCopies(t *testing.T) {
-	store := &fakeHistory{notifications: []*notification.View{parkedNotification()}}
+	st := &fakeHistory{notifications: []*notification.View{parkedNotification()}}
 	tests := []struct {
 		name     string
 		store    *fakeHistory
@@ -280,20 +280,20 @@ func TestListCopies(t *testing.T) {
 		status   int
 		contains string
 	}{
-		{"every notification", store, "", 200, `{"notifications":[{"id":"ntf_1","created_at":"2026-03-01T12:00:00Z","channels":["email","webhook"],` +
+		{"every notification", st, "", 200, `{"notifications":[{"id":"ntf_1","created_at":"2026-03-01T12:00:00Z","channels":["email","webhook"],` +
 			`"recipients":["ada@example.com","https://hooks.example/orders"],"status":{"email":"delivered","webhook":"parked"},` +
 			`"copies":[{"channel":"email","status":"delivered"},{"channel":"webhook","status":"parked"}]}]}`},
 		{"a copy per recipient", &fakeHistory{notifications: []*notification.View{splitNotification()}}, "?status=parked", 200,
 			`"status":{"email":"parked","webhook":"delivered"},"copies":[{"channel":"email","recipient":"ok1@example.com","status":"delivered"},` +
 				`{"channel":"email","recipient":"reject@example.com","status":"parked"},{"channel":"webhook","status":"delivered"}]}`},
-		{"by recipient", store, "?q=ada@", 200, `"id":"ntf_1"`},
-		{"no match", store, "?q=grace", 200, `{"notifications":[]}`},
-		{"parked", store, "?status=parked&channel=webhook&limit=10", 200, `"id":"ntf_1"`},
-		{"bad attempts", store, "?attempts=yes", 422, `"field":"attempts"`},
-		{"too many with attempts", store, "?attempts=true&limit=51", 422, `"field":"limit","message":"at most 50 with attempts=true"`},
+		{"by recipient", st, "?q=ada@", 200, `"id":"ntf_1"`},
+		{"no match", st, "?q=grace", 200, `{"notifications":[]}`},
+		{"parked", st, "?status=parked&channel=webhook&limit=10", 200, `"id":"ntf_1"`},
+		{"bad attempts", st, "?attempts=yes", 422, `"field":"attempts"`},
+		{"too many with attempts", st, "?attempts=true&limit=51", 422, `"field":"limit","message":"at most 50 with attempts=true"`},
 		{"store down", &fakeHistory{err: errors.New("database is locked at /data/history.db")}, "", 503, "try again shortly"},
 		{"store down, with attempts", &fakeHistory{err: errors.New("database is locked at /data/history.db")}, "?attempts=true", 503, "try again shortly"},
-		{"bad cursor", &fakeHistory{err: fmt.Errorf("decode: %w", history.ErrBadCursor)}, "?cursor=x", 422, `"field":"cursor"`},
+		{"bad cursor", &fakeHistory{err: fmt.Errorf("decode: %w", store.ErrBadCursor)}, "?cursor=x", 422, `"field":"cursor"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -350,7 +350,7 @@ func TestListAttempts(t *testing.T) {
 type prunedHistory struct{ fakeHistory }
 
 func (*prunedHistory) Get(_ context.Context, id string) (*notification.View, error) {
-	return nil, fmt.Errorf("notification %q: %w", id, history.ErrNotFound)
+	return nil, fmt.Errorf("notification %q: %w", id, store.ErrNotFound)
 }
 
 // TestPublicHidesURLSecrets: on a public dashboard, a visitor without a
@@ -448,10 +448,10 @@ func guessFrom(search func(query string) listView, known string, max int) (recov
 // whole: it is an attack that works wherever the search sees more than
 // the searcher.
 func TestSearchIsNoOracle(t *testing.T) {
-	for _, backend := range historytest.Backends() {
+	for _, backend := range storetest.Backends() {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
-			store := historytest.Open(t, backend)
+			st := storetest.Open(t, backend)
 			at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 			var accepted []notification.Accepted
 			add := func(recipients ...string) {
@@ -464,10 +464,10 @@ func TestSearchIsNoOracle(t *testing.T) {
 				add("https://hooks.example/services/T000/B000/xxxxsecretpath")
 				add("+15555550100")
 			}
-			if err := store.Accept(t.Context(), accepted); err != nil {
+			if err := st.Accept(t.Context(), accepted); err != nil {
 				t.Fatal(err)
 			}
-			h := readServer(t, store, true)
+			h := readServer(t, st, true)
 			answers := map[string]int{} // every answer without a token, and how often
 			search := func(auth string) func(string) listView {
 				return func(query string) listView {
@@ -518,7 +518,7 @@ func TestSearchIsNoOracle(t *testing.T) {
 // last page, over a history whose newest notifications match only in what
 // the visitor does not see.
 func TestPublicSearchPages(t *testing.T) {
-	store := historytest.Open(t, historytest.SQLite)
+	st := storetest.Open(t, storetest.SQLite)
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var accepted []notification.Accepted
 	for i := range 10 {
@@ -529,10 +529,10 @@ func TestPublicSearchPages(t *testing.T) {
 		accepted = append(accepted, notification.Accepted{ID: fmt.Sprintf("ntf_%02d", i), CreatedAt: at.Add(time.Duration(i) * time.Second),
 			Channels: []string{"email"}, Recipients: []string{recipient}})
 	}
-	if err := store.Accept(t.Context(), accepted); err != nil {
+	if err := st.Accept(t.Context(), accepted); err != nil {
 		t.Fatal(err)
 	}
-	h := readServer(t, store, true)
+	h := readServer(t, st, true)
 	var pages [][]string
 	cursor := ""
 	for range 5 {

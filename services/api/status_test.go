@@ -13,9 +13,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/relay-demo/relay/internal/history/historytest"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/internal/query"
+	"github.com/relay-demo/relay/internal/store/storetest"
 )
 
 // get calls h with a GET and the test token.
@@ -28,7 +28,7 @@ func get(h http.Handler, path string) *httptest.ResponseRecorder {
 }
 
 func TestNotificationStatus(t *testing.T) {
-	store := historytest.Open(t, historytest.SQLite)
+	store := storetest.Open(t, storetest.SQLite)
 	ctx := context.Background()
 	at := now.Add(-time.Minute)
 	if err := store.Accept(ctx, []notification.Accepted{{ID: "ntf_a", CreatedAt: at, Channels: []string{"email", "webhook"},
@@ -103,7 +103,7 @@ func TestNotificationStatus(t *testing.T) {
 // channel names none, and the list shows the email as parked while one
 // recipient's copy is.
 func TestNotificationStatusRecipients(t *testing.T) {
-	store := historytest.Open(t, historytest.SQLite)
+	store := storetest.Open(t, storetest.SQLite)
 	ctx := context.Background()
 	at := now.Add(-time.Minute)
 	if err := store.Accept(ctx, []notification.Accepted{{ID: "ntf_split", CreatedAt: at, Channels: []string{"email", "webhook"},
@@ -159,7 +159,7 @@ func post(h http.Handler, key, body string) *httptest.ResponseRecorder {
 }
 
 func TestIdempotencyWithHistory(t *testing.T) {
-	store := historytest.Open(t, historytest.SQLite)
+	store := storetest.Open(t, storetest.SQLite)
 	h, fake, _ := testServer(t, func(d *Deps, _ *fakePublisher) { d.History = store })
 	body := `{` + emailPart + `}`
 

@@ -7,18 +7,18 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 )
 
 // Cancellations holds copies of notifications for a worker sending them,
-// against a cancellation at the same moment; *history.Store is one.
+// against a cancellation at the same moment; *store.Store is one.
 type Cancellations interface {
 	// HoldCopy takes the copy for hold, or reports it cancelled.
 	HoldCopy(ctx context.Context, id, channel, recipient string, hold time.Duration, now time.Time) (cancelled bool, err error)
 	// ReleaseCopy gives it back once the attempt ended, and records how.
-	ReleaseCopy(ctx context.Context, id, channel, recipient string, end history.AttemptEnd, now time.Time) error
+	ReleaseCopy(ctx context.Context, id, channel, recipient string, end store.AttemptEnd, now time.Time) error
 }
 
 // copyHold is how long a copy held for an attempt stays held should its
@@ -58,7 +58,7 @@ func checkCancelled(name string, holds func(ctx context.Context) (Cancellations,
 			return fmt.Errorf("cannot tell whether %s was cancelled: %w", m.ID, err)
 		}
 		if cancelled {
-			return retry.Cancel(errors.New(history.CancelReason))
+			return retry.Cancel(errors.New(store.CancelReason))
 		}
 		// Given back with how the attempt ended (a panic is a failure)
 		// before the pipeline acks it: the history hears of the attempt
@@ -69,7 +69,7 @@ func checkCancelled(name string, holds func(ctx context.Context) (Cancellations,
 		defer func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			end := history.AttemptEnd{Round: m.Round, Attempt: m.Attempt, Delivered: ended && err == nil}
+			end := store.AttemptEnd{Round: m.Round, Attempt: m.Attempt, Delivered: ended && err == nil}
 			if rerr := c.ReleaseCopy(rctx, m.ID, name, recipient, end, time.Now()); rerr != nil {
 				slog.Warn("release a copy after its attempt", "id", m.ID, "channel", name, "error", rerr)
 			}

@@ -9,8 +9,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 )
 
@@ -21,7 +21,7 @@ type fakeCancellations struct {
 	err       error
 	asked     int
 	released  []string
-	ends      []history.AttemptEnd
+	ends      []store.AttemptEnd
 }
 
 func (f *fakeCancellations) HoldCopy(_ context.Context, id, channel, recipient string, hold time.Duration, _ time.Time) (bool, error) {
@@ -32,7 +32,7 @@ func (f *fakeCancellations) HoldCopy(_ context.Context, id, channel, recipient s
 	return f.cancelled[id+"/"+channel+"/"+recipient], f.err
 }
 
-func (f *fakeCancellations) ReleaseCopy(_ context.Context, id, channel, recipient string, end history.AttemptEnd, _ time.Time) error {
+func (f *fakeCancellations) ReleaseCopy(_ context.Context, id, channel, recipient string, end store.AttemptEnd, _ time.Time) error {
 	f.released = append(f.released, id+"/"+channel+"/"+recipient)
 	f.ends = append(f.ends, end)
 	return nil
@@ -64,28 +64,28 @@ func TestCheckCancelled(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store := &fakeCancellations{err: tt.err, cancelled: map[string]bool{
+			st := &fakeCancellations{err: tt.err, cancelled: map[string]bool{
 				"ntf_b/webhook/": true, "ntf_c/webhook/grace@example.com": true}}
 			sent := false
-			h := checkCancelled("webhook", func(context.Context) (Cancellations, error) { return store, nil }, func(context.Context, *retry.Message) error { sent = true; return tt.sendErr })
+			h := checkCancelled("webhook", func(context.Context) (Cancellations, error) { return st, nil }, func(context.Context, *retry.Message) error { sent = true; return tt.sendErr })
 			m := tt.msg
 			err := h(t.Context(), &m)
-			if (store.asked > 0) != tt.wantAsked || sent != tt.wantSent || retry.IsCancelled(err) != tt.wantCancelled ||
+			if (st.asked > 0) != tt.wantAsked || sent != tt.wantSent || retry.IsCancelled(err) != tt.wantCancelled ||
 				(err != nil && !retry.IsCancelled(err)) != tt.wantErr {
 				t.Errorf("asked %d, sent %v, err %v; want asked %v, sent %v, cancelled %v, error %v",
-					store.asked, sent, err, tt.wantAsked, tt.wantSent, tt.wantCancelled, tt.wantErr)
+					st.asked, sent, err, tt.wantAsked, tt.wantSent, tt.wantCancelled, tt.wantErr)
 			}
 			// A copy held for a send is given back after it, and only then.
 			key := m.ID + "/webhook/" + (retry.Topology{CopyHeader: notification.HeaderRecipient}).Copy(m.Headers)
-			if wantReleased := tt.wantSent && tt.wantAsked; slices.Contains(store.released, key) != wantReleased || len(store.released) > 1 {
-				t.Errorf("released %v; want %s released: %v", store.released, key, wantReleased)
+			if wantReleased := tt.wantSent && tt.wantAsked; slices.Contains(st.released, key) != wantReleased || len(st.released) > 1 {
+				t.Errorf("released %v; want %s released: %v", st.released, key, wantReleased)
 			}
 			// With how the attempt ended, which a cancellation reads
 			// before the history hears of it.
-			if len(store.ends) == 1 {
-				want := history.AttemptEnd{Round: m.Round, Attempt: m.Attempt, Delivered: tt.sendErr == nil}
-				if store.ends[0] != want {
-					t.Errorf("given back as %+v, want %+v", store.ends[0], want)
+			if len(st.ends) == 1 {
+				want := store.AttemptEnd{Round: m.Round, Attempt: m.Attempt, Delivered: tt.sendErr == nil}
+				if st.ends[0] != want {
+					t.Errorf("given back as %+v, want %+v", st.ends[0], want)
 				}
 			}
 		})
@@ -95,13 +95,13 @@ func TestCheckCancelled(t *testing.T) {
 // TestCheckCancelledPanic: an attempt that panics gives its copy back as
 // failed, never as delivered.
 func TestCheckCancelledPanic(t *testing.T) {
-	store := &fakeCancellations{}
-	h := checkCancelled("webhook", func(context.Context) (Cancellations, error) { return store, nil }, func(context.Context, *retry.Message) error { panic("boom") })
+	st := &fakeCancellations{}
+	h := checkCancelled("webhook", func(context.Context) (Cancellations, error) { return st, nil }, func(context.Context, *retry.Message) error { panic("boom") })
 	m := retry.Message{ID: "ntf_a", Attempt: 2}
 	if err := retry.Call(t.Context(), h, &m); err == nil {
 		t.Fatal("a panicking attempt succeeded")
 	}
-	if want := []history.AttemptEnd{{Attempt: 2}}; !slices.Equal(store.ends, want) {
-		t.Errorf("given back as %+v, want %+v", store.ends, want)
+	if want := []store.AttemptEnd{{Attempt: 2}}; !slices.Equal(st.ends, want) {
+		t.Errorf("given back as %+v, want %+v", st.ends, want)
 	}
 }

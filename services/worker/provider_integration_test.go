@@ -22,8 +22,8 @@ import (
 
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/events"
-	"github.com/relay-demo/relay/internal/history/historytest"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store/storetest"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/retrier"
@@ -406,7 +406,7 @@ func TestRateLimitAcrossReplicas(t *testing.T) {
 	const n, rate, burst = 500, 50, 1
 	s := startProviders(t, 3, map[string]string{
 		"SMTP_HOST": "127.0.0.1", "SMTP_PORT": srv.port(), "SMTP_RATE": strconv.Itoa(rate), "SMTP_BURST": strconv.Itoa(burst),
-		"HISTORY_DSN": historytest.DSN(t, historytest.Postgres), "RETRY_DEFERRALS": "20",
+		"HISTORY_DSN": storetest.DSN(t, storetest.Postgres), "RETRY_DEFERRALS": "20",
 	})
 	ids := s.sendEmails(t, n, func(int) string { return "ada@example.com" }, 0)
 	var got map[string][]time.Time

@@ -17,8 +17,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/relay-demo/relay/internal/history"
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/webhooks"
@@ -133,22 +133,22 @@ func TestSMSFailoverGatewayDown(t *testing.T) {
 		}
 	}
 
-	store, err := history.Open(context.Background(), dsn)
+	st, err := store.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
-	ps, err := store.Providers(context.Background(), time.Now())
+	defer st.Close()
+	ps, err := st.Providers(context.Background(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ps) != 2 || ps[0].Name != "one" || ps[1].Name != "two" {
 		t.Fatalf("the store holds providers %+v, want sms gateways one and two", ps)
 	}
-	if c := ps[0].Circuit; c.State != history.CircuitOpen || !strings.Contains(c.LastError, "503") {
+	if c := ps[0].Circuit; c.State != store.CircuitOpen || !strings.Contains(c.LastError, "503") {
 		t.Errorf("gateway one's circuit in the store: %+v, want open after its 503s", c)
 	}
-	if c := ps[1].Circuit; c.State != history.CircuitClosed {
+	if c := ps[1].Circuit; c.State != store.CircuitClosed {
 		t.Errorf("gateway two's circuit in the store: %+v, want closed", c)
 	}
 }

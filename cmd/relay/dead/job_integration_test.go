@@ -16,7 +16,7 @@ import (
 
 	"github.com/relay-demo/relay/cmd/relay/dead"
 	"github.com/relay-demo/relay/internal/channel"
-	"github.com/relay-demo/relay/internal/history/historytest"
+	"github.com/relay-demo/relay/internal/store/storetest"
 	"github.com/relay-demo/relay/retry"
 	"github.com/relay-demo/relay/retry/retrytest"
 	"github.com/relay-demo/relay/services/api"
@@ -29,7 +29,7 @@ func TestDeadJobCommands(t *testing.T) {
 	conn := retrytest.Conn(t)
 	topo := retrytest.Declare(t, conn, retry.Topology{Routes: channel.Routes(), Backend: retry.TTL})
 	const token = "dead-letter-cli-token-0123456789"
-	jobs := &api.DeadLetterJobs{Store: historytest.Open(t, historytest.SQLite), Topology: topo, Owner: "test",
+	jobs := &api.DeadLetterJobs{Store: storetest.Open(t, storetest.SQLite), Topology: topo, Owner: "test",
 		Dial: func() (retry.DeadLetters, func(), error) {
 			return retry.DeadLetters{Conn: conn, Topology: topo}, func() {}, nil
 		}}

@@ -1,4 +1,0 @@
-package history
-
-// LoadChunk is how many notifications Load writes in one transaction.
-const LoadChunk = loadChunk

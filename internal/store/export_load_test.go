@@ -1,0 +1,4 @@
+package store
+
+// LoadChunk is how many notifications Load writes in one transaction.
+const LoadChunk = loadChunk
