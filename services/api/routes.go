@@ -42,8 +42,10 @@ func routes(r *chi.Mux, deps Deps, m *metrics) {
 			v1.Get("/providers", handleListProviders(deps))
 			v1.Post("/dashboard/links", handleCreateDashboardLink(deps))
 		})
-		v1.NotFound(handleNotFound())
-		v1.MethodNotAllowed(handleMethodNotAllowed(r))
+		// A visitor learns nothing of the routes it may not use: an
+		// unknown path or method is refused as a request without a token.
+		v1.NotFound(tokenOnly(handleNotFound()).ServeHTTP)
+		v1.MethodNotAllowed(tokenOnly(handleMethodNotAllowed(r)).ServeHTTP)
 	})
 	if deps.Dashboard != nil {
 		// The page, its files, its session, events, queues and pipeline:

@@ -195,7 +195,7 @@ func TestReadNeedsAToken(t *testing.T) {
 	for _, rq := range []struct{ method, path string }{
 		{http.MethodPost, "/v1/notifications"}, {http.MethodDelete, "/v1/notifications/ntf_1"}, {http.MethodGet, "/v1/dead-letters"},
 		{http.MethodPost, "/v1/dead-letters/replay"}, {http.MethodGet, "/v1/endpoints"}, {http.MethodGet, "/v1/providers"},
-		{http.MethodPost, "/v1/dashboard/links"},
+		{http.MethodPost, "/v1/dashboard/links"}, {http.MethodGet, "/v1/no-such-route"}, {http.MethodPut, "/v1/notifications"},
 	} {
 		rec := call(h, rq.method, rq.path, "{}", map[string]string{"Authorization": ""})
 		if rec.Code != http.StatusUnauthorized || rec.Header().Get("WWW-Authenticate") == "" {
