@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 )
@@ -35,12 +36,14 @@ func NewFlow(ctx context.Context, owner string) context.Context {
 	return context.WithValue(ctx, flowKey{}, flow{id: flows.Add(1), owner: owner})
 }
 
-// flowOf is ctx's flow, or a new one with an owner of its own.
+// flowOf is ctx's flow, or a new one with an owner of its own: a name
+// no caller of NewFlow can give, as it holds a NUL byte and a number.
 func flowOf(ctx context.Context) flow {
 	if f, ok := ctx.Value(flowKey{}).(flow); ok {
 		return f
 	}
-	return flow{id: flows.Add(1), owner: "\x00own"}
+	id := flows.Add(1)
+	return flow{id: id, owner: "\x00" + strconv.FormatUint(id, 10)}
 }
 
 // window bounds the messages in flight, unconfirmed, of a Producer, and

@@ -184,3 +184,37 @@ func TestWindowTakesOwnersInTurn(t *testing.T) {
 		t.Fatalf("granted in order %q, want %q", order, want)
 	}
 }
+
+// TestWindowCallsWithoutAFlow lines up two calls of one owner's flow, then
+// two calls whose contexts carry no flow: each of those is an owner of its
+// own, so both go before the owner's second call.
+func TestWindowCallsWithoutAFlow(t *testing.T) {
+	w := newWindow(1)
+	ctx := context.Background()
+	if _, err := w.acquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	granted := make(chan string, 4)
+	wait := func(ctx context.Context, name string) {
+		if _, err := w.acquire(ctx, 1); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		granted <- name
+	}
+	flow := NewFlow(ctx, "a")
+	for i, c := range []struct {
+		ctx  context.Context
+		name string
+	}{{flow, "a1"}, {flow, "a2"}, {ctx, "p"}, {ctx, "q"}} {
+		go wait(c.ctx, c.name)
+		awaitQueued(t, w, i+1)
+	}
+	var order []string
+	for range 4 {
+		w.release(1)
+		order = append(order, <-granted)
+	}
+	if want := []string{"a1", "p", "q", "a2"}; !slices.Equal(order, want) {
+		t.Fatalf("granted in order %q, want %q", order, want)
+	}
+}
