@@ -327,7 +327,10 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 		// lane are the one-lane row's case (one pair in WORK_LANES meets
 		// it by chance).
 		aKey, bKey = newBenchEndpointID(), newBenchEndpointID()
-		for lanes > 1 && lane(bKey) == lane(aKey) {
+		for tries := 1; lanes > 1 && lane(bKey) == lane(aKey); tries++ {
+			if tries == 1000 {
+				return out, fmt.Errorf("no endpoint id out of %d falls in another of %d lanes than A's", tries, lanes)
+			}
 			bKey = newBenchEndpointID()
 		}
 		st, err := store.Open(ctx, filepath.Join(dir, "history.db"))
