@@ -13,6 +13,9 @@ import (
 type Accepted struct {
 	// ID is the notification id, such as "ntf_…".
 	ID string `json:"id"`
+	// Tenant is the tenant whose token posted it; empty for the default
+	// tenant.
+	Tenant string `json:"tenant,omitempty"`
 	// CreatedAt is when the API accepted it.
 	CreatedAt time.Time `json:"created_at"`
 	// DueAt is, for a scheduled notification, when it is due; zero for

@@ -55,6 +55,9 @@ type Notification struct {
 	// follow; empty for the default schedule. It is not part of the
 	// envelope either: each copy carries it in HeaderType.
 	Type string
+	// Tenant is the tenant whose token posted it; empty for the default
+	// tenant. Each copy carries it in HeaderTenant.
+	Tenant string
 }
 
 // HeaderDueAt is the header, Unix milliseconds, that marks a copy of a
@@ -68,6 +71,12 @@ const HeaderDueAt = "x-due-at"
 // the pipeline's events and dead letters report it, and a dead-letter
 // filter selects by it.
 const HeaderRecipient = "x-recipient"
+
+// HeaderTenant names the tenant a copy belongs to, when it is not the
+// default tenant: the pipeline's events and dead letters carry it, and
+// what a tenant's token reads, cancels, replays or purges is selected by
+// it.
+const HeaderTenant = "x-tenant"
 
 // HeaderType names a copy's notification type, when it has one: the
 // topology's retry.Topology.TypeHeader, whose value picks the retry

@@ -15,6 +15,9 @@ import (
 type View struct {
 	// ID is the notification id, such as "ntf_…".
 	ID string `json:"id"`
+	// Tenant is the tenant it belongs to; empty (and left out) for the
+	// default tenant.
+	Tenant string `json:"tenant,omitempty"`
 	// CreatedAt is when the API accepted it; until the history has the
 	// API's record of it, the time of its earliest event.
 	CreatedAt time.Time `json:"created_at"`
@@ -193,6 +196,7 @@ type CopyStatus struct {
 // added.
 type Summary struct {
 	ID         string            `json:"id"`
+	Tenant     string            `json:"tenant,omitempty"`
 	CreatedAt  time.Time         `json:"created_at"`
 	DueAt      *time.Time        `json:"due_at,omitempty"`
 	Channels   []string          `json:"channels"`

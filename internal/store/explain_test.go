@@ -42,9 +42,10 @@ func TestExplain(t *testing.T) {
 	}{
 		{name: "get notification", sql: store.GetNotificationSQL, sqliteWant: []string{"SEARCH notifications USING INDEX sqlite_autoindex_notifications_1 (id=?)"}},
 		{name: "get copies and attempts", sql: store.GetCopiesSQL, sqliteWant: []string{"SEARCH c USING PRIMARY KEY (notification_id=?)", "SEARCH a USING PRIMARY KEY (notification_id=? AND channel=? AND recipient=?)"}},
-		{name: "list, first page", list: &store.Query{}, sqliteWant: []string{"SCAN n USING INDEX notifications_created_at_id"}, sqliteNot: []string{"TEMP B-TREE"}},
-		{name: "list, a later page", page2: true, sqliteWant: []string{"SEARCH n USING INDEX notifications_created_at_id"}, sqliteNot: []string{"TEMP B-TREE"}},
-		{name: "list, since and until", list: &store.Query{Since: created(n / 4), Until: created(n / 2)}, sqliteWant: []string{"SEARCH n USING INDEX notifications_created_at_id (created_at>? AND created_at<?)"}, sqliteNot: []string{"TEMP B-TREE"}},
+		{name: "list, first page", list: &store.Query{}, sqliteWant: []string{"SEARCH n USING INDEX notifications_tenant_created_at_id (tenant=?)"}, sqliteNot: []string{"TEMP B-TREE"}},
+		{name: "list, a later page", page2: true, sqliteWant: []string{"SEARCH n USING INDEX notifications_tenant_created_at_id (tenant=? AND (created_at,id)<(?,?))"}, sqliteNot: []string{"TEMP B-TREE"}},
+		{name: "list, since and until", list: &store.Query{Since: created(n / 4), Until: created(n / 2)}, sqliteWant: []string{"SEARCH n USING INDEX notifications_tenant_created_at_id (tenant=? AND created_at>? AND created_at<?)"}, sqliteNot: []string{"TEMP B-TREE"}},
+		{name: "list, every tenant's", list: &store.Query{AllTenants: true}, sqliteWant: []string{"SCAN n USING INDEX notifications_created_at_id"}, sqliteNot: []string{"TEMP B-TREE"}},
 		{name: "list, status parked", list: &store.Query{Status: "parked"}},
 		{name: "list, email retrying", list: &store.Query{Channel: "email", Status: "retrying"}},
 		{name: "list, search a recipient", list: &store.Query{Search: "user12345@"}},

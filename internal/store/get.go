@@ -13,7 +13,7 @@ import (
 )
 
 const (
-	getNotification = `SELECT created_at, due_at, accepted, channels, recipients, payload FROM notifications WHERE id = $1`
+	getNotification = `SELECT tenant, created_at, due_at, accepted, channels, recipients, payload FROM notifications WHERE id = $1`
 	// getCopies reads copies and timelines in one statement, so that they
 	// agree with each other even while events are being recorded.
 	getCopies = `
@@ -31,7 +31,7 @@ func (s *Store) Get(ctx context.Context, id string) (*notification.View, error) 
 	n := &notification.View{ID: id}
 	var channels, recipients, payload []byte
 	err := s.read.QueryRowContext(ctx, s.d.q(getNotification), id).
-		Scan(timeCol{&n.CreatedAt}, nullTimeCol{&n.DueAt}, &n.Accepted, &channels, &recipients, &payload)
+		Scan(&n.Tenant, timeCol{&n.CreatedAt}, nullTimeCol{&n.DueAt}, &n.Accepted, &channels, &recipients, &payload)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("notification %q: %w", id, ErrNotFound)
 	}

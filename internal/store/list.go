@@ -27,8 +27,12 @@ const (
 )
 
 // Query selects notifications for List. Its zero value lists every
-// notification, newest first, DefaultLimit a page.
+// notification of the default tenant, newest first, DefaultLimit a page.
 type Query struct {
+	// Tenant keeps the notifications of this tenant; "" is the default
+	// tenant's. AllTenants lists every tenant's instead.
+	Tenant     string
+	AllTenants bool
 	// Status keeps notifications with a copy in this status: one of its
 	// recipients' copies is enough.
 	Status notification.Status
@@ -65,6 +69,8 @@ type Page struct {
 type Summary struct {
 	// ID is the notification id.
 	ID string
+	// Tenant is the tenant it belongs to; "" for the default tenant.
+	Tenant string
 	// CreatedAt is when the API accepted it, as in notification.View.
 	CreatedAt time.Time
 	// DueAt is when a scheduled notification is due; nil for one sent at
@@ -128,7 +134,7 @@ func (s *Store) List(ctx context.Context, q Query) (Page, error) {
 			n                    Summary
 			channels, recipients []byte
 		)
-		if err := rows.Scan(&n.ID, timeCol{&n.CreatedAt}, nullTimeCol{&n.DueAt}, &n.Accepted, &channels, &recipients); err != nil {
+		if err := rows.Scan(&n.ID, &n.Tenant, timeCol{&n.CreatedAt}, nullTimeCol{&n.DueAt}, &n.Accepted, &channels, &recipients); err != nil {
 			return err
 		}
 		if err := unmarshalStrings(channels, &n.Channels); err != nil {
@@ -175,6 +181,9 @@ func (s *Store) listQuery(q Query) (query string, args []any, limit int, err err
 		args = append(args, v)
 		return s.d.arg(len(args))
 	}
+	if !q.AllTenants {
+		where = append(where, "n.tenant = "+arg(q.Tenant))
+	}
 	if !q.Since.IsZero() {
 		where = append(where, "n.created_at >= "+arg(s.d.ts(micro(q.Since))))
 	}
@@ -213,7 +222,7 @@ func (s *Store) listQuery(q Query) (query string, args []any, limit int, err err
 		esc := escapeLike(term)
 		where = append(where, `(`+col+` LIKE `+arg(esc+"%")+` ESCAPE '\' OR `+col+` LIKE `+arg("%\n%"+esc+"%")+` ESCAPE '\')`)
 	}
-	query = `SELECT n.id, n.created_at, n.due_at, n.accepted, n.channels, n.recipients FROM notifications n`
+	query = `SELECT n.id, n.tenant, n.created_at, n.due_at, n.accepted, n.channels, n.recipients FROM notifications n`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}

@@ -39,7 +39,7 @@ func (s *Store) Accept(ctx context.Context, ns []notification.Accepted) error {
 	// lock their rows in the same order and cannot deadlock.
 	slices.SortFunc(batch, func(a, b notification.Accepted) int { return cmp.Compare(a.ID, b.ID) })
 
-	args := make([]any, 0, len(batch)*9)
+	args := make([]any, 0, len(batch)*10)
 	for _, n := range batch {
 		channels, _ := json.Marshal(nonNil(n.Channels))
 		recipients, _ := json.Marshal(nonNil(n.Recipients))
@@ -52,19 +52,19 @@ func (s *Store) Accept(ctx context.Context, ns []notification.Accepted) error {
 			at := micro(n.DueAt)
 			due = &at
 		}
-		args = append(args, n.ID, s.d.ts(micro(n.CreatedAt)), s.d.nullTS(due), s.d.bool(true), string(channels), string(recipients), searchText(n.ID, n.Recipients),
+		args = append(args, n.ID, n.Tenant, s.d.ts(micro(n.CreatedAt)), s.d.nullTS(due), s.d.bool(true), string(channels), string(recipients), searchText(n.ID, n.Recipients),
 			publicSearchText(n.ID, n.Recipients), payload)
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		accepted := map[string]bool{}
 		err := queryRows(ctx, tx, s.d,
-			`INSERT INTO notifications (id, created_at, due_at, accepted, channels, recipients, search, public_search, payload) `,
-			` ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, due_at = excluded.due_at, accepted = excluded.accepted,
+			`INSERT INTO notifications (id, tenant, created_at, due_at, accepted, channels, recipients, search, public_search, payload) `,
+			` ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, created_at = excluded.created_at, due_at = excluded.due_at, accepted = excluded.accepted,
 				channels = excluded.channels, recipients = excluded.recipients, search = excluded.search, public_search = excluded.public_search,
 				payload = excluded.payload
 			WHERE notifications.accepted = false
 			RETURNING id`,
-			[]string{"text", "timestamptz", "timestamptz", "boolean", "jsonb", "jsonb", "text", "text", "json"}, args, func(rows *sql.Rows) error {
+			[]string{"text", "text", "timestamptz", "timestamptz", "boolean", "jsonb", "jsonb", "text", "text", "json"}, args, func(rows *sql.Rows) error {
 				var id string
 				if err := rows.Scan(&id); err != nil {
 					return err

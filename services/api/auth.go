@@ -2,9 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
@@ -14,9 +11,6 @@ import (
 	"github.com/relay-demo/relay/internal/problem"
 )
 
-// identityKey is the context key of the authenticated client's identity.
-type identityKey struct{}
-
 // visitorKey marks the context of a public dashboard's visitor: a request
 // without a token that requireToken let through.
 type visitorKey struct{}
@@ -24,14 +18,6 @@ type visitorKey struct{}
 // visitor reports whether ctx is a public dashboard's visitor's, who sees
 // the notifications redacted (see viewFor).
 func visitor(ctx context.Context) bool { return ctx.Value(visitorKey{}) != nil }
-
-// identity is the hex SHA-256 of the bearer token a request authenticated
-// with, or "" when authentication is off. Idempotency keys are scoped to
-// it, so two clients' keys never meet.
-func identity(ctx context.Context) string {
-	id, _ := ctx.Value(identityKey{}).(string)
-	return id
-}
 
 // requireToken lets a request through only with a bearer token from
 // tokens. Each configured token is compared, in constant time, with the
@@ -48,8 +34,8 @@ func identity(ctx context.Context) string {
 // With visitors (DASHBOARD_PUBLIC), a request without an Authorization
 // header goes through as a visitor, neither refused nor charged: the
 // routes it may not use refuse it (tokenOnly), the others redact.
-func requireToken(tokens []string, failures *limiter, now func() time.Time, visitors bool) func(http.Handler) http.Handler {
-	match := tokenMatcher(tokens)
+func requireToken(creds []credential, failures *limiter, now func() time.Time, visitors bool) func(http.Handler) http.Handler {
+	match := matcher(creds)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if visitors && r.Header.Get("Authorization") == "" {
@@ -76,13 +62,12 @@ func requireToken(tokens []string, failures *limiter, now func() time.Time, visi
 				fail(unauthorized("send Authorization: Bearer <token>", `Bearer realm="relay"`))
 				return
 			}
-			id, ok := match(token)
+			who, ok := match(token)
 			if !ok {
 				fail(unauthorized("the bearer token is not one the API accepts", `Bearer realm="relay", error="invalid_token"`))
 				return
 			}
-			ctx := context.WithValue(r.Context(), identityKey{}, id)
-			next.ServeHTTP(w, r.WithContext(ctx))
+			next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), who)))
 		})
 	}
 }
@@ -107,24 +92,4 @@ func bearer(header string) (string, bool) {
 	}
 	token = strings.TrimSpace(token)
 	return token, token != ""
-}
-
-// tokenMatcher returns the check of a presented token against tokens:
-// each is compared, in constant time, with the presented one, both hashed
-// first so their lengths do not matter, and every comparison runs
-// whatever the earlier ones found. It returns the token's identity (see
-// identity) and whether it is one of tokens.
-func tokenMatcher(tokens []string) func(token string) (id string, ok bool) {
-	hashes := make([][sha256.Size]byte, len(tokens))
-	for i, t := range tokens {
-		hashes[i] = sha256.Sum256([]byte(t))
-	}
-	return func(token string) (string, bool) {
-		sum := sha256.Sum256([]byte(token))
-		match := 0
-		for i := range hashes {
-			match |= subtle.ConstantTimeCompare(sum[:], hashes[i][:])
-		}
-		return hex.EncodeToString(sum[:]), match == 1
-	}
 }

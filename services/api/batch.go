@@ -107,7 +107,7 @@ func handleCreateBatch(deps Deps, m *metrics) http.HandlerFunc {
 		copies := 0
 		for i, n := range valid {
 			if n != nil {
-				n.ID, n.CreatedAt = deps.NewID(), createdAt
+				n.ID, n.CreatedAt, n.Tenant = deps.NewID(), createdAt, tenantOf(r.Context())
 				channels[i] = n.Channels()
 				copies += len(copyRefs(deps.Channels, n, channels[i]))
 			}

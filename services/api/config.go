@@ -20,7 +20,14 @@ type Config struct {
 	// HTTPAddr is where the API listens.
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080" help:"a listen address such as :8080"`
 	// Tokens are the bearer tokens a client may present.
-	Tokens []string `env:"API_TOKENS" secret:"true" help:"a comma-separated list of bearer tokens of 16 characters or more"`
+	Tokens []string `env:"API_TOKENS" secret:"true" help:"a comma-separated list of bearer tokens of 16 characters or more: the default tenant's"`
+	// TenantTokenPairs are API_TENANT_TOKENS as given; LoadConfig reads
+	// them into TenantTokens.
+	TenantTokenPairs []string `env:"API_TENANT_TOKENS" secret:"true" help:"a comma-separated list of TENANT:TOKEN pairs: each token sees only its tenant's notifications, endpoints and dead letters"`
+	// TenantTokens are the tokens of named tenants.
+	TenantTokens []TenantToken
+	// OperatorTokens see and act on every tenant.
+	OperatorTokens []string `env:"API_OPERATOR_TOKENS" secret:"true" help:"a comma-separated list of bearer tokens that see every tenant"`
 	// Auth is "on" (the default) or "off"; off leaves the API open.
 	Auth string `env:"API_AUTH" envDefault:"on" help:"on or off"`
 	// MaxBodyBytes bounds the size of a request body.
@@ -78,6 +85,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	cfg.Tokens = cleanTokens(cfg.Tokens)
+	cfg.OperatorTokens = cleanTokens(cfg.OperatorTokens)
+	tenants, err := parseTenantTokens(cfg.TenantTokenPairs)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.TenantTokens = tenants
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}
@@ -137,14 +150,39 @@ func (c Config) Validate() error {
 	if err := c.Store.Check(); err != nil {
 		return err
 	}
-	for i, t := range c.Tokens {
-		if len(t) < MinTokenLength {
-			return fmt.Errorf("configuration: API_TOKENS is not valid: token %d of %d has %d characters, want %d or more",
-				i+1, len(c.Tokens), len(t), MinTokenLength)
-		}
+	lists := []struct {
+		name   string
+		tokens []string
+	}{{"API_TOKENS", c.Tokens}, {"API_TENANT_TOKENS", nil}, {"API_OPERATOR_TOKENS", c.OperatorTokens}}
+	for _, t := range c.TenantTokens {
+		lists[1].tokens = append(lists[1].tokens, t.Token)
 	}
-	if len(c.Tokens) == 0 && !c.AuthOff() {
+	seen := map[string]string{}
+	total := 0
+	for _, l := range lists {
+		for i, t := range l.tokens {
+			if len(t) < MinTokenLength {
+				return fmt.Errorf("configuration: %s is not valid: token %d of %d has %d characters, want %d or more",
+					l.name, i+1, len(l.tokens), len(t), MinTokenLength)
+			}
+			where := fmt.Sprintf("token %d of %s", i+1, l.name)
+			if first, ok := seen[t]; ok {
+				return fmt.Errorf("configuration: %s is %s again: a token stands for one tenant", where, first)
+			}
+			seen[t] = where
+		}
+		total += len(l.tokens)
+	}
+	switch {
+	case total == 0 && !c.AuthOff():
 		return errors.New("configuration: API_TOKENS is empty while API_AUTH is on: set API_TOKENS to one or more bearer tokens, or API_AUTH=off to run the API without authentication")
+	case total > len(c.Tokens) && c.AuthOff():
+		return errors.New("configuration: API_TENANT_TOKENS or API_OPERATOR_TOKENS is set while API_AUTH is off: without authentication no request has a tenant; set API_AUTH=on")
 	}
 	return nil
+}
+
+// deps are the Deps fields c sets on its own: the tokens.
+func (c Config) deps() Deps {
+	return Deps{Tokens: c.Tokens, TenantTokens: c.TenantTokens, OperatorTokens: c.OperatorTokens, AuthOff: c.AuthOff()}
 }

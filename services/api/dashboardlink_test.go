@@ -19,7 +19,7 @@ func TestDashboardLink(t *testing.T) {
 	at := now
 	links := dashboard.NewLinks(2*time.Minute, func() time.Time { return at })
 	h, _, logs := testServer(t, func(d *Deps, _ *fakePublisher) {
-		d.Dashboard = dashboard.New(dashboard.Deps{Links: links, Authenticate: dashboardAccess(d.Tokens, false)})
+		d.Dashboard = dashboard.New(dashboard.Deps{Links: links, Authenticate: dashboardAccess(d.credentials(), false)})
 		d.DashboardLinks = links
 	})
 	issue := func(body string) (dashboardLink, string) {

@@ -119,6 +119,7 @@ func handleCreateNotification(deps Deps, m *metrics) http.HandlerFunc {
 			n.ID = deps.NewID()
 		}
 		n.CreatedAt = deps.Now().UTC()
+		n.Tenant = tenantOf(r.Context())
 		channels := n.Channels()
 		var claim *keyClaim
 		if hasKey && deps.History != nil {
@@ -318,6 +319,12 @@ func copiesOf(set channel.Set, n *notification.Notification, channels []string) 
 				}
 				msg.Headers[notification.HeaderType] = n.Type
 			}
+			if n.Tenant != "" {
+				if msg.Headers == nil {
+					msg.Headers = amqp.Table{}
+				}
+				msg.Headers[notification.HeaderTenant] = n.Tenant
+			}
 			if !n.DueAt.IsZero() {
 				// Its age, and RETRY_DEADLINE, count from when it is due.
 				msg.Timestamp = n.DueAt
@@ -344,7 +351,7 @@ func record(set channel.Set, n *notification.Notification, channels []string, co
 		perRecipient = perRecipient || c.Recipient != ""
 	}
 	payload, _ := n.Record()
-	a := notification.Accepted{ID: n.ID, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
+	a := notification.Accepted{ID: n.ID, Tenant: n.Tenant, CreatedAt: n.CreatedAt, Channels: channels, Recipients: recipients, Payload: payload}
 	if !n.DueAt.IsZero() {
 		a.DueAt = n.DueAt.UTC()
 	}

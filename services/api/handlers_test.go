@@ -635,7 +635,7 @@ func TestDashboard(t *testing.T) {
 // naming both.
 func TestDashboardMethods(t *testing.T) {
 	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
-		d.Dashboard = dashboard.New(dashboard.Deps{Authenticate: dashboardAccess(d.Tokens, false)})
+		d.Dashboard = dashboard.New(dashboard.Deps{Authenticate: dashboardAccess(d.credentials(), false)})
 	})
 	tests := []struct {
 		method, path string

@@ -27,7 +27,7 @@ func TestSecurityHeadersOnEveryRoute(t *testing.T) {
 	store := storetest.Open(t, storetest.SQLite)
 	hub := dashboard.NewHub()
 	hub.Close() // event streams end as soon as they begin
-	dash := dashboard.New(dashboard.Deps{Hub: hub, Authenticate: dashboardAccess([]string{tokenA}, false)})
+	dash := dashboard.New(dashboard.Deps{Hub: hub, Authenticate: dashboardAccess(Deps{Tokens: []string{tokenA}}.credentials(), false)})
 	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
 		d.Dashboard = dash
 		d.History = store
@@ -113,7 +113,7 @@ func TestDashboardAccess(t *testing.T) {
 			if tt.authorization != "" {
 				req.Header.Set("Authorization", tt.authorization)
 			}
-			if got := dashboardAccess([]string{tokenA, tokenB}, tt.authOff)(req); got != tt.want {
+			if got := dashboardAccess(Deps{Tokens: []string{tokenA, tokenB}}.credentials(), tt.authOff)(req); got != tt.want {
 				t.Errorf("access = %v, want %v", got, tt.want)
 			}
 		})

@@ -228,7 +228,7 @@ func (d Deps) chargeCopies(r *http.Request, copies int) *Problem {
 // to a data route (/dashboard/...) spends from its address's bucket. The
 // page and its files are not limited.
 func limitDashboard(d Deps) func(http.Handler) http.Handler {
-	match := tokenMatcher(d.Tokens)
+	match := matcher(d.credentials())
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			auth := r.Header.Get("Authorization")
@@ -245,13 +245,13 @@ func limitDashboard(d Deps) func(http.Handler) http.Handler {
 					return
 				}
 				token, _ := bearer(auth)
-				id, ok := match(token)
+				who, ok := match(token)
 				if !ok {
 					d.authFailures.charge(addr, d.Now())
 					next.ServeHTTP(w, r) // the dashboard refuses it
 					return
 				}
-				key, whose = id, "with this token"
+				key, whose = who.id, "with this token"
 			}
 			if d.perClient == nil {
 				next.ServeHTTP(w, r)

@@ -366,7 +366,7 @@ func dashboardFrom(h http.Handler, path, addr, auth string) int {
 // without a token spend their address's; the page itself is not limited.
 func TestRateLimitDashboard(t *testing.T) {
 	h, c := limited(t, 1, 5, func(d *Deps) {
-		d.Dashboard = dashboard.New(dashboard.Deps{Authenticate: dashboardAccess(d.Tokens, false), Public: true})
+		d.Dashboard = dashboard.New(dashboard.Deps{Authenticate: dashboardAccess(d.credentials(), false), Public: true})
 		d.DashboardPublic = true
 	})
 	count := map[int]int{}
@@ -425,7 +425,7 @@ func TestWrongTokensLimitedByDefault(t *testing.T) {
 	c := &clock{t: now}
 	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
 		d.Now = c.now
-		d.Dashboard = dashboard.New(dashboard.Deps{Authenticate: dashboardAccess(d.Tokens, false), Public: true})
+		d.Dashboard = dashboard.New(dashboard.Deps{Authenticate: dashboardAccess(d.credentials(), false), Public: true})
 	})
 	count := map[int]int{}
 	for i := range 2000 {

@@ -10,7 +10,7 @@ func routes(r *chi.Mux, deps Deps, m *metrics) {
 	r.Get("/openapi.json", handleOpenAPI(deps))
 	r.Route("/v1", func(v1 chi.Router) {
 		if !deps.AuthOff {
-			v1.Use(requireToken(deps.Tokens, deps.authFailures, deps.Now, deps.DashboardPublic))
+			v1.Use(requireToken(deps.credentials(), deps.authFailures, deps.Now, deps.DashboardPublic))
 		}
 		if deps.perClient != nil {
 			v1.Use(limitRate(deps.perClient, deps.Now))

@@ -186,7 +186,7 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 			}
 			return dashboard.QueueDepths(conn, topo)(ctx)
 		},
-		Authenticate:        dashboardAccess(cfg.Tokens, cfg.AuthOff()),
+		Authenticate:        dashboardAccess(cfg.deps().credentials(), cfg.AuthOff()),
 		Public:              cfg.DashboardPublic,
 		MaxStreams:          cfg.DashboardMaxStreams,
 		MaxStreamsPerClient: cfg.DashboardMaxStreamsPerClient,
@@ -212,6 +212,8 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 		Topology:       topo,
 		Channels:       channels,
 		Tokens:         cfg.Tokens,
+		TenantTokens:   cfg.TenantTokens,
+		OperatorTokens: cfg.OperatorTokens,
 		AuthOff:        cfg.AuthOff(),
 		MaxBody:        cfg.MaxBodyBytes,
 		Registry:       reg,

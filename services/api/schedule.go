@@ -175,7 +175,14 @@ func handleCancelNotification(deps Deps) http.HandlerFunc {
 				"this API runs without a history store, where cancellations are kept")
 		}
 		id := chi.URLParam(r, "id")
-		c, err := st.Cancel(r.Context(), id, AppID, deps.Now())
+		var c store.Cancellation
+		n, err := st.Get(r.Context(), id)
+		switch {
+		case err == nil && !sees(r.Context(), n.Tenant):
+			err = store.ErrNotFound // another tenant's: as if there were none
+		case err == nil:
+			c, err = st.Cancel(r.Context(), id, AppID, deps.Now())
+		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return newProblem(ProblemNotFound, http.StatusNotFound, "Not found",

@@ -63,8 +63,14 @@ type Deps struct {
 	// to; Topology holds their routes. The zero Set means
 	// channel.Builtin().
 	Channels channel.Set
-	// Tokens are the bearer tokens accepted on /v1/.
+	// Tokens are the bearer tokens accepted on /v1/: the default
+	// tenant's.
 	Tokens []string
+	// TenantTokens are the bearer tokens of named tenants: each sees only
+	// its tenant's notifications, endpoints and dead letters.
+	TenantTokens []TenantToken
+	// OperatorTokens are the bearer tokens that see every tenant's.
+	OperatorTokens []string
 	// AuthOff serves /v1/ without authentication.
 	AuthOff bool
 	// DashboardPublic lets a request without a token read the
@@ -253,8 +259,8 @@ func securityHeaders(next http.Handler) http.Handler {
 // token against tokens, made as requireToken makes it: hashed, compared in
 // constant time with every token. With authOff, every request is
 // authenticated, as every /v1/ request is.
-func dashboardAccess(tokens []string, authOff bool) func(*http.Request) dashboard.Access {
-	match := tokenMatcher(tokens)
+func dashboardAccess(creds []credential, authOff bool) func(*http.Request) dashboard.Access {
+	match := matcher(creds)
 	return func(r *http.Request) dashboard.Access {
 		if authOff {
 			return dashboard.Authenticated

@@ -103,6 +103,9 @@ func handleGetNotification(deps Deps) http.HandlerFunc {
 		}
 		id := chi.URLParam(r, "id")
 		n, err := st.Get(r.Context(), id)
+		if err == nil && !sees(r.Context(), n.Tenant) {
+			err = store.ErrNotFound // another tenant's: as if there were none
+		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			return newProblem(ProblemNotFound, http.StatusNotFound, "Not found",
@@ -131,6 +134,12 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 		// match the rest, the notifications and the cursor it answers with
 		// would tell a hidden token a character at a time.
 		q.Public = visitor(r.Context())
+		if who := principalOf(r.Context()); !who.operator {
+			if !q.AllTenants && q.Tenant != who.tenant {
+				return invalidQuery(notification.Invalid{{Field: "tenant", Message: "only an operator's token may choose a tenant"}})
+			}
+			q.Tenant, q.AllTenants = who.tenant, false
+		}
 		page, err := st.List(r.Context(), q)
 		switch {
 		case errors.Is(err, store.ErrBadCursor):
@@ -147,7 +156,7 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 			for i, rc := range s.Recipients {
 				recipients[i] = see(rc)
 			}
-			sv := summaryView{Summary: notification.Summary{ID: s.ID, CreatedAt: s.CreatedAt, DueAt: s.DueAt, Channels: nonNil(s.Channels),
+			sv := summaryView{Summary: notification.Summary{ID: s.ID, Tenant: s.Tenant, CreatedAt: s.CreatedAt, DueAt: s.DueAt, Channels: nonNil(s.Channels),
 				Recipients: recipients, Status: s.ChannelStatus()}, Copies: []copyView{}}
 			copies := make([]notification.Copy, len(s.Copies))
 			for i, c := range s.Copies {
@@ -189,9 +198,22 @@ func listQuery(r *http.Request) (q store.Query, attempts bool, bad notification.
 	}
 	for name := range v {
 		switch name {
-		case "status", "channel", "since", "until", "limit", "cursor", "q", "attempts":
+		case "status", "channel", "since", "until", "limit", "cursor", "q", "attempts", "tenant":
 		default:
-			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use status, channel, since, until, q, attempts, limit or cursor"})
+			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use status, channel, since, until, q, attempts, tenant, limit or cursor"})
+		}
+	}
+	// An operator's list holds every tenant's notifications, or with
+	// tenant= one tenant's ("default" names the default tenant).
+	q.AllTenants = true
+	if t, ok := v["tenant"]; ok {
+		q.AllTenants = false
+		switch name := t[0]; {
+		case name == "default":
+		case tenantName.MatchString(name):
+			q.Tenant = name
+		default:
+			bad = append(bad, notification.FieldError{Field: "tenant", Message: "a tenant's name: " + tenantNameForm + ", or default"})
 		}
 	}
 	if s := v.Get("status"); s != "" {
