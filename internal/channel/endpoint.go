@@ -35,9 +35,13 @@ const maxCached = 10_000
 // endpoints notifications name (which live in the process's history
 // store) and the hosts of bare URLs.
 type EndpointConfig struct {
-	Concurrency int           `env:"WEBHOOK_ENDPOINT_CONCURRENCY" envDefault:"4" help:"deliveries in flight to one endpoint, and to one host of bare webhook URLs, 1 or more"`
-	Failures    int           `env:"WEBHOOK_BREAKER_FAILURES" envDefault:"5" help:"transient failures in a row that open the circuit of an endpoint; 0 for no circuit breaker"`
-	Cooldown    time.Duration `env:"WEBHOOK_BREAKER_COOLDOWN" envDefault:"5s" help:"how long an open circuit waits before its first probe, doubling while probes fail (up to 5m, or this if longer)"`
+	Concurrency int `env:"WEBHOOK_ENDPOINT_CONCURRENCY" envDefault:"4" help:"deliveries in flight to one endpoint, 1 or more; also to one host of bare webhook URLs, unless WEBHOOK_HOST_CONCURRENCY is set"`
+	// HostConcurrency caps the deliveries in flight to one host of bare
+	// URLs (its name, whatever the port); zero is Concurrency, so a host
+	// takes what an endpoint takes unless told otherwise.
+	HostConcurrency int           `env:"WEBHOOK_HOST_CONCURRENCY" envDefault:"0" help:"deliveries in flight to one host of bare webhook URLs (its name, whatever the port), 1 or more; a copy over it is deferred, spending no retry; 0 for WEBHOOK_ENDPOINT_CONCURRENCY"`
+	Failures        int           `env:"WEBHOOK_BREAKER_FAILURES" envDefault:"5" help:"transient failures in a row that open the circuit of an endpoint; 0 for no circuit breaker"`
+	Cooldown        time.Duration `env:"WEBHOOK_BREAKER_COOLDOWN" envDefault:"5s" help:"how long an open circuit waits before its first probe, doubling while probes fail (up to 5m, or this if longer)"`
 	// DisableAfter is how long an endpoint may keep failing before the
 	// workers disable it; zero never disables one.
 	DisableAfter time.Duration `env:"WEBHOOK_DISABLE_AFTER" envDefault:"120h" help:"how long an endpoint may keep failing before it is disabled, such as 120h (5 days); 0 for never"`

@@ -9,7 +9,8 @@ import (
 )
 
 // ratePrefixes are the variable prefixes whose *_RATE settings limit a
-// channel's sends across every worker replica.
+// channel's sends across every worker replica; TENANT_DELIVERY_RATE
+// limits every channel's.
 var ratePrefixes = map[string]string{"email": "SMTP", "sms": "SMS", "webhook": "WEBHOOK_ENDPOINT"}
 
 // LimitNotice says, for the worker of channel name, when its rate limits
@@ -19,16 +20,20 @@ var ratePrefixes = map[string]string{"email": "SMTP", "sms": "SMS", "webhook": "
 // three replicas on three machines would each send at the full rate. It
 // is empty when no limit is set or the store is PostgreSQL.
 func LimitNotice(name string, getenv func(string) string) string {
-	prefix, ok := ratePrefixes[name]
-	if !ok || strings.HasPrefix(getenv("HISTORY_DSN"), "postgres") {
+	if strings.HasPrefix(getenv("HISTORY_DSN"), "postgres") {
 		return ""
 	}
-	vars := []string{prefix + "_RATE"}
-	if n, err := strconv.Atoi(getenv(prefix + "_PROVIDERS")); err == nil {
-		for i := 1; i <= min(n, 64); i++ {
-			vars = append(vars, fmt.Sprintf("%s_%d_RATE", prefix, i))
+	var vars []string
+	if prefix, ok := ratePrefixes[name]; ok {
+		vars = append(vars, prefix+"_RATE")
+		if n, err := strconv.Atoi(getenv(prefix + "_PROVIDERS")); err == nil {
+			for i := 1; i <= min(n, 64); i++ {
+				vars = append(vars, fmt.Sprintf("%s_%d_RATE", prefix, i))
+			}
 		}
 	}
+	// Every channel's worker holds each tenant to TENANT_DELIVERY_RATE.
+	vars = append(vars, "TENANT_DELIVERY_RATE")
 	var set []string
 	for _, v := range vars {
 		if r, err := strconv.ParseFloat(getenv(v), 64); err == nil && r > 0 {

@@ -19,6 +19,8 @@ func TestLimitNotice(t *testing.T) {
 		{"the endpoints' limit", "webhook", map[string]string{"WEBHOOK_ENDPOINT_RATE": "10"}, "WEBHOOK_ENDPOINT_RATE"},
 		{"a limit of 0 is none", "email", map[string]string{"SMTP_RATE": "0"}, ""},
 		{"another channel", "push", map[string]string{"SMTP_RATE": "20"}, ""},
+		{"the tenants' limit, any channel", "push", map[string]string{"TENANT_DELIVERY_RATE": "5"}, "TENANT_DELIVERY_RATE counted in the SQLite store"},
+		{"the tenants' limit on PostgreSQL", "sms", map[string]string{"TENANT_DELIVERY_RATE": "5", "HISTORY_DSN": "postgres://relay@db/relay"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package channel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,7 +29,8 @@ type webhookSender struct {
 	// rate limits each endpoint's deliveries; nil for no limit.
 	rate *store.Rate
 	iso  *isolation
-	// hosts caps the deliveries in flight to each host of a bare URL.
+	// hosts caps the deliveries in flight to each host of a bare URL
+	// (WEBHOOK_HOST_CONCURRENCY).
 	hosts        *isolation
 	endpoints    *endpoints
 	disableAfter time.Duration
@@ -47,7 +49,7 @@ func newWebhookSender(s *webhooks.Sender, cfg EndpointConfig, open func(context.
 		send:         s,
 		rate:         rate,
 		iso:          newIsolation(cfg.Failures, cfg.Cooldown, cfg.Concurrency, now),
-		hosts:        newHostCaps(cfg.Concurrency, now),
+		hosts:        newHostCaps(cmp.Or(cfg.HostConcurrency, cfg.Concurrency), now),
 		endpoints:    newEndpoints(open, ttl, now),
 		disableAfter: cfg.DisableAfter,
 		now:          now,
@@ -59,6 +61,8 @@ func (c EndpointConfig) check() error {
 	switch {
 	case c.Concurrency < 1:
 		return config.Invalid("WEBHOOK_ENDPOINT_CONCURRENCY", fmt.Sprint(c.Concurrency), "deliveries in flight to one endpoint, 1 or more")
+	case c.HostConcurrency < 0:
+		return config.Invalid("WEBHOOK_HOST_CONCURRENCY", fmt.Sprint(c.HostConcurrency), "deliveries in flight to one host of bare webhook URLs, 1 or more; 0 for WEBHOOK_ENDPOINT_CONCURRENCY")
 	case c.Failures < 0:
 		return config.Invalid("WEBHOOK_BREAKER_FAILURES", fmt.Sprint(c.Failures), "transient failures in a row that open the circuit of an endpoint, 1 or more; 0 for no circuit breaker")
 	case c.Cooldown <= 0:

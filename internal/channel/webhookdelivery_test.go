@@ -615,3 +615,90 @@ func TestBareURLHostCap(t *testing.T) {
 		t.Errorf("%d hosts still tracked after every copy ended and the line was long due", left)
 	}
 }
+
+// TestBareURLHostConcurrency: WEBHOOK_HOST_CONCURRENCY caps the bare
+// URLs' hosts apart from the endpoints. With a cap of one per host (and
+// four per endpoint), a second copy to a host while its first is in
+// flight is deferred, spending no retry, whatever port it names, and a
+// copy to another host goes at once.
+func TestBareURLHostConcurrency(t *testing.T) {
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	held := make(chan struct{}, 1)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	// The same host on another port.
+	samePort := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(samePort.Close)
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		testenv.Unavailable(t, "no second loopback address to serve another host on: %v", err)
+	}
+	other := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	other.Listener.Close()
+	other.Listener = ln
+	other.Start()
+	t.Cleanup(other.Close)
+
+	sig, err := webhooks.NewSigner(globalSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := webhooks.NewSender(webhooks.Config{Timeout: time.Minute, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, sig)
+	noStore := func(context.Context) (endpointStore, error) { return nil, errors.New("bare URLs need no store") }
+	w := newWebhookSender(s, EndpointConfig{Concurrency: 4, HostConcurrency: 1, Failures: 2, Cooldown: time.Minute}, noStore, EndpointCacheTTL, time.Now)
+	// A bound on each delivery, so that a copy let through to the held
+	// host fails the test instead of hanging it.
+	deliver := func(id, url string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return w.deliver(ctx, id, &WebhookPart{URL: url, Payload: json.RawMessage(`{}`)})
+	}
+
+	first := make(chan error, 1)
+	go func() { first <- deliver("ntf_1", slow.URL+"/hang") }()
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first copy never reached its host")
+	}
+	for _, c := range []struct{ name, id, url string }{
+		{"the same host", "ntf_2", slow.URL + "/hang"},
+		{"the same host on another port", "ntf_3", samePort.URL + "/ok"},
+	} {
+		err := deliver(c.id, c.url)
+		var d *Deferred
+		wait, ok := retry.RetryAfter(err)
+		if !errors.As(err, &d) || !ok || wait <= 0 || retry.IsPermanent(err) || d.Target != "host 127.0.0.1" {
+			t.Errorf("%s while a copy is in flight: %v, want a deferral for host 127.0.0.1 that spends no retry", c.name, err)
+		}
+	}
+	if err := deliver("ntf_4", other.URL+"/ok"); err != nil {
+		t.Errorf("another host while the first holds its cap: %v, want it delivered", err)
+	}
+	releaseOnce.Do(func() { close(release) })
+	if err := <-first; err != nil {
+		t.Errorf("the first copy: %v", err)
+	}
+}
+
+// TestHostConcurrencyChecked: a negative WEBHOOK_HOST_CONCURRENCY is
+// refused, naming the variable and what it takes.
+func TestHostConcurrencyChecked(t *testing.T) {
+	cfg := testEndpointConfig
+	cfg.HostConcurrency = -1
+	err := cfg.check()
+	if err == nil || !strings.Contains(err.Error(), "WEBHOOK_HOST_CONCURRENCY") || !strings.Contains(err.Error(), "0 for WEBHOOK_ENDPOINT_CONCURRENCY") {
+		t.Errorf("check = %v, want an error naming WEBHOOK_HOST_CONCURRENCY and what it takes", err)
+	}
+}

@@ -63,6 +63,16 @@ type Config struct {
 	// rate, and so the most one request may make; LoadConfig makes 0
 	// twice API_RATE_LIMIT.
 	RateBurst int `env:"API_RATE_BURST" envDefault:"0" help:"a whole number of copies, 1 or more, also the most one request may make; 0 for twice API_RATE_LIMIT"`
+	// TenantRateLimit is how many copies a second each tenant may make
+	// through /v1/, all its tokens together; an operator's copies are the
+	// default tenant's. It counts copies as RateLimit does, and only
+	// copies: a request that makes none costs the tenant nothing. 0 turns
+	// it off.
+	TenantRateLimit float64 `env:"API_TENANT_RATE_LIMIT" envDefault:"0" help:"copies a second per tenant, all its tokens together (the default tenant's include the operators'), such as 500 or 0.5; 0 for no limit"`
+	// TenantRateBurst is how many copies a tenant may make at once above
+	// its rate, and so the most one request may make; LoadConfig makes 0
+	// twice API_TENANT_RATE_LIMIT.
+	TenantRateBurst int `env:"API_TENANT_RATE_BURST" envDefault:"0" help:"a whole number of copies, 1 or more, also the most one request may make; 0 for twice API_TENANT_RATE_LIMIT"`
 	// AuthFailureRate is how many missing or wrong bearer tokens each
 	// client address may send a second, to /v1/ and the dashboard
 	// together. It cannot be turned off: guessing tokens is always
@@ -96,6 +106,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if cfg.RateLimit > 0 && cfg.RateBurst == 0 {
 		cfg.RateBurst = DefaultBurst(cfg.RateLimit)
+	}
+	if cfg.TenantRateLimit > 0 && cfg.TenantRateBurst == 0 {
+		cfg.TenantRateBurst = DefaultBurst(cfg.TenantRateLimit)
 	}
 	return cfg, nil
 }
@@ -142,6 +155,10 @@ func (c Config) Validate() error {
 		return config.Invalid("API_RATE_LIMIT", fmt.Sprint(c.RateLimit), "copies a second per token, such as 50 or 0.5; 0 for no limit")
 	case c.RateBurst < 0:
 		return config.Invalid("API_RATE_BURST", fmt.Sprint(c.RateBurst), "a whole number of copies, 1 or more; 0 for twice API_RATE_LIMIT")
+	case c.TenantRateLimit < 0 || math.IsNaN(c.TenantRateLimit) || math.IsInf(c.TenantRateLimit, 0):
+		return config.Invalid("API_TENANT_RATE_LIMIT", fmt.Sprint(c.TenantRateLimit), "copies a second per tenant, such as 500 or 0.5; 0 for no limit")
+	case c.TenantRateBurst < 0:
+		return config.Invalid("API_TENANT_RATE_BURST", fmt.Sprint(c.TenantRateBurst), "a whole number of copies, 1 or more; 0 for twice API_TENANT_RATE_LIMIT")
 	case c.AuthFailureRate <= 0 || math.IsNaN(c.AuthFailureRate) || math.IsInf(c.AuthFailureRate, 0):
 		return config.Invalid("API_AUTH_FAILURE_RATE", fmt.Sprint(c.AuthFailureRate), "missing or wrong bearer tokens a second per client address, such as 1 or 0.2; more than 0")
 	case c.AuthFailureBurst < 1:

@@ -45,6 +45,9 @@ func TestConfigRejects(t *testing.T) {
 		{"infinite rate", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "+Inf"}, []string{"API_RATE_LIMIT"}},
 		{"negative burst", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "5", "API_RATE_BURST": "-2"}, []string{"API_RATE_BURST", "1 or more"}},
 		{"fractional burst", map[string]string{"API_TOKENS": tokenA, "API_RATE_LIMIT": "5", "API_RATE_BURST": "2.5"}, []string{"API_RATE_BURST"}},
+		{"negative tenant rate", map[string]string{"API_TOKENS": tokenA, "API_TENANT_RATE_LIMIT": "-1"}, []string{"API_TENANT_RATE_LIMIT", "per tenant", "0 for no limit"}},
+		{"NaN tenant rate", map[string]string{"API_TOKENS": tokenA, "API_TENANT_RATE_LIMIT": "NaN"}, []string{"API_TENANT_RATE_LIMIT"}},
+		{"negative tenant burst", map[string]string{"API_TOKENS": tokenA, "API_TENANT_RATE_LIMIT": "5", "API_TENANT_RATE_BURST": "-2"}, []string{"API_TENANT_RATE_BURST", "1 or more"}},
 		{"no failure limit", map[string]string{"API_TOKENS": tokenA, "API_AUTH_FAILURE_RATE": "0"}, []string{"API_AUTH_FAILURE_RATE", "more than 0"}},
 		{"negative failure rate", map[string]string{"API_TOKENS": tokenA, "API_AUTH_FAILURE_RATE": "-1"}, []string{"API_AUTH_FAILURE_RATE"}},
 		{"infinite failure rate", map[string]string{"API_TOKENS": tokenA, "API_AUTH_FAILURE_RATE": "+Inf"}, []string{"API_AUTH_FAILURE_RATE"}},
@@ -107,6 +110,11 @@ func TestConfigDefaults(t *testing.T) {
 			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
 			Store: config.Store{DataDir: "data"}, HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
 			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 500, RateLimit: 2.5, RateBurst: 3, AuthFailureRate: 1, AuthFailureBurst: 10,
+		}},
+		{"tenant rate", map[string]string{"API_TOKENS": tokenA, "API_TENANT_RATE_LIMIT": "100"}, Config{
+			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,
+			Store: config.Store{DataDir: "data"}, HistoryRetention: 30 * 24 * time.Hour, IdempotencyTTL: 24 * time.Hour,
+			DashboardMaxStreams: 2000, DashboardMaxStreamsPerClient: 20, MaxBatch: 500, TenantRateLimit: 100, TenantRateBurst: 200, AuthFailureRate: 1, AuthFailureBurst: 10,
 		}},
 		{"failure limit", map[string]string{"API_TOKENS": tokenA, "API_AUTH_FAILURE_RATE": "0.2", "API_AUTH_FAILURE_BURST": "3"}, Config{
 			HTTPAddr: ":8080", Tokens: []string{tokenA}, Auth: "on", MaxBodyBytes: 1 << 20, ShutdownTimeout: 15 * time.Second,

@@ -90,22 +90,6 @@ func (l *limiter) take(key string, now time.Time) (bool, time.Duration) {
 	return false, l.wait(b, now)
 }
 
-// takeN spends n of key's tokens if it holds them all; if not, it says
-// how long until it will, or, for n over the burst, that it never will
-// (a wait below zero).
-func (l *limiter) takeN(key string, n int, now time.Time) (bool, time.Duration) {
-	if n > l.burst {
-		return false, -1
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.get(key, now)
-	if b.AllowN(now, n) {
-		return true, 0
-	}
-	return false, time.Duration(math.Ceil((float64(n) - b.TokensAt(now)) / float64(l.rate) * float64(time.Second)))
-}
-
 // check says whether key holds a token, without spending it, and if not
 // how long until it will. A key the limiter does not follow holds a full
 // bucket, and is not followed for being checked.
@@ -194,27 +178,100 @@ func limitRate(l *limiter, now func() time.Time) func(http.Handler) http.Handler
 // chargeCopies makes a request that publishes copies notifications pay
 // for every copy, not only for the request: limitRate took one token, this
 // the rest, so that API_RATE_LIMIT bounds the copies a token makes however
-// they are packed, one to a request or thousands in a batch. It answers nil
-// when the bucket held them all (they are spent then), else the problem to
-// answer with, having spent nothing: 429 with Retry-After when the bucket
-// will hold them, 413 when they are more than its burst, which no wait
-// makes room for.
+// they are packed, one to a request or thousands in a batch. With
+// API_TENANT_RATE_LIMIT the copies are also paid for, all of them, from
+// the bucket of the request's tenant, which every token of the tenant
+// shares (an operator's copies are the default tenant's). It answers nil
+// when both buckets held them (they are spent then), else the problem to
+// answer with, having spent nothing from either: 429 with Retry-After when
+// the buckets will hold them, 413 when they are more than a burst, which
+// no wait makes room for.
 func (d Deps) chargeCopies(r *http.Request, copies int) *Problem {
-	l := d.perClient
+	l, tl := d.perClient, d.perTenant
 	if l == nil || copies <= 1 {
+		l = nil // limitRate took the one copy there is
+	}
+	if tl == nil || copies < 1 {
+		tl = nil
+	}
+	if l == nil && tl == nil {
 		return nil
 	}
 	key, whose := rateKey(r)
-	if copies > l.burst {
+	tenant := tenantOf(r.Context())
+	if l != nil && copies > l.burst {
 		return tooManyCopies(fmt.Sprintf("the request makes %d copies, and at most %d may be sent at once %s (API_RATE_BURST); send them in parts of %d copies or fewer",
 			copies, l.burst, whose, l.burst))
 	}
-	ok, wait := l.takeN(key, copies-1, d.Now())
-	if ok {
-		return nil
+	if tl != nil && copies > tl.burst {
+		return tooManyCopies(fmt.Sprintf("the request makes %d copies, and at most %d may be sent at once by %s (API_TENANT_RATE_BURST), whichever of its tokens sends them; send them in parts of %d copies or fewer",
+			copies, tl.burst, tenantLabel(tenant), tl.burst))
 	}
-	return rateLimited(fmt.Sprintf("the request makes %d copies, more than %s a second %s allows now (a burst of %d at most); try again after Retry-After",
-		copies, perSecond(float64(l.rate)), whose, l.burst), wait)
+	// The tenant's bucket first: takeAll locks in the order it is given,
+	// and every caller gives the same.
+	waits := takeAll(d.Now(), spend{tl, tenant, copies}, spend{l, key, copies - 1})
+	switch {
+	case waits == nil:
+		return nil
+	case waits[0] > 0 && waits[0] >= waits[1]:
+		return rateLimited(fmt.Sprintf("the request makes %d copies, more than %s a second %s allows now to all its tokens together (API_TENANT_RATE_LIMIT, a burst of %d at most); try again after Retry-After",
+			copies, perSecond(float64(tl.rate)), tenantLabel(tenant), tl.burst), waits[0])
+	default:
+		return rateLimited(fmt.Sprintf("the request makes %d copies, more than %s a second %s allows now (a burst of %d at most); try again after Retry-After",
+			copies, perSecond(float64(l.rate)), whose, l.burst), waits[1])
+	}
+}
+
+// tenantLabel names a tenant in a message: "tenant \"acme\"", or "the
+// default tenant" for "".
+func tenantLabel(tenant string) string {
+	if tenant == "" {
+		return "the default tenant"
+	}
+	return fmt.Sprintf("tenant %q", tenant)
+}
+
+// spend is n tokens to take from key's bucket in l; a nil l takes none.
+type spend struct {
+	l   *limiter
+	key string
+	n   int
+}
+
+// takeAll spends every one of spends if each bucket holds its n, or
+// spends nothing: then it returns, for each, how long until its bucket
+// will hold its n (0 for one that holds it now). It holds the limiters'
+// locks together, taken in the order given, so two limiters must always
+// be given in the same order, and never one twice. Every n is at most its
+// limiter's burst.
+func takeAll(now time.Time, spends ...spend) []time.Duration {
+	for _, s := range spends {
+		if s.l != nil {
+			s.l.mu.Lock()
+			defer s.l.mu.Unlock()
+		}
+	}
+	waits := make([]time.Duration, len(spends))
+	short := false
+	for i, s := range spends {
+		if s.l == nil || s.n <= 0 {
+			continue
+		}
+		missing := float64(s.n) - s.l.get(s.key, now).TokensAt(now)
+		if missing > 0 {
+			waits[i] = time.Duration(math.Ceil(missing / float64(s.l.rate) * float64(time.Second)))
+			short = true
+		}
+	}
+	if short {
+		return waits
+	}
+	for _, s := range spends {
+		if s.l != nil && s.n > 0 {
+			s.l.get(s.key, now).AllowN(now, s.n)
+		}
+	}
+	return nil
 }
 
 // limitDashboard puts the dashboard's data under the limits /v1/ has, so

@@ -107,6 +107,9 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 	if cfg.RateLimit == 0 && cfg.RateBurst > 0 {
 		log.Warn("API_RATE_BURST has no effect while API_RATE_LIMIT is 0: the API is not rate limited")
 	}
+	if cfg.TenantRateLimit == 0 && cfg.TenantRateBurst > 0 {
+		log.Warn("API_TENANT_RATE_BURST has no effect while API_TENANT_RATE_LIMIT is 0: no tenant is rate limited")
+	}
 	if cfg.DashboardPublic {
 		log.Warn("DASHBOARD_PUBLIC=true: anyone who reaches the dashboard sees notification ids, recipients and statuses; error texts, payloads and replay still need a token")
 	}
@@ -235,6 +238,8 @@ func StartWith(ctx context.Context, channels channel.Set, cfg Config, ecfg Endpo
 		MaxBatch:         cfg.MaxBatch,
 		RateLimit:        cfg.RateLimit,
 		RateBurst:        cfg.RateBurst,
+		TenantRateLimit:  cfg.TenantRateLimit,
+		TenantRateBurst:  cfg.TenantRateBurst,
 		AuthFailureRate:  cfg.AuthFailureRate,
 		AuthFailureBurst: cfg.AuthFailureBurst,
 		TracerProvider:   tr.Provider(),

@@ -142,6 +142,17 @@ type Deps struct {
 	// once, and so the most one request may make; zero means
 	// DefaultBurst(RateLimit).
 	RateBurst int
+	// TenantRateLimit is how many copies a second each tenant may make
+	// through /v1/, all its tokens together (an operator's, and every
+	// request while AuthOff, count as the default tenant's); only the
+	// requests that make copies pay, one token a copy. Zero means no
+	// limit. A request spends from its token's bucket and its tenant's,
+	// or, refused by either, from neither.
+	TenantRateLimit float64
+	// TenantRateBurst is how many copies over the rate a tenant may make
+	// at once, and so the most one request may make; zero means
+	// DefaultBurst(TenantRateLimit).
+	TenantRateBurst int
 	// AuthFailureRate is how many missing or wrong bearer tokens each
 	// client address may send a second, to /v1/ and the dashboard
 	// together; zero means DefaultAuthFailureRate. Failures are always
@@ -164,6 +175,7 @@ type Deps struct {
 	request      request      // decodes a notification of Channels
 	events       string       // the events exchange, for the accepted records
 	perClient    *limiter     // the rate of each token (or address), nil for none
+	perTenant    *limiter     // the rate of each tenant's copies, nil for none
 	authFailures *limiter     // the rate of each address's failed authentications, never nil
 	tracer       trace.Tracer // nil: nothing is traced
 }
@@ -328,6 +340,12 @@ func (d Deps) withDefaults() Deps {
 			d.RateBurst = DefaultBurst(d.RateLimit)
 		}
 		d.perClient = newLimiter(d.RateLimit, d.RateBurst, d.LimiterKeys)
+	}
+	if d.TenantRateLimit > 0 {
+		if d.TenantRateBurst <= 0 {
+			d.TenantRateBurst = DefaultBurst(d.TenantRateLimit)
+		}
+		d.perTenant = newLimiter(d.TenantRateLimit, d.TenantRateBurst, d.LimiterKeys)
 	}
 	if d.AuthFailureRate <= 0 {
 		d.AuthFailureRate = DefaultAuthFailureRate

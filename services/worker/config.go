@@ -18,6 +18,9 @@ type Config struct {
 	// scheduled or retried copy was cancelled, and its channel the
 	// endpoints, rate limits and providers.
 	config.Store
+	// TenantRate limits each tenant's deliveries, across every worker
+	// replica sharing the store.
+	channel.TenantRate
 }
 
 // LoadConfig reads and checks a worker's configuration (its channel's is
@@ -36,6 +39,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		return c, config.Invalid("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String(), "a positive duration")
 	}
 	if err := c.Store.Check(); err != nil {
+		return c, err
+	}
+	if err := c.TenantRate.Check(); err != nil {
 		return c, err
 	}
 	if c.Prefetch == 0 {

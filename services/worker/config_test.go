@@ -36,6 +36,8 @@ func TestWorkerRejectsBadConfig(t *testing.T) {
 		{"webhook with another database", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "HISTORY_DSN": "mysql://relay:s3cret@db:3306/relay"}, "HISTORY_DSN"},
 		{"webhook with a blank data dir", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "DATA_DIR": "  "}, "DATA_DIR"},
 		{"a limit needs a store", "email", map[string]string{"SMTP_RATE": "5", "DATA_DIR": " "}, `DATA_DIR=" "`},
+		{"negative tenant rate", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "TENANT_DELIVERY_RATE": "-1"}, "TENANT_DELIVERY_RATE"},
+		{"tenant burst of none", "sms", map[string]string{"TENANT_DELIVERY_RATE": "5", "TENANT_DELIVERY_BURST": "0"}, "TENANT_DELIVERY_BURST"},
 		{"short seal key", "webhook", map[string]string{"WEBHOOK_SECRET": secret, "HISTORY_SEAL_KEY": "s3cret"}, "HISTORY_SEAL_KEY"},
 	}
 	for _, tt := range tests {

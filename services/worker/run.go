@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -43,6 +44,7 @@ func RunWith(ctx context.Context, channels channel.Set, name string, getenv func
 		return err
 	}
 	defer closeSend()
+	send = channel.PaceTenants(ch, cfg.TenantRate, store.Open, send, time.Now)
 	proc, err := runner.Start(ctx, "worker-"+name, stdout, cfg, cfg.Broker, channels)
 	if err != nil {
 		return err

@@ -66,6 +66,9 @@ func Handler(name string, send channel.Sender) retry.HandlerFunc {
 		if m.ID != "" && m.ID != n.ID {
 			return retry.Permanent(fmt.Errorf("message-id %q does not match notification id %q", m.ID, n.ID))
 		}
+		// The tenant the copy's notification belongs to, whose deliveries
+		// share a rate (channel.PaceTenants); none is the default tenant.
+		n.Tenant, _ = m.Headers[notification.HeaderTenant].(string)
 		// The retries so far pick the provider the attempt starts with;
 		// the provider it went through goes into its event.
 		ctx = channel.WithRetries(ctx, m.Retries)
