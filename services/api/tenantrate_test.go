@@ -16,7 +16,6 @@ const (
 	tokenAcme2    = "token-acme-2-0123456789"
 	tokenAcme3    = "token-acme-3-0123456789"
 	tokenBeta     = "token-beta-1-0123456789"
-	tokenOperator = "token-operator-0123456789"
 )
 
 // TestTenantRateLimit: API_TENANT_RATE_LIMIT counts the copies of all a
