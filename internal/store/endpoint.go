@@ -59,6 +59,9 @@ func (s Secret) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(s.St
 type Endpoint struct {
 	// ID is the endpoint id, such as "ep_…".
 	ID string
+	// Tenant is the tenant it was registered for; "" for the default
+	// tenant. Only that tenant's tokens, and operators', see it.
+	Tenant string
 	// URL is where deliveries are posted.
 	URL string
 	// Description is the owner's note.
@@ -148,8 +151,13 @@ type CircuitChange struct {
 	At time.Time
 }
 
-// EndpointQuery selects a page of ListEndpoints.
+// EndpointQuery selects a page of ListEndpoints. Its zero value lists the
+// default tenant's endpoints, DefaultLimit a page.
 type EndpointQuery struct {
+	// Tenant keeps the endpoints of this tenant; "" is the default
+	// tenant's. AllTenants lists every tenant's instead.
+	Tenant     string
+	AllTenants bool
 	// Limit is the page size: DefaultLimit when 0, at most MaxLimit.
 	Limit int
 	// Cursor is the Next of the previous page; empty for the first.
@@ -163,14 +171,14 @@ type EndpointPage struct {
 	Next string
 }
 
-const endpointColumns = `id, url, description, enabled, disabled_reason, disabled_at, secret, previous_secret, previous_until,
+const endpointColumns = `id, tenant, url, description, enabled, disabled_reason, disabled_at, secret, previous_secret, previous_until,
 	created_at, updated_at, reset_at, circuit_state, circuit_since, circuit_error, failing_since, circuit_updated_at`
 
 // scanEndpoint reads a row of endpointColumns, its secrets opened.
 func (s *Store) scanEndpoint(row interface{ Scan(...any) error }) (*Endpoint, error) {
 	var e Endpoint
 	var secret, previous string
-	err := row.Scan(&e.ID, &e.URL, &e.Description, &e.Enabled, &e.DisabledReason, nullTimeCol{&e.DisabledAt},
+	err := row.Scan(&e.ID, &e.Tenant, &e.URL, &e.Description, &e.Enabled, &e.DisabledReason, nullTimeCol{&e.DisabledAt},
 		&secret, &previous, nullTimeCol{&e.PreviousUntil}, timeCol{&e.CreatedAt}, timeCol{&e.UpdatedAt}, nullTimeCol{&e.ResetAt},
 		&e.Circuit.State, nullTimeCol{&e.Circuit.Since}, &e.Circuit.LastError, nullTimeCol{&e.Circuit.FailingSince},
 		nullTimeCol{&e.Circuit.UpdatedAt})
@@ -186,17 +194,17 @@ func (s *Store) scanEndpoint(row interface{ Scan(...any) error }) (*Endpoint, er
 	return &e, nil
 }
 
-// CreateEndpoint stores a new endpoint, enabled, with a closed circuit.
-// e.ID, e.URL, e.Secret and e.CreatedAt are required; UpdatedAt is set to
-// CreatedAt. An id the store holds already is an error wrapping ErrExists.
+// CreateEndpoint stores a new endpoint of e.Tenant, enabled, with a closed
+// circuit. e.ID, e.URL, e.Secret and e.CreatedAt are required; UpdatedAt
+// is set to CreatedAt. An id the store holds already is an error wrapping ErrExists.
 func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) error {
 	switch {
 	case e.ID == "" || e.URL == "" || e.Secret == "" || e.CreatedAt.IsZero():
 		return fmt.Errorf("create endpoint: %w: id, url, secret and creation time are required", ErrInvalid)
 	}
-	res, err := s.write.ExecContext(ctx, s.d.q(`INSERT INTO endpoints (id, url, description, enabled, secret, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT (id) DO NOTHING`),
-		e.ID, e.URL, e.Description, s.d.bool(true), s.sealSecret(e.ID, e.Secret.Reveal()), s.d.ts(micro(e.CreatedAt)))
+	res, err := s.write.ExecContext(ctx, s.d.q(`INSERT INTO endpoints (id, tenant, url, description, enabled, secret, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT (id) DO NOTHING`),
+		e.ID, e.Tenant, e.URL, e.Description, s.d.bool(true), s.sealSecret(e.ID, e.Secret.Reveal()), s.d.ts(micro(e.CreatedAt)))
 	if err != nil {
 		return fmt.Errorf("create endpoint %q: %w", e.ID, err)
 	}
@@ -206,7 +214,9 @@ func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) error {
 	return nil
 }
 
-// Endpoint returns the endpoint id, or an error wrapping ErrNotFound.
+// Endpoint returns the endpoint id, whatever its tenant, or an error
+// wrapping ErrNotFound: who may see it is the caller's to judge from its
+// Tenant.
 func (s *Store) Endpoint(ctx context.Context, id string) (*Endpoint, error) {
 	e, err := s.scanEndpoint(s.read.QueryRowContext(ctx, s.d.q(`SELECT `+endpointColumns+` FROM endpoints WHERE id = $1`), id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -218,19 +228,31 @@ func (s *Store) Endpoint(ctx context.Context, id string) (*Endpoint, error) {
 	return e, nil
 }
 
-// ListEndpoints returns a page of endpoints, newest first, keyset-paginated
-// on (created_at, id).
+// ListEndpoints returns a page of the endpoints q selects, newest first,
+// keyset-paginated on (created_at, id).
 func (s *Store) ListEndpoints(ctx context.Context, q EndpointQuery) (EndpointPage, error) {
 	limit := pageSize(q.Limit)
-	var args []any
-	query := `SELECT ` + endpointColumns + ` FROM endpoints`
+	var (
+		args  []any
+		where []string
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if !q.AllTenants {
+		where = append(where, "tenant = "+arg(q.Tenant))
+	}
 	if q.Cursor != "" {
 		at, id, err := decodeCursor(q.Cursor)
 		if err != nil {
 			return EndpointPage{}, err
 		}
-		query += ` WHERE (created_at, id) < ($1, $2)`
-		args = append(args, s.d.ts(at), id)
+		where = append(where, "(created_at, id) < ("+arg(s.d.ts(at))+", "+arg(id)+")")
+	}
+	query := `SELECT ` + endpointColumns + ` FROM endpoints`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
 	}
 	query += ` ORDER BY created_at DESC, id DESC LIMIT ` + strconv.Itoa(limit+1)
 	rows, err := s.read.QueryContext(ctx, s.d.q(query), args...)

@@ -125,6 +125,77 @@ func TestListEndpoints(t *testing.T) {
 	})
 }
 
+// TestEndpointTenants: an endpoint keeps the tenant it was created for
+// through every change, and a list holds one tenant's endpoints (the
+// default tenant's, for a zero query) or, asked to, every tenant's.
+func TestEndpointTenants(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *store.Store) {
+		ctx := ctxOf(t)
+		tenantOf := map[string]string{}
+		for i, tenant := range []string{"", "acme", "globex", "acme", "", "acme"} {
+			id := fmt.Sprintf("ep_%026d", i)
+			tenantOf[id] = tenant
+			if err := s.CreateEndpoint(ctx, store.Endpoint{ID: id, Tenant: tenant, URL: "https://hooks.example.com/" + id,
+				Secret: secret1, CreatedAt: t0.Add(time.Duration(i) * time.Second)}); err != nil {
+				t.Fatalf("create %s: %v", id, err)
+			}
+		}
+		for id, want := range tenantOf {
+			if got := endpoint(t, s, id).Tenant; got != want {
+				t.Errorf("endpoint %s: tenant %q, want %q", id, got, want)
+			}
+		}
+		const acme2 = "ep_00000000000000000000000003"
+		desc := "changed"
+		if e, err := s.UpdateEndpoint(ctx, acme2, store.EndpointChange{Description: &desc}, t0.Add(time.Hour)); err != nil || e.Tenant != "acme" {
+			t.Errorf("update: tenant %q, error %v; want acme", e.Tenant, err)
+		}
+		if e, err := s.RotateEndpointSecret(ctx, acme2, secret2, time.Hour, t0.Add(time.Hour)); err != nil || e.Tenant != "acme" {
+			t.Errorf("rotate: tenant %q, error %v; want acme", e.Tenant, err)
+		}
+
+		list := func(q store.EndpointQuery) []string {
+			t.Helper()
+			var ids []string
+			for pages := 0; ; pages++ {
+				if pages > 10 {
+					t.Fatal("too many pages")
+				}
+				page, err := s.ListEndpoints(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range page.Items {
+					if !q.AllTenants && e.Tenant != q.Tenant {
+						t.Errorf("list of tenant %q holds %s of tenant %q", q.Tenant, e.ID, e.Tenant)
+					}
+					ids = append(ids, e.ID)
+				}
+				if q.Cursor = page.Next; q.Cursor == "" {
+					return ids
+				}
+			}
+		}
+		id := func(i int) string { return fmt.Sprintf("ep_%026d", i) }
+		tests := []struct {
+			name string
+			q    store.EndpointQuery
+			want []string
+		}{
+			{"zero query: the default tenant's", store.EndpointQuery{Limit: 1}, []string{id(4), id(0)}},
+			{"one tenant's, across pages", store.EndpointQuery{Tenant: "acme", Limit: 2}, []string{id(5), id(3), id(1)}},
+			{"another tenant's", store.EndpointQuery{Tenant: "globex"}, []string{id(2)}},
+			{"a tenant with none", store.EndpointQuery{Tenant: "initech"}, nil},
+			{"every tenant's", store.EndpointQuery{AllTenants: true, Limit: 4}, []string{id(5), id(4), id(3), id(2), id(1), id(0)}},
+		}
+		for _, tt := range tests {
+			if diff := cmp.Diff(tt.want, list(tt.q)); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+			}
+		}
+	})
+}
+
 func TestRotateEndpointSecret(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *store.Store) {
 		ctx := ctxOf(t)

@@ -128,9 +128,11 @@ type circuitView struct {
 }
 
 // endpointView is an endpoint as the API shows it: never with a secret,
-// except in the answer that made it (Secret).
+// except in the answer that made it (Secret), and with its tenant except
+// for the default tenant's.
 type endpointView struct {
 	ID             string      `json:"id"`
+	Tenant         string      `json:"tenant,omitempty"`
 	URL            string      `json:"url"`
 	Description    string      `json:"description"`
 	Enabled        bool        `json:"enabled"`
@@ -145,7 +147,7 @@ type endpointView struct {
 }
 
 func endpointViewOf(e *store.Endpoint, now time.Time) endpointView {
-	v := endpointView{ID: e.ID, URL: e.URL, Description: e.Description, Enabled: e.Enabled, DisabledReason: e.DisabledReason,
+	v := endpointView{ID: e.ID, Tenant: e.Tenant, URL: e.URL, Description: e.Description, Enabled: e.Enabled, DisabledReason: e.DisabledReason,
 		DisabledAt: e.DisabledAt, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 		Circuit: circuitView{State: e.Circuit.State, Since: e.Circuit.Since, LastError: e.Circuit.LastError,
 			FailingSince: e.Circuit.FailingSince, UpdatedAt: e.Circuit.UpdatedAt}}
@@ -208,6 +210,19 @@ func invalidEndpoint(errs notification.Invalid) *Problem {
 
 func endpointNotFound(id string) *Problem {
 	return newProblem(ProblemNotFound, http.StatusNotFound, "Not found", "no endpoint has the id "+strconv.Quote(id))
+}
+
+// visibleEndpoint returns the endpoint id if ctx's request may see it.
+// Another tenant's is an error wrapping store.ErrNotFound, as an unknown
+// id is, so that a tenant learns nothing of another's endpoints. An
+// endpoint's tenant never changes, so a change that follows this check
+// changes one the request may see.
+func visibleEndpoint(ctx context.Context, st EndpointStore, id string) (*store.Endpoint, error) {
+	e, err := st.Endpoint(ctx, id)
+	if err == nil && !sees(ctx, e.Tenant) {
+		return nil, fmt.Errorf("endpoint %q: %w", id, store.ErrNotFound)
+	}
+	return e, err
 }
 
 // decodeBody reads exactly one JSON object of the request into v, refusing
@@ -305,7 +320,7 @@ func handleCreateEndpoint(deps Deps) http.HandlerFunc {
 			return invalidEndpoint(bad)
 		}
 		now := deps.Now().UTC()
-		e := store.Endpoint{URL: req.URL, Description: req.Description, Secret: store.Secret(webhooks.NewSecret()), CreatedAt: now}
+		e := store.Endpoint{Tenant: tenantOf(r.Context()), URL: req.URL, Description: req.Description, Secret: store.Secret(webhooks.NewSecret()), CreatedAt: now}
 		var err error
 		for range 3 { // a clash of 128 random bits: never, but not a 500
 			e.ID = NewEndpointID()
@@ -332,7 +347,7 @@ func handleCreateEndpoint(deps Deps) http.HandlerFunc {
 
 func handleListEndpoints(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
-		q, bad := pageQuery(r)
+		q, bad := pageQuery(r, true)
 		if len(bad) > 0 {
 			return invalidQuery(bad)
 		}
@@ -340,7 +355,13 @@ func handleListEndpoints(deps Deps) http.HandlerFunc {
 		if st == nil {
 			return noEndpoints()
 		}
-		page, err := st.ListEndpoints(r.Context(), store.EndpointQuery{Limit: q.Limit, Cursor: q.Cursor})
+		if who := principalOf(r.Context()); !who.operator {
+			if !q.AllTenants && q.Tenant != who.tenant {
+				return invalidQuery(notification.Invalid{{Field: "tenant", Message: "only an operator's token may choose a tenant"}})
+			}
+			q.Tenant, q.AllTenants = who.tenant, false
+		}
+		page, err := st.ListEndpoints(r.Context(), q)
 		switch {
 		case errors.Is(err, store.ErrBadCursor):
 			return invalidQuery(notification.Invalid{{Field: "cursor", Message: "not a cursor this API gave out"}})
@@ -358,17 +379,34 @@ func handleListEndpoints(deps Deps) http.HandlerFunc {
 	})
 }
 
-// pageQuery reads limit and cursor, naming each bad parameter.
-func pageQuery(r *http.Request) (store.EndpointQuery, notification.Invalid) {
+// pageQuery reads limit and cursor and, where tenants is true, tenant,
+// naming each bad parameter. Without tenant= the query holds every
+// tenant's endpoints, as an operator's list does; with it one tenant's
+// ("default" names the default tenant).
+func pageQuery(r *http.Request, tenants bool) (store.EndpointQuery, notification.Invalid) {
 	v, err := query.Values(r)
-	var q store.EndpointQuery
+	q := store.EndpointQuery{AllTenants: tenants}
 	var bad notification.Invalid
 	if err != nil {
 		bad = append(bad, notification.FieldError{Field: query.Field, Message: err.Error()})
 	}
+	use := "unknown parameter: use limit or cursor"
+	if tenants {
+		use = "unknown parameter: use tenant, limit or cursor"
+	}
 	for name := range v {
-		if name != "limit" && name != "cursor" {
-			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use limit or cursor"})
+		if name != "limit" && name != "cursor" && (name != "tenant" || !tenants) {
+			bad = append(bad, notification.FieldError{Field: name, Message: use})
+		}
+	}
+	if t, ok := v["tenant"]; ok && tenants {
+		q.AllTenants = false
+		switch name := t[0]; {
+		case name == "default":
+		case tenantName.MatchString(name):
+			q.Tenant = name
+		default:
+			bad = append(bad, notification.FieldError{Field: "tenant", Message: "a tenant's name: " + tenantNameForm + ", or default"})
 		}
 	}
 	if s := v.Get("limit"); s != "" {
@@ -403,7 +441,7 @@ func handleGetEndpoint(deps Deps) http.HandlerFunc {
 			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
-		e, err := st.Endpoint(r.Context(), id)
+		e, err := visibleEndpoint(r.Context(), st, id)
 		return endpointAnswer(deps, w, id, e, err)
 	})
 }
@@ -431,6 +469,9 @@ func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
 		if len(bad) > 0 {
 			return invalidEndpoint(bad)
 		}
+		if _, err := visibleEndpoint(r.Context(), st, id); err != nil {
+			return endpointAnswer(deps, w, id, nil, err)
+		}
 		e, err := st.UpdateEndpoint(r.Context(), id, store.EndpointChange{URL: req.URL, Description: req.Description,
 			Enabled: req.Enabled, DisabledReason: ReasonDisabledByRequest}, deps.Now().UTC())
 		if err == nil && req.Enabled != nil {
@@ -453,6 +494,9 @@ func handleDeleteEndpoint(deps Deps) http.HandlerFunc {
 			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
+		if _, err := visibleEndpoint(r.Context(), st, id); err != nil {
+			return endpointAnswer(deps, w, id, nil, err)
+		}
 		switch err := st.DeleteEndpoint(r.Context(), id); {
 		case errors.Is(err, store.ErrNotFound):
 			return endpointNotFound(id)
@@ -495,6 +539,9 @@ func handleRotateSecret(deps Deps) http.HandlerFunc {
 				}
 			}
 		}
+		if _, err := visibleEndpoint(r.Context(), st, id); err != nil {
+			return endpointAnswer(deps, w, id, nil, err)
+		}
 		now := deps.Now().UTC()
 		e, err := st.RotateEndpointSecret(r.Context(), id, store.Secret(webhooks.NewSecret()), grace, now)
 		switch {
@@ -514,7 +561,7 @@ func handleRotateSecret(deps Deps) http.HandlerFunc {
 
 func handleEndpointAttempts(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
-		q, bad := pageQuery(r)
+		q, bad := pageQuery(r, false)
 		if len(bad) > 0 {
 			return invalidQuery(bad)
 		}
@@ -523,7 +570,7 @@ func handleEndpointAttempts(deps Deps) http.HandlerFunc {
 			return noEndpoints()
 		}
 		id := chi.URLParam(r, "id")
-		if _, err := st.Endpoint(r.Context(), id); err != nil {
+		if _, err := visibleEndpoint(r.Context(), st, id); err != nil {
 			return endpointAnswer(deps, w, id, nil, err)
 		}
 		page, err := st.EndpointAttempts(r.Context(), id, store.AttemptQuery{Channel: channel.Webhook.Name(), Limit: q.Limit, Cursor: q.Cursor})
@@ -545,7 +592,7 @@ func handleEndpointAttempts(deps Deps) http.HandlerFunc {
 
 // requireEndpoints refuses, before the notification routes see it, a
 // request with a notification whose webhook part names an endpoint that
-// does not exist or is disabled: 422 naming webhook.endpoint (in a batch,
+// does not exist, is another tenant's, or is disabled: 422 naming webhook.endpoint (in a batch,
 // notifications[i].webhook.endpoint, and the batch is refused whole). It
 // reads the body as the route will, and lets the route answer everything
 // else: a body the route refuses for another reason passes untouched.
@@ -595,7 +642,8 @@ func requireEndpoints(deps Deps, batch bool) func(http.Handler) http.Handler {
 				if batch {
 					field = fmt.Sprintf("notifications[%d].%s", i, field)
 				}
-				e, err := st.Endpoint(r.Context(), id)
+				// Another tenant's endpoint is refused as an unknown one.
+				e, err := visibleEndpoint(r.Context(), st, id)
 				switch {
 				case errors.Is(err, store.ErrNotFound):
 					bad = append(bad, notification.FieldError{Field: field, Message: fmt.Sprintf("no endpoint has the id %q", id)})
