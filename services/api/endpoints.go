@@ -355,11 +355,9 @@ func handleListEndpoints(deps Deps) http.HandlerFunc {
 		if st == nil {
 			return noEndpoints()
 		}
-		if who := principalOf(r.Context()); !who.operator {
-			if !q.AllTenants && q.Tenant != who.tenant {
-				return invalidQuery(notification.Invalid{{Field: "tenant", Message: "only an operator's token may choose a tenant"}})
-			}
-			q.Tenant, q.AllTenants = who.tenant, false
+		var p *Problem
+		if q.Tenant, q.AllTenants, p = scopeList(r.Context(), q.Tenant, q.AllTenants); p != nil {
+			return p
 		}
 		page, err := st.ListEndpoints(r.Context(), q)
 		switch {
@@ -385,7 +383,7 @@ func handleListEndpoints(deps Deps) http.HandlerFunc {
 // ("default" names the default tenant).
 func pageQuery(r *http.Request, tenants bool) (store.EndpointQuery, notification.Invalid) {
 	v, err := query.Values(r)
-	q := store.EndpointQuery{AllTenants: tenants}
+	var q store.EndpointQuery
 	var bad notification.Invalid
 	if err != nil {
 		bad = append(bad, notification.FieldError{Field: query.Field, Message: err.Error()})
@@ -399,15 +397,10 @@ func pageQuery(r *http.Request, tenants bool) (store.EndpointQuery, notification
 			bad = append(bad, notification.FieldError{Field: name, Message: use})
 		}
 	}
-	if t, ok := v["tenant"]; ok && tenants {
-		q.AllTenants = false
-		switch name := t[0]; {
-		case name == "default":
-		case tenantName.MatchString(name):
-			q.Tenant = name
-		default:
-			bad = append(bad, notification.FieldError{Field: "tenant", Message: "a tenant's name: " + tenantNameForm + ", or default"})
-		}
+	if tenants {
+		var wrong notification.Invalid
+		q.Tenant, q.AllTenants, wrong = tenantParam(v)
+		bad = append(bad, wrong...)
 	}
 	if s := v.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)

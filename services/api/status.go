@@ -134,11 +134,9 @@ func handleListNotifications(deps Deps) http.HandlerFunc {
 		// match the rest, the notifications and the cursor it answers with
 		// would tell a hidden token a character at a time.
 		q.Public = visitor(r.Context())
-		if who := principalOf(r.Context()); !who.operator {
-			if !q.AllTenants && q.Tenant != who.tenant {
-				return invalidQuery(notification.Invalid{{Field: "tenant", Message: "only an operator's token may choose a tenant"}})
-			}
-			q.Tenant, q.AllTenants = who.tenant, false
+		var p *Problem
+		if q.Tenant, q.AllTenants, p = scopeList(r.Context(), q.Tenant, q.AllTenants); p != nil {
+			return p
 		}
 		page, err := st.List(r.Context(), q)
 		switch {
@@ -203,19 +201,9 @@ func listQuery(r *http.Request) (q store.Query, attempts bool, bad notification.
 			bad = append(bad, notification.FieldError{Field: name, Message: "unknown parameter: use status, channel, since, until, q, attempts, tenant, limit or cursor"})
 		}
 	}
-	// An operator's list holds every tenant's notifications, or with
-	// tenant= one tenant's ("default" names the default tenant).
-	q.AllTenants = true
-	if t, ok := v["tenant"]; ok {
-		q.AllTenants = false
-		switch name := t[0]; {
-		case name == "default":
-		case tenantName.MatchString(name):
-			q.Tenant = name
-		default:
-			bad = append(bad, notification.FieldError{Field: "tenant", Message: "a tenant's name: " + tenantNameForm + ", or default"})
-		}
-	}
+	var wrong notification.Invalid
+	q.Tenant, q.AllTenants, wrong = tenantParam(v)
+	bad = append(bad, wrong...)
 	if s := v.Get("status"); s != "" {
 		if !slices.Contains(notification.Statuses, s) {
 			bad = append(bad, notification.FieldError{Field: "status", Message: "one of " + strings.Join(notification.Statuses, ", ")})

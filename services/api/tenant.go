@@ -6,8 +6,11 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/relay-demo/relay/internal/notification"
 )
 
 // A tenant is a set of tokens whose notifications, endpoints and dead
@@ -144,4 +147,35 @@ func matcher(creds []credential) func(token string) (principal, bool) {
 		c := creds[found]
 		return principal{id: hex.EncodeToString(sum[:]), tenant: c.tenant, operator: c.operator}, true
 	}
+}
+
+// tenantParam reads a list's tenant= parameter from v: without it, every
+// tenant's (as an operator's list holds), with it one tenant's, "default"
+// naming the default tenant.
+func tenantParam(v url.Values) (tenant string, all bool, bad notification.Invalid) {
+	t, ok := v["tenant"]
+	if !ok {
+		return "", true, nil
+	}
+	switch name := t[0]; {
+	case name == "default":
+		return "", false, nil
+	case tenantName.MatchString(name):
+		return name, false, nil
+	}
+	return "", false, notification.Invalid{{Field: "tenant", Message: "a tenant's name: " + tenantNameForm + ", or default"}}
+}
+
+// scopeList narrows a list of tenant (or of every tenant, all) to what
+// ctx's request may see: an operator's as asked, any other's to its own
+// tenant, which is all it may name.
+func scopeList(ctx context.Context, tenant string, all bool) (string, bool, *Problem) {
+	who := principalOf(ctx)
+	switch {
+	case who.operator:
+		return tenant, all, nil
+	case !all && tenant != who.tenant:
+		return "", false, invalidQuery(notification.Invalid{{Field: "tenant", Message: "only an operator's token may choose a tenant"}})
+	}
+	return who.tenant, false, nil
 }

@@ -12,10 +12,10 @@ import (
 
 // Tokens of named tenants and an operator's, for the tenants' rate.
 const (
-	tokenAcme1    = "token-acme-1-0123456789"
-	tokenAcme2    = "token-acme-2-0123456789"
-	tokenAcme3    = "token-acme-3-0123456789"
-	tokenBeta     = "token-beta-1-0123456789"
+	tokenAcme1 = "token-acme-1-0123456789"
+	tokenAcme2 = "token-acme-2-0123456789"
+	tokenAcme3 = "token-acme-3-0123456789"
+	tokenBeta  = "token-beta-1-0123456789"
 )
 
 // TestTenantRateLimit: API_TENANT_RATE_LIMIT counts the copies of all a
