@@ -3,6 +3,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/relay-demo/relay/cmd/relay/dead"
 	"github.com/relay-demo/relay/internal/channel"
 	"github.com/relay-demo/relay/internal/notification"
 	"github.com/relay-demo/relay/internal/store"
@@ -197,6 +199,31 @@ func TestDeadLettersAreTheirTenantsOnTheBroker(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"a3@acme"}, p.listed(t, operatorToken, "")); diff != "" {
 		t.Errorf("parked after the operator's purge (-want +got):\n%s", diff)
+	}
+
+	// relay dead --tenant is the operator's selection, through the API.
+	parkTenant(t, p.conn, p.topo, "g3", "globex")
+	if !poll(defaultWait, func() bool { return p.depth(t, retry.DeadQueue) == 2 }) {
+		t.Fatalf("g3 not parked: %d", p.depth(t, retry.DeadQueue))
+	}
+	relayDead := func(token string, args ...string) (string, error) {
+		env := map[string]string{"RELAY_API": p.base, "API_TOKENS": token}
+		var out bytes.Buffer
+		err := dead.Run(context.Background(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out)
+		return out.String(), err
+	}
+	out, err := relayDead(operatorToken, "list", "--json", "--tenant", "globex")
+	if err != nil || !strings.Contains(out, `"id":"g3"`) || !strings.Contains(out, `"tenant":"globex"`) || strings.Contains(out, "a3") {
+		t.Errorf("relay dead list --tenant globex as the operator: %v\n%s", err, out)
+	}
+	if out, err := relayDead(acmeToken, "list", "--tenant", "globex"); err == nil || !strings.Contains(err.Error(), "only an operator's token may choose a tenant") {
+		t.Errorf("relay dead list --tenant globex as acme: %v\n%s", err, out)
+	}
+	if out, err := relayDead(acmeToken, "purge", "--all", "--yes"); err != nil || !strings.Contains(out, "purged 1 message(s)") {
+		t.Errorf("relay dead purge --all as acme: %v\n%s", err, out)
+	}
+	if diff := cmp.Diff([]string{"g3@globex"}, p.listed(t, operatorToken, "")); diff != "" {
+		t.Errorf("parked after acme's relay dead purge --all (-want +got):\n%s", diff)
 	}
 }
 
