@@ -73,6 +73,13 @@ type Filter struct {
 	// Error selects messages whose last error (HeaderLastError) holds this
 	// text, in any case.
 	Error string
+	// Headers selects by the producer's own headers: each key's header
+	// must hold exactly its value, and an empty value selects the
+	// messages without that header (or with it empty). A producer that
+	// keeps its parties apart by a header selects one party's messages
+	// with it: relay's API keeps each tenant to its own by x-tenant,
+	// which the default tenant's messages do not carry.
+	Headers map[string]string
 	// Where, if set, is asked last about each message the fields above
 	// selected: a selection by what only the producer can read (such as
 	// the body). It must not keep the DeadLetter: it is gone after the
@@ -105,6 +112,11 @@ func (f Filter) Match(t Topology, p DeadLetter) bool {
 	}
 	if f.Error != "" && !strings.Contains(strings.ToLower(p.LastError), strings.ToLower(f.Error)) {
 		return false
+	}
+	for key, want := range f.Headers {
+		if headerString(p.Headers, key) != want {
+			return false
+		}
 	}
 	return f.Where == nil || f.Where(p)
 }

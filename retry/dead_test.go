@@ -237,8 +237,11 @@ func TestFilterMatchRicher(t *testing.T) {
 		return DeadLetter{ID: id, Source: source, Reason: reason, ParkedAt: parkedAt, LastError: lastError}
 	}
 	lane := parked("lane", "p.email-queue.lane-2", ReasonMaxRetries, at, "SMTP 421 Try Later")
+	lane.Headers = amqp.Table{"x-tenant": "acme"}
 	own := parked("own", "p.email-queue", ReasonPermanent, at.Add(time.Hour), "550 no such user")
+	own.Headers = amqp.Table{"x-tenant": []byte("globex")}
 	hook := parked("hook", "p.webhook-queue", ReasonExpired, at.Add(2*time.Hour), "")
+	hook.Headers = amqp.Table{"x-tenant": ""}
 	stray := parked("stray", "p.email-queue.lane-7", ReasonNoSource, time.Time{}, "")
 	all := []DeadLetter{lane, own, hook, stray}
 	tests := []struct {
@@ -257,6 +260,11 @@ func TestFilterMatchRicher(t *testing.T) {
 		{"error: no error matches none", Filter{Error: "5"}, []string{"own"}},
 		{"where narrows last", Filter{Route: "email", Where: func(p DeadLetter) bool { return p.ID == "own" }}, []string{"own"}},
 		{"fields are ANDed", Filter{Route: "email", Reason: ReasonMaxRetries, Error: "421"}, []string{"lane"}},
+		{"header: exactly its value", Filter{Headers: map[string]string{"x-tenant": "acme"}}, []string{"lane"}},
+		{"header: a byte-array value reads as a string", Filter{Headers: map[string]string{"x-tenant": "globex"}}, []string{"own"}},
+		{"header: empty selects those without it, or with it empty", Filter{Headers: map[string]string{"x-tenant": ""}}, []string{"hook", "stray"}},
+		{"header: a prefix is no match", Filter{Headers: map[string]string{"x-tenant": "ac"}}, nil},
+		{"header and fields are ANDed", Filter{Route: "email", Headers: map[string]string{"x-tenant": ""}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 // Selection names parked messages for a replay, a purge or a job, as the
 // bodies of POST /v1/dead-letters/replay, /purge and /jobs do: an id, a
 // source queue, a recipient, a channel, a park reason, a webhook endpoint,
-// a parked-at range (RFC 3339), an error text, or all of them.
+// a parked-at range (RFC 3339), an error text, a tenant, or all of them.
 type Selection struct {
 	ID        string `json:"id,omitempty"`
 	Source    string `json:"source,omitempty"`
@@ -25,14 +25,18 @@ type Selection struct {
 	Since     string `json:"since,omitempty"`
 	Until     string `json:"until,omitempty"`
 	Error     string `json:"error,omitempty"`
-	All       bool   `json:"all,omitempty"`
+	// Tenant selects one tenant's parked copies ("default" the default
+	// tenant's): an operator's token's choice; a tenant's token acts on
+	// its own tenant's whatever it names.
+	Tenant string `json:"tenant,omitempty"`
+	All    bool   `json:"all,omitempty"`
 }
 
 // Query is s as the query of GET /v1/dead-letters (which takes no all).
 func (s Selection) Query() url.Values {
 	q := url.Values{}
 	for k, v := range map[string]string{"id": s.ID, "source": s.Source, "recipient": s.Recipient, "channel": s.Channel,
-		"reason": s.Reason, "endpoint": s.Endpoint, "since": s.Since, "until": s.Until, "error": s.Error} {
+		"reason": s.Reason, "endpoint": s.Endpoint, "since": s.Since, "until": s.Until, "error": s.Error, "tenant": s.Tenant} {
 		if v != "" {
 			q.Set(k, v)
 		}

@@ -13,28 +13,47 @@ const DeadLetterLimit = 50
 
 // DeadLetter is a parked copy as relay's API and `relay dead` write it in
 // JSON: retry's DeadLetter, with the recipient the copy is for
-// (HeaderRecipient, which retry reports as its Copy) as "recipient".
+// (HeaderRecipient, which retry reports as its Copy) as "recipient", and
+// its tenant (HeaderTenant) as "tenant", left out for the default
+// tenant.
 type DeadLetter struct {
 	retry.DeadLetter
 	Recipient string `json:"recipient,omitempty"`
+	Tenant    string `json:"tenant,omitempty"`
 }
 
-// NewDeadLetter returns d with its recipient.
+// NewDeadLetter returns d with its recipient and tenant.
 func NewDeadLetter(d retry.DeadLetter) DeadLetter {
-	return DeadLetter{DeadLetter: d, Recipient: d.Copy}
+	return DeadLetter{DeadLetter: d, Recipient: d.Copy, Tenant: TenantOf(d.Headers)}
 }
 
 // DeadLetterDetail is a parked copy in full, as GET /v1/dead-letters/{id}
 // answers and `relay dead show --json` prints it: retry's
-// DeadLetterDetail, with its recipient as "recipient".
+// DeadLetterDetail, with its recipient as "recipient" and its tenant as
+// "tenant" (left out for the default tenant), as a listing shows them.
 type DeadLetterDetail struct {
 	retry.DeadLetterDetail
 	Recipient string `json:"recipient,omitempty"`
+	Tenant    string `json:"tenant,omitempty"`
 }
 
-// NewDeadLetterDetail returns d in full, with its recipient.
+// NewDeadLetterDetail returns d in full, with its recipient and tenant.
 func NewDeadLetterDetail(d retry.DeadLetter) DeadLetterDetail {
-	return DeadLetterDetail{DeadLetterDetail: d.Detail(), Recipient: d.Copy}
+	return DeadLetterDetail{DeadLetterDetail: d.Detail(), Recipient: d.Copy, Tenant: TenantOf(d.Headers)}
+}
+
+// TenantOf is the tenant a copy with headers h belongs to: its
+// HeaderTenant, as a string or the bytes of one; "" (the default tenant)
+// when it has none.
+func TenantOf(h map[string]any) string {
+	switch v := h[HeaderTenant].(type) {
+	case string:
+		return v
+	case []byte:
+		return string(v)
+	default:
+		return ""
+	}
 }
 
 // DeadLetterJob is a bulk replay or purge of parked copies run in the
@@ -42,6 +61,10 @@ func NewDeadLetterDetail(d retry.DeadLetter) DeadLetterDetail {
 // dead job` prints it.
 type DeadLetterJob struct {
 	ID string `json:"id"`
+	// Tenant is the tenant whose parked copies the job acts on; empty
+	// (and left out) for the default tenant's, and for an operator's
+	// job over every tenant.
+	Tenant string `json:"tenant,omitempty"`
 	// Action is "replay" or "purge".
 	Action string `json:"action"`
 	// State is running, done, failed or cancelled.

@@ -38,6 +38,11 @@ type DeadLetterJob struct {
 	// Takeovers counts the times a process took the job over from one
 	// whose lease lapsed.
 	Takeovers int64
+	// Tenant is the tenant whose parked copies the job acts on, "" for
+	// the default tenant; AllTenants, an operator's job over every
+	// tenant's, in which case Tenant is "".
+	Tenant     string
+	AllTenants bool
 }
 
 // JobProgress is how far a job has got.
@@ -46,14 +51,17 @@ type JobProgress struct {
 	LastError             string
 }
 
-const jobColumns = `id, action, selection, state, matched, done, failed, last_error, created_at, finished_at, lease_owner, lease_until, takeovers`
+const jobColumns = `id, action, selection, state, matched, done, failed, last_error, created_at, finished_at, lease_owner, lease_until, takeovers, tenant`
 
 func (s *Store) scanJob(row interface{ Scan(...any) error }) (DeadLetterJob, error) {
 	var j DeadLetterJob
 	var sel string
+	var tenant sql.NullString
 	err := row.Scan(&j.ID, &j.Action, &sel, &j.State, &j.Matched, &j.Done, &j.Failed, &j.LastError, timeCol{&j.CreatedAt},
-		nullTimeCol{&j.FinishedAt}, &j.LeaseOwner, timeCol{&j.LeaseUntil}, &j.Takeovers)
+		nullTimeCol{&j.FinishedAt}, &j.LeaseOwner, timeCol{&j.LeaseUntil}, &j.Takeovers, &tenant)
 	j.Selection = []byte(sel)
+	// NULL is every tenant's: see 0015_dead_letter_job_tenant.sql.
+	j.Tenant, j.AllTenants = tenant.String, !tenant.Valid
 	return j, err
 }
 
@@ -63,8 +71,12 @@ func (s *Store) CreateDeadLetterJob(ctx context.Context, j DeadLetterJob) error 
 	if j.Action != "replay" && j.Action != "purge" {
 		return fmt.Errorf("create job: %w: action %q", ErrInvalid, j.Action)
 	}
-	_, err := s.write.ExecContext(ctx, s.d.q(`INSERT INTO dead_letter_jobs (id, action, selection, state, created_at, lease_owner, lease_until)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`), j.ID, j.Action, string(j.Selection), JobRunning, s.d.ts(j.CreatedAt), j.LeaseOwner, s.d.ts(j.LeaseUntil))
+	if j.AllTenants && j.Tenant != "" {
+		return fmt.Errorf("create job: %w: tenant %q with every tenant", ErrInvalid, j.Tenant)
+	}
+	tenant := sql.NullString{String: j.Tenant, Valid: !j.AllTenants}
+	_, err := s.write.ExecContext(ctx, s.d.q(`INSERT INTO dead_letter_jobs (id, action, selection, state, created_at, lease_owner, lease_until, tenant)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`), j.ID, j.Action, string(j.Selection), JobRunning, s.d.ts(j.CreatedAt), j.LeaseOwner, s.d.ts(j.LeaseUntil), tenant)
 	if err != nil {
 		return fmt.Errorf("create job %s: %w", j.ID, err)
 	}

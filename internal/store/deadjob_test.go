@@ -141,3 +141,41 @@ func TestPruneDeadLetterJobs(t *testing.T) {
 		}
 	})
 }
+
+func TestDeadLetterJobTenant(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *store.Store) {
+		ctx := ctxOf(t)
+		tests := []struct {
+			name       string
+			tenant     string
+			allTenants bool
+		}{
+			{"a named tenant's", "acme", false},
+			{"the default tenant's", "", false},
+			{"every tenant's", "", true},
+		}
+		for i, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				id := "job" + string(rune('a'+i))
+				j := store.DeadLetterJob{ID: id, Action: "purge", Selection: []byte(`{"all":true}`), CreatedAt: t0.Add(time.Duration(i) * time.Second),
+					LeaseOwner: "a", LeaseUntil: t0, Tenant: tt.tenant, AllTenants: tt.allTenants}
+				if err := s.CreateDeadLetterJob(ctx, j); err != nil {
+					t.Fatal(err)
+				}
+				got, err := s.DeadLetterJob(ctx, id)
+				if err != nil || got.Tenant != tt.tenant || got.AllTenants != tt.allTenants {
+					t.Fatalf("stored: tenant %q, all %v, %v; want %q, %v", got.Tenant, got.AllTenants, err, tt.tenant, tt.allTenants)
+				}
+				// Another process that takes the job over keeps its scope.
+				got, ok, err := s.TakeOverDeadLetterJob(ctx, "b", t0.Add(time.Hour), t0.Add(2*time.Hour))
+				if !ok || err != nil || got.ID != id || got.Tenant != tt.tenant || got.AllTenants != tt.allTenants {
+					t.Errorf("taken over: %s, tenant %q, all %v, %v, %v; want %s, %q, %v", got.ID, got.Tenant, got.AllTenants, ok, err, id, tt.tenant, tt.allTenants)
+				}
+			})
+		}
+		bad := store.DeadLetterJob{ID: "jobz", Action: "replay", Selection: []byte(`{}`), CreatedAt: t0, LeaseUntil: t0, Tenant: "acme", AllTenants: true}
+		if err := s.CreateDeadLetterJob(ctx, bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("a job of one tenant and every tenant: %v, want ErrInvalid", err)
+		}
+	})
+}

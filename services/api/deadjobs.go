@@ -180,8 +180,9 @@ func (js *DeadLetterJobs) start(j store.DeadLetterJob) {
 	}()
 }
 
-// Start stores a new job that replays or purges sel and begins it.
-func (js *DeadLetterJobs) Start(ctx context.Context, action string, sel selection) (store.DeadLetterJob, error) {
+// Start stores a new job that replays or purges sel within the tenants
+// of sc and begins it.
+func (js *DeadLetterJobs) Start(ctx context.Context, action string, sel selection, sc tenantScope) (store.DeadLetterJob, error) {
 	raw, err := json.Marshal(sel)
 	if err != nil {
 		return store.DeadLetterJob{}, err
@@ -192,7 +193,7 @@ func (js *DeadLetterJobs) Start(ctx context.Context, action string, sel selectio
 	}
 	now := js.now()
 	j := store.DeadLetterJob{ID: "job_" + strings.TrimPrefix(newID(), IDPrefix), Action: action, Selection: raw, State: store.JobRunning,
-		CreatedAt: now, LeaseOwner: js.runOwner(), LeaseUntil: now.Add(js.lease())}
+		CreatedAt: now, LeaseOwner: js.runOwner(), LeaseUntil: now.Add(js.lease()), Tenant: sc.tenant, AllTenants: sc.all}
 	if err := js.Store.CreateDeadLetterJob(ctx, j); err != nil {
 		return j, err
 	}
@@ -268,7 +269,10 @@ func (js *DeadLetterJobs) run(ctx context.Context, j store.DeadLetterJob) {
 		finish(store.JobFailed, fmt.Errorf("the job's selection: %w", bad))
 		return
 	}
-	b := retry.Bulk{Filter: f, Purge: j.Action == "purge"}
+	// The scope is the job's, as stored when it was created, not the
+	// selection's: a process that takes the job over keeps it to the
+	// tenant it was made for.
+	b := retry.Bulk{Filter: jobScope(j).narrow(f), Purge: j.Action == "purge"}
 	base = j.Done
 	if !b.Purge {
 		b.Journal = journal{js.Store, j.ID}
@@ -334,7 +338,7 @@ func (js *DeadLetterJobs) run(ctx context.Context, j store.DeadLetterJob) {
 	}()
 	defer func() { cancel(nil); <-beat }()
 
-	log.Info("dead-letter job started", "selection", string(j.Selection), "done_before", base)
+	log.Info("dead-letter job started", "selection", string(j.Selection), "tenant", jobScope(j).String(), "done_before", base)
 	// retryLater leaves the job running, its lease kept until it lapses,
 	// with err as its last error: a process takes it over then, this one
 	// or another, and the job goes on once the broker is back.
@@ -398,10 +402,31 @@ func (js *DeadLetterJobs) pass(ctx context.Context, b retry.Bulk) (retry.Progres
 	return dl.Bulk(ctx, b)
 }
 
+// jobScope is the tenants whose parked copies j acts on.
+func jobScope(j store.DeadLetterJob) tenantScope {
+	return tenantScope{tenant: j.Tenant, all: j.AllTenants}
+}
+
 // newJobView is j as the API answers it.
 func newJobView(j store.DeadLetterJob) notification.DeadLetterJob {
-	return notification.DeadLetterJob{ID: j.ID, Action: j.Action, State: j.State, Selection: json.RawMessage(j.Selection), Matched: j.Matched,
+	return notification.DeadLetterJob{ID: j.ID, Tenant: j.Tenant, Action: j.Action, State: j.State, Selection: json.RawMessage(j.Selection), Matched: j.Matched,
 		Done: j.Done, Failed: j.Failed, LastError: j.LastError, StartedAt: j.CreatedAt, FinishedAt: j.FinishedAt, Takeovers: j.Takeovers}
+}
+
+// errNoJob answers a job id nothing matches, or one of a tenant the
+// request does not see: the two read alike.
+func errNoJob(id string) *Problem {
+	return newProblem(ProblemNotFound, http.StatusNotFound, "Not found", "no dead-letter job "+quote(id))
+}
+
+// visibleJob returns the job id if the request of ctx may see it;
+// store.ErrNotFound if there is none or it is another tenant's.
+func visibleJob(ctx context.Context, js JobStore, id string) (store.DeadLetterJob, error) {
+	j, err := js.DeadLetterJob(ctx, id)
+	if err == nil && !jobScope(j).seenBy(ctx) {
+		return store.DeadLetterJob{}, fmt.Errorf("job %s: %w", id, store.ErrNotFound)
+	}
+	return j, err
 }
 
 // jobRequest is the body of POST /v1/dead-letters/jobs.
@@ -429,13 +454,14 @@ func handleCreateDeadLetterJob(deps Deps) http.HandlerFunc {
 			bad = append(bad, notification.FieldError{Field: "action", Message: "replay or purge"})
 		}
 		_, invalid := req.filter(deps.Topology)
-		if bad = append(append(req.checkSelected(), invalid...), bad...); len(bad) > 0 {
+		sc, unseen := scopeOf(r.Context(), req.selection)
+		if bad = append(append(append(req.checkSelected(), invalid...), unseen...), bad...); len(bad) > 0 {
 			return invalidRequest(bad)
 		}
 		if deps.DeadLetterJobs == nil {
 			return unavailable("dead-letter jobs need the history store")
 		}
-		j, err := deps.DeadLetterJobs.Start(r.Context(), req.Action, req.selection)
+		j, err := deps.DeadLetterJobs.Start(r.Context(), req.Action, req.selection, sc)
 		if err != nil {
 			deps.Log.Error("start a dead-letter job", "error", err)
 			return unavailable("the job could not be stored: " + err.Error())
@@ -452,10 +478,10 @@ func handleGetDeadLetterJob(deps Deps) http.HandlerFunc {
 			return unavailable("dead-letter jobs need the history store")
 		}
 		id := chi.URLParam(r, "id")
-		j, err := deps.DeadLetterJobs.Store.DeadLetterJob(r.Context(), id)
+		j, err := visibleJob(r.Context(), deps.DeadLetterJobs.Store, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return newProblem(ProblemNotFound, http.StatusNotFound, "Not found", "no dead-letter job "+quote(id))
+			return errNoJob(id)
 		case err != nil:
 			deps.Log.Error("read a dead-letter job", "error", err)
 			return unavailable("the job could not be read: " + err.Error())
@@ -472,10 +498,16 @@ func handleCancelDeadLetterJob(deps Deps) http.HandlerFunc {
 			return unavailable("dead-letter jobs need the history store")
 		}
 		id := chi.URLParam(r, "id")
-		j, err := deps.DeadLetterJobs.Store.CancelDeadLetterJob(r.Context(), id, deps.Now())
+		// A job's tenant never changes: one read tells whether the
+		// request may cancel it.
+		_, err := visibleJob(r.Context(), deps.DeadLetterJobs.Store, id)
+		var j store.DeadLetterJob
+		if err == nil {
+			j, err = deps.DeadLetterJobs.Store.CancelDeadLetterJob(r.Context(), id, deps.Now())
+		}
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return newProblem(ProblemNotFound, http.StatusNotFound, "Not found", "no dead-letter job "+quote(id))
+			return errNoJob(id)
 		case errors.Is(err, store.ErrJobEnded):
 			p := newProblem(ProblemJobEnded, http.StatusConflict, "Job already ended", err.Error())
 			p.Members = struct {

@@ -120,7 +120,7 @@ func sourceQueue(t retry.Topology, q string) string {
 
 // deadLetterQuery reads the query parameters of a dead-letter route, which
 // takes those in allowed (of limit and the fields of a selection), naming
-// each bad one.
+// each bad one. The filter it returns holds the caller's tenant scope.
 // Without a limit parameter, limit is DefaultDeadLetterLimit.
 func deadLetterQuery(r *http.Request, t retry.Topology, allowed ...string) (f retry.Filter, limit int, bad notification.Invalid) {
 	v, err := query.Values(r)
@@ -140,8 +140,17 @@ func deadLetterQuery(r *http.Request, t retry.Topology, allowed ...string) (f re
 			bad = append(bad, notification.FieldError{Field: name, Message: "given " + strconv.Itoa(len(v[name])) + " times: give it once"})
 		}
 	}
-	f, invalid := selectionFromQuery(v.Get).filter(t)
+	sel := selectionFromQuery(v.Get)
+	if !slices.Contains(allowed, "tenant") {
+		sel.Tenant = "" // refused above as a parameter the route does not take
+	}
+	f, invalid := sel.filter(t)
 	bad = append(bad, invalid...)
+	// Every route reads the caller's tenant's copies only, unless the
+	// caller is an operator: another tenant's id is as unknown.
+	sc, invalid := scopeOf(r.Context(), sel)
+	bad = append(bad, invalid...)
+	f = sc.narrow(f)
 	limit = DefaultDeadLetterLimit
 	if s := v.Get("limit"); s != "" && slices.Contains(allowed, "limit") {
 		n, err := strconv.Atoi(s)
@@ -200,7 +209,7 @@ func deadLetterFailed(deps Deps, what string, done int, err error) *Problem {
 
 func handleListDeadLetters(deps Deps) http.HandlerFunc {
 	return deps.serve(func(w http.ResponseWriter, r *http.Request) error {
-		f, limit, bad := deadLetterQuery(r, deps.Topology, "channel", "endpoint", "error", "id", "limit", "reason", "recipient", "since", "source", "until")
+		f, limit, bad := deadLetterQuery(r, deps.Topology, "channel", "endpoint", "error", "id", "limit", "reason", "recipient", "since", "source", "tenant", "until")
 		if len(bad) > 0 {
 			return invalidQuery(bad)
 		}
@@ -337,9 +346,11 @@ func handleReplayDeadLetters(deps Deps) http.HandlerFunc {
 			return p
 		}
 		f, bad := req.filter(deps.Topology)
-		if bad = append(req.checkSelected(), bad...); len(bad) > 0 {
+		sc, invalid := scopeOf(r.Context(), req.selection)
+		if bad = append(append(req.checkSelected(), bad...), invalid...); len(bad) > 0 {
 			return invalidRequest(bad)
 		}
+		f = sc.narrow(f)
 		if req.DryRun {
 			return dryRun(deps, w, r, f)
 		}
@@ -354,13 +365,18 @@ func handlePurgeDeadLetters(deps Deps) http.HandlerFunc {
 			return p
 		}
 		f, bad := req.filter(deps.Topology)
-		bad = append(req.checkSelected(), bad...)
+		sc, invalid := scopeOf(r.Context(), req.selection)
+		bad = append(append(req.checkSelected(), bad...), invalid...)
 		if !req.Confirm && !req.DryRun {
 			bad = append(bad, notification.FieldError{Field: "confirm", Message: "must be true: a purge deletes parked messages for good (or set dry_run to count them)"})
 		}
 		if len(bad) > 0 {
 			return invalidRequest(bad)
 		}
+		// A tenant's purge of all is its own tenant's copies: narrow
+		// gives the filter the tenant's header, so the purge selects
+		// rather than empties the queue.
+		f = sc.narrow(f)
 		if req.DryRun {
 			return dryRun(deps, w, r, f)
 		}
@@ -394,7 +410,7 @@ func replay(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) e
 	}
 	// No email address goes into the log: by_recipient only says the
 	// selection named one.
-	deps.Log.Info("replayed dead letters", "replayed", n, "id", f.ID, "source", f.Source, "channel", f.Route, "reason", f.Reason, "by_recipient", f.Copy != "")
+	deps.Log.Info("replayed dead letters", "replayed", n, "id", f.ID, "source", f.Source, "channel", f.Route, "reason", f.Reason, "by_recipient", f.Copy != "", "tenant", logTenant(f))
 	writeJSON(w, http.StatusOK, map[string]int{"replayed": n})
 	return nil
 }
@@ -408,7 +424,14 @@ func purge(deps Deps, w http.ResponseWriter, r *http.Request, f retry.Filter) er
 	if err != nil {
 		return deadLetterFailed(deps, "purged", n, err)
 	}
-	deps.Log.Info("purged dead letters", "purged", n, "id", f.ID, "source", f.Source, "channel", f.Route, "reason", f.Reason, "by_recipient", f.Copy != "")
+	deps.Log.Info("purged dead letters", "purged", n, "id", f.ID, "source", f.Source, "channel", f.Route, "reason", f.Reason, "by_recipient", f.Copy != "", "tenant", logTenant(f))
 	writeJSON(w, http.StatusOK, map[string]int{"purged": n})
 	return nil
+}
+
+// logTenant names the tenant f is narrowed to in logs, as
+// tenantScope.String does: a tenant, "default" or "all".
+func logTenant(f retry.Filter) string {
+	t, ok := f.Headers[notification.HeaderTenant]
+	return tenantScope{tenant: t, all: !ok}.String()
 }

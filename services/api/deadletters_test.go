@@ -22,10 +22,13 @@ import (
 type fakeStore struct {
 	parked []retry.DeadLetter
 	calls  []string
-	err    error
+	// filters holds the filter of each call.
+	filters []retry.Filter
+	err     error
 }
 
 func (f *fakeStore) record(op string, flt retry.Filter, limit int) {
+	f.filters = append(f.filters, flt)
 	call := fmt.Sprintf("%s id=%q source=%q limit=%d", op, flt.ID, flt.Source, limit)
 	if flt.Copy != "" {
 		call += fmt.Sprintf(" recipient=%q", flt.Copy)
@@ -158,7 +161,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 		{name: "negative limit", method: "GET", path: "/v1/dead-letters?limit=-1", wantStatus: 422, wantType: ProblemInvalidQuery,
 			wantBody: `"field":"limit"`},
 		{name: "unknown parameter", method: "GET", path: "/v1/dead-letters?queue=email-queue", wantStatus: 422, wantType: ProblemInvalidQuery,
-			wantBody: `{"field":"queue","message":"unknown parameter: this route takes channel, endpoint, error, id, limit, reason, recipient, since, source or until"}`},
+			wantBody: `{"field":"queue","message":"unknown parameter: this route takes channel, endpoint, error, id, limit, reason, recipient, since, source, tenant or until"}`},
 		{name: "parameter given twice", method: "GET", path: "/v1/dead-letters?limit=1&limit=2", wantStatus: 422, wantType: ProblemInvalidQuery,
 			wantBody: `"field":"limit","message":"given 2 times`},
 		{name: "list while disconnected", method: "GET", path: "/v1/dead-letters", noStore: true, wantStatus: 503,
@@ -213,7 +216,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 			wantStatus: 200, wantBody: `{"purged":1}`, wantCall: `Purge id="" source="" limit=0 recipient="typo@exmaple.com"`},
 		{name: "purge recipient and all", method: "POST", path: "/v1/dead-letters/purge", body: `{"recipient":"typo@exmaple.com","all":true,"confirm":true}`,
 			wantStatus: 422, wantType: ProblemInvalidFields,
-			wantBody: `{"field":"all","message":"all selects every parked message: leave out source, id, recipient, channel, reason, endpoint, since, until or error, or leave out all"}`},
+			wantBody: `{"field":"all","message":"all selects every parked message: leave out source, id, recipient, channel, reason, endpoint, since, until, error or tenant, or leave out all"}`},
 		{name: "purge all", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"confirm":true}`,
 			wantStatus: 200, wantBody: `{"purged":4}`, wantCall: `Purge id="" source="" limit=0`},
 		{name: "purge without confirm", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true}`,
@@ -231,7 +234,7 @@ func TestDeadLetterRoutes(t *testing.T) {
 		{name: "purge unknown id", method: "POST", path: "/v1/dead-letters/purge", body: `{"id":"zzz","confirm":true}`,
 			wantStatus: 404, wantType: ProblemNotFound, wantBody: "zzz", wantCall: `Purge id="zzz" source="" limit=0`},
 		{name: "purge unknown field", method: "POST", path: "/v1/dead-letters/purge", body: `{"everything":true,"confirm":true}`,
-			wantStatus: 400, wantType: ProblemUnknownField, wantBody: `unknown field \"everything\": the request takes source, id, recipient, channel, reason, endpoint, since, until, error or all, and confirm or dry_run`},
+			wantStatus: 400, wantType: ProblemUnknownField, wantBody: `unknown field \"everything\": the request takes source, id, recipient, channel, reason, endpoint, since, until, error, tenant or all, and confirm or dry_run`},
 		{name: "purge not JSON", method: "POST", path: "/v1/dead-letters/purge", body: `all`,
 			wantStatus: 400, wantType: ProblemMalformedJSON},
 		{name: "purge error", method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"confirm":true}`, storeErr: errors.New("boom"),

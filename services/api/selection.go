@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -36,18 +38,91 @@ type selection struct {
 	// Error selects the copies whose last error holds this text, in any
 	// case.
 	Error string `json:"error,omitempty"`
-	All   bool   `json:"all,omitempty"`
+	// Tenant selects one tenant's copies (x-tenant), "default" the
+	// default tenant's: an operator's choice. A tenant's token acts on
+	// its own tenant's copies only, whether it names it or not (see
+	// scopeOf).
+	Tenant string `json:"tenant,omitempty"`
+	All    bool   `json:"all,omitempty"`
 }
 
 // selectionFields are the names of selection's fields, in the order the
 // errors name them.
-var selectionFields = []string{"source", "id", "recipient", "channel", "reason", "endpoint", "since", "until", "error"}
+var selectionFields = []string{"source", "id", "recipient", "channel", "reason", "endpoint", "since", "until", "error", "tenant"}
 
 // selectionFromQuery reads a selection from query parameters (all is
 // not one of them).
 func selectionFromQuery(get func(string) string) selection {
 	return selection{Source: get("source"), ID: get("id"), Recipient: get("recipient"), Channel: get("channel"), Reason: get("reason"),
-		Endpoint: get("endpoint"), Since: get("since"), Until: get("until"), Error: get("error")}
+		Endpoint: get("endpoint"), Since: get("since"), Until: get("until"), Error: get("error"), Tenant: get("tenant")}
+}
+
+// tenantScope is whose parked copies a dead-letter request or job acts
+// on: one tenant's ("" the default tenant's), or, for an operator who
+// chose none, every tenant's.
+type tenantScope struct {
+	tenant string
+	all    bool
+}
+
+// scopeOf is the scope of s for the request of ctx: a tenant's token gets
+// its own tenant's copies whatever s says, and is refused another
+// tenant's name (as GET /v1/notifications refuses it); an operator gets
+// the tenant s names, or every tenant.
+func scopeOf(ctx context.Context, s selection) (tenantScope, notification.Invalid) {
+	named := s.Tenant
+	switch {
+	case s.Tenant == "", s.Tenant == "default":
+		named = ""
+	case !tenantName.MatchString(s.Tenant):
+		return tenantScope{}, notification.Invalid{{Field: "tenant", Message: "a tenant's name: " + tenantNameForm + ", or default"}}
+	}
+	who := principalOf(ctx)
+	switch {
+	case !who.operator && s.Tenant != "" && named != who.tenant:
+		return tenantScope{}, notification.Invalid{{Field: "tenant", Message: "only an operator's token may choose a tenant"}}
+	case !who.operator:
+		return tenantScope{tenant: who.tenant}, nil
+	case s.Tenant == "":
+		return tenantScope{all: true}, nil
+	}
+	return tenantScope{tenant: named}, nil
+}
+
+// narrow returns f narrowed to sc's tenant: the copies whose x-tenant is
+// that tenant, or that carry none for the default tenant. It is what
+// keeps a tenant's replay or purge of "all" to its own copies.
+func (sc tenantScope) narrow(f retry.Filter) retry.Filter {
+	if sc.all {
+		return f
+	}
+	h := maps.Clone(f.Headers)
+	if h == nil {
+		h = map[string]string{}
+	}
+	h[notification.HeaderTenant] = sc.tenant
+	f.Headers = h
+	return f
+}
+
+// String names sc in logs: a tenant, "default" or "all".
+func (sc tenantScope) String() string {
+	switch {
+	case sc.all:
+		return "all"
+	case sc.tenant == "":
+		return "default"
+	}
+	return sc.tenant
+}
+
+// seenBy reports whether the request of ctx may see what sc acts on: an
+// operator sees every scope, a tenant's token only its own tenant's.
+func (sc tenantScope) seenBy(ctx context.Context) bool {
+	if sc.all {
+		return principalOf(ctx).operator
+	}
+	return sees(ctx, sc.tenant)
 }
 
 // narrowed reports whether any field but all is set.

@@ -38,16 +38,16 @@ const DefaultLimit = notification.DeadLetterLimit
 type options struct {
 	verb, id, source, recipient string
 	// The selection's other filters.
-	channel, reason, endpoint, since, until, errText string
-	all, json, yes, dryRun, job, cancel              bool
-	limit                                            int
-	api                                              apiclient.Flags
+	channel, reason, endpoint, since, until, errText, tenant string
+	all, json, yes, dryRun, job, cancel                      bool
+	limit                                                    int
+	api                                                      apiclient.Flags
 }
 
 // selection is o's filters as the API takes them.
 func (o options) selection() apiclient.Selection {
 	return apiclient.Selection{ID: o.id, Source: o.source, Recipient: o.recipient, Channel: o.channel, Reason: o.reason,
-		Endpoint: o.endpoint, Since: o.since, Until: o.until, Error: o.errText, All: o.all}
+		Endpoint: o.endpoint, Since: o.since, Until: o.until, Error: o.errText, Tenant: o.tenant, All: o.all}
 }
 
 // narrowed reports whether o names any filter.
@@ -58,7 +58,7 @@ func (o options) narrowed() bool {
 }
 
 // filterFlags are the flags of the filters besides --id, for the errors.
-const filterFlags = "--id, --source, --recipient, --channel, --reason, --endpoint, --since, --until or --error"
+const filterFlags = "--id, --source, --recipient, --channel, --reason, --endpoint, --since, --until, --error or --tenant"
 
 // registerFilters adds the filters every verb that selects takes.
 func (o *options) registerFilters(fs *flag.FlagSet) {
@@ -68,6 +68,8 @@ func (o *options) registerFilters(fs *flag.FlagSet) {
 	fs.StringVar(&o.since, "since", "", "only the copies parked at or after this `time` (RFC 3339, e.g. 2026-03-14T09:00:00Z)")
 	fs.StringVar(&o.until, "until", "", "only the copies parked before this `time` (RFC 3339)")
 	fs.StringVar(&o.errText, "error", "", "only the copies whose last error holds this `text` (any case)")
+	fs.StringVar(&o.tenant, "tenant", "", "only this `tenant`'s copies, \"default\" for the default tenant's: an operator's token's\n"+
+		"choice (without it, every tenant's); a tenant's token acts on its own tenant's copies only")
 }
 
 // parse reads a verb's flags (and show's ID), and refuses what does not go
