@@ -15,12 +15,6 @@ import (
 	"github.com/relay-demo/relay/retry"
 )
 
-const (
-	acmeToken     = "acme-token-0123456789"
-	globexToken   = "globex-token-0123456789"
-	operatorToken = "operator-token-0123456789"
-)
-
 // tenantDeadLetterServer is the API over a fakeStore holding a parked
 // copy of each tenant: d (the default tenant's, no x-tenant), a (acme's)
 // and g (globex's), and both of acme's email copies of s.
@@ -34,8 +28,8 @@ func tenantDeadLetterServer(store *fakeStore) *httptest.Server {
 		{ID: "s", Copy: "bob@example.com", Source: "p.email-queue", Reason: retry.ReasonPermanent, Headers: tenant("acme")},
 	}
 	srv := httptest.NewServer(NewServer(Deps{Tokens: []string{deadLetterToken}, Topology: deadLetterTopology,
-		TenantTokens:   []TenantToken{{Tenant: "acme", Token: acmeToken}, {Tenant: "globex", Token: globexToken}},
-		OperatorTokens: []string{operatorToken},
+		TenantTokens:   []TenantToken{{Tenant: "acme", Token: tokenAcme}, {Tenant: "globex", Token: tokenGlobex}},
+		OperatorTokens: []string{tokenOperator},
 		DeadLetters:    func() DeadLetterStore { return store }}))
 	return srv
 }
@@ -57,60 +51,60 @@ func TestDeadLettersAreTheirTenants(t *testing.T) {
 	}{
 		{name: "the default tenant lists its own", token: deadLetterToken, method: "GET", path: "/v1/dead-letters",
 			wantStatus: 200, wantIDs: []string{"d"}, wantTenant: []string{""}},
-		{name: "a tenant lists its own", token: acmeToken, method: "GET", path: "/v1/dead-letters",
+		{name: "a tenant lists its own", token: tokenAcme, method: "GET", path: "/v1/dead-letters",
 			wantStatus: 200, wantIDs: []string{"a", "s", "s"}, wantTenant: []string{"acme", "acme", "acme"}},
-		{name: "a tenant's header as bytes", token: globexToken, method: "GET", path: "/v1/dead-letters",
+		{name: "a tenant's header as bytes", token: tokenGlobex, method: "GET", path: "/v1/dead-letters",
 			wantStatus: 200, wantIDs: []string{"g"}, wantTenant: []string{"globex"}},
-		{name: "a tenant may name itself", token: acmeToken, method: "GET", path: "/v1/dead-letters?tenant=acme",
+		{name: "a tenant may name itself", token: tokenAcme, method: "GET", path: "/v1/dead-letters?tenant=acme",
 			wantStatus: 200, wantIDs: []string{"a", "s", "s"}, wantTenant: []string{"acme", "acme", "acme"}},
-		{name: "a tenant may not name another", token: acmeToken, method: "GET", path: "/v1/dead-letters?tenant=globex",
+		{name: "a tenant may not name another", token: tokenAcme, method: "GET", path: "/v1/dead-letters?tenant=globex",
 			wantStatus: 422, wantBody: `{"field":"tenant","message":"only an operator's token may choose a tenant"}`},
-		{name: "nor the default tenant", token: acmeToken, method: "GET", path: "/v1/dead-letters?tenant=default",
+		{name: "nor the default tenant", token: tokenAcme, method: "GET", path: "/v1/dead-letters?tenant=default",
 			wantStatus: 422, wantBody: `only an operator's token may choose a tenant`},
-		{name: "a tenant's filter stays in its tenant", token: acmeToken, method: "GET", path: "/v1/dead-letters?source=email-queue",
+		{name: "a tenant's filter stays in its tenant", token: tokenAcme, method: "GET", path: "/v1/dead-letters?source=email-queue",
 			wantStatus: 200, wantIDs: []string{"s", "s"}, wantTenant: []string{"acme", "acme"}},
-		{name: "an operator lists every tenant", token: operatorToken, method: "GET", path: "/v1/dead-letters",
+		{name: "an operator lists every tenant", token: tokenOperator, method: "GET", path: "/v1/dead-letters",
 			wantStatus: 200, wantIDs: []string{"d", "a", "g", "s", "s"}, wantTenant: []string{"", "acme", "globex", "acme", "acme"}},
-		{name: "an operator selects a tenant", token: operatorToken, method: "GET", path: "/v1/dead-letters?tenant=globex",
+		{name: "an operator selects a tenant", token: tokenOperator, method: "GET", path: "/v1/dead-letters?tenant=globex",
 			wantStatus: 200, wantIDs: []string{"g"}, wantTenant: []string{"globex"}},
-		{name: "an operator selects the default tenant", token: operatorToken, method: "GET", path: "/v1/dead-letters?tenant=default",
+		{name: "an operator selects the default tenant", token: tokenOperator, method: "GET", path: "/v1/dead-letters?tenant=default",
 			wantStatus: 200, wantIDs: []string{"d"}, wantTenant: []string{""}},
-		{name: "a tenant's name it cannot have", token: operatorToken, method: "GET", path: "/v1/dead-letters?tenant=Acme!",
+		{name: "a tenant's name it cannot have", token: tokenOperator, method: "GET", path: "/v1/dead-letters?tenant=Acme!",
 			wantStatus: 422, wantBody: `{"field":"tenant","message":"a tenant's name: 1 to 63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit, or default"}`},
 
-		{name: "a tenant reads its own", token: acmeToken, method: "GET", path: "/v1/dead-letters/a", wantStatus: 200, wantBody: `"tenant":"acme"`},
-		{name: "another tenant's id is unknown", token: globexToken, method: "GET", path: "/v1/dead-letters/a",
+		{name: "a tenant reads its own", token: tokenAcme, method: "GET", path: "/v1/dead-letters/a", wantStatus: 200, wantBody: `"tenant":"acme"`},
+		{name: "another tenant's id is unknown", token: tokenGlobex, method: "GET", path: "/v1/dead-letters/a",
 			wantStatus: 404, wantBody: `"detail":"message \"a\": not in the dead-letter queue"`},
-		{name: "the default tenant's id is unknown to a tenant", token: acmeToken, method: "GET", path: "/v1/dead-letters/d",
+		{name: "the default tenant's id is unknown to a tenant", token: tokenAcme, method: "GET", path: "/v1/dead-letters/d",
 			wantStatus: 404, wantBody: `"detail":"message \"d\": not in the dead-letter queue"`},
 		{name: "a tenant's id is unknown to the default tenant", token: deadLetterToken, method: "GET", path: "/v1/dead-letters/a",
 			wantStatus: 404, wantBody: `"detail":"message \"a\": not in the dead-letter queue"`},
-		{name: "an operator reads any", token: operatorToken, method: "GET", path: "/v1/dead-letters/g", wantStatus: 200, wantBody: `"tenant":"globex"`},
-		{name: "another tenant's id: no replay", token: globexToken, method: "POST", path: "/v1/dead-letters/a/replay",
+		{name: "an operator reads any", token: tokenOperator, method: "GET", path: "/v1/dead-letters/g", wantStatus: 200, wantBody: `"tenant":"globex"`},
+		{name: "another tenant's id: no replay", token: tokenGlobex, method: "POST", path: "/v1/dead-letters/a/replay",
 			wantStatus: 404, wantBody: `"detail":"message \"a\": not in the dead-letter queue"`},
-		{name: "another tenant's id: no delete", token: globexToken, method: "DELETE", path: "/v1/dead-letters/s?recipient=ada@example.com",
+		{name: "another tenant's id: no delete", token: tokenGlobex, method: "DELETE", path: "/v1/dead-letters/s?recipient=ada@example.com",
 			wantStatus: 404, wantBody: `"detail":"message \"s\" for \"ada@example.com\": not in the dead-letter queue"`},
-		{name: "a tenant deletes its own", token: acmeToken, method: "DELETE", path: "/v1/dead-letters/s", wantStatus: 200, wantBody: `{"purged":2}`},
+		{name: "a tenant deletes its own", token: tokenAcme, method: "DELETE", path: "/v1/dead-letters/s", wantStatus: 200, wantBody: `{"purged":2}`},
 
-		{name: "a tenant's purge of all is its own", token: acmeToken, method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"confirm":true}`,
+		{name: "a tenant's purge of all is its own", token: tokenAcme, method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"confirm":true}`,
 			wantStatus: 200, wantBody: `{"purged":3}`},
 		{name: "the default tenant's purge of all is its own", token: deadLetterToken, method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"confirm":true}`,
 			wantStatus: 200, wantBody: `{"purged":1}`},
-		{name: "a tenant's replay of all is its own", token: globexToken, method: "POST", path: "/v1/dead-letters/replay", body: `{"all":true}`,
+		{name: "a tenant's replay of all is its own", token: tokenGlobex, method: "POST", path: "/v1/dead-letters/replay", body: `{"all":true}`,
 			wantStatus: 200, wantBody: `{"replayed":1}`},
-		{name: "a tenant's replay by id of another's", token: globexToken, method: "POST", path: "/v1/dead-letters/replay", body: `{"id":"a"}`,
+		{name: "a tenant's replay by id of another's", token: tokenGlobex, method: "POST", path: "/v1/dead-letters/replay", body: `{"id":"a"}`,
 			wantStatus: 404, wantBody: `"detail":"message \"a\": not in the dead-letter queue"`},
-		{name: "a tenant's dry run counts its own", token: acmeToken, method: "POST", path: "/v1/dead-letters/purge", body: `{"reason":"permanent","dry_run":true}`,
+		{name: "a tenant's dry run counts its own", token: tokenAcme, method: "POST", path: "/v1/dead-letters/purge", body: `{"reason":"permanent","dry_run":true}`,
 			wantStatus: 200, wantBody: `{"dry_run":true,"matched":3}`},
-		{name: "a tenant's purge may not name another", token: acmeToken, method: "POST", path: "/v1/dead-letters/purge", body: `{"tenant":"globex","confirm":true}`,
+		{name: "a tenant's purge may not name another", token: tokenAcme, method: "POST", path: "/v1/dead-letters/purge", body: `{"tenant":"globex","confirm":true}`,
 			wantStatus: 422, wantBody: `{"field":"tenant","message":"only an operator's token may choose a tenant"}`},
-		{name: "an operator's purge of all is every tenant's", token: operatorToken, method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"dry_run":true}`,
+		{name: "an operator's purge of all is every tenant's", token: tokenOperator, method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"dry_run":true}`,
 			wantStatus: 200, wantBody: `{"dry_run":true,"matched":5}`},
-		{name: "an operator purges one tenant's", token: operatorToken, method: "POST", path: "/v1/dead-letters/purge", body: `{"tenant":"acme","confirm":true}`,
+		{name: "an operator purges one tenant's", token: tokenOperator, method: "POST", path: "/v1/dead-letters/purge", body: `{"tenant":"acme","confirm":true}`,
 			wantStatus: 200, wantBody: `{"purged":3}`},
-		{name: "an operator replays the default tenant's", token: operatorToken, method: "POST", path: "/v1/dead-letters/replay", body: `{"tenant":"default","reason":"max-retries"}`,
+		{name: "an operator replays the default tenant's", token: tokenOperator, method: "POST", path: "/v1/dead-letters/replay", body: `{"tenant":"default","reason":"max-retries"}`,
 			wantStatus: 200, wantBody: `{"replayed":1}`},
-		{name: "all and a tenant", token: operatorToken, method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"tenant":"acme","confirm":true}`,
+		{name: "all and a tenant", token: tokenOperator, method: "POST", path: "/v1/dead-letters/purge", body: `{"all":true,"tenant":"acme","confirm":true}`,
 			wantStatus: 422, wantBody: `"field":"all"`},
 	}
 	for _, tt := range tests {
@@ -162,9 +156,9 @@ func TestTenantPurgeSelects(t *testing.T) {
 		token      string
 		wantHeader map[string]string
 	}{
-		{"a tenant", acmeToken, map[string]string{notification.HeaderTenant: "acme"}},
+		{"a tenant", tokenAcme, map[string]string{notification.HeaderTenant: "acme"}},
 		{"the default tenant", deadLetterToken, map[string]string{notification.HeaderTenant: ""}},
-		{"an operator", operatorToken, nil},
+		{"an operator", tokenOperator, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,14 +13,6 @@ import (
 	"github.com/relay-demo/relay/webhooks"
 )
 
-// The tokens of the tenant tests: two named tenants and an operator, with
-// testServer's tokenA and tokenB in the default tenant.
-const (
-	acmeToken     = "token-acme-0123456789abcdef"
-	globexToken   = "token-globex-0123456789abcdef"
-	operatorToken = "token-operator-0123456789abcdef"
-)
-
 // unknownEP is an endpoint id no test creates.
 const unknownEP = "ep_zzzzzzzzzzzzzzzzzzzzzzzzzz"
 
@@ -32,8 +24,8 @@ func tenantEndpointServer(t *testing.T, backend string) http.Handler {
 	h, _, _ := testServer(t, func(d *Deps, _ *fakePublisher) {
 		d.History, d.Endpoints = st, st
 		d.EndpointRules = EndpointRules{Grace: 6 * time.Hour, Guard: webhooks.NewGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), Lookup: testResolver}
-		d.TenantTokens = []TenantToken{{Tenant: "acme", Token: acmeToken}, {Tenant: "globex", Token: globexToken}}
-		d.OperatorTokens = []string{operatorToken}
+		d.TenantTokens = []TenantToken{{Tenant: "acme", Token: tokenAcme}, {Tenant: "globex", Token: tokenGlobex}}
+		d.OperatorTokens = []string{tokenOperator}
 	})
 	return h
 }
@@ -60,8 +52,8 @@ func TestEndpointOfAnotherTenant(t *testing.T) {
 	for _, backend := range storetest.Backends() {
 		t.Run(backend, func(t *testing.T) {
 			h := tenantEndpointServer(t, backend)
-			ep := createAs(t, h, acmeToken, "https://hooks.example.com/acme")
-			if rec := as(h, acmeToken, http.MethodGet, "/v1/endpoints/"+ep.ID, ""); !strings.Contains(rec.Body.String(), `"tenant":"acme"`) {
+			ep := createAs(t, h, tokenAcme, "https://hooks.example.com/acme")
+			if rec := as(h, tokenAcme, http.MethodGet, "/v1/endpoints/"+ep.ID, ""); !strings.Contains(rec.Body.String(), `"tenant":"acme"`) {
 				t.Errorf("acme's endpoint = %d %s, want it to say tenant acme", rec.Code, rec.Body)
 			}
 
@@ -73,7 +65,7 @@ func TestEndpointOfAnotherTenant(t *testing.T) {
 				{http.MethodDelete, "/v1/endpoints/%s", ""},
 			}
 			for _, rt := range routes {
-				for _, token := range []string{globexToken, tokenA} {
+				for _, token := range []string{tokenGlobex, tokenA} {
 					name := rt.method + " " + rt.path
 					theirs := as(h, token, rt.method, strings.Replace(rt.path, "%s", ep.ID, 1), rt.body)
 					unknown := as(h, token, rt.method, strings.Replace(rt.path, "%s", unknownEP, 1), rt.body)
@@ -87,18 +79,18 @@ func TestEndpointOfAnotherTenant(t *testing.T) {
 			}
 
 			// Nothing of the above changed it: its tenant reads it as it was.
-			rec := as(h, acmeToken, http.MethodGet, "/v1/endpoints/"+ep.ID, "")
+			rec := as(h, tokenAcme, http.MethodGet, "/v1/endpoints/"+ep.ID, "")
 			if got := decodeAs[endpointBody](t, rec); rec.Code != http.StatusOK || got.Description != "orders" || !got.Enabled || got.PreviousUntil != nil {
 				t.Errorf("acme's endpoint after the others' requests = %d %s", rec.Code, rec.Body)
 			}
 			// An operator reaches every tenant's.
-			if rec := as(h, operatorToken, http.MethodGet, "/v1/endpoints/"+ep.ID, ""); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"tenant":"acme"`) {
+			if rec := as(h, tokenOperator, http.MethodGet, "/v1/endpoints/"+ep.ID, ""); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"tenant":"acme"`) {
 				t.Errorf("operator's GET = %d %s", rec.Code, rec.Body)
 			}
-			if rec := as(h, operatorToken, http.MethodPatch, "/v1/endpoints/"+ep.ID, `{"description":"by the operator"}`); rec.Code != http.StatusOK {
+			if rec := as(h, tokenOperator, http.MethodPatch, "/v1/endpoints/"+ep.ID, `{"description":"by the operator"}`); rec.Code != http.StatusOK {
 				t.Errorf("operator's PATCH = %d %s", rec.Code, rec.Body)
 			}
-			if rec := as(h, acmeToken, http.MethodDelete, "/v1/endpoints/"+ep.ID, ""); rec.Code != http.StatusNoContent {
+			if rec := as(h, tokenAcme, http.MethodDelete, "/v1/endpoints/"+ep.ID, ""); rec.Code != http.StatusNoContent {
 				t.Errorf("acme's DELETE of its own = %d %s", rec.Code, rec.Body)
 			}
 		})
@@ -109,11 +101,11 @@ func TestEndpointOfAnotherTenant(t *testing.T) {
 // an operator's holds every tenant's, or with tenant= one tenant's.
 func TestEndpointListTenants(t *testing.T) {
 	h := tenantEndpointServer(t, storetest.SQLite)
-	acme := createAs(t, h, acmeToken, "https://hooks.example.com/acme")
-	globex := createAs(t, h, globexToken, "https://hooks.example.com/globex")
+	acme := createAs(t, h, tokenAcme, "https://hooks.example.com/acme")
+	globex := createAs(t, h, tokenGlobex, "https://hooks.example.com/globex")
 	def := createAs(t, h, tokenA, "https://hooks.example.com/default")
 	// An operator's endpoint is the default tenant's.
-	op := createAs(t, h, operatorToken, "https://hooks.example.com/operator")
+	op := createAs(t, h, tokenOperator, "https://hooks.example.com/operator")
 
 	type list struct {
 		Endpoints []struct {
@@ -125,15 +117,15 @@ func TestEndpointListTenants(t *testing.T) {
 		name, token, query string
 		want               []string
 	}{
-		{"acme", acmeToken, "", []string{acme.ID}},
-		{"acme naming itself", acmeToken, "?tenant=acme", []string{acme.ID}},
-		{"globex", globexToken, "", []string{globex.ID}},
+		{"acme", tokenAcme, "", []string{acme.ID}},
+		{"acme naming itself", tokenAcme, "?tenant=acme", []string{acme.ID}},
+		{"globex", tokenGlobex, "", []string{globex.ID}},
 		{"default tenant", tokenA, "", []string{def.ID, op.ID}},
-		{"operator", operatorToken, "", []string{acme.ID, globex.ID, def.ID, op.ID}},
-		{"operator, acme", operatorToken, "?tenant=acme", []string{acme.ID}},
-		{"operator, globex", operatorToken, "?tenant=globex", []string{globex.ID}},
-		{"operator, default", operatorToken, "?tenant=default", []string{def.ID, op.ID}},
-		{"operator, a tenant with none", operatorToken, "?tenant=initech", nil},
+		{"operator", tokenOperator, "", []string{acme.ID, globex.ID, def.ID, op.ID}},
+		{"operator, acme", tokenOperator, "?tenant=acme", []string{acme.ID}},
+		{"operator, globex", tokenOperator, "?tenant=globex", []string{globex.ID}},
+		{"operator, default", tokenOperator, "?tenant=default", []string{def.ID, op.ID}},
+		{"operator, a tenant with none", tokenOperator, "?tenant=initech", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,11 +153,11 @@ func TestEndpointListTenants(t *testing.T) {
 	refused := []struct {
 		name, token, path, field string
 	}{
-		{"acme naming globex", acmeToken, "/v1/endpoints?tenant=globex", "tenant"},
-		{"acme naming the default tenant", acmeToken, "/v1/endpoints?tenant=default", "tenant"},
+		{"acme naming globex", tokenAcme, "/v1/endpoints?tenant=globex", "tenant"},
+		{"acme naming the default tenant", tokenAcme, "/v1/endpoints?tenant=default", "tenant"},
 		{"default tenant naming acme", tokenA, "/v1/endpoints?tenant=acme", "tenant"},
-		{"a name no tenant may have", operatorToken, "/v1/endpoints?tenant=Not%20A%20Name", "tenant"},
-		{"tenant on the attempts", operatorToken, "/v1/endpoints/" + acme.ID + "/attempts?tenant=acme", "tenant"},
+		{"a name no tenant may have", tokenOperator, "/v1/endpoints?tenant=Not%20A%20Name", "tenant"},
+		{"tenant on the attempts", tokenOperator, "/v1/endpoints/" + acme.ID + "/attempts?tenant=acme", "tenant"},
 	}
 	for _, tt := range refused {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,8 +177,8 @@ func TestEndpointListTenants(t *testing.T) {
 // an unknown id is, alone or in a batch.
 func TestNotificationNamesAnotherTenantsEndpoint(t *testing.T) {
 	h := tenantEndpointServer(t, storetest.SQLite)
-	acme := createAs(t, h, acmeToken, "https://hooks.example.com/acme")
-	globex := createAs(t, h, globexToken, "https://hooks.example.com/globex")
+	acme := createAs(t, h, tokenAcme, "https://hooks.example.com/acme")
+	globex := createAs(t, h, tokenGlobex, "https://hooks.example.com/globex")
 	part := func(id string) string { return `{"webhook":{"endpoint":"` + id + `","payload":{"n":1}}}` }
 	batch := func(id string) string { return `{"notifications":[` + part(acme.ID) + `,` + part(id) + `]}` }
 
@@ -195,11 +187,11 @@ func TestNotificationNamesAnotherTenantsEndpoint(t *testing.T) {
 		body func(id string) string
 	}{{"/v1/notifications", part}, {"/v1/notifications/batch", batch}} {
 		t.Run(tc.path, func(t *testing.T) {
-			if rec := as(h, acmeToken, http.MethodPost, tc.path, tc.body(acme.ID)); rec.Code != http.StatusAccepted {
+			if rec := as(h, tokenAcme, http.MethodPost, tc.path, tc.body(acme.ID)); rec.Code != http.StatusAccepted {
 				t.Fatalf("naming its own endpoint = %d %s, want 202", rec.Code, rec.Body)
 			}
-			theirs := as(h, acmeToken, http.MethodPost, tc.path, tc.body(globex.ID))
-			unknown := as(h, acmeToken, http.MethodPost, tc.path, tc.body(unknownEP))
+			theirs := as(h, tokenAcme, http.MethodPost, tc.path, tc.body(globex.ID))
+			unknown := as(h, tokenAcme, http.MethodPost, tc.path, tc.body(unknownEP))
 			if theirs.Code != http.StatusUnprocessableEntity {
 				t.Errorf("naming another tenant's endpoint = %d %s, want 422", theirs.Code, theirs.Body)
 			}
