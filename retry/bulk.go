@@ -191,7 +191,7 @@ func (dl DeadLetters) replayOne(ctx context.Context, pub *Hop, d *amqp.Delivery)
 		return err
 	}
 	if dl.Observe != nil {
-		dl.Observe(Event{Outcome: Replayed, MessageID: d.MessageId, Copy: dl.Topology.Copy(d.Headers), Queue: source, Round: replays(h), At: time.Now(), Published: d.Timestamp})
+		dl.Observe(Event{Outcome: Replayed, MessageID: d.MessageId, Copy: dl.Topology.Copy(d.Headers), Tenant: dl.Topology.Tenant(d.Headers), Queue: source, Round: replays(h), At: time.Now(), Published: d.Timestamp})
 	}
 	return nil
 }

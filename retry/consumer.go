@@ -183,7 +183,7 @@ func (c *Consumer) handle(ctx context.Context, pub *Hop, d *amqp.Delivery) error
 		<-c.slots
 	}
 	took := time.Since(start)
-	e := Event{MessageID: m.ID, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: m.Round, At: time.Now(), Published: d.Timestamp, Duration: took, Via: m.Via,
+	e := Event{MessageID: m.ID, Copy: c.Topology.Copy(d.Headers), Tenant: c.Topology.Tenant(d.Headers), Queue: c.Queue, Attempt: m.Attempt, Round: m.Round, At: time.Now(), Published: d.Timestamp, Duration: took, Via: m.Via,
 		Received: received, Waited: waited(d, received), Target: m.Target}
 	log := c.Logger.With("message_id", m.ID, "queue", c.Queue, "attempt", m.Attempt, "duration_ms", took.Milliseconds())
 
@@ -252,7 +252,7 @@ func (c *Consumer) retry(ctx context.Context, pub *Hop, d *amqp.Delivery, cnt co
 	now := time.Now()
 	hint, _ := RetryAfter(cause)
 	dec := t.decideCounts(cnt, hint, started(d), now)
-	e := Event{MessageID: d.MessageId, Copy: t.Copy(d.Headers), Queue: c.Queue, Attempt: attempt, Round: replays(d.Headers), At: now, Published: d.Timestamp, Err: cause.Error()}
+	e := Event{MessageID: d.MessageId, Copy: t.Copy(d.Headers), Tenant: t.Tenant(d.Headers), Queue: c.Queue, Attempt: attempt, Round: replays(d.Headers), At: now, Published: d.Timestamp, Err: cause.Error()}
 	if dec.park != "" {
 		e.Outcome, e.Reason = Parked, dec.park
 		return e, c.park(ctx, pub, d, cause, cnt, dec.park)
@@ -283,7 +283,7 @@ func (c *Consumer) expire(ctx context.Context, pub *Hop, d *amqp.Delivery, cnt c
 	err := c.park(ctx, pub, d, cause, cnt, ReasonExpired)
 	c.Logger.Warn("expired, parked without an attempt", "message_id", d.MessageId, "queue", c.Queue, "outcome", Parked, "reason", ReasonExpired)
 	if c.Observe != nil {
-		c.Observe(Event{Outcome: Parked, Reason: ReasonExpired, Err: cause.Error(), MessageID: d.MessageId, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue,
+		c.Observe(Event{Outcome: Parked, Reason: ReasonExpired, Err: cause.Error(), MessageID: d.MessageId, Copy: c.Topology.Copy(d.Headers), Tenant: c.Topology.Tenant(d.Headers), Queue: c.Queue,
 			Attempt: cnt.attempts + 1, Round: replays(d.Headers), At: now, Published: d.Timestamp})
 	}
 	return err
@@ -306,7 +306,7 @@ func (c *Consumer) waitLonger(ctx context.Context, pub *Hop, d *amqp.Delivery) (
 		return false, nil // attempt it now rather than not at all
 	}
 	if c.Observe != nil {
-		c.Observe(Event{Outcome: Waiting, MessageID: d.MessageId, Copy: c.Topology.Copy(d.Headers), Queue: c.Queue, Attempt: c.Topology.attempts(d.Headers), Round: replays(d.Headers),
+		c.Observe(Event{Outcome: Waiting, MessageID: d.MessageId, Copy: c.Topology.Copy(d.Headers), Tenant: c.Topology.Tenant(d.Headers), Queue: c.Queue, Attempt: c.Topology.attempts(d.Headers), Round: replays(d.Headers),
 			Delay: wait, At: now, Published: d.Timestamp})
 	}
 	return true, d.Ack(false)

@@ -80,11 +80,22 @@ const MaxCopyLength = 1024
 // Copy reads h's CopyHeader (see Topology.CopyHeader): empty when the
 // topology names none, or the header is missing, too long or holds a
 // control character.
-func (t Topology) Copy(h amqp.Table) string {
-	if t.CopyHeader == "" {
+func (t Topology) Copy(h amqp.Table) string { return printable(h, t.CopyHeader) }
+
+// Tenant reads h's TenantHeader (see Topology.TenantHeader), as Copy reads
+// CopyHeader: empty when the topology names none, or the header is
+// missing, longer than MaxCopyLength or holds a control character.
+func (t Topology) Tenant(h amqp.Table) string { return printable(h, t.TenantHeader) }
+
+// printable is h's header name as text: empty when name is empty, or the
+// header is missing, longer than MaxCopyLength, not UTF-8 or holds a
+// control character, so an observer never reports what a producer
+// garbled.
+func printable(h amqp.Table, name string) string {
+	if name == "" {
 		return ""
 	}
-	r := headerString(h, t.CopyHeader)
+	r := headerString(h, name)
 	if len(r) > MaxCopyLength || !utf8.ValidString(r) {
 		return ""
 	}

@@ -207,3 +207,32 @@ func TestCopy(t *testing.T) {
 		}
 	}
 }
+
+func TestTenant(t *testing.T) {
+	const header = "x-tenant"
+	for _, c := range []struct {
+		value any
+		want  string
+	}{
+		{nil, ""},
+		{"acme", "acme"},
+		{[]byte("acme"), "acme"},
+		{int32(7), ""},
+		{strings.Repeat("a", MaxCopyLength+1), ""},
+		{"acme\nglobex", ""},
+	} {
+		h := amqp.Table{}
+		if c.value != nil {
+			h[header] = c.value
+		}
+		if got := (Topology{TenantHeader: header}).Tenant(h); got != c.want {
+			t.Errorf("Tenant(%q) = %q, want %q", c.value, got, c.want)
+		}
+		if got := (Topology{TenantHeader: header, CopyHeader: "x-recipient"}).Copy(h); got != "" {
+			t.Errorf("Copy(%q) with the tenant in another header = %q, want none", c.value, got)
+		}
+		if got := (Topology{}).Tenant(h); got != "" {
+			t.Errorf("Tenant(%q) with no TenantHeader = %q, want none", c.value, got)
+		}
+	}
+}

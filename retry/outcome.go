@@ -43,6 +43,9 @@ type Event struct {
 	// Copy is which copy of the message this is, when its producer sends
 	// several with one id: the topology's CopyHeader (see Topology.Copy).
 	Copy string
+	// Tenant is whose the message is, when its producer says so: the
+	// topology's TenantHeader (see Topology.Tenant).
+	Tenant string
 	// Queue is the work queue the message belongs to.
 	Queue string
 	// Attempt is the attempt that just ended (1 for the first delivery).

@@ -129,7 +129,7 @@ func (s *Stages) handleError(ctx context.Context, pub *Hop, d *amqp.Delivery) er
 	retries := min(RetryCount(d.Headers), t.PolicyOf(d.Headers).Retries())
 	claim, header := Claim(d.Headers)
 	lastErr := lastError(d.Headers)
-	ev := Event{MessageID: d.MessageId, Copy: t.Copy(d.Headers), Queue: claim, Attempt: t.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastErr}
+	ev := Event{MessageID: d.MessageId, Copy: t.Copy(d.Headers), Tenant: t.Tenant(d.Headers), Queue: claim, Attempt: t.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastErr}
 	if tooLarge(d, pub) {
 		source := claim
 		if !t.Destination(source) {
@@ -198,7 +198,7 @@ func handedHint(h amqp.Table, now time.Time) time.Duration {
 func (s *Stages) handleRequeue(ctx context.Context, pub *Hop, d *amqp.Delivery) error {
 	queue := headerString(d.Headers, HeaderOriginalQueue)
 	retries := min(RetryCount(d.Headers), s.Topology.PolicyOf(d.Headers).Retries())
-	ev := Event{MessageID: d.MessageId, Copy: s.Topology.Copy(d.Headers), Queue: queue, Attempt: s.Topology.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastError(d.Headers)}
+	ev := Event{MessageID: d.MessageId, Copy: s.Topology.Copy(d.Headers), Tenant: s.Topology.Tenant(d.Headers), Queue: queue, Attempt: s.Topology.attempts(d.Headers) + 1, Round: replays(d.Headers), Err: lastError(d.Headers)}
 	if tooLarge(d, pub) {
 		source := queue
 		if !s.Topology.Destination(source) {

@@ -107,6 +107,13 @@ type Topology struct {
 	// id: the pipeline carries it unchanged. Empty means messages have no
 	// copies.
 	CopyHeader string
+	// TenantHeader names the header, if any, that says whose a message
+	// is: a producer that serves several tenants (relay's API does) names
+	// the message's tenant in it, and its value (see Tenant) is reported
+	// as Event.Tenant, so that an observer shows each tenant only its own
+	// messages. It is the producer's, like CopyHeader: the pipeline
+	// carries it unchanged. Empty means messages name no tenant.
+	TenantHeader string
 }
 
 // PolicyOf is the policy of a message with headers h: its type's, when

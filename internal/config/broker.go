@@ -355,7 +355,7 @@ func (b Broker) Topology(routes []retry.Route) (retry.Topology, error) {
 		}
 	}
 	t := retry.Topology{Prefix: b.Prefix, Routes: routes, QueueType: retry.QueueType(b.QueueType), Backend: retry.Backend(b.DelayBackend), Policy: p,
-		CopyHeader: notification.HeaderRecipient}
+		CopyHeader: notification.HeaderRecipient, TenantHeader: notification.HeaderTenant}
 	if len(types) > 0 {
 		t.Types, t.TypeHeader = types, notification.HeaderType
 	}

@@ -264,7 +264,9 @@ func TestManagementOffTheDefaultPort(t *testing.T) {
 
 // TestTopologyCopies: relay's topology tells the copies of one
 // notification apart by the recipient header the API writes, so the
-// pipeline reports and parks each recipient's copy on its own.
+// pipeline reports and parks each recipient's copy on its own, and reads
+// each copy's tenant from the tenant header the API writes, so its events
+// name it.
 func TestTopologyCopies(t *testing.T) {
 	var b Broker
 	if err := Parse(func(string) string { return "" }, &b); err != nil {
@@ -276,6 +278,9 @@ func TestTopologyCopies(t *testing.T) {
 	}
 	if topo.CopyHeader != notification.HeaderRecipient {
 		t.Errorf("CopyHeader = %q, want %q", topo.CopyHeader, notification.HeaderRecipient)
+	}
+	if topo.TenantHeader != notification.HeaderTenant {
+		t.Errorf("TenantHeader = %q, want %q", topo.TenantHeader, notification.HeaderTenant)
 	}
 }
 

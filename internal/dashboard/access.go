@@ -24,6 +24,24 @@ const (
 	Authenticated
 )
 
+// Viewer is whom a request stands for on the dashboard: what its
+// credentials allow, and whose notifications it sees.
+type Viewer struct {
+	// Access is what the request's credentials allow.
+	Access Access
+	// Tenant is the tenant of the request's token; "" for the default
+	// tenant, whose notifications a public dashboard's visitor sees.
+	Tenant string
+	// Operator sees every tenant's notifications: a request with an
+	// operator's token, or any request when the API runs without
+	// authentication.
+	Operator bool
+}
+
+// Sees reports whether v may see what belongs to tenant ("" for the
+// default tenant): its own tenant's, or an operator anything.
+func (v Viewer) Sees(tenant string) bool { return v.Operator || v.Tenant == tenant }
+
 // handle adapts a route that returns its failure (see problem.Handle): a
 // problem is never to be cached.
 func (s *server) handle(h problem.HandlerFunc) http.HandlerFunc {
@@ -41,21 +59,31 @@ func unauthorized(detail, challenge string) *problem.Problem {
 		Status: http.StatusUnauthorized, Detail: detail, Authenticate: challenge}
 }
 
-// allow decides what r may see: full is true with a valid token (or no
-// authentication at all), false for a visitor without one on a public
-// dashboard. refusal is the 401 of a request that may see nothing.
-func (s *server) allow(r *http.Request) (full bool, refusal *problem.Problem) {
-	switch s.Authenticate(r) {
+// allow decides whom r stands for: a viewer whose Access is Authenticated
+// with a valid token (or no authentication at all) sees everything of its
+// tenant's, a visitor without one on a public dashboard what is public of
+// the default tenant's. refusal is the 401 of a request that may see
+// nothing.
+func (s *server) allow(r *http.Request) (v Viewer, refusal *problem.Problem) {
+	v = s.Authenticate(r)
+	switch v.Access {
 	case Authenticated:
-		return true, nil
+		return v, nil
 	case Refused:
-		return false, unauthorized("the bearer token is not one the API accepts", `Bearer realm="relay", error="invalid_token"`)
+		return Viewer{Access: Refused}, unauthorized("the bearer token is not one the API accepts", `Bearer realm="relay", error="invalid_token"`)
 	}
+	// Whatever Authenticate said of its tenant, a request without a token
+	// is the default tenant's visitor.
+	v = Viewer{Access: Anonymous}
 	if s.Public {
-		return false, nil
+		return v, nil
 	}
-	return false, unauthorized("send Authorization: Bearer <token>, a token from the API's API_TOKENS", `Bearer realm="relay"`)
+	return v, unauthorized("send Authorization: Bearer <token>, a token from the API's API_TOKENS", `Bearer realm="relay"`)
 }
+
+// full reports whether v sees error texts, payloads and headers: it
+// presented a token the API accepts.
+func (v Viewer) full() bool { return v.Access == Authenticated }
 
 // limiter counts the open event streams, in total and per client: a
 // client is a peer.Addr, as the API's rate limits count one.

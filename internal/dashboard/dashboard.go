@@ -77,9 +77,9 @@ type Deps struct {
 	// Pipeline is the picture of the pipeline's topology and traffic;
 	// nil makes /dashboard/pipeline answer 503.
 	Pipeline *Pipeline
-	// Authenticate says what a request's bearer token allows; nil treats
-	// every request as Anonymous.
-	Authenticate func(*http.Request) Access
+	// Authenticate says what a request's bearer token allows and whose
+	// notifications it sees; nil treats every request as Anonymous.
+	Authenticate func(*http.Request) Viewer
 	// Public lets Anonymous requests read the dashboard without error
 	// texts, payloads and headers (DASHBOARD_PUBLIC).
 	Public bool
@@ -126,12 +126,15 @@ type Dashboard struct {
 //   - GET /dashboard/events: Server-Sent Events, each "event: attempt"
 //     with the JSON of a Streamed as data (a notification.Event with the
 //     status it leads its copy to and its rank), from the moment the
-//     stream opens, and a ": ping" comment every 15s; a 429 beyond the
-//     caps;
+//     stream opens, of the notifications of the viewer's tenant (every
+//     tenant's for an operator, the default tenant's for a public
+//     dashboard's visitor), and a ": ping" comment every 15s; a 429
+//     beyond the caps;
 //   - GET /dashboard/queues: {"queues": {"email-queue": 3, ...}}, or a
 //     503 problem when the depths cannot be read; with the
 //     Pipeline, also "backlog_seconds" by work queue and, with a token,
-//     "endpoint_backlog_seconds" by endpoint id (see Pipeline.Backlog);
+//     "endpoint_backlog_seconds" by endpoint id, of the endpoints the
+//     viewer's tenant's copies went to (see Pipeline.Backlog);
 //   - GET /dashboard/pipeline: the topology as boxes and arrows, with
 //     each box's depth and each arrow's rate over the last seconds (see
 //     Pipeline);
@@ -158,7 +161,7 @@ func newServer(d Deps, t timing) *server {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
 	if d.Authenticate == nil {
-		d.Authenticate = func(*http.Request) Access { return Anonymous }
+		d.Authenticate = func(*http.Request) Viewer { return Viewer{Access: Anonymous} }
 	}
 	if d.MaxStreams <= 0 {
 		d.MaxStreams = DefaultMaxStreams
@@ -211,7 +214,7 @@ func noCache(h http.Handler) http.Handler {
 // session tells the page whether it may show data without a token, and
 // whether the token it sent is good.
 func (s *server) session(w http.ResponseWriter, r *http.Request) error {
-	access := s.Authenticate(r)
+	access := s.Authenticate(r).Access
 	if access == Refused {
 		_, refusal := s.allow(r)
 		return refusal
@@ -222,10 +225,11 @@ func (s *server) session(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) queues(w http.ResponseWriter, r *http.Request) error {
-	full, refusal := s.allow(r)
+	v, refusal := s.allow(r)
 	if refusal != nil {
 		return refusal
 	}
+	full := v.full()
 	w.Header().Set("Cache-Control", "no-store")
 	depths := map[string]int{}
 	if s.Queues != nil {
@@ -247,10 +251,11 @@ func (s *server) queues(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := map[string]any{"queues": depths}
 	if s.Pipeline != nil {
-		queues, endpoints := s.Pipeline.Backlog()
+		queues, endpoints := s.Pipeline.Backlog(v.Sees)
 		out["backlog_seconds"] = queues
 		if full {
-			// Endpoint ids are for those who may list the endpoints.
+			// Endpoint ids are for those who may list the endpoints;
+			// a tenant's viewer gets the figures of its tenant's copies.
 			out["endpoint_backlog_seconds"] = endpoints
 		}
 	}

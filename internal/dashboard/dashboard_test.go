@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -122,6 +123,66 @@ func TestHubBroadcastAndCancel(t *testing.T) {
 	}
 }
 
+// TestHubSubscribeFor: a viewer's subscription receives the events of its
+// tenant's notifications alone, an operator's every tenant's, a visitor's
+// the default tenant's; another tenant's events take no room in its
+// backlog.
+func TestHubSubscribeFor(t *testing.T) {
+	h := NewHub()
+	inTenant := func(id, tenant string) notification.Event {
+		e := ev(id, "delivered", 1)
+		e.Tenant = tenant
+		return e
+	}
+	subs := map[string]struct {
+		viewer Viewer
+		want   []string
+	}{
+		"acme":     {Viewer{Access: Authenticated, Tenant: "acme"}, []string{"a1", "a2"}},
+		"globex":   {Viewer{Access: Authenticated, Tenant: "globex"}, []string{"g1"}},
+		"default":  {Viewer{Access: Authenticated}, []string{"d1"}},
+		"visitor":  {Viewer{Access: Anonymous}, []string{"d1"}},
+		"operator": {Viewer{Access: Authenticated, Operator: true}, []string{"a1", "d1", "g1", "a2"}},
+	}
+	got := map[string]*Subscription{}
+	for name, s := range subs {
+		sub, cancel := h.SubscribeFor(s.viewer)
+		defer cancel()
+		got[name] = sub
+	}
+	all, cancel := h.Subscribe()
+	defer cancel()
+	// More of globex's events than a subscriber's backlog holds: acme's
+	// subscription is not dropped for them.
+	for i := range subscriberBuffer + 1 {
+		h.Publish(inTenant(fmt.Sprintf("g%d", i+2), "globex"))
+		<-all.C()
+	}
+	for _, e := range []notification.Event{inTenant("a1", "acme"), inTenant("d1", ""), inTenant("g1", "globex"), inTenant("a2", "acme")} {
+		h.Publish(e)
+	}
+	for name, s := range subs {
+		if name == "globex" || name == "operator" {
+			if !got[name].Dropped() {
+				t.Errorf("%s's subscription, %d events behind, was not dropped", name, subscriberBuffer+1)
+			}
+			continue
+		}
+		var ids []string
+		for range s.want {
+			ids = append(ids, receive(t, got[name]).ID)
+		}
+		select {
+		case u := <-got[name].C():
+			ids = append(ids, u.ID)
+		default:
+		}
+		if diff := cmp.Diff(s.want, ids); diff != "" {
+			t.Errorf("%s's events (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
 func TestHubDropsSlowSubscriber(t *testing.T) {
 	h := NewHub()
 	slow, cancel := h.Subscribe() // never read until the end
@@ -207,18 +268,27 @@ func TestHubClose(t *testing.T) {
 	}
 }
 
-// The fixtures of the access tests: a token the fake authentication
-// accepts, and one notification with a parked copy.
-const goodToken = "good-token-0123456789"
+// The fixtures of the access tests: the tokens the fake authentication
+// accepts (an operator's, the default tenant's and tenant acme's), and
+// one notification with a parked copy.
+const (
+	goodToken    = "good-token-0123456789"
+	defaultToken = "default-token-0123456789"
+	acmeToken    = "acme-token-0123456789"
+)
 
-func authenticate(r *http.Request) Access {
+func authenticate(r *http.Request) Viewer {
 	switch r.Header.Get("Authorization") {
 	case "":
-		return Anonymous
+		return Viewer{Access: Anonymous}
 	case "Bearer " + goodToken:
-		return Authenticated
+		return Viewer{Access: Authenticated, Operator: true}
+	case "Bearer " + defaultToken:
+		return Viewer{Access: Authenticated}
+	case "Bearer " + acmeToken:
+		return Viewer{Access: Authenticated, Tenant: "acme"}
 	}
-	return Refused
+	return Viewer{Access: Refused}
 }
 
 func get(t *testing.T, h http.Handler, path, authorization string) (*http.Response, string) {
@@ -451,6 +521,57 @@ func TestEventsStream(t *testing.T) {
 			want := failed
 			want.Error = tt.wantError
 			if diff := cmp.Diff([]notification.Event{want, ev("a", "delivered", 2)}, got); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestEventsStreamTenants: the stream sends a tenant's viewer the events
+// of its tenant's notifications and no other's, an operator every
+// tenant's, and a public dashboard's visitor the default tenant's.
+func TestEventsStreamTenants(t *testing.T) {
+	tests := []struct {
+		name   string
+		token  string
+		tenant string // the viewer's tenant
+		want   []string
+	}{
+		{"acme's token", acmeToken, "acme", []string{"ntf_acme"}},
+		{"the default tenant's token", defaultToken, "", []string{"ntf_default"}},
+		{"an operator's token", goodToken, "", []string{"ntf_acme", "ntf_default", "ntf_globex"}},
+		{"a visitor without a token", "", "", []string{"ntf_default"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hub := NewHub()
+			srv := httptest.NewServer(New(Deps{Hub: hub, Authenticate: authenticate, Public: true}))
+			t.Cleanup(srv.Close)
+			frames := stream(t, srv.Client(), srv.URL+"/dashboard/events", tt.token)
+			eventually(t, func() bool { return hub.Subscribers() == 1 }, "the stream never subscribed")
+			for id, tenant := range map[string]string{"ntf_acme": "acme", "ntf_default": "", "ntf_globex": "globex"} {
+				e := ev(id, "delivered", 1)
+				e.Tenant = tenant
+				hub.Publish(e)
+			}
+			// The last event is the viewer's tenant's: once it arrives,
+			// nothing else is on its way.
+			marker := ev("ntf_end", "delivered", 1)
+			marker.Tenant = tt.tenant
+			hub.Publish(marker)
+			var got []string
+			for {
+				var e notification.Event
+				if err := json.Unmarshal([]byte(next(t, frames).Data), &e); err != nil {
+					t.Fatal(err)
+				}
+				if e.ID == "ntf_end" {
+					break
+				}
+				got = append(got, e.ID)
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
 			}
 		})

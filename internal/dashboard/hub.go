@@ -20,6 +20,9 @@ const subscriberBuffer = 64
 type Update struct {
 	// ID is the notification the event is about.
 	ID string
+	// Tenant is the tenant the notification belongs to; "" for the
+	// default tenant.
+	Tenant string
 	// Full is the event with every field.
 	Full []byte
 	// Redacted is the event without its error text: what a stream without
@@ -33,7 +36,7 @@ func newUpdate(ev notification.Event) (*Update, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := &Update{ID: ev.ID, Full: full, Redacted: full}
+	u := &Update{ID: ev.ID, Tenant: ev.Tenant, Full: full, Redacted: full}
 	if public := notification.PublicRecipient(ev.Recipient); ev.Error != "" || public != ev.Recipient {
 		ev.Error, ev.Recipient = "", public
 		if u.Redacted, err = frame(ev); err != nil {
@@ -80,6 +83,9 @@ func frame(ev notification.Event) ([]byte, error) {
 type Subscription struct {
 	c       chan *Update
 	dropped atomic.Bool
+	// viewer, when set, is whose events the subscription receives: the
+	// hub hands it no other tenant's, so they take no room in its backlog.
+	viewer *Viewer
 }
 
 // C delivers the updates published since Subscribe. It is closed when the
@@ -116,6 +122,9 @@ func (h *Hub) Publish(ev notification.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
+		if s.viewer != nil && !s.viewer.Sees(u.Tenant) {
+			continue
+		}
 		select {
 		case s.c <- u:
 		default:
@@ -127,10 +136,20 @@ func (h *Hub) Publish(ev notification.Event) {
 }
 
 // Subscribe returns a subscription to the events published from now on,
-// and cancel, which ends it and closes its channel. Calling cancel more
-// than once, or after the hub dropped the subscription, is harmless.
+// every tenant's, and cancel, which ends it and closes its channel.
+// Calling cancel more than once, or after the hub dropped the
+// subscription, is harmless.
 func (h *Hub) Subscribe() (s *Subscription, cancel func()) {
-	s = &Subscription{c: make(chan *Update, subscriberBuffer)}
+	return h.subscribe(&Subscription{c: make(chan *Update, subscriberBuffer)})
+}
+
+// SubscribeFor is Subscribe for v: the subscription receives only the
+// events of the notifications v sees (see Viewer.Sees).
+func (h *Hub) SubscribeFor(v Viewer) (s *Subscription, cancel func()) {
+	return h.subscribe(&Subscription{c: make(chan *Update, subscriberBuffer), viewer: &v})
+}
+
+func (h *Hub) subscribe(s *Subscription) (*Subscription, func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {

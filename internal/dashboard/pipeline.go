@@ -196,8 +196,9 @@ func (p *Pipeline) arrows(ev notification.Event, q string) []string {
 // Backlog returns, in seconds, how far behind each work queue (by its
 // name without the topology's prefix) and each registered webhook
 // endpoint (by id) is, as the workers' events tell it: the figures of
-// events.Backlog.
-func (p *Pipeline) Backlog() (queues, endpoints map[string]float64) {
+// events.Backlog, an endpoint's only when the copy it was taken from
+// belongs to a tenant sees keeps (nil: every tenant's).
+func (p *Pipeline) Backlog(sees func(tenant string) bool) (queues, endpoints map[string]float64) {
 	now := p.now()
 	queues = map[string]float64{}
 	for q, s := range p.backlog.Queues(now) {
@@ -205,7 +206,7 @@ func (p *Pipeline) Backlog() (queues, endpoints map[string]float64) {
 			queues[name] = s
 		}
 	}
-	return queues, p.backlog.Endpoints(now)
+	return queues, p.backlog.EndpointsOf(now, sees)
 }
 
 // expire forgets the waits that are over. p.mu is held.
@@ -306,10 +307,11 @@ func (p *Pipeline) view(depths map[string]int) pipelineView {
 // each box and the rate of each arrow. Names and numbers only, so a
 // public dashboard shows it whole, but for the reason depths are missing.
 func (s *server) pipeline(w http.ResponseWriter, r *http.Request) error {
-	full, refusal := s.allow(r)
+	who, refusal := s.allow(r)
 	if refusal != nil {
 		return refusal
 	}
+	full := who.full()
 	if s.Pipeline == nil {
 		return &problem.Problem{Type: problem.Base + "pipeline-unavailable", Title: "Pipeline unavailable",
 			Status: http.StatusServiceUnavailable, Detail: "this dashboard runs without the pipeline's topology"}

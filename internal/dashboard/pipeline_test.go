@@ -383,6 +383,10 @@ func TestQueuesBacklog(t *testing.T) {
 		Queue: topo.Name("webhook-queue"), Attempt: 1, At: t0, AgeMS: 90_000, WaitedMS: waited(42_500)})
 	p.Observe(notification.Event{Outcome: retry.Delivered, ID: "ntf_b", Channel: "webhook", Target: "https://example.com/hook",
 		Queue: topo.Name("webhook-queue"), Attempt: 1, At: t0, WaitedMS: waited(42_500)})
+	// Tenant acme's endpoint: only acme's viewers and operators see it.
+	const acmeEP = "ep_bbbbbbbbbbbbbbbbbbbbbbbbbb"
+	p.Observe(notification.Event{Outcome: retry.Delivered, ID: "ntf_c", Channel: "webhook", Target: acmeEP, Tenant: "acme",
+		Queue: topo.Name("webhook-queue"), Attempt: 1, At: t0.Add(-time.Millisecond), AgeMS: 30_000, WaitedMS: waited(1_000)})
 	depths := func(context.Context) (map[string]int, error) { return map[string]int{"webhook-queue": 7}, nil }
 	h := New(Deps{Pipeline: p, Queues: depths, Authenticate: authenticate, Public: true})
 	tests := []struct {
@@ -391,8 +395,12 @@ func TestQueuesBacklog(t *testing.T) {
 		authorization string
 		want          string
 	}{
-		{"with a token", time.Second, "Bearer " + goodToken,
+		{"an operator", time.Second, "Bearer " + goodToken,
+			`{"backlog_seconds":{"webhook-queue":42.5},"endpoint_backlog_seconds":{"` + ep + `":90,"` + acmeEP + `":30},"queues":{"webhook-queue":7}}`},
+		{"the default tenant's token", time.Second, "Bearer " + defaultToken,
 			`{"backlog_seconds":{"webhook-queue":42.5},"endpoint_backlog_seconds":{"` + ep + `":90},"queues":{"webhook-queue":7}}`},
+		{"acme's token", time.Second, "Bearer " + acmeToken,
+			`{"backlog_seconds":{"webhook-queue":42.5},"endpoint_backlog_seconds":{"` + acmeEP + `":30},"queues":{"webhook-queue":7}}`},
 		{"public", time.Second, "", `{"backlog_seconds":{"webhook-queue":42.5},"queues":{"webhook-queue":7}}`},
 		{"idle", events.BacklogIdle + time.Second, "Bearer " + goodToken,
 			`{"backlog_seconds":{"webhook-queue":0},"endpoint_backlog_seconds":{},"queues":{"webhook-queue":7}}`},

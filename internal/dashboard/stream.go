@@ -18,7 +18,7 @@ import (
 // within the write timeout, is dropped: its browser reconnects and
 // reloads.
 func (s *server) events(w http.ResponseWriter, r *http.Request) error {
-	full, refusal := s.allow(r)
+	v, refusal := s.allow(r)
 	if refusal != nil {
 		return refusal
 	}
@@ -32,15 +32,16 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) error {
 		return refusal
 	}
 	defer release()
-	s.stream(w, r, client, full)
+	s.stream(w, r, client, v)
 	return nil
 }
 
-// stream writes the events to a client events let in, until it leaves,
-// falls behind or the hub closes.
-func (s *server) stream(w http.ResponseWriter, r *http.Request, client string, full bool) {
-	sub, cancel := s.Hub.Subscribe()
+// stream writes the events of the notifications v sees to a client events
+// let in, until it leaves, falls behind or the hub closes.
+func (s *server) stream(w http.ResponseWriter, r *http.Request, client string, v Viewer) {
+	sub, cancel := s.Hub.SubscribeFor(v)
 	defer cancel()
+	full := v.full()
 
 	rc := http.NewResponseController(w)
 	// The server's read timeout would end the request once it expires

@@ -45,6 +45,10 @@ type Backlog struct {
 type take struct {
 	behind time.Duration
 	at     time.Time
+	// tenant is, for an endpoint, the tenant of the copy taken for it
+	// ("" for the default tenant): a tenant is shown the figures its own
+	// copies made, never another's.
+	tenant string
 }
 
 // NewBacklog returns a Backlog whose figures stand for idle (BacklogIdle
@@ -78,6 +82,7 @@ func (b *Backlog) Observe(ev notification.Event) {
 	// The copy's age when it was taken: its age at the decision, less
 	// the attempt.
 	t.behind = time.Duration(max(ev.AgeMS-ev.DurationMS, 0)) * time.Millisecond
+	t.tenant = ev.Tenant
 	if !ok && len(b.endpoints) >= maxBacklogEndpoints {
 		b.forget(t.at)
 		if len(b.endpoints) >= maxBacklogEndpoints {
@@ -118,12 +123,21 @@ func (b *Backlog) Queues(now time.Time) map[string]float64 {
 // each registered endpoint a worker took one for within the time a figure
 // stands; the others are forgotten.
 func (b *Backlog) Endpoints(now time.Time) map[string]float64 {
+	return b.EndpointsOf(now, nil)
+}
+
+// EndpointsOf is Endpoints for the figures whose copy, the one taken last
+// for its endpoint, belongs to a tenant sees keeps ("" for the default
+// tenant); nil keeps every tenant's.
+func (b *Backlog) EndpointsOf(now time.Time, sees func(tenant string) bool) map[string]float64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.forget(now)
 	out := make(map[string]float64, len(b.endpoints))
 	for id, t := range b.endpoints {
-		out[id] = t.behind.Seconds()
+		if sees == nil || sees(t.tenant) {
+			out[id] = t.behind.Seconds()
+		}
 	}
 	return out
 }

@@ -43,6 +43,7 @@ func (c channels) event(service string, ev retry.Event) notification.Event {
 		ID:         ev.MessageID,
 		Channel:    c[ev.Queue],
 		Recipient:  recipient(ev.Copy),
+		Tenant:     ev.Tenant,
 		Queue:      ev.Queue,
 		Attempt:    ev.Attempt,
 		Round:      ev.Round,

@@ -70,6 +70,12 @@ func TestConvert(t *testing.T) {
 				Attempt: 1, At: t0, Service: "worker"},
 		},
 		{
+			name: "a named tenant's copy",
+			in:   retry.Event{Outcome: "delivered", MessageID: "n-9", Copy: "ada@example.com", Tenant: "acme", Queue: "t1.email-queue", Attempt: 1, At: t0},
+			want: notification.Event{Type: "attempt", Outcome: "delivered", ID: "n-9", Channel: "email", Recipient: "ada@example.com", Tenant: "acme",
+				Queue: "t1.email-queue", Attempt: 1, At: t0, Service: "worker"},
+		},
+		{
 			name: "a recipient longer than the history takes is left out",
 			in:   retry.Event{Outcome: "delivered", MessageID: "n-8", Copy: strings.Repeat("a", 321), Queue: "t1.email-queue", Attempt: 1, At: t0},
 			want: notification.Event{Type: "attempt", Outcome: "delivered", ID: "n-8", Channel: "email", Queue: "t1.email-queue", Attempt: 1, At: t0, Service: "worker"},

@@ -39,6 +39,7 @@ func (c channels) parked(ev retry.Event) notification.Operational {
 			NotificationID: ev.MessageID,
 			Channel:        c[ev.Queue],
 			Recipient:      recipient(ev.Copy),
+			Tenant:         ev.Tenant,
 			Queue:          ev.Queue,
 			Attempt:        ev.Attempt,
 			Round:          ev.Round,

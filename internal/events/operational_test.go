@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/retry"
 )
 
 func TestForwardable(t *testing.T) {
@@ -38,5 +39,17 @@ func TestOperatorNotification(t *testing.T) {
 	}
 	if got, want := string(n.Parts["webhook"]), `{"url":"https://ops.example.com/hook","payload":{"type":"copy.parked"}}`; got != want {
 		t.Errorf("part %s, want %s", got, want)
+	}
+}
+
+// TestParkedCarriesTheTenant: a copy.parked event names the tenant of a
+// named tenant's copy, and none for the default tenant's.
+func TestParkedCarriesTheTenant(t *testing.T) {
+	for _, tenant := range []string{"acme", ""} {
+		op := channelsOf(testTopo).parked(retry.Event{Outcome: retry.Parked, MessageID: "ntf_x", Tenant: tenant,
+			Queue: "t1.email-queue", Attempt: 3, Reason: retry.ReasonMaxRetries})
+		if op.Data.Tenant != tenant {
+			t.Errorf("copy.parked of %q's copy names tenant %q", tenant, op.Data.Tenant)
+		}
 	}
 }

@@ -25,6 +25,9 @@ type Event struct {
 	// Recipient is the copy's recipient (retry.HeaderRecipient), for a
 	// channel that delivers to each recipient on its own; empty otherwise.
 	Recipient string `json:"recipient,omitempty"`
+	// Tenant is the tenant the notification belongs to, as its copy's
+	// HeaderTenant says; empty (and left out) for the default tenant.
+	Tenant string `json:"tenant,omitempty"`
 	// Queue is the work queue, prefixed as on the broker.
 	Queue string `json:"queue"`
 	// Attempt is the attempt the decision is about, 1 for the first of

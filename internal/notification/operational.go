@@ -74,6 +74,9 @@ type OpData struct {
 	// Recipient is the parked copy's recipient, for a channel that sends
 	// a copy per recipient (copy.parked).
 	Recipient string `json:"recipient,omitempty"`
+	// Tenant is the tenant the parked copy's notification belongs to, as
+	// its HeaderTenant says; empty for the default tenant (copy.parked).
+	Tenant string `json:"tenant,omitempty"`
 	// Queue is the work queue the copy was parked from (copy.parked).
 	Queue string `json:"queue,omitempty"`
 	// Attempt is the copy's last attempt of its round (copy.parked).

@@ -196,9 +196,12 @@ func (s *Store) Record(ctx context.Context, events []notification.Event) error {
 	})
 
 	// Placeholders for notifications not accepted yet, created at their
-	// earliest event.
+	// earliest event, in the tenant their events name: a placeholder is
+	// listed to its tenant alone, as the accepted record that replaces it
+	// will be.
 	var ids []string
 	first := map[string]time.Time{}
+	tenant := map[string]string{}
 	affected := map[copyKey]bool{}
 	for _, e := range evs {
 		if t, ok := first[e.ID]; !ok || e.At.Before(t) {
@@ -207,11 +210,14 @@ func (s *Store) Record(ctx context.Context, events []notification.Event) error {
 			}
 			first[e.ID] = e.At
 		}
+		if tenant[e.ID] == "" {
+			tenant[e.ID] = e.Tenant
+		}
 		affected[copyOf(e)] = true
 	}
-	placeholders := make([]any, 0, 4*len(ids))
+	placeholders := make([]any, 0, 5*len(ids))
 	for _, id := range ids {
-		placeholders = append(placeholders, id, s.d.ts(first[id]), searchText(id, nil), publicSearchText(id, nil))
+		placeholders = append(placeholders, id, tenant[id], s.d.ts(first[id]), searchText(id, nil), publicSearchText(id, nil))
 	}
 	rows := make([]any, 0, len(eventTypes)*len(evs))
 	for _, e := range evs {
@@ -223,11 +229,18 @@ func (s *Store) Record(ctx context.Context, events []notification.Event) error {
 		// CONFLICT DO UPDATE locks the rows it leaves unchanged too), so
 		// that two batches about one notification take turns and each
 		// derives its copies from every event committed before it.
+		//
+		// An event that names no tenant (the default tenant's, or one
+		// from before tenants) leaves a placeholder's named tenant as it
+		// is; the accepted record has the last word.
 		if err := execRows(ctx, tx, s.d,
-			`INSERT INTO notifications (id, created_at, search, public_search) `,
-			` ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at
-			WHERE notifications.accepted = false AND excluded.created_at < notifications.created_at`,
-			[]string{"text", "timestamptz", "text", "text"}, placeholders); err != nil {
+			`INSERT INTO notifications (id, tenant, created_at, search, public_search) `,
+			` ON CONFLICT (id) DO UPDATE SET
+				created_at = CASE WHEN excluded.created_at < notifications.created_at THEN excluded.created_at ELSE notifications.created_at END,
+				tenant = CASE WHEN excluded.tenant <> '' THEN excluded.tenant ELSE notifications.tenant END
+			WHERE notifications.accepted = false
+				AND (excluded.created_at < notifications.created_at OR (excluded.tenant <> '' AND excluded.tenant <> notifications.tenant))`,
+			[]string{"text", "text", "timestamptz", "text", "text"}, placeholders); err != nil {
 			return fmt.Errorf("insert placeholder notifications: %w", err)
 		}
 		if err := execRows(ctx, tx, s.d,

@@ -377,6 +377,60 @@ func TestRecordBeforeAccept(t *testing.T) {
 	})
 }
 
+// TestRecordBeforeAcceptTenant: a placeholder belongs to the tenant its
+// events name, so the default tenant never lists another's notification
+// before the API's record of it arrives; that record confirms the tenant.
+func TestRecordBeforeAcceptTenant(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *store.Store) {
+		ctx := ctxOf(t)
+		inTenant := func(tenant string) func(*notification.Event) {
+			return func(e *notification.Event) { e.Tenant = tenant }
+		}
+		listed := func(q store.Query) []string {
+			t.Helper()
+			page, err := s.List(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, n := range page.Items {
+				ids = append(ids, n.ID+"@"+n.Tenant)
+			}
+			return ids
+		}
+
+		// The first event of ntf_acme names no tenant (as one from before
+		// tenants would), the next names acme: the placeholder is acme's.
+		record(t, s, withID([]notification.Event{ev(1, retry.Failed, 2*time.Second, withErr(s503))}, "ntf_acme")...)
+		record(t, s, withID([]notification.Event{ev(1, retry.Retrying, 3*time.Second, withErr(s503), withDelay(1000), inTenant("acme"))}, "ntf_acme")...)
+		// A later event that names no tenant leaves it acme's.
+		record(t, s, withID([]notification.Event{ev(2, retry.Requeued, 4*time.Second)}, "ntf_acme")...)
+		record(t, s, withID([]notification.Event{ev(1, retry.Delivered, time.Second)}, "ntf_default")...)
+
+		if got := get(t, s, "ntf_acme"); got.Tenant != "acme" || got.Accepted {
+			t.Errorf("placeholder of ntf_acme: tenant %q, accepted %v; want acme's, not accepted", got.Tenant, got.Accepted)
+		}
+		if diff := cmp.Diff([]string{"ntf_default@"}, listed(store.Query{})); diff != "" {
+			t.Errorf("the default tenant's list (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"ntf_acme@acme"}, listed(store.Query{Tenant: "acme"})); diff != "" {
+			t.Errorf("acme's list (-want +got):\n%s", diff)
+		}
+
+		if err := s.Accept(ctx, []notification.Accepted{{ID: "ntf_acme", Tenant: "acme", CreatedAt: t0, Channels: []string{"email"}, Payload: []byte(`{}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := get(t, s, "ntf_acme"); got.Tenant != "acme" || !got.Accepted {
+			t.Errorf("ntf_acme once accepted: tenant %q, accepted %v; want acme's, accepted", got.Tenant, got.Accepted)
+		}
+		// Once accepted, an event naming another tenant changes nothing.
+		record(t, s, withID([]notification.Event{ev(2, retry.Delivered, 5*time.Second, inTenant("globex"))}, "ntf_acme")...)
+		if got := get(t, s, "ntf_acme"); got.Tenant != "acme" {
+			t.Errorf("ntf_acme after an event naming globex: tenant %q, want acme", got.Tenant)
+		}
+	})
+}
+
 func TestRecordInvalid(t *testing.T) {
 	good := ev(1, retry.Delivered, time.Second)
 	cases := []struct {

@@ -91,30 +91,41 @@ func TestSecurityHeadersOnEveryRoute(t *testing.T) {
 	})
 }
 
+// The tokens of a named tenant and of an operator that TestDashboardAccess
+// gives the API.
+const (
+	acmeDashToken     = "acme-dashboard-token-0123456789"
+	operatorDashToken = "operator-dashboard-token-0123456789"
+)
+
 func TestDashboardAccess(t *testing.T) {
 	tests := []struct {
 		name          string
 		authOff       bool
 		authorization string
-		want          dashboard.Access
+		want          dashboard.Viewer
 	}{
-		{"no header", false, "", dashboard.Anonymous},
-		{"a token of the API", false, "Bearer " + tokenB, dashboard.Authenticated},
-		{"lower-case scheme", false, "bearer " + tokenA, dashboard.Authenticated},
-		{"another token", false, "Bearer " + tokenA + "x", dashboard.Refused},
-		{"not a bearer token", false, "Basic " + tokenA, dashboard.Refused},
-		{"an empty bearer token", false, "Bearer ", dashboard.Refused},
-		{"authentication off, no header", true, "", dashboard.Authenticated},
-		{"authentication off, any token", true, "Bearer nope", dashboard.Authenticated},
+		{"no header", false, "", dashboard.Viewer{Access: dashboard.Anonymous}},
+		{"a token of the API", false, "Bearer " + tokenB, dashboard.Viewer{Access: dashboard.Authenticated}},
+		{"lower-case scheme", false, "bearer " + tokenA, dashboard.Viewer{Access: dashboard.Authenticated}},
+		{"a named tenant's token", false, "Bearer " + acmeDashToken, dashboard.Viewer{Access: dashboard.Authenticated, Tenant: "acme"}},
+		{"an operator's token", false, "Bearer " + operatorDashToken, dashboard.Viewer{Access: dashboard.Authenticated, Operator: true}},
+		{"another token", false, "Bearer " + tokenA + "x", dashboard.Viewer{Access: dashboard.Refused}},
+		{"not a bearer token", false, "Basic " + tokenA, dashboard.Viewer{Access: dashboard.Refused}},
+		{"an empty bearer token", false, "Bearer ", dashboard.Viewer{Access: dashboard.Refused}},
+		{"authentication off, no header", true, "", dashboard.Viewer{Access: dashboard.Authenticated, Operator: true}},
+		{"authentication off, any token", true, "Bearer nope", dashboard.Viewer{Access: dashboard.Authenticated, Operator: true}},
 	}
+	deps := Deps{Tokens: []string{tokenA, tokenB}, TenantTokens: []TenantToken{{Tenant: "acme", Token: acmeDashToken}},
+		OperatorTokens: []string{operatorDashToken}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := httptest.NewRequest(http.MethodGet, "/dashboard/session", nil)
 			if tt.authorization != "" {
 				req.Header.Set("Authorization", tt.authorization)
 			}
-			if got := dashboardAccess(Deps{Tokens: []string{tokenA, tokenB}}.credentials(), tt.authOff)(req); got != tt.want {
-				t.Errorf("access = %v, want %v", got, tt.want)
+			if got := dashboardAccess(deps.credentials(), tt.authOff)(req); got != tt.want {
+				t.Errorf("viewer = %+v, want %+v", got, tt.want)
 			}
 		})
 	}

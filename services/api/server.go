@@ -268,26 +268,29 @@ func securityHeaders(next http.Handler) http.Handler {
 }
 
 // dashboardAccess returns the dashboard's check of a request's bearer
-// token against tokens, made as requireToken makes it: hashed, compared in
-// constant time with every token. With authOff, every request is
-// authenticated, as every /v1/ request is.
-func dashboardAccess(creds []credential, authOff bool) func(*http.Request) dashboard.Access {
+// token against creds, made as requireToken makes it: hashed, compared in
+// constant time with every token. A token it accepts makes a viewer of
+// its tenant, or an operator, who sees every tenant's; a request without
+// one is the default tenant's visitor. With authOff, every request is an
+// authenticated operator, as every /v1/ request is (see principalOf).
+func dashboardAccess(creds []credential, authOff bool) func(*http.Request) dashboard.Viewer {
 	match := matcher(creds)
-	return func(r *http.Request) dashboard.Access {
+	return func(r *http.Request) dashboard.Viewer {
 		if authOff {
-			return dashboard.Authenticated
+			return dashboard.Viewer{Access: dashboard.Authenticated, Operator: true}
 		}
 		if r.Header.Get("Authorization") == "" {
-			return dashboard.Anonymous
+			return dashboard.Viewer{Access: dashboard.Anonymous}
 		}
 		token, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
-			return dashboard.Refused
+			return dashboard.Viewer{Access: dashboard.Refused}
 		}
-		if _, ok := match(token); !ok {
-			return dashboard.Refused
+		p, ok := match(token)
+		if !ok {
+			return dashboard.Viewer{Access: dashboard.Refused}
 		}
-		return dashboard.Authenticated
+		return dashboard.Viewer{Access: dashboard.Authenticated, Tenant: p.tenant, Operator: p.operator}
 	}
 }
 
