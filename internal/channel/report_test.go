@@ -3,11 +3,14 @@ package channel
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/relay-demo/relay/internal/notification"
+	"github.com/relay-demo/relay/internal/store"
+	"github.com/relay-demo/relay/webhooks"
 )
 
 // reports collects the operational events a sender reports.
@@ -74,7 +77,12 @@ func TestEndpointDisabledReportedOnce(t *testing.T) {
 	cfg := testEndpointConfig
 	cfg.DisableAfter = time.Hour
 	f := newFixture(t, cfg)
-	ep, _ := f.createEndpoint(t, "/down")
+	ep := "ep_" + strings.Repeat("t", 26)
+	err := f.store.CreateEndpoint(context.Background(), store.Endpoint{ID: ep, Tenant: "acme", URL: f.recv.srv.URL + "/down",
+		Secret: store.Secret(webhooks.NewSecret()), CreatedAt: f.clock.now()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var r reports
 	ctx := WithReporter(context.Background(), r.report)
 	deliver := func(id string) error {
@@ -94,7 +102,7 @@ func TestEndpointDisabledReportedOnce(t *testing.T) {
 	if len(disabled) != 1 {
 		t.Fatalf("%d endpoint.disabled, want 1: %+v", len(disabled), r.ops)
 	}
-	if d := disabled[0].Data; d.EndpointID != ep || d.URL != f.recv.srv.URL+"/down" || d.Reason == "" || d.LastError == "" {
-		t.Errorf("data %+v, want the endpoint, its URL, the reason and the last error", d)
+	if d := disabled[0].Data; d.EndpointID != ep || d.Tenant != "acme" || d.URL != f.recv.srv.URL+"/down" || d.Reason == "" || d.LastError == "" {
+		t.Errorf("data %+v, want the endpoint, its tenant, its URL, the reason and the last error", d)
 	}
 }

@@ -226,7 +226,7 @@ func (w *webhookSender) disableIfTooLong(ctx context.Context, ep *store.Endpoint
 		// Only the worker that disabled it says so: the others find
 		// it disabled already.
 		report(ctx, notification.Operational{Type: notification.OpEndpointDisabled, Timestamp: now.UTC(),
-			Data: notification.OpData{EndpointID: ep.ID, URL: ep.URL, Reason: reason, LastError: lastErr}})
+			Data: notification.OpData{EndpointID: ep.ID, URL: ep.URL, Tenant: ep.Tenant, Reason: reason, LastError: lastErr}})
 	}
 	return disabled(ep.ID, reason)
 }

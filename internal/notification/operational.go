@@ -75,7 +75,8 @@ type OpData struct {
 	// a copy per recipient (copy.parked).
 	Recipient string `json:"recipient,omitempty"`
 	// Tenant is the tenant the parked copy's notification belongs to, as
-	// its HeaderTenant says; empty for the default tenant (copy.parked).
+	// its HeaderTenant says (copy.parked), or the endpoint's tenant
+	// (endpoint.disabled, endpoint.enabled); empty for the default tenant.
 	Tenant string `json:"tenant,omitempty"`
 	// Queue is the work queue the copy was parked from (copy.parked).
 	Queue string `json:"queue,omitempty"`

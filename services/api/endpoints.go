@@ -474,7 +474,7 @@ func handleUpdateEndpoint(deps Deps) http.HandlerFunc {
 		// an enabled one is none (the store tells which, atomically).
 		if err == nil && e.Reenabled && deps.Operate != nil {
 			deps.Operate(notification.Operational{Type: notification.OpEndpointEnabled, Timestamp: deps.Now().UTC(),
-				Data: notification.OpData{EndpointID: id, URL: e.URL, Reason: "enabled through the API"}})
+				Data: notification.OpData{EndpointID: id, URL: e.URL, Tenant: e.Tenant, Reason: "enabled through the API"}})
 		}
 		return endpointAnswer(deps, w, id, e, err)
 	})

@@ -436,6 +436,7 @@ func TestEndpointEnabledIsAnOperationalEvent(t *testing.T) {
 		d.History, d.Endpoints = st, st
 		d.EndpointRules = EndpointRules{Guard: webhooks.NewGuard([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}), Lookup: testResolver}
 		d.Operate = func(op notification.Operational) { ops = append(ops, op) }
+		d.TenantTokens = []TenantToken{{Tenant: "acme", Token: tokenAcme}}
 	})
 	rec := call(h, http.MethodPost, "/v1/endpoints", `{"url":"https://hooks.example.com/in"}`, nil)
 	if rec.Code != http.StatusCreated {
@@ -450,7 +451,19 @@ func TestEndpointEnabledIsAnOperationalEvent(t *testing.T) {
 	if len(ops) != 1 {
 		t.Fatalf("%d operational events, want 1 (the enabling of the disabled endpoint): %+v", len(ops), ops)
 	}
-	if op := ops[0]; op.Type != notification.OpEndpointEnabled || op.Data.EndpointID != ep.ID || op.Data.URL != "https://hooks.example.com/in" {
-		t.Errorf("event %+v, want endpoint.enabled of %s with its URL", op, ep.ID)
+	if op := ops[0]; op.Type != notification.OpEndpointEnabled || op.Data.EndpointID != ep.ID || op.Data.URL != "https://hooks.example.com/in" || op.Data.Tenant != "" {
+		t.Errorf("event %+v, want endpoint.enabled of %s with its URL and no tenant", op, ep.ID)
+	}
+
+	// A named tenant's endpoint's event names its tenant.
+	ops = nil
+	acme := decodeAs[endpointBody](t, as(h, tokenAcme, http.MethodPost, "/v1/endpoints", `{"url":"https://hooks.example.com/acme"}`))
+	for _, body := range []string{`{"enabled":false}`, `{"enabled":true}`} {
+		if rec := as(h, tokenAcme, http.MethodPatch, "/v1/endpoints/"+acme.ID, body); rec.Code != http.StatusOK {
+			t.Fatalf("PATCH %s = %d %s", body, rec.Code, rec.Body)
+		}
+	}
+	if len(ops) != 1 || ops[0].Data.EndpointID != acme.ID || ops[0].Data.Tenant != "acme" {
+		t.Errorf("events %+v, want one endpoint.enabled of %s naming tenant acme", ops, acme.ID)
 	}
 }
