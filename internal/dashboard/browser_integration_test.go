@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -891,4 +892,62 @@ func startRelayWithHistory(t *testing.T) (relay, *store.Store) {
 	}
 	t.Cleanup(func() { st.Close() })
 	return r, st
+}
+
+// TestTenantsInBrowser: an operator's list holds every tenant's
+// notifications, a named tenant's marked with its name; a tenant's token
+// lists its own only.
+func TestTenantsInBrowser(t *testing.T) {
+	const (
+		acme     = "browser-acme-token-0123456789"
+		operator = "browser-operator-token-0123456789"
+	)
+	ctx := browser(t)
+	r := startRelay(t, map[string]string{"FLAKY_WEBHOOK_SCENARIO": "healthy",
+		"API_TENANT_TOKENS": "acme:" + acme, "API_OPERATOR_TOKENS": operator})
+	postAs := func(tok, to string) string {
+		req, err := http.NewRequest(http.MethodPost, r.api+"/v1/notifications",
+			strings.NewReader(`{"email":{"to":["`+to+`"],"subject":"Hi","text":"hello"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var res struct{ ID string }
+		if err := json.NewDecoder(resp.Body).Decode(&res); resp.StatusCode != http.StatusAccepted || err != nil {
+			t.Fatalf("POST as %s = %d, %v", tok[:12], resp.StatusCode, err)
+		}
+		return res.ID
+	}
+	mine := postAs(acme, "ada@example.com")
+	theirs := postAs(token, "grace@example.com")
+	rowOf := func(id string) string { return `document.querySelector('#rows tr[data-id="` + id + `"]')` }
+
+	run(t, ctx, "log in as an operator and see both tenants' notifications",
+		chromedp.Navigate(r.api+"/"),
+		chromedp.WaitVisible(chromedp.ID("login")),
+		chromedp.SendKeys(chromedp.ID("token"), operator),
+		chromedp.Click(chromedp.ID("login-submit")),
+		waitFor(rowOf(mine)+" !== null && "+rowOf(theirs)+" !== null"),
+	)
+	tags := evaluate[map[string]string](t, ctx, `Object.fromEntries([...document.querySelectorAll("#rows tr[data-id]")].map(tr => [tr.dataset.id, (tr.querySelector(".tenant") || {}).textContent || ""]))`)
+	if tags[mine] != "acme" || tags[theirs] != "" {
+		t.Errorf("the operator's rows are marked %q, want %s marked acme and %s unmarked", tags, mine, theirs)
+	}
+
+	run(t, ctx, "log in as acme and see its own notification only",
+		chromedp.Click(chromedp.ID("logout")),
+		chromedp.WaitVisible(chromedp.ID("login")),
+		chromedp.SendKeys(chromedp.ID("token"), acme),
+		chromedp.Click(chromedp.ID("login-submit")),
+		waitFor(rowOf(mine)+" !== null"),
+	)
+	if ids := evaluate[[]string](t, ctx, `[...document.querySelectorAll("#rows tr[data-id]")].map(tr => tr.dataset.id)`); slices.Contains(ids, theirs) {
+		t.Errorf("acme's list holds the default tenant's %s: %q", theirs, ids)
+	}
 }

@@ -107,10 +107,16 @@
     else showLogin("");
   }
 
+  // forget drops the token, and the rows it was shown: the next token,
+  // perhaps another tenant's, sees only what its own list answers.
   function forget() {
     token = "";
     sessionStorage.removeItem(TOKEN_KEY);
     sessionStorage.removeItem(JOB_KEY);
+    $("rows").replaceChildren();
+    rowsById.clear();
+    copiesById.clear();
+    statusById.clear();
   }
 
   function showLogin(why, canGoBack) {
@@ -167,6 +173,7 @@
   $("providers-login").addEventListener("click", () => showLogin("", true));
   $("logout").addEventListener("click", () => {
     forget();
+    closeDetail();
     begin();
   });
 
@@ -343,6 +350,13 @@
     open.type = "button";
     open.title = "Show " + n.id;
     idCell.append(open);
+    // A named tenant's notification says whose it is: an operator's list
+    // holds every tenant's (the default tenant's carry none).
+    if (n.tenant) {
+      const tenant = el("span", "tenant", n.tenant);
+      tenant.title = "Tenant " + n.tenant;
+      idCell.append(" ", tenant);
+    }
     const created = el("td", "when", fmtTime(n.created_at));
     created.title = n.created_at;
     const recipients = el("td", "recipients", (n.recipients || []).join(", "));
