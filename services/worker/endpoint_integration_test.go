@@ -240,8 +240,11 @@ func verifiesWith(secret string, h http.Header, body []byte) bool {
 // deliveries wait; the delivery log shows the attempts; a rotation signs
 // with both secrets.
 func TestEndpointsEndToEnd(t *testing.T) {
+	// A timeout long enough that the healthy endpoint's answers never
+	// meet it on a loaded machine: its deliveries must all go at once.
 	s := startEndpointStack(t, map[string]string{
 		"WEBHOOK_BREAKER_FAILURES": "2", "WEBHOOK_BREAKER_COOLDOWN": "1m", "WEBHOOK_ENDPOINT_CONCURRENCY": "2", "CONCURRENCY": "8",
+		"WEBHOOK_TIMEOUT": "2s",
 	})
 	recv := newHookReceiver(t)
 	good := s.createEndpoint(t, recv.srv.URL+"/good")
@@ -291,6 +294,7 @@ func TestEndpointsEndToEnd(t *testing.T) {
 			NotificationID string `json:"notification_id"`
 			N              int    `json:"n"`
 			Outcome        string `json:"outcome"`
+			Error          string `json:"error"`
 		} `json:"attempts"`
 	}
 	var log attempts
