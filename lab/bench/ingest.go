@@ -343,16 +343,21 @@ func newClient(clients int) *http.Client {
 	}}
 }
 
-// poster posts body to url as the API expects it, and wants 202: every
-// notification accepted.
+// poster posts body to url as the API expects it, with benchToken, and
+// wants 202: every notification accepted.
 func poster(client *http.Client, url string, body []byte) func(context.Context) error {
+	return posterAs(client, url, benchToken, body)
+}
+
+// posterAs is poster with the bearer token given.
+func posterAs(client *http.Client, url, token string, body []byte) func(context.Context) error {
 	return func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+benchToken)
+		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := client.Do(req)
 		if err != nil {
 			return err

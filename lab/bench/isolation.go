@@ -352,7 +352,7 @@ var benchIDEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
 // createBenchEndpoint stores an enabled endpoint posting to url.
 func createBenchEndpoint(ctx context.Context, st *store.Store, url string) (string, error) {
-	return createBenchEndpointAs(ctx, st, newBenchEndpointID(), url)
+	return createBenchEndpointAs(ctx, st, newBenchEndpointID(), "", url)
 }
 
 // newBenchEndpointID is a new endpoint id, as the API makes them.
@@ -362,9 +362,10 @@ func newBenchEndpointID() string {
 	return channel.EndpointIDPrefix + strings.ToLower(benchIDEncoding.EncodeToString(b[:]))
 }
 
-// createBenchEndpointAs is createBenchEndpoint with the id given.
-func createBenchEndpointAs(ctx context.Context, st *store.Store, id, url string) (string, error) {
-	e := store.Endpoint{ID: id, URL: url, Description: "bench isolation", Enabled: true,
+// createBenchEndpointAs is createBenchEndpoint with the id and the tenant
+// ("" for the default tenant) given.
+func createBenchEndpointAs(ctx context.Context, st *store.Store, id, tenant, url string) (string, error) {
+	e := store.Endpoint{ID: id, Tenant: tenant, URL: url, Description: "bench isolation", Enabled: true,
 		Secret: store.Secret(webhooks.NewSecret()), CreatedAt: time.Now(), UpdatedAt: time.Now()}
 	if err := st.CreateEndpoint(ctx, e); err != nil {
 		return "", fmt.Errorf("create endpoint %s: %w", url, err)

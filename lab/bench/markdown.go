@@ -167,7 +167,7 @@ func (r *Report) explain() []string {
 			"with more lanes than one shows lanes apart and the one-lane row what sharing costs. "+
 			"B's webhooks while A floods are split by when B posted: while the API was still answering A's POSTs, "+
 			"where B's share of the broker and the CPU is what counts, and after, when only A's backlog waits, "+
-			"where the lanes and the pacing are what counts.\n\n"+NoisyMarkdown(*r.Noisy))
+			"where the lanes and the pacing are what counts."+noisyTenantsNote(r.Noisy.Options.Receivers)+"\n\n"+NoisyMarkdown(*r.Noisy))
 	}
 	if len(r.RateLimits) > 0 {
 		out = append(out, r.explainRateLimits())
@@ -190,6 +190,20 @@ func (d *DeadLettersResult) explain() string {
 		"the email queue, %d twice and %d never; the dead-letter queue held %s after, the copies the filter left.",
 		thousands(int64(d.Options.Copies)), d.Options.QueueType, thousands(int64(d.Selected)), fmtDur(d.Elapsed), d.PerSecond,
 		mib(d.RSSBefore), mib(d.RSSPeak), thousands(int64(d.Arrived)), d.Duplicates, d.Lost, thousands(int64(d.LeftParked)))
+}
+
+// noisyTenantsNote says what the tenants row is, if the noisy figure ran
+// one.
+func noisyTenantsNote(receivers []string) string {
+	if !slices.Contains(receivers, "tenants") {
+		return ""
+	}
+	return fmt.Sprintf(" The \"tenants\" row names them as two endpoints too, B's in another lane than A's where there are "+
+		"several, but of two tenants (API_TENANT_TOKENS): A's endpoint and A's POSTs are tenant %s's, with its token; B's "+
+		"are tenant %s's, with another. In the other rows A and B post with one token, and the API's producer serves "+
+		"B's request in turn with each of A's in flight; in this row it serves the two tokens in turn, so B's request "+
+		"takes turns with all of A's together.",
+		noisyTenants[0].name, noisyTenants[1].name)
 }
 
 // lanePairs says how often two receivers share a lane at the most lanes

@@ -13,7 +13,7 @@ import (
 
 // proseReport is sampleReport with every figure that has prose of its
 // own: scheduled sends, the rate limit on two backends and the noisy
-// neighbour.
+// neighbour, with its tenants row.
 func proseReport() *Report {
 	r := sampleReport()
 	r.Options.Scheduled = 10000
@@ -30,7 +30,7 @@ func proseReport() *Report {
 		r.RateLimits = append(r.RateLimits, RateLimitResult{Options: o, Load: 1.5, Delivered: o.Emails,
 			Throughput: 49.6, Ratio: 0.992, MaxInSecond: 50, MaxInWindow: 52, WithinLimit: true, Deferrals: 1200})
 	}
-	r.Noisy = &NoisyResult{Options: NoisyOptions{}.withDefaults(), WorkerConcurrency: 8, EndpointConcurrency: 4}
+	r.Noisy = &NoisyResult{Options: NoisyOptions{Receivers: NoisyReceivers}.withDefaults(), WorkerConcurrency: 8, EndpointConcurrency: 4}
 	r.DeadLetters = &DeadLettersResult{Options: DeadLettersOptions{}.withDefaults(), Selected: 50000, Elapsed: 333 * time.Second,
 		PerSecond: 150.2, RSSBefore: 36 << 20, RSSPeak: 41 << 20, Arrived: 50000, LeftParked: 50000}
 	return r
@@ -140,6 +140,18 @@ func TestMarkdownProseFollowsTheReport(t *testing.T) {
 			change:  func(r *Report) { r.Noisy.WorkerConcurrency, r.Noisy.EndpointConcurrency = 3, 2 },
 			want:    []string{"CONCURRENCY 3, WEBHOOK_ENDPOINT_CONCURRENCY 2, its defaults as every other setting is"},
 			notWant: []string{"CONCURRENCY 8", "CONCURRENCY 4"},
+		},
+		{
+			name:   "the noisy neighbour's tenants row",
+			change: func(r *Report) {},
+			want: []string{"The \"tenants\" row names them as two endpoints too", "of two tenants (API_TENANT_TOKENS)",
+				"A's endpoint and A's POSTs are tenant acme's, with its token; B's are tenant beta's, with another",
+				"in this row it serves the two tokens in turn"},
+		},
+		{
+			name:    "the noisy neighbour without its tenants row",
+			change:  func(r *Report) { r.Noisy.Options.Receivers = []string{"endpoints", "hosts"} },
+			notWant: []string{"tenants", "API_TENANT_TOKENS", "acme", "beta"},
 		},
 	}
 	for _, tt := range tests {
@@ -315,5 +327,36 @@ func TestNoisyMarkdownRows(t *testing.T) {
 	}
 	if got := at("after ÷ alone"); got != "1.9×" {
 		t.Errorf("after ÷ alone %q, want 1.9×", got)
+	}
+}
+
+// TestNoisyReceiversLabel names each row's receivers in the noisy table
+// and the text report: the tenants row as two tenants' endpoints, the
+// others by their value.
+func TestNoisyReceiversLabel(t *testing.T) {
+	tests := []struct {
+		receivers, want string
+	}{
+		{"endpoints", "endpoints"},
+		{"hosts", "hosts"},
+		{"tenants", "tenants (two tenants' endpoints)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.receivers, func(t *testing.T) {
+			row := NoisyRow{Receivers: tt.receivers, Lanes: 8}
+			r := NoisyResult{Options: NoisyOptions{Receivers: []string{tt.receivers}}.withDefaults(), Rows: []NoisyRow{row}}
+			if md := NoisyMarkdown(r); !strings.Contains(md, "\n| "+tt.want+" | 8 |") {
+				t.Errorf("the noisy table does not name the row %q:\n%s", tt.want, md)
+			}
+			rep := sampleReport()
+			rep.Noisy = &r
+			var b bytes.Buffer
+			if err := rep.Render(&b, "text"); err != nil {
+				t.Fatal(err)
+			}
+			if want := "noisy neighbour, " + tt.want + ", WORK_LANES=8"; !strings.Contains(b.String(), want) {
+				t.Errorf("the text report lacks %q:\n%s", want, b.String())
+			}
+		})
 	}
 }

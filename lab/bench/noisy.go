@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,29 @@ const (
 	NoisyThroughputTarget = 0.9
 )
 
+// NoisyReceivers are the ways the noisy figure names its two receivers:
+// as two registered endpoints of one tenant, as bare URLs of two hosts,
+// and as two endpoints of two tenants, each posting with its own token.
+var NoisyReceivers = []string{"endpoints", "hosts", "tenants"}
+
+// noisyReceiversLabel is how the report names a row's receivers.
+func noisyReceiversLabel(receivers string) string {
+	if receivers == "tenants" {
+		return "tenants (two tenants' endpoints)"
+	}
+	return receivers
+}
+
+// noisyTenant is one tenant of the tenants row: its name, in
+// API_TENANT_TOKENS, and its bearer token.
+type noisyTenant struct{ name, token string }
+
+// noisyTenants are A's tenant and B's in the tenants row.
+var noisyTenants = [2]noisyTenant{
+	{"acme", "bench-acme-token-0123456789abcdef"},
+	{"beta", "bench-beta-token-0123456789abcdef"},
+}
+
 // noisyWait is how long after its window a scenario waits for B's last
 // webhooks; what has not arrived by then counts as not arrived.
 const noisyWait = 2 * time.Minute
@@ -55,8 +79,9 @@ type NoisyOptions struct {
 	Window time.Duration `json:"window_ns"`
 	// Lanes are the WORK_LANES settings compared (1, 8).
 	Lanes []int `json:"lanes"`
-	// Receivers are the ways of naming the receivers compared: as
-	// registered endpoints, as bare URLs on their hosts (both).
+	// Receivers are the ways of naming the receivers compared, from
+	// NoisyReceivers: as registered endpoints of one tenant, as bare URLs
+	// on their hosts, as endpoints of two tenants (endpoints, hosts).
 	Receivers []string `json:"receivers"`
 	// QueueType is the queues' type (quorum).
 	QueueType retry.QueueType `json:"queue_type"`
@@ -87,8 +112,9 @@ func (o NoisyOptions) withDefaults() NoisyOptions {
 	return o
 }
 
-// NoisyRow is one way of naming the two receivers (as two endpoints, or
-// as bare URLs of two hosts) with one WORK_LANES.
+// NoisyRow is one way of naming the two receivers (as two endpoints, as
+// bare URLs of two hosts, or as two tenants' endpoints) with one
+// WORK_LANES.
 type NoisyRow struct {
 	Receivers string `json:"receivers"`
 	Lanes     int    `json:"lanes"`
@@ -160,6 +186,11 @@ func noisyWorkerSettings(getenv func(string) string) (workers, perEndpoint int, 
 func (b *bench) Noisy(ctx context.Context, opts NoisyOptions) (NoisyResult, error) {
 	opts = opts.withDefaults()
 	res := NoisyResult{Options: opts}
+	for _, receivers := range opts.Receivers {
+		if !slices.Contains(NoisyReceivers, receivers) {
+			return res, fmt.Errorf("receivers %q: want one of %s", receivers, strings.Join(NoisyReceivers, ", "))
+		}
+	}
 	// The scenarios' environments set neither variable: the worker's
 	// defaults are what every scenario ran with.
 	var err error
@@ -173,7 +204,7 @@ func (b *bench) Noisy(ctx context.Context, opts NoisyOptions) (NoisyResult, erro
 				a, b bool
 			}{{false, true}, {true, false}, {true, true}} {
 				b.progress("noisy: %s, WORK_LANES=%d, A flooding %v, B posting %v", receivers, lanes, sc.a, sc.b)
-				out, err := b.noisyScenario(ctx, opts, receivers == "endpoints", lanes, sc.a, sc.b)
+				out, err := b.noisyScenario(ctx, opts, receivers, lanes, sc.a, sc.b)
 				if cerr := b.janitor.clean(); cerr != nil {
 					err = errors.Join(err, cerr)
 				}
@@ -276,8 +307,16 @@ func (r *receiver) arrival(seq int) (time.Time, bool) {
 	return at, ok
 }
 
-// noisyScenario runs one scenario on a topology of its own.
-func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoints bool, lanes int, flood, steady bool) (out noisyOutcome, err error) {
+// noisyScenario runs one scenario on a topology of its own, with the
+// receivers named as receivers says (one of NoisyReceivers).
+func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, receivers string, lanes int, flood, steady bool) (out noisyOutcome, err error) {
+	asEndpoints := receivers != "hosts"
+	// A and B post with one token, and own their endpoints as the default
+	// tenant; in the tenants row each is a tenant of its own.
+	aTenant, bTenant := noisyTenant{token: benchToken}, noisyTenant{token: benchToken}
+	if receivers == "tenants" {
+		aTenant, bTenant = noisyTenants[0], noisyTenants[1]
+	}
 	// Bare URLs of two hosts: 127.0.0.1 and localhost are one machine
 	// and two hosts to relay. Endpoints may share one.
 	aRecv, err := startReceiver("127.0.0.1", opts.SlowDelay)
@@ -306,6 +345,13 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 		"WORK_LANES": strconv.Itoa(lanes), "HTTP_ADDR": "127.0.0.1:0", "API_TOKENS": benchToken, "DATA_DIR": dir,
 		"SHUTDOWN_TIMEOUT": "5s", "LOG_LEVEL": "error",
 		"WEBHOOK_SECRET": webhooks.NewSecret(), "WEBHOOK_ALLOW_CIDRS": channel.DemoAllowCIDRs,
+	}
+	if receivers == "tenants" {
+		var pairs []string
+		for _, t := range noisyTenants {
+			pairs = append(pairs, t.name+":"+t.token)
+		}
+		env["API_TENANT_TOKENS"] = strings.Join(pairs, ",")
 	}
 	getenv := func(k string) string { return env[k] }
 	cfg, err := api.LoadConfig(getenv)
@@ -337,8 +383,8 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 		if err != nil {
 			return out, err
 		}
-		_, aerr := createBenchEndpointAs(ctx, st, aKey, aRecv.url)
-		_, berr := createBenchEndpointAs(ctx, st, bKey, bRecv.url)
+		_, aerr := createBenchEndpointAs(ctx, st, aKey, aTenant.name, aRecv.url)
+		_, berr := createBenchEndpointAs(ctx, st, bKey, bTenant.name, bRecv.url)
 		_ = st.Close()
 		if err := errors.Join(aerr, berr); err != nil {
 			return out, err
@@ -369,7 +415,7 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 	}
 	// The first POST waits until the queues take messages, and the
 	// worker until it consumes: B's first webhook, which counts nowhere.
-	if err := postNoisy(ctx, client, base+"/v1/notifications", webhookBody(bPart, "warm", -1)); err != nil {
+	if err := postNoisy(ctx, client, base+"/v1/notifications", bTenant.token, webhookBody(bPart, "warm", -1)); err != nil {
 		return out, err
 	}
 	if err := waitArrival(ctx, bRecv, -1, 30*time.Second); err != nil {
@@ -383,7 +429,7 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 	var floodDone time.Time
 	if flood {
 		go func() {
-			err := postFlood(ctx, client, base, aPart, opts.Flood)
+			err := postFlood(ctx, client, base, aTenant.token, aPart, opts.Flood)
 			floodDone = time.Now()
 			floodErr <- err
 		}()
@@ -396,7 +442,7 @@ func (b *bench) noisyScenario(ctx context.Context, opts NoisyOptions, asEndpoint
 		tick := time.NewTicker(opts.Every)
 		for seq := 0; time.Since(start) < opts.Window; seq++ {
 			posted = append(posted, time.Now())
-			if err := postNoisy(ctx, client, base+"/v1/notifications", webhookBody(bPart, "b", seq)); err != nil {
+			if err := postNoisy(ctx, client, base+"/v1/notifications", bTenant.token, webhookBody(bPart, "b", seq)); err != nil {
 				tick.Stop()
 				return out, fmt.Errorf("B's webhook %d: %w", seq, err)
 			}
@@ -468,8 +514,8 @@ func webhookBody(part map[string]any, who string, seq int) []byte {
 }
 
 // postFlood posts n webhooks to part in batches of maxBatch, four
-// requests at once.
-func postFlood(ctx context.Context, client *http.Client, base string, part map[string]any, n int) error {
+// requests at once, with the bearer token given.
+func postFlood(ctx context.Context, client *http.Client, base, token string, part map[string]any, n int) error {
 	batches := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -486,7 +532,7 @@ func postFlood(ctx context.Context, client *http.Client, base string, part map[s
 					buf.Write(webhookBody(part, "a", seq))
 				}
 				buf.WriteString(`]}`)
-				if err := postNoisy(ctx, client, base+"/v1/notifications/batch", buf.Bytes()); err != nil {
+				if err := postNoisy(ctx, client, base+"/v1/notifications/batch", token, buf.Bytes()); err != nil {
 					mu.Lock()
 					errs = errors.Join(errs, err)
 					mu.Unlock()
@@ -505,8 +551,9 @@ func postFlood(ctx context.Context, client *http.Client, base string, part map[s
 	return errs
 }
 
-func postNoisy(ctx context.Context, client *http.Client, url string, body []byte) error {
-	return poster(client, url, body)(ctx)
+// postNoisy posts body to url with the bearer token given, and wants 202.
+func postNoisy(ctx context.Context, client *http.Client, url, token string, body []byte) error {
+	return posterAs(client, url, token, body)(ctx)
 }
 
 // waitArrival waits until seq has reached r, or within.
@@ -538,7 +585,7 @@ func NoisyMarkdown(r NoisyResult) string {
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, row := range r.Rows {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s / %s | %s / %s | %s | %.1f× | %s | %s / %s | %s | %d | %.1f | %.1f | %.2f× | %s |\n",
-			row.Receivers, row.Lanes, yesNo(row.SameLane),
+			noisyReceiversLabel(row.Receivers), row.Lanes, yesNo(row.SameLane),
 			fmtDur(row.BAlone.P50), fmtDur(row.BAlone.P99), fmtDur(row.BFlood.P50), fmtDur(row.BFlood.P99), fmtDur(row.BAccept.P99),
 			row.P99Ratio, fmtDur(row.APosts), latencyOrNone(row.BDuringPosts.P99, row.BDuringPosts.N), latencyOrNone(row.BAfterPosts.P99, row.BAfterPosts.N),
 			ratioOrNone(row.AfterRatio), row.BMissing, row.AAlone, row.ABeside, row.ThroughputRatio, yesNo(row.Meets))

@@ -82,6 +82,10 @@ type Options struct {
 	// NoisyLanes are the WORK_LANES the noisy figure compares; empty
 	// means its defaults (1 and 8; 8 with --quick).
 	NoisyLanes []int `json:"noisy_lanes,omitempty"`
+	// NoisyReceivers are the ways of naming the receivers the noisy
+	// figure compares, from NoisyReceivers; empty means its defaults
+	// (endpoints and hosts; endpoints with --quick).
+	NoisyReceivers []string `json:"noisy_receivers,omitempty"`
 	// Timeout bounds each measured run.
 	Timeout time.Duration `json:"timeout_ns"`
 	// CPUProfile and MemProfile name pprof output files; empty means none.
@@ -108,7 +112,7 @@ var figureHelp = map[string]string{
 	"history":      "events stored/s on SQLite and PostgreSQL against the worker",
 	"history-get":  "GET /v1/notifications/{id} on a full history",
 	"isolation":    "a healthy webhook endpoint beside one that never answers",
-	"noisy":        "a receiver's webhooks while another's backlog of 20,000 waits, with WORK_LANES 1 and 8, as endpoints and as hosts",
+	"noisy":        "a receiver's webhooks while another's backlog of 20,000 waits, with WORK_LANES 1 and 8 (--noisy-lanes), as endpoints and as hosts, or as two tenants' endpoints (--noisy-receivers)",
 	"ratelimit":    "email throughput under SMTP_RATE, three worker replicas sharing it, against the limit itself",
 	"deadletters":  "a bulk replay job of half of 100,000 parked copies (--dead-letters; 1,000 with --quick): time, RSS, duplicates and losses",
 }
@@ -143,7 +147,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs := flag.NewFlagSet("relay-lab bench", flag.ContinueOnError)
 	fs.SetOutput(output)
 	var o Options
-	var queues, figures, backends, noisyLanes string
+	var queues, figures, backends, noisyLanes, noisyReceivers string
 	var delayed int
 	fs.StringVar(&o.Format, "format", "text", "report `format`: text, markdown or json")
 	fs.StringVar(&o.Out, "out", "", "write the report to this `file` instead of stdout")
@@ -172,6 +176,7 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 	fs.IntVar(&o.HistoryNotifications, "history-notifications", 0, "notifications in the history while history-get times reads (default 1000000, --quick 20000)")
 	fs.IntVar(&o.DeadLetters, "dead-letters", 0, fmt.Sprintf("copies the deadletters figure parks, half of which its replay job selects (default 100000, --quick 1000; at most %d)", maxDeadLetterCopies))
 	fs.StringVar(&noisyLanes, "noisy-lanes", "", fmt.Sprintf("comma-separated `WORK_LANES` settings the noisy figure compares, each 1 to %d (default 1,8; --quick 8)", retry.MaxLanes))
+	fs.StringVar(&noisyReceivers, "noisy-receivers", "", "comma-separated `ways` the noisy figure names its two receivers: endpoints (two registered endpoints of one tenant), hosts (bare URLs of two hosts), tenants (an endpoint of each of two tenants, acme and beta, each posting with its own token) (default endpoints,hosts; --quick endpoints)")
 	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "bound on each measured run; the memory figure gets 500µs more per waiting message")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to `file` (samples labelled bench=<figure>/<side>/<queue>)")
 	fs.StringVar(&o.MemProfile, "memprofile", "", "write an allocation profile to `file` at the end")
@@ -236,7 +241,28 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 			return Options{}, err
 		}
 	}
+	if noisyReceivers != "" {
+		if o.NoisyReceivers, err = parseNoisyReceivers(noisyReceivers); err != nil {
+			return Options{}, err
+		}
+	}
 	return o, o.Validate()
+}
+
+// parseNoisyReceivers reads --noisy-receivers: values of NoisyReceivers,
+// each once.
+func parseNoisyReceivers(s string) ([]string, error) {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		r := strings.TrimSpace(part)
+		if !slices.Contains(NoisyReceivers, r) {
+			return nil, fmt.Errorf("%w: --noisy-receivers %q: want a comma-separated list of %s", errFlags, s, strings.Join(NoisyReceivers, ", "))
+		}
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // parseLanes reads --noisy-lanes: WORK_LANES settings, each once.

@@ -104,6 +104,8 @@ func TestParseOptionsErrors(t *testing.T) {
 		{"no lanes", []string{"--noisy-lanes", "0"}, `--noisy-lanes "0"`},
 		{"more lanes than a route has", []string{"--noisy-lanes", "1,65"}, `--noisy-lanes "1,65"`},
 		{"lanes that are no number", []string{"--noisy-lanes", "8,"}, `--noisy-lanes "8,"`},
+		{"an unknown way of naming receivers", []string{"--noisy-receivers", "endpoints,tenant"}, `--noisy-receivers "endpoints,tenant": want a comma-separated list of endpoints, hosts, tenants`},
+		{"an empty way of naming receivers", []string{"--noisy-receivers", "tenants,"}, `--noisy-receivers "tenants,"`},
 		{"a stray argument", []string{"--quick", "now"}, `unexpected argument "now"`},
 	}
 	for _, tt := range tests {
@@ -135,7 +137,8 @@ func TestParseOptionsFlagSyntax(t *testing.T) {
 	// The help lists every flag, says what each group of figures measures
 	// and that --delayed is the old name of --waiting.
 	for _, want := range []string{"-quick", "-waiting", "-delayed", "deprecated: the old name of --waiting", "-batch-size",
-		"retry-direct: retry round trips with the direct hand-off", "ingest-batch: POST /v1/notifications/batch"} {
+		"retry-direct: retry round trips with the direct hand-off", "ingest-batch: POST /v1/notifications/batch",
+		"-noisy-receivers", "endpoints (two registered endpoints of one tenant), hosts (bare URLs of two hosts), tenants (an endpoint of each of two tenants"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("--help lacks %q:\n%s", want, out.String())
 		}
@@ -183,5 +186,30 @@ func TestParseNoisyLanes(t *testing.T) {
 	}
 	if o, err := ParseOptions(nil, io.Discard); err != nil || o.NoisyLanes != nil {
 		t.Errorf("no --noisy-lanes = %v, %v; want none: the figure's defaults", o.NoisyLanes, err)
+	}
+}
+
+// TestParseNoisyReceivers reads --noisy-receivers as the ways of naming
+// the receivers the noisy figure compares, each once, in the order given.
+func TestParseNoisyReceivers(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"none given: the figure's defaults", nil, nil},
+		{"the tenants row alone", []string{"--noisy-receivers", "tenants"}, []string{"tenants"}},
+		{"each once, in order", []string{"--noisy-receivers", "tenants, endpoints,tenants,hosts"}, []string{"tenants", "endpoints", "hosts"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o, err := ParseOptions(tt.args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, o.NoisyReceivers); diff != "" {
+				t.Errorf("ParseOptions(%q).NoisyReceivers (-want +got):\n%s", tt.args, diff)
+			}
+		})
 	}
 }

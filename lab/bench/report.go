@@ -423,7 +423,7 @@ func (r *Report) text(w io.Writer) error {
 		fmt.Fprintln(w)
 		for _, n := range r.Noisy.Rows {
 			if _, err := fmt.Fprintf(w, "noisy neighbour, %s, WORK_LANES=%d (one lane: %s): B p99 %s alone, %s while A floods (%.1fx; the API's answer %s; after A's POSTs, answered in %s: %s, %s), %d not arrived; A %.1f/s alone, %.1f/s beside B (%.2fx); targets met: %s\n",
-				n.Receivers, n.Lanes, yesNo(n.SameLane), fmtDur(n.BAlone.P99), fmtDur(n.BFlood.P99), n.P99Ratio, fmtDur(n.BAccept.P99),
+				noisyReceiversLabel(n.Receivers), n.Lanes, yesNo(n.SameLane), fmtDur(n.BAlone.P99), fmtDur(n.BFlood.P99), n.P99Ratio, fmtDur(n.BAccept.P99),
 				fmtDur(n.APosts), latencyOrNone(n.BAfterPosts.P99, n.BAfterPosts.N), ratioOrNone(n.AfterRatio), n.BMissing,
 				n.AAlone, n.ABeside, n.ThroughputRatio, yesNo(n.Meets)); err != nil {
 				return err

@@ -437,6 +437,9 @@ func (b *bench) measure(ctx context.Context, command string) (*Report, error) {
 		if len(b.opts.NoisyLanes) > 0 {
 			opts.Lanes = b.opts.NoisyLanes
 		}
+		if len(b.opts.NoisyReceivers) > 0 {
+			opts.Receivers = b.opts.NoisyReceivers
+		}
 		res, err := b.Noisy(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("noisy: %w", err)
