@@ -486,7 +486,7 @@ func (s *Store) EndpointAttempts(ctx context.Context, id string, q AttemptQuery)
 	limit := pageSize(q.Limit)
 	args := []any{id, q.Channel}
 	query := `SELECT en.notification_id, en.created_at, a.round, a.attempt, a.at, a.outcome, a.error, a.reason, a.service,
-			a.delay_ms, a.waited_ms, a.duration_ms
+			a.delay_ms, a.waited_ms, a.duration_ms, a.deferred
 		FROM endpoint_notifications en
 		JOIN attempts a ON a.notification_id = en.notification_id AND a.channel = $2 AND a.attempt > 0
 		WHERE en.endpoint_id = $1`
@@ -508,12 +508,13 @@ func (s *Store) EndpointAttempts(ctx context.Context, id string, q AttemptQuery)
 		var (
 			a                       EndpointAttempt
 			delay, waited, duration sql.NullInt64
+			deferred                sql.NullBool
 		)
 		if err := rows.Scan(&a.NotificationID, timeCol{&a.CreatedAt}, &a.Round, &a.Attempt.N, timeCol{&a.At}, &a.Outcome,
-			&a.Error, &a.Reason, &a.Service, &delay, &waited, &duration); err != nil {
+			&a.Error, &a.Reason, &a.Service, &delay, &waited, &duration, &deferred); err != nil {
 			return err
 		}
-		a.DelayMS, a.WaitedMS, a.DurationMS = ptrInt(delay), ptrInt(waited), ptrInt(duration)
+		a.DelayMS, a.WaitedMS, a.DurationMS, a.Deferred = ptrInt(delay), ptrInt(waited), ptrInt(duration), deferred.Bool
 		page.Items = append(page.Items, a)
 		return nil
 	})

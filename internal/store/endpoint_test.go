@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -530,4 +531,28 @@ func TestEndpointMigrationBackfill(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEndpointAttemptsDeferred: an attempt deferred (a cap, a rate, a
+// Retry-After) shows as deferred in the endpoint's delivery log, as in the
+// notification's timeline, not as a plain failure.
+func TestEndpointAttemptsDeferred(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *store.Store) {
+		acceptFor(t, s, "ntf_e", ep1, 0)
+		record(t, s,
+			notification.Event{ID: "ntf_e", Channel: "webhook", Attempt: 1, Outcome: retry.Failed, At: t0.Add(time.Second), Error: "2 deliveries in flight", Service: "worker"},
+			notification.Event{ID: "ntf_e", Channel: "webhook", Attempt: 1, Outcome: retry.Retrying, At: t0.Add(time.Second), DelayMS: 50, Deferred: true, Service: "retrier"},
+			notification.Event{ID: "ntf_e", Channel: "webhook", Attempt: 2, Outcome: retry.Delivered, At: t0.Add(2 * time.Second), Service: "worker"})
+		page, err := s.EndpointAttempts(ctxOf(t), ep1, store.AttemptQuery{Channel: "webhook"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var deferred []bool
+		for _, a := range page.Items {
+			deferred = append(deferred, a.Deferred)
+		}
+		if len(page.Items) != 2 || !slices.Equal(deferred, []bool{false, true}) {
+			t.Errorf("attempts %+v, want the delivered one, then the deferred one", page.Items)
+		}
+	})
 }
