@@ -68,7 +68,7 @@ func Handler(name string, send channel.Sender) retry.HandlerFunc {
 		}
 		// The tenant the copy's notification belongs to, whose deliveries
 		// share a rate (channel.PaceTenants); none is the default tenant.
-		n.Tenant, _ = m.Headers[notification.HeaderTenant].(string)
+		n.Tenant = notification.TenantOf(m.Headers)
 		// The retries so far pick the provider the attempt starts with;
 		// the provider it went through goes into its event.
 		ctx = channel.WithRetries(ctx, m.Retries)
