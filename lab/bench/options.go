@@ -252,14 +252,20 @@ func ParseOptions(args []string, output io.Writer) (Options, error) {
 // parseNoisyReceivers reads --noisy-receivers: values of NoisyReceivers,
 // each once.
 func parseNoisyReceivers(s string) ([]string, error) {
+	return parseNames("noisy-receivers", s, NoisyReceivers)
+}
+
+// parseNames reads --flag's comma-separated list of values of allowed,
+// each once, in the order given.
+func parseNames(flag, s string, allowed []string) ([]string, error) {
 	var out []string
 	for part := range strings.SplitSeq(s, ",") {
-		r := strings.TrimSpace(part)
-		if !slices.Contains(NoisyReceivers, r) {
-			return nil, fmt.Errorf("%w: --noisy-receivers %q: want a comma-separated list of %s", errFlags, s, strings.Join(NoisyReceivers, ", "))
+		v := strings.TrimSpace(part)
+		if !slices.Contains(allowed, v) {
+			return nil, fmt.Errorf("%w: --%s %q: want a comma-separated list of %s", errFlags, flag, s, strings.Join(allowed, ", "))
 		}
-		if !slices.Contains(out, r) {
-			out = append(out, r)
+		if !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
 	return out, nil
@@ -280,19 +286,7 @@ func parseLanes(s string) ([]int, error) {
 	return out, nil
 }
 
-func parseFigures(s string) ([]string, error) {
-	var out []string
-	for part := range strings.SplitSeq(s, ",") {
-		f := strings.TrimSpace(part)
-		if !slices.Contains(AllFigures, f) {
-			return nil, fmt.Errorf("%w: --figures %q: want a comma-separated list of %s", errFlags, s, strings.Join(AllFigures, ", "))
-		}
-		if !slices.Contains(out, f) {
-			out = append(out, f)
-		}
-	}
-	return out, nil
-}
+func parseFigures(s string) ([]string, error) { return parseNames("figures", s, AllFigures) }
 
 func parseBackends(s string) ([]retry.Backend, error) {
 	var out []retry.Backend
