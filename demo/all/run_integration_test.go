@@ -343,6 +343,26 @@ type relayAll struct {
 // TOPOLOGY_PREFIX and DELAY_BACKEND=ttl) until the test ends, waits for
 // its API to be ready, and deletes what it declared afterwards; policy is
 // env's schedule, for the cleanup.
+// post sends one notification, body, with token and returns its id,
+// failing t unless the API accepted it.
+func (r relayAll) post(t *testing.T, token, body string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, r.api+"/v1/notifications", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var res struct{ ID string }
+	_ = json.NewDecoder(resp.Body).Decode(&res)
+	if resp.StatusCode != http.StatusAccepted || res.ID == "" {
+		t.Fatalf("POST %s = %d %+v", body, resp.StatusCode, res)
+	}
+	return res.ID
+}
+
 func startAll(t *testing.T, env map[string]string, policy retry.Policy) relayAll {
 	t.Helper()
 	prefix := env["TOPOLOGY_PREFIX"]

@@ -82,21 +82,7 @@ func TestTenantStreams(t *testing.T) {
 
 	send := func(token string) string {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, r.api+"/v1/notifications",
-			strings.NewReader(`{"email":{"to":["ada@example.com"],"subject":"tenants","text":"hi"}}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var res struct{ ID string }
-		_ = json.NewDecoder(resp.Body).Decode(&res)
-		if resp.StatusCode != http.StatusAccepted || res.ID == "" {
-			t.Fatalf("POST = %d %+v", resp.StatusCode, res)
-		}
-		return res.ID
+		return r.post(t, token, `{"email":{"to":["ada@example.com"],"subject":"tenants","text":"hi"}}`)
 	}
 	// delivered is the notifications whose delivery a stream has sent.
 	delivered := func(seen []streamed) map[string]bool {

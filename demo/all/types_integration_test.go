@@ -5,7 +5,6 @@ package all_test
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -41,20 +40,7 @@ func TestTypesEndToEnd(t *testing.T) {
 		if typ != "" {
 			body = `{"type":"` + typ + `",` + body[1:]
 		}
-		req, _ := http.NewRequest(http.MethodPost, r.api+"/v1/notifications", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var res struct{ ID string }
-		_ = json.NewDecoder(resp.Body).Decode(&res)
-		if resp.StatusCode != http.StatusAccepted || res.ID == "" {
-			t.Fatalf("POST %s = %d %+v", body, resp.StatusCode, res)
-		}
-		return res.ID
+		return r.post(t, token, body)
 	}
 	type view struct {
 		Payload struct {

@@ -71,14 +71,21 @@ func (p *apiProcess) depth(t *testing.T, queue string) int {
 	return q.Messages
 }
 
-// do sends an authenticated request and returns the status and body.
+// do sends a request with the default tenant's token and returns the
+// status and body.
 func (p *apiProcess) do(t *testing.T, method, path, body string) (int, []byte) {
+	t.Helper()
+	return p.doAs(t, deadLetterToken, method, path, body)
+}
+
+// doAs sends a request with token and returns the status and body.
+func (p *apiProcess) doAs(t *testing.T, token, method, path, body string) (int, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, p.base+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+deadLetterToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -62,29 +61,6 @@ func parkTenant(t *testing.T, conn *amqp.Connection, topo retry.Topology, id, te
 	}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// doAs is p.do with token.
-func (p *apiProcess) doAs(t *testing.T, token, method, path, body string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, p.base+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
 }
 
 // listed is the id and tenant of each parked copy GET /v1/dead-letters
